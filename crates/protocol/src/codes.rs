@@ -1,0 +1,201 @@
+//! The one registry of gateway close codes and REST JSON error codes, each
+//! with the sentence clients see.
+
+/// Gateway close codes (4000-4014) with Discord's meanings. The server never
+/// closes with 1000: clients treat a server-side 1000 as a drop anyway, and
+/// it would invalidate the session in Discord's rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u16)]
+pub enum CloseCode {
+    /// Something went wrong on our side (also: a slow consumer, a forced drop). Resumable.
+    UnknownError = 4000,
+    /// The client sent an opcode we do not know.
+    UnknownOpcode = 4001,
+    /// The client sent a payload we could not decode (bad JSON, bad frame, too large).
+    DecodeError = 4002,
+    /// The client sent a payload before identifying.
+    NotAuthenticated = 4003,
+    /// The token in IDENTIFY or RESUME is not valid. Not resumable.
+    AuthenticationFailed = 4004,
+    /// The client sent a second IDENTIFY.
+    AlreadyAuthenticated = 4005,
+    /// The sequence sent when resuming is not valid.
+    InvalidSeq = 4007,
+    /// The client sent more than 120 events in 60 seconds.
+    RateLimited = 4008,
+    /// The session timed out (no heartbeat, or no IDENTIFY in time).
+    SessionTimedOut = 4009,
+    /// The shard in IDENTIFY is not valid. Not resumable.
+    InvalidShard = 4010,
+    /// The session would hold too many guilds; sharding is required. Not resumable.
+    ShardingRequired = 4011,
+    /// The `v` query parameter names a version we do not speak. Not resumable.
+    InvalidApiVersion = 4012,
+    /// The intents in IDENTIFY hold unknown bits. Not resumable.
+    InvalidIntents = 4013,
+    /// The intents in IDENTIFY ask for something this account may not have. Not resumable.
+    DisallowedIntents = 4014,
+}
+
+impl CloseCode {
+    pub fn code(self) -> u16 {
+        self as u16
+    }
+
+    /// The reason text sent in the close frame.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::UnknownError => "Unknown error.",
+            Self::UnknownOpcode => "Unknown opcode.",
+            Self::DecodeError => "Decode error.",
+            Self::NotAuthenticated => "Not authenticated.",
+            Self::AuthenticationFailed => "Authentication failed.",
+            Self::AlreadyAuthenticated => "Already authenticated.",
+            Self::InvalidSeq => "Invalid seq.",
+            Self::RateLimited => "Rate limited.",
+            Self::SessionTimedOut => "Session timed out.",
+            Self::InvalidShard => "Invalid shard.",
+            Self::ShardingRequired => "Sharding required.",
+            Self::InvalidApiVersion => "Invalid API version.",
+            Self::InvalidIntents => "Invalid intent(s).",
+            Self::DisallowedIntents => "Disallowed intent(s).",
+        }
+    }
+
+    /// Whether Discord tells clients to reconnect after this code.
+    pub fn reconnect(self) -> bool {
+        !matches!(
+            self,
+            Self::AuthenticationFailed
+                | Self::InvalidShard
+                | Self::ShardingRequired
+                | Self::InvalidApiVersion
+                | Self::InvalidIntents
+                | Self::DisallowedIntents
+        )
+    }
+}
+
+/// Discord's JSON error codes, sent as `{"code": N, "message": "..."}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// General error; also used with 401 Unauthorized and 5xx.
+    General,
+    UnknownAccount,
+    UnknownApplication,
+    UnknownChannel,
+    UnknownGuild,
+    UnknownInvite,
+    UnknownMember,
+    UnknownMessage,
+    UnknownRole,
+    UnknownUser,
+    UnknownRoute,
+    /// 40001 Unauthorized: a token that does not exist.
+    Unauthorized,
+    /// 50001 Missing access (not a member).
+    MissingAccess,
+    /// 50005 Cannot edit a message authored by another user.
+    CannotEditOthersMessage,
+    /// 50006 Cannot send an empty message.
+    EmptyMessage,
+    /// 50013 Missing permissions.
+    MissingPermissions,
+    /// 50035 Invalid form body.
+    InvalidFormBody,
+    /// 50109 The request body contains invalid JSON.
+    InvalidJson,
+    /// 40002 Username already taken (for register).
+    UsernameTaken,
+    /// 20001 Bots cannot use this endpoint.
+    BotsCannotUse,
+    /// 30001 Maximum number of guilds reached.
+    MaxGuilds,
+    /// 40005 Request entity too large.
+    EntityTooLarge,
+}
+
+impl ErrorCode {
+    pub fn code(self) -> u32 {
+        match self {
+            Self::General => 0,
+            Self::UnknownAccount => 10001,
+            Self::UnknownApplication => 10002,
+            Self::UnknownChannel => 10003,
+            Self::UnknownGuild => 10004,
+            Self::UnknownInvite => 10006,
+            Self::UnknownMember => 10007,
+            Self::UnknownMessage => 10008,
+            Self::UnknownRole => 10011,
+            Self::UnknownUser => 10013,
+            Self::UnknownRoute => 0,
+            Self::Unauthorized => 40001,
+            Self::UsernameTaken => 40002,
+            Self::EntityTooLarge => 40005,
+            Self::BotsCannotUse => 20001,
+            Self::MaxGuilds => 30001,
+            Self::MissingAccess => 50001,
+            Self::CannotEditOthersMessage => 50005,
+            Self::EmptyMessage => 50006,
+            Self::MissingPermissions => 50013,
+            Self::InvalidFormBody => 50035,
+            Self::InvalidJson => 50109,
+        }
+    }
+
+    pub fn message(self) -> &'static str {
+        match self {
+            Self::General => "General error",
+            Self::UnknownAccount => "Unknown Account",
+            Self::UnknownApplication => "Unknown Application",
+            Self::UnknownChannel => "Unknown Channel",
+            Self::UnknownGuild => "Unknown Guild",
+            Self::UnknownInvite => "Unknown Invite",
+            Self::UnknownMember => "Unknown Member",
+            Self::UnknownMessage => "Unknown Message",
+            Self::UnknownRole => "Unknown Role",
+            Self::UnknownUser => "Unknown User",
+            Self::UnknownRoute => "404: Not Found",
+            Self::Unauthorized => "401: Unauthorized",
+            Self::UsernameTaken => "Username is already taken",
+            Self::EntityTooLarge => "Request entity too large",
+            Self::BotsCannotUse => "Bots cannot use this endpoint",
+            Self::MaxGuilds => "Maximum number of guilds reached",
+            Self::MissingAccess => "Missing Access",
+            Self::CannotEditOthersMessage => "Cannot edit a message authored by another user",
+            Self::EmptyMessage => "Cannot send an empty message",
+            Self::MissingPermissions => "Missing Permissions",
+            Self::InvalidFormBody => "Invalid Form Body",
+            Self::InvalidJson => "The request body contains invalid JSON.",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_fatal_codes_say_do_not_reconnect() {
+        let fatal = [4004, 4010, 4011, 4012, 4013, 4014];
+        for c in [
+            CloseCode::UnknownError,
+            CloseCode::UnknownOpcode,
+            CloseCode::DecodeError,
+            CloseCode::NotAuthenticated,
+            CloseCode::AuthenticationFailed,
+            CloseCode::AlreadyAuthenticated,
+            CloseCode::InvalidSeq,
+            CloseCode::RateLimited,
+            CloseCode::SessionTimedOut,
+            CloseCode::InvalidShard,
+            CloseCode::ShardingRequired,
+            CloseCode::InvalidApiVersion,
+            CloseCode::InvalidIntents,
+            CloseCode::DisallowedIntents,
+        ] {
+            assert_eq!(c.reconnect(), !fatal.contains(&c.code()), "{c:?}");
+            assert!((4000..=4014).contains(&c.code()));
+        }
+    }
+}

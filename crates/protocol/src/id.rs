@@ -1,0 +1,167 @@
+//! Snowflake ids: 42 bits of milliseconds since the Discord epoch
+//! (2015-01-01T00:00:00Z), 5 bits worker, 5 bits process, 12 bits increment.
+//! Serialised as JSON strings; accepted as strings or integers.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::de::{self, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Milliseconds between the Unix epoch and the Discord epoch.
+pub const DISCORD_EPOCH_MS: u64 = 1_420_070_400_000;
+
+/// A raw snowflake.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Snowflake(pub u64);
+
+impl Snowflake {
+    /// Milliseconds since the Unix epoch at which this id was made.
+    pub fn timestamp_ms(self) -> u64 {
+        (self.0 >> 22) + DISCORD_EPOCH_MS
+    }
+}
+
+macro_rules! id_type {
+    ($($(#[$m:meta])* $name:ident),* $(,)?) => {$(
+        $(#[$m])*
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+        pub struct $name(pub u64);
+
+        impl $name {
+            pub fn get(self) -> u64 { self.0 }
+            pub fn timestamp_ms(self) -> u64 { Snowflake(self.0).timestamp_ms() }
+        }
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { fmt::Display::fmt(&self.0, f) }
+        }
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { write!(f, concat!(stringify!($name), "({})"), self.0) }
+        }
+        impl From<Snowflake> for $name {
+            fn from(s: Snowflake) -> Self { Self(s.0) }
+        }
+        impl std::str::FromStr for $name {
+            type Err = std::num::ParseIntError;
+            fn from_str(s: &str) -> Result<Self, Self::Err> { s.parse().map(Self) }
+        }
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> { Snowflake(self.0).serialize(s) }
+        }
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> { Snowflake::deserialize(d).map(|s| Self(s.0)) }
+        }
+    )*};
+}
+
+id_type!(UserId, GuildId, ChannelId, MessageId, RoleId, ApplicationId);
+
+impl fmt::Display for Snowflake {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+impl fmt::Debug for Snowflake {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Snowflake({})", self.0)
+    }
+}
+
+impl Serialize for Snowflake {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Snowflake {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Snowflake;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a snowflake as a string or an integer")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Snowflake, E> {
+                Ok(Snowflake(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Snowflake, E> {
+                u64::try_from(v).map(Snowflake).map_err(|_| E::custom("negative snowflake"))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Snowflake, E> {
+                v.parse().map(Snowflake).map_err(|_| E::custom("snowflake is not a number"))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Generates unique, increasing snowflakes for one (worker, process).
+/// One atomic word holds `(timestamp << 12) | increment`, so generation is
+/// lock-free and ids stay monotonic even when the clock steps backwards.
+pub struct SnowflakeGen {
+    /// Last issued `(ms since Discord epoch) << 12 | increment`.
+    state: AtomicU64,
+    /// Worker and process bits, already shifted into place.
+    node_bits: u64,
+}
+
+impl SnowflakeGen {
+    pub fn new(worker: u8, process: u8) -> Self {
+        let node_bits = (u64::from(worker & 0x1f) << 17) | (u64::from(process & 0x1f) << 12);
+        Self { state: AtomicU64::new(0), node_bits }
+    }
+
+    pub fn next(&self) -> Snowflake {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(DISCORD_EPOCH_MS)
+            .saturating_sub(DISCORD_EPOCH_MS);
+        let mut cur = self.state.load(Ordering::Relaxed);
+        loop {
+            let candidate = (now << 12).max(cur + 1);
+            match self.state.compare_exchange_weak(cur, candidate, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => {
+                    let ts = candidate >> 12;
+                    let inc = candidate & 0xfff;
+                    return Snowflake((ts << 22) | self.node_bits | inc);
+                }
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_strings_out_and_accept_ints_in() {
+        let id = UserId(175928847299117063);
+        assert_eq!(serde_json::to_string(&id).unwrap(), "\"175928847299117063\"");
+        let a: UserId = serde_json::from_str("\"175928847299117063\"").unwrap();
+        let b: UserId = serde_json::from_str("175928847299117063").unwrap();
+        assert_eq!(a, id);
+        assert_eq!(b, id);
+        assert!(serde_json::from_str::<UserId>("\"abc\"").is_err());
+        assert!(serde_json::from_str::<UserId>("-1").is_err());
+    }
+
+    #[test]
+    fn generator_is_monotonic_and_timestamped() {
+        let g = SnowflakeGen::new(1, 2);
+        let mut last = 0;
+        for _ in 0..10_000 {
+            let s = g.next();
+            assert!(s.0 > last);
+            last = s.0;
+        }
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+        let ts = Snowflake(last).timestamp_ms();
+        assert!(ts <= now + 5_000 && ts + 60_000 > now, "timestamp {ts} vs now {now}");
+        assert_eq!((last >> 17) & 0x1f, 1);
+        assert_eq!((last >> 12) & 0x1f, 2);
+    }
+}

@@ -1,0 +1,20 @@
+//! Wire protocol of throng: the subset of Discord's Gateway v10 and REST API
+//! that bots and chat clients need.
+//!
+//! Layers, each in its own file:
+//! - [`id`]: snowflake ids (newtypes, Discord's bit layout, string on the wire).
+//! - [`codes`]: the one registry of gateway close codes and JSON error codes.
+//! - [`gateway`]: opcodes, intents, client payloads, dispatch envelopes.
+//! - [`model`]: JSON shapes of users, guilds, channels, roles, members, messages.
+//! - [`compress`]: per-connection `zlib-stream` / `zstd-stream` transport compression.
+//!
+//! Invariant: this crate does no I/O and spawns nothing.
+
+pub mod codes;
+pub mod compress;
+pub mod gateway;
+pub mod id;
+pub mod model;
+
+pub use codes::{CloseCode, ErrorCode};
+pub use id::{ApplicationId, ChannelId, GuildId, MessageId, RoleId, Snowflake, SnowflakeGen, UserId};

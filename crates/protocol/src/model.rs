@@ -1,0 +1,273 @@
+//! JSON shapes of Discord objects as throng sends them. Field sets follow
+//! what discord.py 2.7 and discord.js 14 read (see discord-compat.md §1.7-1.9,
+//! §2.3): keys those libraries index directly are always present, even if null.
+
+use serde::{Deserialize, Serialize};
+
+use crate::id::{ApplicationId, ChannelId, GuildId, MessageId, RoleId, UserId};
+
+/// Channel types we create and accept.
+pub mod channel_type {
+    pub const GUILD_TEXT: u8 = 0;
+    pub const DM: u8 = 1;
+    pub const GUILD_VOICE: u8 = 2;
+    pub const GUILD_CATEGORY: u8 = 4;
+    pub const GUILD_ANNOUNCEMENT: u8 = 5;
+}
+
+/// Permission bits (a subset; values are Discord's).
+pub mod permission {
+    pub const CREATE_INSTANT_INVITE: u64 = 1 << 0;
+    pub const KICK_MEMBERS: u64 = 1 << 1;
+    pub const ADMINISTRATOR: u64 = 1 << 3;
+    pub const MANAGE_CHANNELS: u64 = 1 << 4;
+    pub const MANAGE_GUILD: u64 = 1 << 5;
+    pub const ADD_REACTIONS: u64 = 1 << 6;
+    pub const VIEW_CHANNEL: u64 = 1 << 10;
+    pub const SEND_MESSAGES: u64 = 1 << 11;
+    pub const MANAGE_MESSAGES: u64 = 1 << 13;
+    pub const EMBED_LINKS: u64 = 1 << 14;
+    pub const ATTACH_FILES: u64 = 1 << 15;
+    pub const READ_MESSAGE_HISTORY: u64 = 1 << 16;
+    pub const MENTION_EVERYONE: u64 = 1 << 17;
+    pub const CHANGE_NICKNAME: u64 = 1 << 26;
+    /// What `@everyone` gets in a new guild (Discord's default, 0x6_3584_6c41 trimmed to known bits).
+    pub const DEFAULT_EVERYONE: u64 = CREATE_INSTANT_INVITE
+        | ADD_REACTIONS
+        | VIEW_CHANNEL
+        | SEND_MESSAGES
+        | EMBED_LINKS
+        | ATTACH_FILES
+        | READ_MESSAGE_HISTORY
+        | MENTION_EVERYONE
+        | CHANGE_NICKNAME;
+    pub const ALL: u64 = (1 << 47) - 1;
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct User {
+    pub id: UserId,
+    pub username: String,
+    pub global_name: Option<String>,
+    pub discriminator: String,
+    pub avatar: Option<String>,
+    #[serde(default)]
+    pub bot: bool,
+    #[serde(default)]
+    pub flags: u64,
+    #[serde(default)]
+    pub public_flags: u64,
+}
+
+/// `GET /users/@me`: a user plus the private fields clients read.
+#[derive(Debug, Clone, Serialize)]
+pub struct CurrentUser {
+    #[serde(flatten)]
+    pub user: User,
+    pub verified: bool,
+    pub mfa_enabled: bool,
+    pub email: Option<String>,
+    pub locale: &'static str,
+    pub premium_type: u8,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Role {
+    pub id: RoleId,
+    pub name: String,
+    pub color: u32,
+    pub hoist: bool,
+    pub icon: Option<String>,
+    pub unicode_emoji: Option<String>,
+    pub position: i32,
+    /// Permission bits as a decimal string, as Discord sends them.
+    pub permissions: String,
+    pub managed: bool,
+    pub mentionable: bool,
+    pub flags: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Overwrite {
+    pub id: crate::id::Snowflake,
+    /// 0 = role, 1 = member.
+    #[serde(rename = "type")]
+    pub kind: u8,
+    pub allow: String,
+    pub deny: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Channel {
+    pub id: ChannelId,
+    #[serde(rename = "type")]
+    pub kind: u8,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guild_id: Option<GuildId>,
+    pub name: String,
+    pub position: i32,
+    pub permission_overwrites: Vec<Overwrite>,
+    pub topic: Option<String>,
+    pub nsfw: bool,
+    pub last_message_id: Option<MessageId>,
+    pub parent_id: Option<ChannelId>,
+    pub rate_limit_per_user: u32,
+    pub flags: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Member {
+    /// Absent in the partial member attached to MESSAGE_CREATE.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub user: Option<User>,
+    pub nick: Option<String>,
+    pub avatar: Option<String>,
+    pub roles: Vec<RoleId>,
+    pub joined_at: String,
+    pub premium_since: Option<String>,
+    pub deaf: bool,
+    pub mute: bool,
+    pub flags: u64,
+    pub pending: bool,
+    pub communication_disabled_until: Option<String>,
+    /// Only on GUILD_MEMBER_ADD/UPDATE/REMOVE dispatches.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub guild_id: Option<GuildId>,
+}
+
+/// The guild fields common to REST and GUILD_CREATE.
+#[derive(Debug, Clone, Serialize)]
+pub struct Guild {
+    pub id: GuildId,
+    pub name: String,
+    pub icon: Option<String>,
+    pub splash: Option<String>,
+    pub discovery_splash: Option<String>,
+    pub banner: Option<String>,
+    pub description: Option<String>,
+    pub owner_id: UserId,
+    pub afk_channel_id: Option<ChannelId>,
+    pub afk_timeout: u32,
+    pub verification_level: u8,
+    pub default_message_notifications: u8,
+    pub explicit_content_filter: u8,
+    pub roles: Vec<Role>,
+    pub emojis: [(); 0],
+    pub stickers: [(); 0],
+    pub features: [(); 0],
+    pub mfa_level: u8,
+    pub application_id: Option<ApplicationId>,
+    pub system_channel_id: Option<ChannelId>,
+    pub system_channel_flags: u64,
+    pub rules_channel_id: Option<ChannelId>,
+    pub public_updates_channel_id: Option<ChannelId>,
+    pub safety_alerts_channel_id: Option<ChannelId>,
+    pub max_members: u32,
+    pub vanity_url_code: Option<String>,
+    pub premium_tier: u8,
+    pub premium_subscription_count: u32,
+    pub preferred_locale: &'static str,
+    pub nsfw_level: u8,
+    pub nsfw: bool,
+    pub premium_progress_bar_enabled: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MessageReference {
+    #[serde(rename = "type", default)]
+    pub kind: u8,
+    #[serde(default)]
+    pub message_id: Option<MessageId>,
+    #[serde(default)]
+    pub channel_id: Option<ChannelId>,
+    #[serde(default)]
+    pub guild_id: Option<GuildId>,
+    #[serde(default, skip_serializing)]
+    pub fail_if_not_exists: Option<bool>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Message {
+    pub id: MessageId,
+    pub channel_id: ChannelId,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub guild_id: Option<GuildId>,
+    pub author: User,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub member: Option<Member>,
+    pub content: String,
+    pub timestamp: String,
+    pub edited_timestamp: Option<String>,
+    pub tts: bool,
+    pub mention_everyone: bool,
+    pub mentions: Vec<User>,
+    pub mention_roles: Vec<RoleId>,
+    pub attachments: Vec<serde_json::Value>,
+    pub embeds: Vec<serde_json::Value>,
+    pub components: Vec<serde_json::Value>,
+    pub pinned: bool,
+    #[serde(rename = "type")]
+    pub kind: u8,
+    pub flags: u64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub nonce: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub message_reference: Option<MessageReference>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub channel_type: Option<u8>,
+}
+
+impl Message {
+    /// A copy with the fields MESSAGE_CONTENT gates emptied.
+    pub fn redacted(&self) -> Message {
+        Message {
+            content: String::new(),
+            embeds: Vec::new(),
+            attachments: Vec::new(),
+            components: Vec::new(),
+            ..self.clone()
+        }
+    }
+}
+
+/// Formats milliseconds since the Unix epoch as Discord's ISO 8601 timestamp,
+/// e.g. `2026-11-22T16:54:13.123000+00:00`.
+pub fn iso8601(ms: u64) -> String {
+    let secs = ms / 1000;
+    let millis = ms % 1000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}000+00:00",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso8601_matches_known_instants() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000000+00:00");
+        assert_eq!(iso8601(1_420_070_400_000), "2015-01-01T00:00:00.000000+00:00");
+        assert_eq!(iso8601(1_709_210_096_789), "2024-02-29T12:34:56.789000+00:00");
+    }
+}
