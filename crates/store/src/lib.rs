@@ -1,1 +1,99 @@
-pub fn _x(){}
+//! Persistence for throng.
+//!
+//! - [`Store`]: the backend-neutral trait the server talks to (one method per
+//!   query it needs; no SQL leaks out).
+//! - [`records`]: plain rows the trait exchanges.
+//! - [`sqlite`]: the embedded default backend (WAL, one writer connection,
+//!   a small reader pool, migrations embedded in the binary).
+//! - [`conformance`]: the test suite every backend must pass.
+//!
+//! Invariants: a method that returns `Ok` has committed its writes; library
+//! code never reads environment variables.
+
+pub mod conformance;
+pub mod records;
+pub mod sqlite;
+
+use async_trait::async_trait;
+use protocol::{ChannelId, GuildId, MessageId, UserId};
+
+pub use records::*;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A unique key already exists (e.g. a username).
+    #[error("already exists")]
+    Conflict,
+    #[error("database error: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("migration error: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(#[from] serde_json::Error),
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// Which messages `list_messages` returns (Discord's `before`/`after`/`around`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MessageWindow {
+    Latest,
+    Before(MessageId),
+    After(MessageId),
+    Around(MessageId),
+}
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    // Users and tokens.
+    async fn create_user(&self, user: &UserRecord, password_hash: Option<&str>) -> Result<()>;
+    async fn get_user(&self, id: UserId) -> Result<Option<UserRecord>>;
+    async fn get_users(&self, ids: &[UserId]) -> Result<Vec<UserRecord>>;
+    /// A human account by username, with its password hash.
+    async fn user_by_username(&self, username: &str) -> Result<Option<(UserRecord, String)>>;
+    async fn add_token(&self, hash: &[u8; 32], user: UserId, now_ms: u64) -> Result<()>;
+    async fn user_by_token(&self, hash: &[u8; 32]) -> Result<Option<UserRecord>>;
+    async fn create_application(&self, app: &ApplicationRecord) -> Result<()>;
+    async fn application_of_bot(&self, bot: UserId) -> Result<Option<ApplicationRecord>>;
+
+    // Guilds.
+    /// Creates a guild with its roles, channels and first members in one transaction.
+    async fn create_guild(&self, g: &NewGuild) -> Result<()>;
+    async fn get_guild(&self, id: GuildId) -> Result<Option<GuildRecord>>;
+    async fn update_guild(&self, g: &GuildRecord) -> Result<()>;
+    async fn delete_guild(&self, id: GuildId) -> Result<bool>;
+    /// Everything a guild actor holds: the guild, roles, channels, members and their users.
+    async fn load_guild(&self, id: GuildId) -> Result<Option<GuildSnapshot>>;
+    async fn guilds_of_user(&self, user: UserId) -> Result<Vec<GuildId>>;
+    async fn roles_of_guild(&self, guild: GuildId) -> Result<Vec<RoleRecord>>;
+
+    // Channels.
+    async fn create_channel(&self, c: &ChannelRecord) -> Result<()>;
+    async fn get_channel(&self, id: ChannelId) -> Result<Option<ChannelRecord>>;
+    async fn update_channel(&self, c: &ChannelRecord) -> Result<()>;
+    async fn delete_channel(&self, id: ChannelId) -> Result<bool>;
+    async fn channels_of_guild(&self, guild: GuildId) -> Result<Vec<ChannelRecord>>;
+
+    // Members.
+    /// Adds a member; `Ok(false)` if it already was one.
+    async fn add_member(&self, m: &MemberRecord) -> Result<bool>;
+    async fn get_member(&self, guild: GuildId, user: UserId) -> Result<Option<MemberRecord>>;
+    async fn update_member(&self, m: &MemberRecord) -> Result<bool>;
+    async fn remove_member(&self, guild: GuildId, user: UserId) -> Result<bool>;
+    /// Members ordered by user id, starting after `after`.
+    async fn list_members(&self, guild: GuildId, after: UserId, limit: u32) -> Result<Vec<MemberRecord>>;
+
+    // Messages.
+    async fn create_message(&self, m: &MessageRecord) -> Result<()>;
+    async fn get_message(&self, channel: ChannelId, id: MessageId) -> Result<Option<MessageRecord>>;
+    async fn update_message(&self, m: &MessageRecord) -> Result<()>;
+    async fn delete_message(&self, channel: ChannelId, id: MessageId) -> Result<bool>;
+    /// Messages newest first, as Discord returns them.
+    async fn list_messages(&self, channel: ChannelId, window: MessageWindow, limit: u32) -> Result<Vec<MessageRecord>>;
+
+    // Invites.
+    async fn create_invite(&self, i: &InviteRecord) -> Result<()>;
+    async fn get_invite(&self, code: &str) -> Result<Option<InviteRecord>>;
+    /// Counts one use; `Ok(false)` if the invite is used up or gone.
+    async fn use_invite(&self, code: &str) -> Result<bool>;
+}

@@ -1,0 +1,205 @@
+//! The conformance suite: behaviour every [`Store`] backend must show.
+//! Backends call [`run_all`] from their integration tests on an empty store.
+
+use protocol::{ChannelId, GuildId, MessageId, RoleId, UserId};
+
+use crate::*;
+
+fn user(id: u64, name: &str, bot: bool) -> UserRecord {
+    UserRecord { id: UserId(id), username: name.into(), global_name: None, avatar: None, bot, flags: 0, created_at: 1 }
+}
+
+fn message(id: u64, channel: u64, author: u64, content: &str) -> MessageRecord {
+    MessageRecord {
+        id: MessageId(id),
+        channel_id: ChannelId(channel),
+        guild_id: Some(GuildId(100)),
+        author_id: UserId(author),
+        content: content.into(),
+        edited_at: None,
+        kind: 0,
+        flags: 0,
+        tts: false,
+        mention_everyone: false,
+        mentions: vec![UserId(2)],
+        reference: Some(serde_json::json!({"message_id": "5"})),
+        extra: serde_json::json!({"embeds": []}),
+    }
+}
+
+/// Runs every check; panics with a message naming the failed behaviour.
+pub async fn run_all(s: &dyn Store) {
+    users_and_tokens(s).await;
+    guilds_channels_members(s).await;
+    messages(s).await;
+    invites(s).await;
+}
+
+async fn users_and_tokens(s: &dyn Store) {
+    s.create_user(&user(1, "alice", false), Some("hash-a")).await.unwrap();
+    s.create_user(&user(2, "bob", false), Some("hash-b")).await.unwrap();
+    s.create_user(&user(3, "robot", true), None).await.unwrap();
+    // Bots may share usernames with humans; humans may not share.
+    s.create_user(&user(4, "alice", true), None).await.unwrap();
+    assert!(matches!(s.create_user(&user(5, "alice", false), Some("x")).await, Err(StoreError::Conflict)), "duplicate human username");
+    assert_eq!(s.get_user(UserId(1)).await.unwrap().unwrap().username, "alice");
+    assert!(s.get_user(UserId(999)).await.unwrap().is_none());
+    let mut both = s.get_users(&[UserId(1), UserId(2), UserId(999)]).await.unwrap();
+    both.sort_by_key(|u| u.id);
+    assert_eq!(both.iter().map(|u| u.id.0).collect::<Vec<_>>(), vec![1, 2]);
+    let (u, h) = s.user_by_username("alice").await.unwrap().expect("login lookup");
+    assert_eq!((u.id, h.as_str()), (UserId(1), "hash-a"));
+    assert!(s.user_by_username("robot").await.unwrap().is_none(), "bots cannot log in by password");
+    let tok = [7u8; 32];
+    s.add_token(&tok, UserId(3), 5).await.unwrap();
+    assert_eq!(s.user_by_token(&tok).await.unwrap().unwrap().id, UserId(3));
+    assert!(s.user_by_token(&[8u8; 32]).await.unwrap().is_none());
+    let app = ApplicationRecord {
+        id: protocol::ApplicationId(3),
+        name: "robot".into(),
+        owner_id: Some(UserId(1)),
+        bot_user_id: UserId(3),
+        flags: 0,
+        verify_key: "k".into(),
+    };
+    s.create_application(&app).await.unwrap();
+    assert_eq!(s.application_of_bot(UserId(3)).await.unwrap(), Some(app));
+    assert!(s.application_of_bot(UserId(1)).await.unwrap().is_none());
+}
+
+async fn guilds_channels_members(s: &dyn Store) {
+    let g = GuildRecord {
+        id: GuildId(100),
+        name: "g".into(),
+        icon: None,
+        description: None,
+        owner_id: UserId(1),
+        system_channel_id: Some(ChannelId(101)),
+        created_at: 1,
+    };
+    let everyone = RoleRecord {
+        id: RoleId(100),
+        guild_id: GuildId(100),
+        name: "@everyone".into(),
+        color: 0,
+        hoist: false,
+        position: 0,
+        permissions: 1024,
+        mentionable: false,
+    };
+    let chan = ChannelRecord {
+        id: ChannelId(101),
+        guild_id: Some(GuildId(100)),
+        kind: 0,
+        name: "general".into(),
+        position: 0,
+        topic: None,
+        nsfw: false,
+        parent_id: None,
+        rate_limit_per_user: 0,
+        overwrites: vec![OverwriteRecord { id: 100, kind: 0, allow: 0, deny: 2048 }],
+        last_message_id: None,
+    };
+    let owner = MemberRecord { guild_id: GuildId(100), user_id: UserId(1), nick: None, roles: vec![], joined_at: 1, flags: 0 };
+    s.create_guild(&NewGuild { guild: g.clone(), roles: vec![everyone.clone()], channels: vec![chan.clone()], members: vec![owner.clone()] })
+        .await
+        .unwrap();
+    assert_eq!(s.get_guild(GuildId(100)).await.unwrap(), Some(g.clone()));
+    assert_eq!(s.roles_of_guild(GuildId(100)).await.unwrap(), vec![everyone]);
+    assert_eq!(s.channels_of_guild(GuildId(100)).await.unwrap(), vec![chan.clone()]);
+    assert_eq!(s.guilds_of_user(UserId(1)).await.unwrap(), vec![GuildId(100)]);
+
+    // Members: add is idempotent and reports whether it added.
+    let bot = MemberRecord { guild_id: GuildId(100), user_id: UserId(3), nick: Some("r".into()), roles: vec![RoleId(100)], joined_at: 2, flags: 0 };
+    assert!(s.add_member(&bot).await.unwrap());
+    assert!(!s.add_member(&bot).await.unwrap(), "second add reports false");
+    assert_eq!(s.get_member(GuildId(100), UserId(3)).await.unwrap(), Some(bot.clone()));
+    let mut nicked = bot.clone();
+    nicked.nick = None;
+    assert!(s.update_member(&nicked).await.unwrap());
+    assert_eq!(s.get_member(GuildId(100), UserId(3)).await.unwrap().unwrap().nick, None);
+    let page = s.list_members(GuildId(100), UserId(0), 1).await.unwrap();
+    assert_eq!(page.iter().map(|m| m.user_id).collect::<Vec<_>>(), vec![UserId(1)]);
+    let page = s.list_members(GuildId(100), UserId(1), 10).await.unwrap();
+    assert_eq!(page.iter().map(|m| m.user_id).collect::<Vec<_>>(), vec![UserId(3)]);
+    let snap = s.load_guild(GuildId(100)).await.unwrap().unwrap();
+    assert_eq!(snap.members.len(), 2);
+    assert_eq!(snap.members[1].1.username, "robot");
+    assert!(s.load_guild(GuildId(999)).await.unwrap().is_none());
+
+    // Channels: create, update, delete.
+    let mut c2 = chan.clone();
+    c2.id = ChannelId(102);
+    c2.name = "second".into();
+    c2.position = 1;
+    s.create_channel(&c2).await.unwrap();
+    c2.topic = Some("t".into());
+    s.update_channel(&c2).await.unwrap();
+    assert_eq!(s.get_channel(ChannelId(102)).await.unwrap().unwrap().topic.as_deref(), Some("t"));
+    assert!(s.delete_channel(ChannelId(102)).await.unwrap());
+    assert!(!s.delete_channel(ChannelId(102)).await.unwrap());
+    assert!(s.get_channel(ChannelId(102)).await.unwrap().is_none());
+
+    let mut g2 = g.clone();
+    g2.name = "renamed".into();
+    s.update_guild(&g2).await.unwrap();
+    assert_eq!(s.get_guild(GuildId(100)).await.unwrap().unwrap().name, "renamed");
+
+    // A throwaway guild to delete: everything under it goes.
+    let mut g3 = g.clone();
+    g3.id = GuildId(200);
+    let mut c3 = chan.clone();
+    c3.id = ChannelId(201);
+    c3.guild_id = Some(GuildId(200));
+    let m3 = MemberRecord { guild_id: GuildId(200), ..owner.clone() };
+    s.create_guild(&NewGuild { guild: g3, roles: vec![], channels: vec![c3], members: vec![m3] }).await.unwrap();
+    assert!(s.delete_guild(GuildId(200)).await.unwrap());
+    assert!(s.get_channel(ChannelId(201)).await.unwrap().is_none(), "channels deleted with guild");
+    assert_eq!(s.guilds_of_user(UserId(1)).await.unwrap(), vec![GuildId(100)], "memberships deleted with guild");
+    assert!(s.remove_member(GuildId(100), UserId(3)).await.unwrap());
+    assert!(!s.remove_member(GuildId(100), UserId(3)).await.unwrap());
+}
+
+async fn messages(s: &dyn Store) {
+    for id in 1..=10u64 {
+        s.create_message(&message(id * 10, 101, 1, &format!("m{id}"))).await.unwrap();
+    }
+    assert_eq!(s.get_channel(ChannelId(101)).await.unwrap().unwrap().last_message_id, Some(MessageId(100)));
+    let got = s.get_message(ChannelId(101), MessageId(10)).await.unwrap().unwrap();
+    assert_eq!(got, message(10, 101, 1, "m1"), "round trip keeps every field");
+    assert!(s.get_message(ChannelId(999), MessageId(10)).await.unwrap().is_none(), "message is scoped to its channel");
+    let ids = |v: Vec<MessageRecord>| v.into_iter().map(|m| m.id.0).collect::<Vec<_>>();
+    assert_eq!(ids(s.list_messages(ChannelId(101), MessageWindow::Latest, 3).await.unwrap()), vec![100, 90, 80]);
+    assert_eq!(ids(s.list_messages(ChannelId(101), MessageWindow::Before(MessageId(40)), 50).await.unwrap()), vec![30, 20, 10]);
+    assert_eq!(ids(s.list_messages(ChannelId(101), MessageWindow::After(MessageId(70)), 2).await.unwrap()), vec![90, 80]);
+    assert_eq!(ids(s.list_messages(ChannelId(101), MessageWindow::Around(MessageId(50)), 5).await.unwrap()), vec![70, 60, 50, 40, 30]);
+    let mut edited = got.clone();
+    edited.content = "changed".into();
+    edited.edited_at = Some(99);
+    s.update_message(&edited).await.unwrap();
+    assert_eq!(s.get_message(ChannelId(101), MessageId(10)).await.unwrap().unwrap(), edited);
+    assert!(s.delete_message(ChannelId(101), MessageId(10)).await.unwrap());
+    assert!(!s.delete_message(ChannelId(101), MessageId(10)).await.unwrap());
+    assert!(!s.delete_message(ChannelId(999), MessageId(20)).await.unwrap(), "delete is scoped to the channel");
+}
+
+async fn invites(s: &dyn Store) {
+    let inv = InviteRecord {
+        code: "abc".into(),
+        guild_id: GuildId(100),
+        channel_id: ChannelId(101),
+        inviter_id: Some(UserId(1)),
+        max_age: 0,
+        max_uses: 2,
+        uses: 0,
+        created_at: 1,
+    };
+    s.create_invite(&inv).await.unwrap();
+    assert!(matches!(s.create_invite(&inv).await, Err(StoreError::Conflict)));
+    assert_eq!(s.get_invite("abc").await.unwrap(), Some(inv));
+    assert!(s.use_invite("abc").await.unwrap());
+    assert!(s.use_invite("abc").await.unwrap());
+    assert!(!s.use_invite("abc").await.unwrap(), "max_uses enforced");
+    assert!(!s.use_invite("nope").await.unwrap());
+    assert_eq!(s.get_invite("abc").await.unwrap().unwrap().uses, 2);
+}

@@ -1,0 +1,133 @@
+//! Rows exchanged with a [`crate::Store`]. Times are ms since the Unix epoch.
+
+use protocol::{ApplicationId, ChannelId, GuildId, MessageId, RoleId, UserId};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserRecord {
+    pub id: UserId,
+    pub username: String,
+    pub global_name: Option<String>,
+    pub avatar: Option<String>,
+    pub bot: bool,
+    pub flags: u64,
+    pub created_at: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApplicationRecord {
+    pub id: ApplicationId,
+    pub name: String,
+    pub owner_id: Option<UserId>,
+    pub bot_user_id: UserId,
+    pub flags: u64,
+    pub verify_key: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuildRecord {
+    pub id: GuildId,
+    pub name: String,
+    pub icon: Option<String>,
+    pub description: Option<String>,
+    pub owner_id: UserId,
+    pub system_channel_id: Option<ChannelId>,
+    pub created_at: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoleRecord {
+    pub id: RoleId,
+    pub guild_id: GuildId,
+    pub name: String,
+    pub color: u32,
+    pub hoist: bool,
+    pub position: i32,
+    pub permissions: u64,
+    pub mentionable: bool,
+}
+
+/// A permission overwrite on a channel.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct OverwriteRecord {
+    pub id: u64,
+    /// 0 = role, 1 = member.
+    pub kind: u8,
+    pub allow: u64,
+    pub deny: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChannelRecord {
+    pub id: ChannelId,
+    pub guild_id: Option<GuildId>,
+    pub kind: u8,
+    pub name: String,
+    pub position: i32,
+    pub topic: Option<String>,
+    pub nsfw: bool,
+    pub parent_id: Option<ChannelId>,
+    pub rate_limit_per_user: u32,
+    pub overwrites: Vec<OverwriteRecord>,
+    pub last_message_id: Option<MessageId>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberRecord {
+    pub guild_id: GuildId,
+    pub user_id: UserId,
+    pub nick: Option<String>,
+    pub roles: Vec<RoleId>,
+    pub joined_at: u64,
+    pub flags: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct MessageRecord {
+    pub id: MessageId,
+    pub channel_id: ChannelId,
+    pub guild_id: Option<GuildId>,
+    pub author_id: UserId,
+    pub content: String,
+    pub edited_at: Option<u64>,
+    pub kind: u8,
+    pub flags: u64,
+    pub tts: bool,
+    pub mention_everyone: bool,
+    pub mentions: Vec<UserId>,
+    /// `message_reference` as JSON, if any.
+    pub reference: Option<serde_json::Value>,
+    /// Embeds, attachments and components as one JSON object.
+    pub extra: serde_json::Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InviteRecord {
+    pub code: String,
+    pub guild_id: GuildId,
+    pub channel_id: ChannelId,
+    pub inviter_id: Option<UserId>,
+    /// Seconds; 0 = never expires.
+    pub max_age: u32,
+    /// 0 = unlimited.
+    pub max_uses: u32,
+    pub uses: u32,
+    pub created_at: u64,
+}
+
+/// Everything created with a new guild, in one transaction.
+#[derive(Clone, Debug)]
+pub struct NewGuild {
+    pub guild: GuildRecord,
+    pub roles: Vec<RoleRecord>,
+    pub channels: Vec<ChannelRecord>,
+    pub members: Vec<MemberRecord>,
+}
+
+/// A guild's full state as its actor loads it.
+#[derive(Clone, Debug)]
+pub struct GuildSnapshot {
+    pub guild: GuildRecord,
+    pub roles: Vec<RoleRecord>,
+    pub channels: Vec<ChannelRecord>,
+    pub members: Vec<(MemberRecord, UserRecord)>,
+}

@@ -1,0 +1,777 @@
+//! SQLite backend: the embedded default.
+//!
+//! WAL journal so readers never block the writer and several processes can
+//! share one data directory; `synchronous=NORMAL`, which in WAL mode keeps
+//! every committed transaction across a process crash (`kill -9`); only an
+//! OS crash or power loss may lose the last transactions (set
+//! `synchronous_full` to rule that out too). All writes go through a pool of
+//! one connection (SQLite has one writer anyway; this avoids busy retries
+//! inside the process), reads through a small pool.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use protocol::{ApplicationId, ChannelId, GuildId, MessageId, RoleId, UserId};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{FromRow, Row, SqlitePool};
+
+use crate::*;
+
+pub struct SqliteStore {
+    /// One connection: every write goes here, in order.
+    writer: SqlitePool,
+    /// Readers; WAL lets them run beside the writer.
+    reader: SqlitePool,
+}
+
+#[derive(Clone, Debug)]
+pub struct SqliteOptions {
+    pub readers: u32,
+    pub synchronous_full: bool,
+    pub busy_timeout: Duration,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self { readers: 4, synchronous_full: false, busy_timeout: Duration::from_secs(10) }
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) `dir/throng.db` and applies migrations.
+    pub async fn open(dir: &Path, opts: &SqliteOptions) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::Db(sqlx::Error::Io(e)))?;
+        let path = dir.join("throng.db");
+        let connect = SqliteConnectOptions::from_str("sqlite://")?
+            .filename(&path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(if opts.synchronous_full { SqliteSynchronous::Full } else { SqliteSynchronous::Normal })
+            .busy_timeout(opts.busy_timeout)
+            .foreign_keys(true)
+            .pragma("cache_size", "-16000");
+        let writer = SqlitePoolOptions::new().max_connections(1).min_connections(1).connect_with(connect.clone()).await?;
+        sqlx::migrate!("./migrations/sqlite").run(&writer).await?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(opts.readers.max(1))
+            .connect_with(connect.read_only(true))
+            .await?;
+        Ok(Self { writer, reader })
+    }
+
+    /// The writer pool, for bulk tools (seeding) that batch their own transactions.
+    pub fn writer(&self) -> &SqlitePool {
+        &self.writer
+    }
+}
+
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
+}
+
+fn ids_json<T: Copy + Into<u64>>(ids: &[T]) -> String {
+    let v: Vec<u64> = ids.iter().map(|&i| i.into()).collect();
+    serde_json::to_string(&v).unwrap_or_else(|_| "[]".into())
+}
+
+macro_rules! into_u64 {
+    ($($t:ty),*) => {$(impl From<$t> for U64 { fn from(v: $t) -> Self { U64(v.0) } })*};
+}
+/// Helper to store any id as i64.
+struct U64(u64);
+into_u64!(UserId, GuildId, ChannelId, MessageId, RoleId);
+
+fn i(v: impl Into<U64>) -> i64 {
+    v.into().0 as i64
+}
+
+#[derive(FromRow)]
+struct UserRow {
+    id: i64,
+    username: String,
+    global_name: Option<String>,
+    avatar: Option<String>,
+    bot: bool,
+    flags: i64,
+    created_at: i64,
+}
+
+impl From<UserRow> for UserRecord {
+    fn from(r: UserRow) -> Self {
+        UserRecord {
+            id: UserId(r.id as u64),
+            username: r.username,
+            global_name: r.global_name,
+            avatar: r.avatar,
+            bot: r.bot,
+            flags: r.flags as u64,
+            created_at: r.created_at as u64,
+        }
+    }
+}
+
+#[derive(FromRow)]
+struct GuildRow {
+    id: i64,
+    name: String,
+    icon: Option<String>,
+    description: Option<String>,
+    owner_id: i64,
+    system_channel_id: Option<i64>,
+    created_at: i64,
+}
+
+impl From<GuildRow> for GuildRecord {
+    fn from(r: GuildRow) -> Self {
+        GuildRecord {
+            id: GuildId(r.id as u64),
+            name: r.name,
+            icon: r.icon,
+            description: r.description,
+            owner_id: UserId(r.owner_id as u64),
+            system_channel_id: r.system_channel_id.map(|v| ChannelId(v as u64)),
+            created_at: r.created_at as u64,
+        }
+    }
+}
+
+#[derive(FromRow)]
+struct RoleRow {
+    id: i64,
+    guild_id: i64,
+    name: String,
+    color: i64,
+    hoist: bool,
+    position: i64,
+    permissions: i64,
+    mentionable: bool,
+}
+
+impl From<RoleRow> for RoleRecord {
+    fn from(r: RoleRow) -> Self {
+        RoleRecord {
+            id: RoleId(r.id as u64),
+            guild_id: GuildId(r.guild_id as u64),
+            name: r.name,
+            color: r.color as u32,
+            hoist: r.hoist,
+            position: r.position as i32,
+            permissions: r.permissions as u64,
+            mentionable: r.mentionable,
+        }
+    }
+}
+
+#[derive(FromRow)]
+struct ChannelRow {
+    id: i64,
+    guild_id: Option<i64>,
+    kind: i64,
+    name: String,
+    position: i64,
+    topic: Option<String>,
+    nsfw: bool,
+    parent_id: Option<i64>,
+    rate_limit_per_user: i64,
+    overwrites: String,
+    last_message_id: Option<i64>,
+}
+
+impl TryFrom<ChannelRow> for ChannelRecord {
+    type Error = StoreError;
+    fn try_from(r: ChannelRow) -> Result<Self> {
+        Ok(ChannelRecord {
+            id: ChannelId(r.id as u64),
+            guild_id: r.guild_id.map(|v| GuildId(v as u64)),
+            kind: r.kind as u8,
+            name: r.name,
+            position: r.position as i32,
+            topic: r.topic,
+            nsfw: r.nsfw,
+            parent_id: r.parent_id.map(|v| ChannelId(v as u64)),
+            rate_limit_per_user: r.rate_limit_per_user as u32,
+            overwrites: serde_json::from_str(&r.overwrites)?,
+            last_message_id: r.last_message_id.map(|v| MessageId(v as u64)),
+        })
+    }
+}
+
+#[derive(FromRow)]
+struct MemberRow {
+    guild_id: i64,
+    user_id: i64,
+    nick: Option<String>,
+    roles: String,
+    joined_at: i64,
+    flags: i64,
+}
+
+impl TryFrom<MemberRow> for MemberRecord {
+    type Error = StoreError;
+    fn try_from(r: MemberRow) -> Result<Self> {
+        let roles: Vec<u64> = serde_json::from_str(&r.roles)?;
+        Ok(MemberRecord {
+            guild_id: GuildId(r.guild_id as u64),
+            user_id: UserId(r.user_id as u64),
+            nick: r.nick,
+            roles: roles.into_iter().map(RoleId).collect(),
+            joined_at: r.joined_at as u64,
+            flags: r.flags as u64,
+        })
+    }
+}
+
+#[derive(FromRow)]
+struct MessageRow {
+    id: i64,
+    channel_id: i64,
+    guild_id: Option<i64>,
+    author_id: i64,
+    content: String,
+    edited_at: Option<i64>,
+    kind: i64,
+    flags: i64,
+    tts: bool,
+    mention_everyone: bool,
+    mentions: String,
+    reference: Option<String>,
+    extra: String,
+}
+
+impl TryFrom<MessageRow> for MessageRecord {
+    type Error = StoreError;
+    fn try_from(r: MessageRow) -> Result<Self> {
+        let mentions: Vec<u64> = serde_json::from_str(&r.mentions)?;
+        Ok(MessageRecord {
+            id: MessageId(r.id as u64),
+            channel_id: ChannelId(r.channel_id as u64),
+            guild_id: r.guild_id.map(|v| GuildId(v as u64)),
+            author_id: UserId(r.author_id as u64),
+            content: r.content,
+            edited_at: r.edited_at.map(|v| v as u64),
+            kind: r.kind as u8,
+            flags: r.flags as u64,
+            tts: r.tts,
+            mention_everyone: r.mention_everyone,
+            mentions: mentions.into_iter().map(UserId).collect(),
+            reference: r.reference.as_deref().map(serde_json::from_str).transpose()?,
+            extra: serde_json::from_str(&r.extra)?,
+        })
+    }
+}
+
+#[derive(FromRow)]
+struct InviteRow {
+    code: String,
+    guild_id: i64,
+    channel_id: i64,
+    inviter_id: Option<i64>,
+    max_age: i64,
+    max_uses: i64,
+    uses: i64,
+    created_at: i64,
+}
+
+impl From<InviteRow> for InviteRecord {
+    fn from(r: InviteRow) -> Self {
+        InviteRecord {
+            code: r.code,
+            guild_id: GuildId(r.guild_id as u64),
+            channel_id: ChannelId(r.channel_id as u64),
+            inviter_id: r.inviter_id.map(|v| UserId(v as u64)),
+            max_age: r.max_age as u32,
+            max_uses: r.max_uses as u32,
+            uses: r.uses as u32,
+            created_at: r.created_at as u64,
+        }
+    }
+}
+
+const USER_COLS: &str = "id, username, global_name, avatar, bot, flags, created_at";
+const CHANNEL_COLS: &str =
+    "id, guild_id, kind, name, position, topic, nsfw, parent_id, rate_limit_per_user, overwrites, last_message_id";
+const MESSAGE_COLS: &str =
+    "id, channel_id, guild_id, author_id, content, edited_at, kind, flags, tts, mention_everyone, mentions, reference, extra";
+
+async fn insert_channel<'e, E: sqlx::SqliteExecutor<'e>>(e: E, c: &ChannelRecord) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO channels (id, guild_id, kind, name, position, topic, nsfw, parent_id, rate_limit_per_user, overwrites, last_message_id)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(i(c.id))
+    .bind(c.guild_id.map(i))
+    .bind(i64::from(c.kind))
+    .bind(&c.name)
+    .bind(i64::from(c.position))
+    .bind(&c.topic)
+    .bind(c.nsfw)
+    .bind(c.parent_id.map(i))
+    .bind(i64::from(c.rate_limit_per_user))
+    .bind(serde_json::to_string(&c.overwrites)?)
+    .bind(c.last_message_id.map(i))
+    .execute(e)
+    .await?;
+    Ok(())
+}
+
+async fn insert_member<'e, E: sqlx::SqliteExecutor<'e>>(e: E, m: &MemberRecord) -> Result<bool> {
+    let r = sqlx::query(
+        "INSERT INTO members (guild_id, user_id, nick, roles, joined_at, flags) VALUES (?, ?, ?, ?, ?, ?)
+         ON CONFLICT (guild_id, user_id) DO NOTHING",
+    )
+    .bind(i(m.guild_id))
+    .bind(i(m.user_id))
+    .bind(&m.nick)
+    .bind(ids_json(&m.roles.iter().map(|r| r.0).collect::<Vec<_>>()))
+    .bind(m.joined_at as i64)
+    .bind(m.flags as i64)
+    .execute(e)
+    .await?;
+    Ok(r.rows_affected() == 1)
+}
+
+async fn insert_role<'e, E: sqlx::SqliteExecutor<'e>>(e: E, r: &RoleRecord) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO roles (id, guild_id, name, color, hoist, position, permissions, mentionable) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(i(r.id))
+    .bind(i(r.guild_id))
+    .bind(&r.name)
+    .bind(i64::from(r.color))
+    .bind(r.hoist)
+    .bind(i64::from(r.position))
+    .bind(r.permissions as i64)
+    .bind(r.mentionable)
+    .execute(e)
+    .await?;
+    Ok(())
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn create_user(&self, u: &UserRecord, password_hash: Option<&str>) -> Result<()> {
+        sqlx::query("INSERT INTO users (id, username, global_name, avatar, bot, flags, password_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+            .bind(i(u.id))
+            .bind(&u.username)
+            .bind(&u.global_name)
+            .bind(&u.avatar)
+            .bind(u.bot)
+            .bind(u.flags as i64)
+            .bind(password_hash)
+            .bind(u.created_at as i64)
+            .execute(&self.writer)
+            .await
+            .map_err(|e| if is_unique_violation(&e) { StoreError::Conflict } else { e.into() })?;
+        Ok(())
+    }
+
+    async fn get_user(&self, id: UserId) -> Result<Option<UserRecord>> {
+        let q = format!("SELECT {USER_COLS} FROM users WHERE id = ?");
+        Ok(sqlx::query_as::<_, UserRow>(&q).bind(i(id)).fetch_optional(&self.reader).await?.map(Into::into))
+    }
+
+    async fn get_users(&self, ids: &[UserId]) -> Result<Vec<UserRecord>> {
+        let q = format!("SELECT {USER_COLS} FROM users WHERE id IN (SELECT value FROM json_each(?))");
+        let rows = sqlx::query_as::<_, UserRow>(&q)
+            .bind(ids_json(&ids.iter().map(|u| u.0).collect::<Vec<_>>()))
+            .fetch_all(&self.reader)
+            .await?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
+    async fn user_by_username(&self, username: &str) -> Result<Option<(UserRecord, String)>> {
+        let q = format!("SELECT {USER_COLS}, password_hash FROM users WHERE username = ? AND bot = 0 AND password_hash IS NOT NULL");
+        let row = sqlx::query(&q).bind(username).fetch_optional(&self.reader).await?;
+        match row {
+            None => Ok(None),
+            Some(r) => {
+                let hash: String = r.try_get("password_hash")?;
+                Ok(Some((UserRow::from_row(&r)?.into(), hash)))
+            }
+        }
+    }
+
+    async fn add_token(&self, hash: &[u8; 32], user: UserId, now_ms: u64) -> Result<()> {
+        sqlx::query("INSERT INTO tokens (hash, user_id, created_at) VALUES (?, ?, ?)")
+            .bind(&hash[..])
+            .bind(i(user))
+            .bind(now_ms as i64)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn user_by_token(&self, hash: &[u8; 32]) -> Result<Option<UserRecord>> {
+        let q = "SELECT u.id, u.username, u.global_name, u.avatar, u.bot, u.flags, u.created_at
+                 FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ?";
+        Ok(sqlx::query_as::<_, UserRow>(q).bind(&hash[..]).fetch_optional(&self.reader).await?.map(Into::into))
+    }
+
+    async fn create_application(&self, a: &ApplicationRecord) -> Result<()> {
+        sqlx::query("INSERT INTO applications (id, name, owner_id, bot_user_id, flags, verify_key) VALUES (?, ?, ?, ?, ?, ?)")
+            .bind(a.id.0 as i64)
+            .bind(&a.name)
+            .bind(a.owner_id.map(i))
+            .bind(i(a.bot_user_id))
+            .bind(a.flags as i64)
+            .bind(&a.verify_key)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn application_of_bot(&self, bot: UserId) -> Result<Option<ApplicationRecord>> {
+        let row = sqlx::query("SELECT id, name, owner_id, bot_user_id, flags, verify_key FROM applications WHERE bot_user_id = ?")
+            .bind(i(bot))
+            .fetch_optional(&self.reader)
+            .await?;
+        row.map(|r| {
+            Ok(ApplicationRecord {
+                id: ApplicationId(r.try_get::<i64, _>("id")? as u64),
+                name: r.try_get("name")?,
+                owner_id: r.try_get::<Option<i64>, _>("owner_id")?.map(|v| UserId(v as u64)),
+                bot_user_id: UserId(r.try_get::<i64, _>("bot_user_id")? as u64),
+                flags: r.try_get::<i64, _>("flags")? as u64,
+                verify_key: r.try_get("verify_key")?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn create_guild(&self, g: &NewGuild) -> Result<()> {
+        let mut tx = self.writer.begin().await?;
+        sqlx::query("INSERT INTO guilds (id, name, icon, description, owner_id, system_channel_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)")
+            .bind(i(g.guild.id))
+            .bind(&g.guild.name)
+            .bind(&g.guild.icon)
+            .bind(&g.guild.description)
+            .bind(i(g.guild.owner_id))
+            .bind(g.guild.system_channel_id.map(i))
+            .bind(g.guild.created_at as i64)
+            .execute(&mut *tx)
+            .await?;
+        for r in &g.roles {
+            insert_role(&mut *tx, r).await?;
+        }
+        for c in &g.channels {
+            insert_channel(&mut *tx, c).await?;
+        }
+        for m in &g.members {
+            insert_member(&mut *tx, m).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn get_guild(&self, id: GuildId) -> Result<Option<GuildRecord>> {
+        Ok(sqlx::query_as::<_, GuildRow>(
+            "SELECT id, name, icon, description, owner_id, system_channel_id, created_at FROM guilds WHERE id = ?",
+        )
+        .bind(i(id))
+        .fetch_optional(&self.reader)
+        .await?
+        .map(Into::into))
+    }
+
+    async fn update_guild(&self, g: &GuildRecord) -> Result<()> {
+        sqlx::query("UPDATE guilds SET name = ?, icon = ?, description = ?, owner_id = ?, system_channel_id = ? WHERE id = ?")
+            .bind(&g.name)
+            .bind(&g.icon)
+            .bind(&g.description)
+            .bind(i(g.owner_id))
+            .bind(g.system_channel_id.map(i))
+            .bind(i(g.id))
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn delete_guild(&self, id: GuildId) -> Result<bool> {
+        let mut tx = self.writer.begin().await?;
+        sqlx::query("DELETE FROM messages WHERE guild_id = ?").bind(i(id)).execute(&mut *tx).await?;
+        let r = sqlx::query("DELETE FROM guilds WHERE id = ?").bind(i(id)).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn load_guild(&self, id: GuildId) -> Result<Option<GuildSnapshot>> {
+        let Some(guild) = self.get_guild(id).await? else { return Ok(None) };
+        let roles = self.roles_of_guild(id).await?;
+        let channels = self.channels_of_guild(id).await?;
+        let rows = sqlx::query(
+            "SELECT m.guild_id, m.user_id, m.nick, m.roles, m.joined_at, m.flags AS mflags,
+                    u.id, u.username, u.global_name, u.avatar, u.bot, u.flags, u.created_at
+             FROM members m JOIN users u ON u.id = m.user_id WHERE m.guild_id = ? ORDER BY m.user_id",
+        )
+        .bind(i(id))
+        .fetch_all(&self.reader)
+        .await?;
+        let mut members = Vec::with_capacity(rows.len());
+        for r in rows {
+            let m = MemberRow {
+                guild_id: r.try_get("guild_id")?,
+                user_id: r.try_get("user_id")?,
+                nick: r.try_get("nick")?,
+                roles: r.try_get("roles")?,
+                joined_at: r.try_get("joined_at")?,
+                flags: r.try_get("mflags")?,
+            };
+            members.push((MemberRecord::try_from(m)?, UserRow::from_row(&r)?.into()));
+        }
+        Ok(Some(GuildSnapshot { guild, roles, channels, members }))
+    }
+
+    async fn guilds_of_user(&self, user: UserId) -> Result<Vec<GuildId>> {
+        let rows: Vec<(i64,)> = sqlx::query_as("SELECT guild_id FROM members WHERE user_id = ? ORDER BY guild_id")
+            .bind(i(user))
+            .fetch_all(&self.reader)
+            .await?;
+        Ok(rows.into_iter().map(|(g,)| GuildId(g as u64)).collect())
+    }
+
+    async fn roles_of_guild(&self, guild: GuildId) -> Result<Vec<RoleRecord>> {
+        let rows = sqlx::query_as::<_, RoleRow>(
+            "SELECT id, guild_id, name, color, hoist, position, permissions, mentionable FROM roles WHERE guild_id = ? ORDER BY position, id",
+        )
+        .bind(i(guild))
+        .fetch_all(&self.reader)
+        .await?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
+    async fn create_channel(&self, c: &ChannelRecord) -> Result<()> {
+        insert_channel(&self.writer, c).await
+    }
+
+    async fn get_channel(&self, id: ChannelId) -> Result<Option<ChannelRecord>> {
+        let q = format!("SELECT {CHANNEL_COLS} FROM channels WHERE id = ?");
+        sqlx::query_as::<_, ChannelRow>(&q).bind(i(id)).fetch_optional(&self.reader).await?.map(TryInto::try_into).transpose()
+    }
+
+    async fn update_channel(&self, c: &ChannelRecord) -> Result<()> {
+        sqlx::query(
+            "UPDATE channels SET name = ?, position = ?, topic = ?, nsfw = ?, parent_id = ?, rate_limit_per_user = ?, overwrites = ? WHERE id = ?",
+        )
+        .bind(&c.name)
+        .bind(i64::from(c.position))
+        .bind(&c.topic)
+        .bind(c.nsfw)
+        .bind(c.parent_id.map(i))
+        .bind(i64::from(c.rate_limit_per_user))
+        .bind(serde_json::to_string(&c.overwrites)?)
+        .bind(i(c.id))
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    async fn delete_channel(&self, id: ChannelId) -> Result<bool> {
+        let r = sqlx::query("DELETE FROM channels WHERE id = ?").bind(i(id)).execute(&self.writer).await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn channels_of_guild(&self, guild: GuildId) -> Result<Vec<ChannelRecord>> {
+        let q = format!("SELECT {CHANNEL_COLS} FROM channels WHERE guild_id = ? ORDER BY position, id");
+        sqlx::query_as::<_, ChannelRow>(&q)
+            .bind(i(guild))
+            .fetch_all(&self.reader)
+            .await?
+            .into_iter()
+            .map(TryInto::try_into)
+            .collect()
+    }
+
+    async fn add_member(&self, m: &MemberRecord) -> Result<bool> {
+        insert_member(&self.writer, m).await
+    }
+
+    async fn get_member(&self, guild: GuildId, user: UserId) -> Result<Option<MemberRecord>> {
+        sqlx::query_as::<_, MemberRow>(
+            "SELECT guild_id, user_id, nick, roles, joined_at, flags FROM members WHERE guild_id = ? AND user_id = ?",
+        )
+        .bind(i(guild))
+        .bind(i(user))
+        .fetch_optional(&self.reader)
+        .await?
+        .map(TryInto::try_into)
+        .transpose()
+    }
+
+    async fn update_member(&self, m: &MemberRecord) -> Result<bool> {
+        let r = sqlx::query("UPDATE members SET nick = ?, roles = ?, flags = ? WHERE guild_id = ? AND user_id = ?")
+            .bind(&m.nick)
+            .bind(ids_json(&m.roles.iter().map(|r| r.0).collect::<Vec<_>>()))
+            .bind(m.flags as i64)
+            .bind(i(m.guild_id))
+            .bind(i(m.user_id))
+            .execute(&self.writer)
+            .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn remove_member(&self, guild: GuildId, user: UserId) -> Result<bool> {
+        let r = sqlx::query("DELETE FROM members WHERE guild_id = ? AND user_id = ?")
+            .bind(i(guild))
+            .bind(i(user))
+            .execute(&self.writer)
+            .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn list_members(&self, guild: GuildId, after: UserId, limit: u32) -> Result<Vec<MemberRecord>> {
+        sqlx::query_as::<_, MemberRow>(
+            "SELECT guild_id, user_id, nick, roles, joined_at, flags FROM members WHERE guild_id = ? AND user_id > ? ORDER BY user_id LIMIT ?",
+        )
+        .bind(i(guild))
+        .bind(i(after))
+        .bind(i64::from(limit))
+        .fetch_all(&self.reader)
+        .await?
+        .into_iter()
+        .map(TryInto::try_into)
+        .collect()
+    }
+
+    async fn create_message(&self, m: &MessageRecord) -> Result<()> {
+        let mut tx = self.writer.begin().await?;
+        sqlx::query(
+            "INSERT INTO messages (id, channel_id, guild_id, author_id, content, edited_at, kind, flags, tts, mention_everyone, mentions, reference, extra)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(i(m.id))
+        .bind(i(m.channel_id))
+        .bind(m.guild_id.map(i))
+        .bind(i(m.author_id))
+        .bind(&m.content)
+        .bind(m.edited_at.map(|v| v as i64))
+        .bind(i64::from(m.kind))
+        .bind(m.flags as i64)
+        .bind(m.tts)
+        .bind(m.mention_everyone)
+        .bind(ids_json(&m.mentions.iter().map(|u| u.0).collect::<Vec<_>>()))
+        .bind(m.reference.as_ref().map(serde_json::to_string).transpose()?)
+        .bind(serde_json::to_string(&m.extra)?)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("UPDATE channels SET last_message_id = ? WHERE id = ?")
+            .bind(i(m.id))
+            .bind(i(m.channel_id))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn get_message(&self, channel: ChannelId, id: MessageId) -> Result<Option<MessageRecord>> {
+        let q = format!("SELECT {MESSAGE_COLS} FROM messages WHERE id = ? AND channel_id = ?");
+        sqlx::query_as::<_, MessageRow>(&q)
+            .bind(i(id))
+            .bind(i(channel))
+            .fetch_optional(&self.reader)
+            .await?
+            .map(TryInto::try_into)
+            .transpose()
+    }
+
+    async fn update_message(&self, m: &MessageRecord) -> Result<()> {
+        sqlx::query("UPDATE messages SET content = ?, edited_at = ?, flags = ?, mention_everyone = ?, mentions = ?, extra = ? WHERE id = ?")
+            .bind(&m.content)
+            .bind(m.edited_at.map(|v| v as i64))
+            .bind(m.flags as i64)
+            .bind(m.mention_everyone)
+            .bind(ids_json(&m.mentions.iter().map(|u| u.0).collect::<Vec<_>>()))
+            .bind(serde_json::to_string(&m.extra)?)
+            .bind(i(m.id))
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn delete_message(&self, channel: ChannelId, id: MessageId) -> Result<bool> {
+        let r = sqlx::query("DELETE FROM messages WHERE id = ? AND channel_id = ?")
+            .bind(i(id))
+            .bind(i(channel))
+            .execute(&self.writer)
+            .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn list_messages(&self, channel: ChannelId, window: MessageWindow, limit: u32) -> Result<Vec<MessageRecord>> {
+        let limit = i64::from(limit);
+        let c = i(channel);
+        let fetch = |sql: String, a: i64, b: i64, l: i64| {
+            let reader = &self.reader;
+            async move { sqlx::query_as::<_, MessageRow>(&sql).bind(a).bind(b).bind(l).fetch_all(reader).await }
+        };
+        let rows = match window {
+            MessageWindow::Latest => {
+                fetch(format!("SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? AND id > ? ORDER BY id DESC LIMIT ?"), c, -1, limit).await?
+            }
+            MessageWindow::Before(m) => {
+                fetch(format!("SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? AND id < ? ORDER BY id DESC LIMIT ?"), c, i(m), limit).await?
+            }
+            MessageWindow::After(m) => {
+                let mut v =
+                    fetch(format!("SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? AND id > ? ORDER BY id ASC LIMIT ?"), c, i(m), limit)
+                        .await?;
+                v.reverse();
+                v
+            }
+            MessageWindow::Around(m) => {
+                // Discord: up to limit/2 older ones, the message itself if it exists, and newer ones.
+                let before = limit / 2;
+                let after = limit - before - 1;
+                let mut newer = fetch(
+                    format!("SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? AND id >= ? ORDER BY id ASC LIMIT ?"),
+                    c,
+                    i(m),
+                    after + 1,
+                )
+                .await?;
+                newer.reverse();
+                let older =
+                    fetch(format!("SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? AND id < ? ORDER BY id DESC LIMIT ?"), c, i(m), before)
+                        .await?;
+                newer.extend(older);
+                newer
+            }
+        };
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    async fn create_invite(&self, v: &InviteRecord) -> Result<()> {
+        sqlx::query("INSERT INTO invites (code, guild_id, channel_id, inviter_id, max_age, max_uses, uses, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+            .bind(&v.code)
+            .bind(i(v.guild_id))
+            .bind(i(v.channel_id))
+            .bind(v.inviter_id.map(i))
+            .bind(i64::from(v.max_age))
+            .bind(i64::from(v.max_uses))
+            .bind(i64::from(v.uses))
+            .bind(v.created_at as i64)
+            .execute(&self.writer)
+            .await
+            .map_err(|e| if is_unique_violation(&e) { StoreError::Conflict } else { e.into() })?;
+        Ok(())
+    }
+
+    async fn get_invite(&self, code: &str) -> Result<Option<InviteRecord>> {
+        Ok(sqlx::query_as::<_, InviteRow>(
+            "SELECT code, guild_id, channel_id, inviter_id, max_age, max_uses, uses, created_at FROM invites WHERE code = ?",
+        )
+        .bind(code)
+        .fetch_optional(&self.reader)
+        .await?
+        .map(Into::into))
+    }
+
+    async fn use_invite(&self, code: &str) -> Result<bool> {
+        let r = sqlx::query("UPDATE invites SET uses = uses + 1 WHERE code = ? AND (max_uses = 0 OR uses < max_uses)")
+            .bind(code)
+            .execute(&self.writer)
+            .await?;
+        Ok(r.rows_affected() == 1)
+    }
+}
