@@ -118,6 +118,8 @@ pub struct Deflate {
 
 // SAFETY: the stream is owned exclusively; zlib keeps no thread-local state.
 unsafe impl Send for Deflate {}
+// SAFETY: every method that touches the stream takes `&mut self`; `&Deflate` exposes nothing.
+unsafe impl Sync for Deflate {}
 
 impl Deflate {
     pub fn new(p: &CompressParams) -> Result<Self, CompressError> {
@@ -238,6 +240,8 @@ pub mod flate {
     }
     // SAFETY: owned exclusively.
     unsafe impl Send for Inflate {}
+    // SAFETY: every method that touches the stream takes `&mut self`.
+    unsafe impl Sync for Inflate {}
 
     impl Inflate {
         pub fn new() -> Result<Self, CompressError> {

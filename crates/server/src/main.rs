@@ -1,1 +1,153 @@
-fn main(){}
+//! `throng`: the server binary. Thin glue over the `server` library.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use server::{Config, Server};
+
+#[derive(Parser)]
+#[command(name = "throng", version, about = "A Discord-compatible real-time chat server")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+/// Flags shared by every command that opens the data directory.
+#[derive(clap::Args, Clone)]
+struct Common {
+    /// TOML configuration file (layered under THRONG_* env and these flags).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Data directory holding the SQLite database.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the server (REST + gateway on one port).
+    Serve {
+        #[command(flatten)]
+        common: Common,
+        /// Address to listen on, HOST:PORT.
+        #[arg(long)]
+        listen: Option<std::net::SocketAddr>,
+        /// Gateway URL handed to clients (default ws://<listen>).
+        #[arg(long)]
+        public_url: Option<String>,
+        /// Enables /api/v10/_throng/admin/* hooks guarded by this token.
+        #[arg(long)]
+        admin_token: Option<String>,
+        /// HELLO heartbeat interval in milliseconds.
+        #[arg(long)]
+        heartbeat_interval_ms: Option<u64>,
+        /// How long a dropped session stays resumable, in milliseconds.
+        #[arg(long)]
+        resume_window_ms: Option<u64>,
+        /// Share the port with other throng processes (SO_REUSEPORT).
+        #[arg(long)]
+        reuse_port: bool,
+        /// Snowflake process id (0-31); give each process sharing a data dir its own.
+        #[arg(long)]
+        process_id: Option<u8>,
+    },
+    /// Manage bot accounts.
+    Bot {
+        #[command(subcommand)]
+        cmd: BotCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum BotCmd {
+    /// Create a bot user and application; prints its token as the last line.
+    Create {
+        name: String,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+fn load(common: &Common) -> anyhow::Result<Config> {
+    let mut c = Config::load(common.config.as_deref(), std::env::vars())?;
+    if let Some(d) = &common.data_dir {
+        c.data_dir = d.clone();
+    }
+    Ok(c)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().cmd {
+        Cmd::Serve { common, listen, public_url, admin_token, heartbeat_interval_ms, resume_window_ms, reuse_port, process_id } => {
+            let mut c = load(&common)?;
+            if let Some(l) = listen {
+                c.listen = l;
+            }
+            if public_url.is_some() {
+                c.public_url = public_url;
+            }
+            if admin_token.is_some() {
+                c.admin_token = admin_token;
+            }
+            if let Some(h) = heartbeat_interval_ms {
+                c.gateway.heartbeat_interval_ms = h;
+            }
+            if let Some(r) = resume_window_ms {
+                c.gateway.resume_window_ms = r;
+            }
+            if let Some(p) = process_id {
+                c.process_id = p;
+            }
+            c.reuse_port |= reuse_port;
+            let server = Server::start(c).await?;
+            tracing::info!(addr = %server.addr, gateway = %server.node.config.gateway_url(), "throng listening");
+            shutdown_signal().await;
+            tracing::info!("shutting down: sending RECONNECT to sessions");
+            server.shutdown().await;
+        }
+        Cmd::Bot { cmd: BotCmd::Create { name, common } } => {
+            let c = load(&common)?;
+            let opts = store::sqlite::SqliteOptions::default();
+            let store: Arc<dyn store::Store> =
+                Arc::new(store::sqlite::SqliteStore::open(&c.data_dir, &opts).await.context("opening the data directory")?);
+            // Offline tools use process id 31 so their ids never collide with a running node's.
+            let ids = protocol::SnowflakeGen::new(c.worker_id, 31);
+            let (user, token) = server::auth::create_bot(&store, &ids, &name).await?;
+            println!("bot user id: {}", user.id);
+            println!("{token}");
+        }
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "no SIGTERM handler; Ctrl-C only");
+                if let Err(e) = ctrl_c.await {
+                    tracing::error!(error = %e, "waiting for Ctrl-C failed");
+                }
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    if let Err(e) = ctrl_c.await {
+        tracing::error!(error = %e, "waiting for Ctrl-C failed");
+    }
+}

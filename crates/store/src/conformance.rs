@@ -202,4 +202,7 @@ async fn invites(s: &dyn Store) {
     assert!(!s.use_invite("abc").await.unwrap(), "max_uses enforced");
     assert!(!s.use_invite("nope").await.unwrap());
     assert_eq!(s.get_invite("abc").await.unwrap().unwrap().uses, 2);
+    assert!(s.delete_invite("abc").await.unwrap());
+    assert!(!s.delete_invite("abc").await.unwrap());
+    assert!(s.get_invite("abc").await.unwrap().is_none());
 }

@@ -96,4 +96,5 @@ pub trait Store: Send + Sync + 'static {
     async fn get_invite(&self, code: &str) -> Result<Option<InviteRecord>>;
     /// Counts one use; `Ok(false)` if the invite is used up or gone.
     async fn use_invite(&self, code: &str) -> Result<bool>;
+    async fn delete_invite(&self, code: &str) -> Result<bool>;
 }

@@ -774,4 +774,9 @@ impl Store for SqliteStore {
             .await?;
         Ok(r.rows_affected() == 1)
     }
+
+    async fn delete_invite(&self, code: &str) -> Result<bool> {
+        let r = sqlx::query("DELETE FROM invites WHERE code = ?").bind(code).execute(&self.writer).await?;
+        Ok(r.rows_affected() == 1)
+    }
 }

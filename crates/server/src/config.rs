@@ -1,0 +1,268 @@
+//! The one typed configuration. Layers, later wins: defaults <- TOML file
+//! (`--config`) <- `THRONG_*` environment <- command-line flags. Parsed and
+//! validated once at start; nothing else reads the environment.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address the HTTP + gateway listener binds.
+    pub listen: SocketAddr,
+    /// Where the SQLite database lives.
+    pub data_dir: PathBuf,
+    /// The gateway URL clients are told (`/gateway`, READY's `resume_gateway_url`).
+    /// Defaults to `ws://<listen>`. Must not carry a query string.
+    pub public_url: Option<String>,
+    /// Enables the test/operator hooks under `/api/v10/_throng/admin` when set.
+    pub admin_token: Option<String>,
+    /// Bind with SO_REUSEPORT so several processes can share one port.
+    pub reuse_port: bool,
+    /// Snowflake worker and process ids (0-31) of this node.
+    pub worker_id: u8,
+    pub process_id: u8,
+    pub gateway: GatewayConfig,
+    pub limits: LimitsConfig,
+    pub storage: StorageConfig,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// HELLO's `heartbeat_interval`.
+    pub heartbeat_interval_ms: u64,
+    /// Close with 4009 after this long without a heartbeat; default 1.5x the interval.
+    pub heartbeat_timeout_ms: Option<u64>,
+    /// Close with 4003 if neither IDENTIFY nor RESUME arrives in this time.
+    pub identify_timeout_ms: u64,
+    /// How long a dropped session stays resumable.
+    pub resume_window_ms: u64,
+    /// Replay buffer bound per session, in events.
+    pub replay_max_events: usize,
+    /// Replay buffer bound per session, by age.
+    pub replay_max_age_ms: u64,
+    /// Session inbound queue (guild -> session) capacity in events. When it is
+    /// full the session has lagged: it is closed with 4000 and cannot resume.
+    pub session_queue_capacity: usize,
+    /// Bytes a session may have written but not yet flushed to its socket
+    /// before it is closed with 4000 (resumable: nothing is lost).
+    pub max_pending_write_bytes: usize,
+    /// Largest client payload accepted (Discord: 4096), else close 4002.
+    pub max_client_payload: usize,
+    /// Client events allowed per window (Discord: 120 per 60 s), else 4008.
+    pub client_events_per_window: u32,
+    pub client_event_window_ms: u64,
+    /// IDENTIFYs processed at once; beyond that the client gets op 9 `d:true`.
+    pub identify_concurrency: usize,
+    /// Default and maximum `large_threshold`.
+    pub large_threshold_default: u32,
+    pub large_threshold_max: u32,
+    /// Time allowed for sessions to receive RECONNECT and close at shutdown.
+    pub shutdown_grace_ms: u64,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Largest REST request body.
+    pub max_body_bytes: usize,
+    /// REST requests per user (or IP) per route bucket per window.
+    pub rest_requests_per_window: u32,
+    pub rest_window_ms: u64,
+    /// Guild actor mailbox capacity; when full, REST answers 503 and IDENTIFY op 9.
+    pub guild_mailbox_capacity: usize,
+    /// Concurrent password hashes (argon2id, ~29 ms and 19 MiB each); beyond: 429.
+    pub password_hash_concurrency: usize,
+    /// Guilds one user may own or join.
+    pub max_guilds_per_user: u32,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StorageConfig {
+    /// SQLite reader connections.
+    pub sqlite_readers: u32,
+    /// `synchronous=FULL` (survives power loss, slower) instead of NORMAL
+    /// (survives process crashes).
+    pub sqlite_synchronous_full: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8080".parse().expect("static address"),
+            data_dir: PathBuf::from("./data"),
+            public_url: None,
+            admin_token: None,
+            reuse_port: false,
+            worker_id: 0,
+            process_id: 0,
+            gateway: GatewayConfig::default(),
+            limits: LimitsConfig::default(),
+            storage: StorageConfig::default(),
+        }
+    }
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self {
+            heartbeat_interval_ms: 41_250,
+            heartbeat_timeout_ms: None,
+            identify_timeout_ms: 30_000,
+            resume_window_ms: 120_000,
+            replay_max_events: 2_000,
+            replay_max_age_ms: 300_000,
+            session_queue_capacity: 4_096,
+            max_pending_write_bytes: 1 << 20,
+            max_client_payload: 4_096,
+            client_events_per_window: 120,
+            client_event_window_ms: 60_000,
+            identify_concurrency: 256,
+            large_threshold_default: 50,
+            large_threshold_max: 250,
+            shutdown_grace_ms: 3_000,
+        }
+    }
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 8 << 20,
+            rest_requests_per_window: 50,
+            rest_window_ms: 1_000,
+            guild_mailbox_capacity: 8_192,
+            password_hash_concurrency: 2,
+            max_guilds_per_user: 200,
+        }
+    }
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        Self { sqlite_readers: 4, sqlite_synchronous_full: false }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {0}: {1}")]
+    Read(PathBuf, std::io::Error),
+    #[error("invalid config file {0}: {1}")]
+    Parse(PathBuf, toml::de::Error),
+    #[error("invalid value for {0}: {1}")]
+    Env(String, String),
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Reads the optional TOML file, then overlays `THRONG_*` variables from `env`.
+    pub fn load(file: Option<&std::path::Path>, env: impl IntoIterator<Item = (String, String)>) -> Result<Config, ConfigError> {
+        let mut cfg = match file {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|e| ConfigError::Read(p.into(), e))?;
+                toml::from_str(&text).map_err(|e| ConfigError::Parse(p.into(), e))?
+            }
+            None => Config::default(),
+        };
+        for (k, v) in env {
+            let Some(key) = k.strip_prefix("THRONG_") else { continue };
+            cfg.apply_env(key, &v)?;
+        }
+        Ok(cfg)
+    }
+
+    fn apply_env(&mut self, key: &str, v: &str) -> Result<(), ConfigError> {
+        fn p<T: std::str::FromStr>(k: &str, v: &str) -> Result<T, ConfigError>
+        where
+            T::Err: std::fmt::Display,
+        {
+            v.parse().map_err(|e: T::Err| ConfigError::Env(format!("THRONG_{k}"), e.to_string()))
+        }
+        match key {
+            "LISTEN" => self.listen = p(key, v)?,
+            "DATA_DIR" => self.data_dir = v.into(),
+            "PUBLIC_URL" => self.public_url = Some(v.into()),
+            "ADMIN_TOKEN" => self.admin_token = Some(v.into()),
+            "REUSE_PORT" => self.reuse_port = p(key, v)?,
+            "WORKER_ID" => self.worker_id = p(key, v)?,
+            "PROCESS_ID" => self.process_id = p(key, v)?,
+            "HEARTBEAT_INTERVAL_MS" => self.gateway.heartbeat_interval_ms = p(key, v)?,
+            "RESUME_WINDOW_MS" => self.gateway.resume_window_ms = p(key, v)?,
+            "IDENTIFY_TIMEOUT_MS" => self.gateway.identify_timeout_ms = p(key, v)?,
+            "REST_REQUESTS_PER_WINDOW" => self.limits.rest_requests_per_window = p(key, v)?,
+            // Variables for other tools (e.g. THRONG_BIN in tests) are not ours to reject.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: &str| Err(ConfigError::Invalid(m.into()));
+        if self.worker_id > 31 || self.process_id > 31 {
+            return bad("worker_id and process_id must be 0-31");
+        }
+        if self.gateway.heartbeat_interval_ms < 100 {
+            return bad("gateway.heartbeat_interval_ms must be at least 100");
+        }
+        if let Some(u) = &self.public_url {
+            if !(u.starts_with("ws://") || u.starts_with("wss://")) || u.contains('?') {
+                return bad("public_url must be a ws:// or wss:// URL without a query string");
+            }
+        }
+        if self.gateway.replay_max_events == 0 || self.gateway.session_queue_capacity == 0 || self.limits.guild_mailbox_capacity == 0 {
+            return bad("queue bounds must be positive");
+        }
+        if self.gateway.large_threshold_default > self.gateway.large_threshold_max {
+            return bad("large_threshold_default exceeds large_threshold_max");
+        }
+        Ok(())
+    }
+
+    pub fn heartbeat_timeout_ms(&self) -> u64 {
+        self.gateway.heartbeat_timeout_ms.unwrap_or(self.gateway.heartbeat_interval_ms * 3 / 2)
+    }
+
+    /// The gateway URL handed to clients, without a trailing slash or query.
+    pub fn gateway_url(&self) -> String {
+        match &self.public_url {
+            Some(u) => u.trim_end_matches('/').to_string(),
+            None => format!("ws://{}", self.listen),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_apply_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("t.toml");
+        std::fs::write(&f, "listen = \"127.0.0.1:9000\"\n[gateway]\nheartbeat_interval_ms = 5000\n").unwrap();
+        let env = vec![("THRONG_LISTEN".to_string(), "127.0.0.1:9001".to_string()), ("PATH".into(), "/bin".into())];
+        let c = Config::load(Some(&f), env).unwrap();
+        assert_eq!(c.listen.port(), 9001, "env beats file");
+        assert_eq!(c.gateway.heartbeat_interval_ms, 5000, "file beats default");
+        assert_eq!(c.heartbeat_timeout_ms(), 7500);
+        assert_eq!(c.gateway_url(), "ws://127.0.0.1:9001");
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        assert!(Config::load(None, vec![("THRONG_LISTEN".into(), "nope".into())]).is_err());
+        let c = Config { public_url: Some("ws://x/?v=10".into()), ..Config::default() };
+        assert!(c.validate().is_err());
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("t.toml");
+        std::fs::write(&f, "no_such_key = 1\n").unwrap();
+        assert!(Config::load(Some(&f), Vec::<(String, String)>::new()).is_err());
+    }
+}

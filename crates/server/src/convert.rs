@@ -1,0 +1,143 @@
+//! Store records -> wire models.
+
+use protocol::model::{self, Channel, Member, Overwrite, Role, User};
+use protocol::model::iso8601;
+use protocol::{RoleId, Snowflake};
+use store::{ChannelRecord, GuildRecord, MemberRecord, MessageRecord, OverwriteRecord, RoleRecord, UserRecord};
+
+pub fn user(u: &UserRecord) -> User {
+    User {
+        id: u.id,
+        username: u.username.clone(),
+        global_name: u.global_name.clone(),
+        discriminator: "0".into(),
+        avatar: u.avatar.clone(),
+        bot: u.bot,
+        flags: u.flags,
+        public_flags: u.flags,
+    }
+}
+
+pub fn current_user(u: &UserRecord) -> model::CurrentUser {
+    model::CurrentUser { user: user(u), verified: true, mfa_enabled: false, email: None, locale: "en-US", premium_type: 0 }
+}
+
+pub fn role(r: &RoleRecord) -> Role {
+    Role {
+        id: r.id,
+        name: r.name.clone(),
+        color: r.color,
+        hoist: r.hoist,
+        icon: None,
+        unicode_emoji: None,
+        position: r.position,
+        permissions: r.permissions.to_string(),
+        managed: false,
+        mentionable: r.mentionable,
+        flags: 0,
+    }
+}
+
+pub fn overwrite(o: &OverwriteRecord) -> Overwrite {
+    Overwrite { id: Snowflake(o.id), kind: o.kind, allow: o.allow.to_string(), deny: o.deny.to_string() }
+}
+
+pub fn channel(c: &ChannelRecord) -> Channel {
+    Channel {
+        id: c.id,
+        kind: c.kind,
+        guild_id: c.guild_id,
+        name: c.name.clone(),
+        position: c.position,
+        permission_overwrites: c.overwrites.iter().map(overwrite).collect(),
+        topic: c.topic.clone(),
+        nsfw: c.nsfw,
+        last_message_id: c.last_message_id,
+        parent_id: c.parent_id,
+        rate_limit_per_user: c.rate_limit_per_user,
+        flags: 0,
+    }
+}
+
+/// A member; `with_user` adds the nested user object.
+pub fn member(m: &MemberRecord, u: Option<&UserRecord>) -> Member {
+    Member {
+        user: u.map(user),
+        nick: m.nick.clone(),
+        avatar: None,
+        roles: m.roles.iter().copied().filter(|r| r.0 != m.guild_id.0).collect::<Vec<RoleId>>(),
+        joined_at: iso8601(m.joined_at),
+        premium_since: None,
+        deaf: false,
+        mute: false,
+        flags: m.flags,
+        pending: false,
+        communication_disabled_until: None,
+        guild_id: None,
+    }
+}
+
+pub fn guild(g: &GuildRecord, roles: &[RoleRecord]) -> model::Guild {
+    model::Guild {
+        id: g.id,
+        name: g.name.clone(),
+        icon: g.icon.clone(),
+        splash: None,
+        discovery_splash: None,
+        banner: None,
+        description: g.description.clone(),
+        owner_id: g.owner_id,
+        afk_channel_id: None,
+        afk_timeout: 300,
+        verification_level: 0,
+        default_message_notifications: 0,
+        explicit_content_filter: 0,
+        roles: roles.iter().map(role).collect(),
+        emojis: [],
+        stickers: [],
+        features: [],
+        mfa_level: 0,
+        application_id: None,
+        system_channel_id: g.system_channel_id,
+        system_channel_flags: 0,
+        rules_channel_id: None,
+        public_updates_channel_id: None,
+        safety_alerts_channel_id: None,
+        max_members: 500_000,
+        vanity_url_code: None,
+        premium_tier: 0,
+        premium_subscription_count: 0,
+        preferred_locale: "en-US",
+        nsfw_level: 0,
+        nsfw: false,
+        premium_progress_bar_enabled: false,
+    }
+}
+
+/// A stored message as clients see it. `author` and `mentions` are resolved by the caller.
+pub fn message(m: &MessageRecord, author: &UserRecord, mentions: &[UserRecord], member: Option<Member>) -> model::Message {
+    let extra = |k: &str| m.extra.get(k).and_then(|v| v.as_array()).cloned().unwrap_or_default();
+    model::Message {
+        id: m.id,
+        channel_id: m.channel_id,
+        guild_id: m.guild_id,
+        author: user(author),
+        member,
+        content: m.content.clone(),
+        timestamp: iso8601(m.id.timestamp_ms()),
+        edited_timestamp: m.edited_at.map(iso8601),
+        tts: m.tts,
+        mention_everyone: m.mention_everyone,
+        mentions: mentions.iter().map(user).collect(),
+        mention_roles: Vec::new(),
+        attachments: extra("attachments"),
+        embeds: extra("embeds"),
+        components: extra("components"),
+        pinned: false,
+        kind: m.kind,
+        flags: m.flags,
+        nonce: m.extra.get("nonce").filter(|v| !v.is_null()).cloned(),
+        message_reference: m.reference.as_ref().and_then(|r| serde_json::from_value(r.clone()).ok()),
+        channel_type: None,
+    }
+}

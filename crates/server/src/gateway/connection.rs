@@ -1,0 +1,248 @@
+//! A gateway connection before it belongs to a session: HELLO, heartbeats,
+//! then IDENTIFY (which starts a session task here) or RESUME (which hands
+//! the socket to the existing session task).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use protocol::gateway::{op, ClientFrame, Identify, Intents, Resume};
+use protocol::CloseCode;
+use rand::RngCore;
+use serde_json::json;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::conn::{Conn, ReadStatus};
+use super::session::{self, Identified};
+use super::ws::Incoming;
+use super::{Control, SessionHandle};
+use crate::auth::AuthError;
+use crate::node::Node;
+use crate::presence::Presence;
+
+/// What to do with a connection after one of its frames.
+enum Step {
+    Continue,
+    Close(CloseCode),
+    /// The connection was handed to a session task.
+    Gone,
+}
+
+/// Serves one upgraded gateway socket until it is identified (then it runs
+/// the new session here) or handed over by RESUME.
+pub async fn serve(node: Arc<Node>, mut conn: Conn) {
+    let hello = json!({ "heartbeat_interval": node.config.gateway.heartbeat_interval_ms, "_trace": ["throng"] });
+    if conn.send_op(op::HELLO, hello.to_string().as_bytes()).is_err() {
+        return;
+    }
+    let identify_deadline = Instant::now() + Duration::from_millis(node.config.gateway.identify_timeout_ms);
+    let hb_timeout = Duration::from_millis(node.config.heartbeat_timeout_ms());
+    let mut frames = Vec::new();
+    loop {
+        if conn.has_pending() && conn.try_flush().is_err() {
+            return;
+        }
+        let hb_deadline = Instant::from_std(conn.last_heartbeat) + hb_timeout;
+        let timeout_code = if identify_deadline <= hb_deadline { CloseCode::NotAuthenticated } else { CloseCode::SessionTimedOut };
+        tokio::select! {
+            biased;
+            _ = node.shutdown.cancelled() => return conn.close(CloseCode::UnknownError).await,
+            _ = tokio::time::sleep_until(identify_deadline.min(hb_deadline)) => return conn.close(timeout_code).await,
+            r = conn.writable(), if conn.has_pending() => if r.is_err() { return },
+            r = conn.readable() => {
+                if r.is_err() {
+                    return;
+                }
+                match conn.read_frames(node.config.gateway.max_client_payload, &mut frames) {
+                    Ok(ReadStatus::Open) => {}
+                    Ok(ReadStatus::Eof) => return,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "unreadable frame before identify");
+                        return conn.close(CloseCode::DecodeError).await;
+                    }
+                }
+            }
+        }
+        let mut batch = std::mem::take(&mut frames).into_iter();
+        while let Some(frame) = batch.next() {
+            let payload = match frame {
+                Incoming::Message { payload, .. } => payload,
+                Incoming::Ping(p) => {
+                    conn.pong(&p);
+                    continue;
+                }
+                Incoming::Pong => continue,
+                Incoming::Close(code) => return conn.close_echo(code).await,
+            };
+            let gw = &node.config.gateway;
+            if !conn.count_event(gw.client_events_per_window, Duration::from_millis(gw.client_event_window_ms)) {
+                return conn.close(CloseCode::RateLimited).await;
+            }
+            let parsed: ClientFrame = match serde_json::from_slice(&payload) {
+                Ok(f) => f,
+                Err(_) => return conn.close(CloseCode::DecodeError).await,
+            };
+            let d = parsed.d.map(|d| d.get()).unwrap_or("null");
+            let step = match parsed.op {
+                op::HEARTBEAT | op::QOS_HEARTBEAT => {
+                    conn.last_heartbeat = std::time::Instant::now();
+                    conn.send_op(op::HEARTBEAT_ACK, b"null").map(|_| Step::Continue).unwrap_or(Step::Gone)
+                }
+                op::IDENTIFY => match identify(&node, &mut conn, d).await {
+                    Ok(Some(identified)) => {
+                        session::run(node, conn, identified, batch.collect()).await;
+                        return;
+                    }
+                    Ok(None) => Step::Continue,
+                    Err(code) => Step::Close(code),
+                },
+                op::RESUME => match resume(&node, conn, d).await {
+                    Ok(()) => return,
+                    Err((c, step)) => {
+                        conn = *c;
+                        if let Step::Continue = step {
+                            // Not resumable: the client will IDENTIFY (usually on a new socket).
+                            if conn.send_op(op::INVALID_SESSION, b"false").is_err() {
+                                return;
+                            }
+                        }
+                        step
+                    }
+                },
+                op::PRESENCE_UPDATE
+                | op::VOICE_STATE_UPDATE
+                | op::REQUEST_GUILD_MEMBERS
+                | op::GUILD_SYNC
+                | op::GUILD_SUBSCRIPTIONS
+                | op::GUILD_SUBSCRIPTIONS_BULK
+                | op::TIME_SPENT
+                | op::REQUEST_CHANNEL_INFO => Step::Close(CloseCode::NotAuthenticated),
+                _ => Step::Close(CloseCode::UnknownOpcode),
+            };
+            match step {
+                Step::Continue => {}
+                Step::Close(code) => return conn.close(code).await,
+                Step::Gone => return,
+            }
+        }
+    }
+}
+
+fn new_session_id() -> Arc<str> {
+    let mut b = [0u8; 16];
+    rand::thread_rng().fill_bytes(&mut b);
+    hex::encode(b).into()
+}
+
+/// Validates IDENTIFY and prepares the session. `Ok(None)`: the node is busy,
+/// op 9 `d:true` was queued and the client may retry.
+async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<Identified>, CloseCode> {
+    let ident: Identify = serde_json::from_str(d).map_err(|_| CloseCode::DecodeError)?;
+    let Ok(_permit) = node.identify_permits.try_acquire() else {
+        conn.send_op(op::INVALID_SESSION, b"true").map_err(|_| CloseCode::UnknownError)?;
+        return Ok(None);
+    };
+    let token = ident.token.strip_prefix("Bot ").unwrap_or(&ident.token);
+    let user = match node.auth.user_for_token(token).await {
+        Ok(u) => u,
+        Err(AuthError::Unauthorized) => return Err(CloseCode::AuthenticationFailed),
+        Err(e) => {
+            tracing::error!(error = %e, "identify: token lookup failed");
+            return Err(CloseCode::UnknownError);
+        }
+    };
+    let intents = match ident.intents {
+        Some(bits) => Intents(bits),
+        None if user.bot => return Err(CloseCode::InvalidIntents),
+        // Official user clients send capabilities, not intents: they get everything.
+        None => Intents::ALL,
+    };
+    if !intents.is_valid() {
+        return Err(CloseCode::InvalidIntents);
+    }
+    if let Some([id, count]) = ident.shard {
+        if count == 0 || id >= count {
+            return Err(CloseCode::InvalidShard);
+        }
+    }
+    let gw = &node.config.gateway;
+    let large_threshold = ident.large_threshold.unwrap_or(gw.large_threshold_default).clamp(50, gw.large_threshold_max);
+    let mut guilds = node.store.guilds_of_user(user.id).await.map_err(|e| {
+        tracing::error!(error = %e, "identify: guild lookup failed");
+        CloseCode::UnknownError
+    })?;
+    if let Some([id, count]) = ident.shard {
+        guilds.retain(|g| (g.0 >> 22) % u64::from(count) == u64::from(id));
+    }
+    let application = if user.bot {
+        node.store.application_of_bot(user.id).await.map_err(|_| CloseCode::UnknownError)?
+    } else {
+        None
+    };
+    let session_id = new_session_id();
+    let mut ready = json!({
+        "v": 10,
+        "user": crate::convert::current_user(&user),
+        "guilds": guilds.iter().map(|g| json!({"id": g, "unavailable": true})).collect::<Vec<_>>(),
+        "session_id": &*session_id,
+        "session_type": "normal",
+        "resume_gateway_url": node.config.gateway_url(),
+        "private_channels": [],
+        "relationships": [],
+        "presences": [],
+        "guild_join_requests": [],
+        "geo_ordered_rtc_regions": [],
+        "user_settings": {},
+        "auth": {},
+        "_trace": ["throng"],
+    });
+    if let Some(app) = application {
+        ready["application"] = json!({ "id": app.id, "flags": app.flags });
+    }
+    if let Some(shard) = ident.shard {
+        ready["shard"] = json!(shard);
+    }
+    let (handle, rx, ctrl_rx) = SessionHandle::new(session_id, user.id, user.bot, intents, large_threshold, guilds, gw.session_queue_capacity);
+    let presence = match ident.presence {
+        Some(p) => Presence { status: p.status, activities: p.activities.unwrap_or_default() },
+        None => Presence { status: protocol::gateway::Status::Online, activities: Vec::new() },
+    };
+    Ok(Some(Identified {
+        handle,
+        rx,
+        ctrl_rx,
+        ready: serde_json::to_vec(&ready).map_err(|_| CloseCode::UnknownError)?.into(),
+        presence,
+    }))
+}
+
+/// Hands the connection to the session it resumes. On failure the connection
+/// comes back with what to do next.
+async fn resume(node: &Arc<Node>, conn: Conn, d: &str) -> Result<(), (Box<Conn>, Step)> {
+    let conn = Box::new(conn);
+    let Ok(r) = serde_json::from_str::<Resume>(d) else { return Err((conn, Step::Close(CloseCode::DecodeError))) };
+    let token = r.token.strip_prefix("Bot ").unwrap_or(&r.token);
+    let user = match node.auth.user_for_token(token).await {
+        Ok(u) => u,
+        Err(AuthError::Unauthorized) => return Err((conn, Step::Close(CloseCode::AuthenticationFailed))),
+        Err(_) => return Err((conn, Step::Close(CloseCode::UnknownError))),
+    };
+    let Some(session) = node.sessions.get(&r.session_id) else { return Err((conn, Step::Continue)) };
+    if session.user_id != user.id {
+        return Err((conn, Step::Continue));
+    }
+    let (reply, answer) = oneshot::channel();
+    if let Err(e) = session.ctrl.send(Control::Resume { conn, seq: r.seq, reply }).await {
+        // The session ended between lookup and send: take the connection back.
+        return match e.0 {
+            Control::Resume { conn, .. } => Err((conn, Step::Continue)),
+            Control::Drop { .. } => unreachable!("we sent a Resume"),
+        };
+    }
+    match answer.await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(conn)) => Err((conn, Step::Continue)),
+        // The session task ended while holding the connection; it closed it.
+        Err(_) => Ok(()),
+    }
+}

@@ -1,0 +1,58 @@
+//! The node's sessions, by session id and by user. Only sessions whose
+//! sockets (or resume windows) live on this node are here: there is no
+//! global session table.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use protocol::UserId;
+
+use super::SessionHandle;
+
+#[derive(Default)]
+pub struct Sessions {
+    /// Guards both maps together; never held across an await.
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    by_id: HashMap<Arc<str>, Arc<SessionHandle>>,
+    by_user: HashMap<UserId, Vec<Arc<SessionHandle>>>,
+}
+
+impl Sessions {
+    pub fn insert(&self, s: Arc<SessionHandle>) {
+        let mut g = self.inner.lock().expect("session registry poisoned");
+        g.by_user.entry(s.user_id).or_default().push(s.clone());
+        g.by_id.insert(s.id.clone(), s);
+    }
+
+    pub fn remove(&self, id: &str) {
+        let mut g = self.inner.lock().expect("session registry poisoned");
+        if let Some(s) = g.by_id.remove(id) {
+            if let Some(v) = g.by_user.get_mut(&s.user_id) {
+                v.retain(|x| x.id.as_ref() != id);
+                if v.is_empty() {
+                    g.by_user.remove(&s.user_id);
+                }
+            }
+        }
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<SessionHandle>> {
+        self.inner.lock().expect("session registry poisoned").by_id.get(id).cloned()
+    }
+
+    pub fn of_user(&self, user: UserId) -> Vec<Arc<SessionHandle>> {
+        self.inner.lock().expect("session registry poisoned").by_user.get(&user).cloned().unwrap_or_default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.lock().expect("session registry poisoned").by_id.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -1,0 +1,357 @@
+//! The session task: one per identified session, alive while its socket is
+//! and for the resume window after. It owns the session's sequence, its
+//! replay buffer and its guild subscriptions; sockets come and go (RESUME
+//! hands a new one in).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use protocol::gateway::{op, ClientFrame, PresenceUpdate, RequestGuildMembers};
+use protocol::CloseCode;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::conn::{Conn, ReadStatus};
+use super::ws::Incoming;
+use super::{Control, Dispatch, SessionHandle};
+use crate::guild::GuildMsg;
+use crate::node::Node;
+use crate::presence::Presence;
+
+/// Everything IDENTIFY established.
+pub struct Identified {
+    pub handle: Arc<SessionHandle>,
+    pub rx: mpsc::Receiver<Dispatch>,
+    pub ctrl_rx: mpsc::Receiver<Control>,
+    /// READY's `d`.
+    pub ready: Bytes,
+    pub presence: Presence,
+}
+
+/// How a connected phase ended.
+enum Next {
+    /// The socket is gone; the session stays resumable.
+    Detached,
+    /// A RESUME brought a new socket; replay after this sequence.
+    Resumed(Box<Conn>, u64),
+    /// The session is over.
+    End,
+}
+
+struct Session {
+    node: Arc<Node>,
+    handle: Arc<SessionHandle>,
+    rx: mpsc::Receiver<Dispatch>,
+    ctrl_rx: mpsc::Receiver<Control>,
+    /// Last sequence number assigned.
+    seq: u64,
+    /// Recent dispatches for RESUME, bounded by count and age.
+    replay: VecDeque<(u64, Dispatch, Instant)>,
+}
+
+/// Runs an identified session to its end, starting on `conn`.
+pub async fn run(node: Arc<Node>, conn: Conn, id: Identified, early: Vec<Incoming>) {
+    let mut s = Session {
+        node: node.clone(),
+        handle: id.handle,
+        rx: id.rx,
+        ctrl_rx: id.ctrl_rx,
+        seq: 0,
+        replay: VecDeque::new(),
+    };
+    node.sessions.insert(s.handle.clone());
+    let mut conn = Box::new(conn);
+    s.record_and_send(&mut conn, Dispatch { name: "READY", body: id.ready });
+    let guilds = s.handle.guild_ids();
+    for &g in &guilds {
+        let msg = GuildMsg::Subscribe { session: s.handle.clone() };
+        if let Err(e) = node.guilds.send(&node, g, msg) {
+            tracing::warn!(guild = %g, error = %e, "subscribe failed; guild stays unavailable");
+        }
+    }
+    if let Some(p) = node.presences.session_started(s.handle.user_id, id.presence) {
+        crate::guild::broadcast_presence(&node, s.handle.user_id, &guilds, p);
+    }
+    let mut next = s.connected(conn, early).await;
+    loop {
+        next = match next {
+            Next::Resumed(conn, after) => {
+                let mut conn = conn;
+                s.replay_after(&mut conn, after);
+                s.record_and_send(&mut conn, Dispatch { name: "RESUMED", body: Bytes::from_static(b"{\"_trace\":[\"throng\"]}") });
+                s.connected(conn, Vec::new()).await
+            }
+            Next::Detached => s.detached().await,
+            Next::End => break,
+        };
+    }
+    s.end();
+}
+
+impl Session {
+    fn gw(&self) -> &crate::config::GatewayConfig {
+        &self.node.config.gateway
+    }
+
+    /// Assigns the next sequence, keeps the dispatch for replay.
+    fn record(&mut self, d: Dispatch) -> u64 {
+        self.seq += 1;
+        let now = Instant::now();
+        self.replay.push_back((self.seq, d, now));
+        let max_age = Duration::from_millis(self.gw().replay_max_age_ms);
+        let max = self.gw().replay_max_events;
+        while self.replay.len() > max || self.replay.front().is_some_and(|(_, _, t)| now.duration_since(*t) > max_age) {
+            self.replay.pop_front();
+        }
+        if self.replay.capacity() > 64 && self.replay.capacity() > 4 * self.replay.len() {
+            self.replay.shrink_to(self.replay.len() * 2);
+        }
+        self.seq
+    }
+
+    fn record_and_send(&mut self, conn: &mut Conn, d: Dispatch) -> bool {
+        let (name, body) = (d.name, d.body.clone());
+        let seq = self.record(d);
+        conn.send_dispatch(name, seq, &body).is_ok()
+    }
+
+    /// Whether a client that saw up to `seq` can resume without a gap.
+    fn can_resume(&self, seq: Option<u64>) -> Option<u64> {
+        let seq = seq.unwrap_or(0);
+        if self.handle.is_lagged() || seq > self.seq {
+            return None;
+        }
+        let oldest = self.replay.front().map(|(s, _, _)| *s).unwrap_or(self.seq + 1);
+        (seq + 1 >= oldest).then_some(seq)
+    }
+
+    fn replay_after(&mut self, conn: &mut Conn, after: u64) {
+        for (seq, d, _) in self.replay.iter().filter(|(s, _, _)| *s > after) {
+            if conn.send_dispatch(d.name, *seq, &d.body).is_err() {
+                return;
+            }
+        }
+    }
+
+    fn on_control(&mut self, c: Control) -> Option<Next> {
+        match c {
+            Control::Resume { conn, seq, reply } => match self.can_resume(seq) {
+                Some(after) => match reply.send(Ok(())) {
+                    Ok(()) => Some(Next::Resumed(conn, after)),
+                    Err(_) => None,
+                },
+                None => {
+                    if let Err(Ok(())) = reply.send(Err(conn)) {
+                        tracing::debug!("resume requester went away");
+                    }
+                    None
+                }
+            },
+            Control::Drop { done } => {
+                if done.send(()).is_err() {
+                    tracing::trace!("drop requester went away");
+                }
+                Some(Next::Detached)
+            }
+        }
+    }
+
+    async fn connected(&mut self, mut conn: Box<Conn>, early: Vec<Incoming>) -> Next {
+        let hb_timeout = Duration::from_millis(self.node.config.heartbeat_timeout_ms());
+        let mut frames = early;
+        loop {
+            if !frames.is_empty() {
+                if let Some((code, next)) = self.handle_frames(&mut conn, std::mem::take(&mut frames)) {
+                    conn.close(code).await;
+                    return next;
+                }
+            }
+            if conn.has_pending() {
+                match conn.try_flush() {
+                    Ok(_) if conn.pending_len() > self.gw().max_pending_write_bytes => {
+                        // Slow reader: drop the socket, keep the session; it can RESUME.
+                        tracing::debug!(session = %self.handle.id, "slow consumer closed");
+                        conn.close(CloseCode::UnknownError).await;
+                        return Next::Detached;
+                    }
+                    Ok(_) => {}
+                    Err(_) => return Next::Detached,
+                }
+            }
+            let hb_deadline = Instant::from_std(conn.last_heartbeat) + hb_timeout;
+            tokio::select! {
+                biased;
+                _ = self.node.shutdown.cancelled() => {
+                    if conn.send_op(op::RECONNECT, b"null").is_ok() {
+                        conn.close(CloseCode::UnknownError).await;
+                    }
+                    return Next::End;
+                }
+                c = self.ctrl_rx.recv() => {
+                    let Some(c) = c else { return Next::End };
+                    if let Control::Drop { done } = c {
+                        conn.close(CloseCode::UnknownError).await;
+                        if done.send(()).is_err() {
+                            tracing::trace!("drop requester went away");
+                        }
+                        return Next::Detached;
+                    }
+                    if let Some(next) = self.on_control(c) {
+                        conn.close(CloseCode::UnknownError).await;
+                        return next;
+                    }
+                }
+                d = self.rx.recv() => {
+                    let Some(d) = d else { return Next::End };
+                    self.record_and_send(&mut conn, d);
+                    // Coalesce whatever else is queued into the same write.
+                    for _ in 0..512 {
+                        match self.rx.try_recv() {
+                            Ok(d) => { self.record_and_send(&mut conn, d); }
+                            Err(_) => break,
+                        }
+                    }
+                    if self.handle.is_lagged() {
+                        conn.close(CloseCode::UnknownError).await;
+                        return Next::End;
+                    }
+                }
+                r = conn.writable(), if conn.has_pending() => if r.is_err() { return Next::Detached },
+                r = conn.readable() => {
+                    if r.is_err() {
+                        return Next::Detached;
+                    }
+                    match conn.read_frames(self.gw().max_client_payload, &mut frames) {
+                        Ok(ReadStatus::Open) => {}
+                        Ok(ReadStatus::Eof) => {
+                            if let Some((code, next)) = self.handle_frames(&mut conn, std::mem::take(&mut frames)) {
+                                conn.close(code).await;
+                                return next;
+                            }
+                            return Next::Detached;
+                        }
+                        Err(_) => {
+                            conn.close(CloseCode::DecodeError).await;
+                            return Next::Detached;
+                        }
+                    }
+                }
+                _ = tokio::time::sleep_until(hb_deadline) => {
+                    conn.close(CloseCode::SessionTimedOut).await;
+                    return Next::Detached;
+                }
+            }
+        }
+    }
+
+    /// Handles client frames. `Some((code, next))` closes the socket.
+    fn handle_frames(&mut self, conn: &mut Conn, frames: Vec<Incoming>) -> Option<(CloseCode, Next)> {
+        for f in frames {
+            let payload = match f {
+                Incoming::Message { payload, .. } => payload,
+                Incoming::Ping(p) => {
+                    conn.pong(&p);
+                    continue;
+                }
+                Incoming::Pong => continue,
+                // 1000/1001 from the client ends the session (Discord's rule);
+                // any other close keeps it resumable. The echo is best effort.
+                Incoming::Close(code) => {
+                    let next = if matches!(code, Some(1000) | Some(1001)) { Next::End } else { Next::Detached };
+                    return Some((CloseCode::UnknownError, next));
+                }
+            };
+            let gw = self.gw();
+            if !conn.count_event(gw.client_events_per_window, Duration::from_millis(gw.client_event_window_ms)) {
+                return Some((CloseCode::RateLimited, Next::Detached));
+            }
+            let Ok(frame) = serde_json::from_slice::<ClientFrame>(&payload) else {
+                return Some((CloseCode::DecodeError, Next::Detached));
+            };
+            let d = frame.d.map(|d| d.get()).unwrap_or("null");
+            match frame.op {
+                op::HEARTBEAT | op::QOS_HEARTBEAT => {
+                    conn.last_heartbeat = std::time::Instant::now();
+                    if conn.send_op(op::HEARTBEAT_ACK, b"null").is_err() {
+                        return Some((CloseCode::UnknownError, Next::Detached));
+                    }
+                }
+                op::IDENTIFY => return Some((CloseCode::AlreadyAuthenticated, Next::Detached)),
+                op::RESUME => return Some((CloseCode::AlreadyAuthenticated, Next::Detached)),
+                op::PRESENCE_UPDATE => {
+                    let Ok(p) = serde_json::from_str::<PresenceUpdate>(d) else {
+                        return Some((CloseCode::DecodeError, Next::Detached));
+                    };
+                    let p = Presence { status: p.status, activities: p.activities.unwrap_or_default() };
+                    if let Some(changed) = self.node.presences.update(self.handle.user_id, p) {
+                        crate::guild::broadcast_presence(&self.node, self.handle.user_id, &self.handle.guild_ids(), changed);
+                    }
+                }
+                op::REQUEST_GUILD_MEMBERS => {
+                    let Ok(req) = serde_json::from_str::<RequestGuildMembers>(d) else {
+                        return Some((CloseCode::DecodeError, Next::Detached));
+                    };
+                    let g = req.guild_id;
+                    if self.handle.guild_ids().contains(&g) {
+                        let msg = GuildMsg::RequestMembers { session: self.handle.clone(), req };
+                        if let Err(e) = self.node.guilds.send(&self.node, g, msg) {
+                            tracing::debug!(error = %e, "member request dropped");
+                        }
+                    }
+                }
+                // Known ops this server accepts and has nothing to do for (yet):
+                // voice, deprecated guild sync, lazy member lists, client telemetry.
+                op::VOICE_STATE_UPDATE
+                | op::GUILD_SYNC
+                | op::GUILD_SUBSCRIPTIONS
+                | op::GUILD_SUBSCRIPTIONS_BULK
+                | op::TIME_SPENT
+                | op::REQUEST_CHANNEL_INFO => {}
+                _ => return Some((CloseCode::UnknownOpcode, Next::Detached)),
+            }
+        }
+        None
+    }
+
+    /// Waits for a RESUME while buffering dispatches, until the resume window ends.
+    async fn detached(&mut self) -> Next {
+        let until = Instant::now() + Duration::from_millis(self.gw().resume_window_ms);
+        loop {
+            tokio::select! {
+                biased;
+                _ = self.node.shutdown.cancelled() => return Next::End,
+                c = self.ctrl_rx.recv() => {
+                    let Some(c) = c else { return Next::End };
+                    if let Some(next @ Next::Resumed(..)) = self.on_control(c) {
+                        return next;
+                    }
+                }
+                d = self.rx.recv() => {
+                    let Some(d) = d else { return Next::End };
+                    self.record(d);
+                    if self.handle.is_lagged() {
+                        return Next::End;
+                    }
+                }
+                _ = tokio::time::sleep_until(until) => return Next::End,
+            }
+        }
+    }
+
+    fn end(self) {
+        self.node.sessions.remove(&self.handle.id);
+        let guilds = self.handle.guild_ids();
+        for &g in &guilds {
+            let msg = GuildMsg::Unsubscribe { session_id: self.handle.id.clone() };
+            if let Err(e) = self.node.guilds.send(&self.node, g, msg) {
+                tracing::debug!(guild = %g, error = %e, "unsubscribe not delivered");
+            }
+        }
+        if let Some(p) = self.node.presences.session_ended(self.handle.user_id) {
+            crate::guild::broadcast_presence(&self.node, self.handle.user_id, &guilds, p);
+        }
+    }
+}
+

@@ -1,0 +1,382 @@
+//! The guild actor: owns one guild's state, applies committed events in
+//! order, and fans each dispatch out to its subscribed sessions. It never
+//! awaits a session: pushes are `try_send` into bounded session queues.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use protocol::gateway::{Intents, RequestGuildMembers, Status};
+use protocol::model::{self, iso8601};
+use protocol::{GuildId, UserId};
+use serde::Serialize;
+use serde_json::{json, Value};
+use store::{ChannelRecord, GuildRecord, GuildSnapshot, MemberRecord, RoleRecord, UserRecord};
+use tokio::sync::mpsc;
+
+use super::{GuildEvent, GuildMsg};
+use crate::convert;
+use crate::gateway::{Dispatch, SessionHandle};
+use crate::node::Node;
+use crate::presence::Presence;
+
+/// Members per GUILD_MEMBERS_CHUNK, as Discord sends them.
+const CHUNK_SIZE: usize = 1000;
+
+pub struct GuildActor {
+    node: Arc<Node>,
+    id: GuildId,
+    rx: mpsc::Receiver<GuildMsg>,
+    /// Sessions receiving this guild's events, by session id.
+    subs: HashMap<Arc<str>, Arc<SessionHandle>>,
+    /// Events applied so far: the guild's own order.
+    seq: u64,
+}
+
+struct State {
+    guild: GuildRecord,
+    roles: Vec<RoleRecord>,
+    channels: Vec<ChannelRecord>,
+    members: HashMap<UserId, (MemberRecord, Arc<UserRecord>)>,
+    /// Members whose visible status is not offline.
+    online: HashMap<UserId, Presence>,
+}
+
+impl GuildActor {
+    pub fn new(node: Arc<Node>, id: GuildId, rx: mpsc::Receiver<GuildMsg>) -> Self {
+        Self { node, id, rx, subs: HashMap::new(), seq: 0 }
+    }
+
+    pub async fn run(mut self) {
+        let node = self.node.clone();
+        let id = self.id;
+        match node.store.load_guild(id).await {
+            Ok(Some(snap)) => {
+                let mut state = State::from_snapshot(snap);
+                for uid in state.members.keys() {
+                    let p = node.presences.get(*uid);
+                    if p.status != Status::Offline {
+                        state.online.insert(*uid, p);
+                    }
+                }
+                loop {
+                    let msg = tokio::select! {
+                        _ = node.shutdown.cancelled() => break,
+                        m = self.rx.recv() => m,
+                    };
+                    let Some(msg) = msg else { break };
+                    if !self.handle(&mut state, msg) {
+                        break;
+                    }
+                }
+            }
+            Ok(None) => tracing::debug!(guild = %id, "no such guild; actor stops"),
+            Err(e) => tracing::error!(guild = %id, error = %e, "guild load failed"),
+        }
+        drop(self);
+        node.guilds.remove(id);
+    }
+
+    /// Applies one message. Returns false when the actor must stop.
+    fn handle(&mut self, st: &mut State, msg: GuildMsg) -> bool {
+        match msg {
+            GuildMsg::Subscribe { session } => self.subscribe(st, session),
+            GuildMsg::Unsubscribe { session_id } => {
+                self.subs.remove(&session_id);
+            }
+            GuildMsg::RequestMembers { session, req } => self.request_members(st, &session, req),
+            GuildMsg::Presence { user, presence } => {
+                if !st.members.contains_key(&user) {
+                    return true;
+                }
+                if presence.status == Status::Offline {
+                    st.online.remove(&user);
+                } else {
+                    st.online.insert(user, presence.clone());
+                }
+                let body = encode(&presence_json(self.id, user, &presence));
+                self.fan_out("PRESENCE_UPDATE", &body, Intents::GUILD_PRESENCES);
+            }
+            GuildMsg::Event(ev) => return self.apply(st, ev),
+        }
+        true
+    }
+
+    fn subscribe(&mut self, st: &State, session: Arc<SessionHandle>) {
+        if session.intents.contains(Intents::GUILDS) {
+            let body = st.guild_create(&session);
+            if !session.push(Dispatch { name: "GUILD_CREATE", body }) {
+                return;
+            }
+        }
+        self.subs.insert(session.id.clone(), session);
+    }
+
+    /// Pushes one shared body to every subscriber with `intent`.
+    fn fan_out(&mut self, name: &'static str, body: &Bytes, intent: u64) {
+        self.seq += 1;
+        for s in self.subs.values() {
+            if s.intents.contains(intent) {
+                s.push(Dispatch { name, body: body.clone() });
+            }
+        }
+    }
+
+    /// MESSAGE_CREATE/UPDATE: full content to those entitled to it, the
+    /// redacted variant (encoded at most once) to bots without MESSAGE_CONTENT.
+    fn fan_out_message(&mut self, name: &'static str, m: &model::Message, body: &Bytes) {
+        self.seq += 1;
+        let mut redacted: Option<Bytes> = None;
+        for s in self.subs.values() {
+            if !s.intents.contains(Intents::GUILD_MESSAGES) {
+                continue;
+            }
+            let entitled = !s.bot
+                || s.intents.contains(Intents::MESSAGE_CONTENT)
+                || s.user_id == m.author.id
+                || m.mentions.iter().any(|u| u.id == s.user_id);
+            let body = if entitled { body.clone() } else { redacted.get_or_insert_with(|| encode(&m.redacted())).clone() };
+            s.push(Dispatch { name, body });
+        }
+    }
+
+    fn apply(&mut self, st: &mut State, ev: GuildEvent) -> bool {
+        let gid = self.id;
+        match ev {
+            GuildEvent::MessageCreate { message, body } => self.fan_out_message("MESSAGE_CREATE", &message, &body),
+            GuildEvent::MessageUpdate { message, body } => self.fan_out_message("MESSAGE_UPDATE", &message, &body),
+            GuildEvent::MessageDelete { id, channel_id } => {
+                let body = encode(&json!({"id": id, "channel_id": channel_id, "guild_id": gid}));
+                self.fan_out("MESSAGE_DELETE", &body, Intents::GUILD_MESSAGES);
+            }
+            GuildEvent::TypingStart { channel_id, user_id, timestamp } => {
+                let member = st.members.get(&user_id).map(|(m, u)| convert::member(m, Some(u)));
+                let body = encode(&json!({
+                    "channel_id": channel_id, "guild_id": gid, "user_id": user_id,
+                    "timestamp": timestamp, "member": member,
+                }));
+                self.fan_out("TYPING_START", &body, Intents::GUILD_MESSAGE_TYPING);
+            }
+            GuildEvent::ChannelCreate(c) => {
+                let body = encode(&convert::channel(&c));
+                st.channels.push(c);
+                st.channels.sort_by_key(|c| (c.position, c.id));
+                self.fan_out("CHANNEL_CREATE", &body, Intents::GUILDS);
+            }
+            GuildEvent::ChannelUpdate(c) => {
+                let body = encode(&convert::channel(&c));
+                if let Some(old) = st.channels.iter_mut().find(|x| x.id == c.id) {
+                    *old = c;
+                }
+                st.channels.sort_by_key(|c| (c.position, c.id));
+                self.fan_out("CHANNEL_UPDATE", &body, Intents::GUILDS);
+            }
+            GuildEvent::ChannelDelete(c) => {
+                st.channels.retain(|x| x.id != c.id);
+                self.fan_out("CHANNEL_DELETE", &encode(&convert::channel(&c)), Intents::GUILDS);
+            }
+            GuildEvent::GuildUpdate(g) => {
+                st.guild = g;
+                let body = encode(&convert::guild(&st.guild, &st.roles));
+                self.fan_out("GUILD_UPDATE", &body, Intents::GUILDS);
+            }
+            GuildEvent::GuildDelete => {
+                let body = encode(&json!({"id": gid}));
+                self.seq += 1;
+                for s in self.subs.values() {
+                    s.guilds.lock().expect("session guild list poisoned").retain(|g| *g != gid);
+                    if s.intents.contains(Intents::GUILDS) {
+                        s.push(Dispatch { name: "GUILD_DELETE", body: body.clone() });
+                    }
+                }
+                self.subs.clear();
+                return false;
+            }
+            GuildEvent::MemberAdd { member, user } => {
+                let uid = user.id;
+                let mut m = convert::member(&member, Some(&user));
+                m.guild_id = Some(gid);
+                st.members.insert(uid, (member, Arc::new(user)));
+                let p = self.node.presences.get(uid);
+                if p.status != Status::Offline {
+                    st.online.insert(uid, p);
+                }
+                self.fan_out("GUILD_MEMBER_ADD", &encode(&m), Intents::GUILD_MEMBERS);
+                // The new member's own sessions on this node start receiving the guild.
+                for s in self.node.sessions.of_user(uid) {
+                    if !self.subs.contains_key(&s.id) {
+                        s.guilds.lock().expect("session guild list poisoned").push(gid);
+                        self.subscribe(st, s);
+                    }
+                }
+            }
+            GuildEvent::MemberUpdate(member) => {
+                let Some((old, user)) = st.members.get_mut(&member.user_id) else { return true };
+                *old = member;
+                let mut m = convert::member(old, Some(user));
+                m.guild_id = Some(gid);
+                self.fan_out("GUILD_MEMBER_UPDATE", &encode(&m), Intents::GUILD_MEMBERS);
+            }
+            GuildEvent::MemberRemove(uid) => {
+                let Some((_, user)) = st.members.remove(&uid) else { return true };
+                st.online.remove(&uid);
+                let body = encode(&json!({"guild_id": gid, "user": convert::user(&user)}));
+                self.fan_out("GUILD_MEMBER_REMOVE", &body, Intents::GUILD_MEMBERS);
+                let gone = encode(&json!({"id": gid}));
+                self.subs.retain(|_, s| {
+                    if s.user_id != uid {
+                        return true;
+                    }
+                    s.guilds.lock().expect("session guild list poisoned").retain(|g| *g != gid);
+                    if s.intents.contains(Intents::GUILDS) {
+                        s.push(Dispatch { name: "GUILD_DELETE", body: gone.clone() });
+                    }
+                    false
+                });
+            }
+        }
+        true
+    }
+
+    fn request_members(&mut self, st: &State, s: &SessionHandle, req: RequestGuildMembers) {
+        let query = req.query.unwrap_or_default().to_lowercase();
+        let limit = req.limit.unwrap_or(0) as usize;
+        let mut not_found = Vec::new();
+        let mut found: Vec<&(MemberRecord, Arc<UserRecord>)> = match req.user_ids {
+            Some(ids) => ids
+                .into_vec()
+                .into_iter()
+                .filter_map(|u| {
+                    let m = st.members.get(&u);
+                    if m.is_none() {
+                        not_found.push(u);
+                    }
+                    m
+                })
+                .collect(),
+            None => st
+                .members
+                .values()
+                .filter(|(m, u)| {
+                    query.is_empty()
+                        || u.username.to_lowercase().starts_with(&query)
+                        || m.nick.as_deref().is_some_and(|n| n.to_lowercase().starts_with(&query))
+                })
+                .collect(),
+        };
+        found.sort_by_key(|(m, _)| m.user_id);
+        if limit > 0 {
+            found.truncate(limit);
+        }
+        let with_presences = req.presences.unwrap_or(false) && s.intents.contains(Intents::GUILD_PRESENCES);
+        let chunks: Vec<_> = found.chunks(CHUNK_SIZE).collect();
+        let count = chunks.len().max(1);
+        for i in 0..count {
+            let part = chunks.get(i).copied().unwrap_or(&[]);
+            let mut d = json!({
+                "guild_id": self.id,
+                "members": part.iter().map(|(m, u)| convert::member(m, Some(u))).collect::<Vec<_>>(),
+                "chunk_index": i,
+                "chunk_count": count,
+            });
+            if let Some(n) = &req.nonce {
+                d["nonce"] = json!(n);
+            }
+            if i == 0 && !not_found.is_empty() {
+                d["not_found"] = json!(not_found);
+            }
+            if with_presences {
+                let ps: Vec<Value> = part
+                    .iter()
+                    .filter_map(|(m, _)| st.online.get(&m.user_id).map(|p| presence_json(self.id, m.user_id, p)))
+                    .collect();
+                d["presences"] = Value::Array(ps);
+            }
+            s.push(Dispatch { name: "GUILD_MEMBERS_CHUNK", body: encode(&d) });
+        }
+    }
+}
+
+impl State {
+    fn from_snapshot(s: GuildSnapshot) -> State {
+        State {
+            guild: s.guild,
+            roles: s.roles,
+            channels: s.channels,
+            members: s.members.into_iter().map(|(m, u)| (m.user_id, (m, Arc::new(u)))).collect(),
+            online: HashMap::new(),
+        }
+    }
+
+    /// GUILD_CREATE for one session. Large guilds list only online members
+    /// (and the session's own); the rest come through op 8.
+    fn guild_create(&self, s: &SessionHandle) -> Bytes {
+        #[derive(Serialize)]
+        struct GuildCreate<'a> {
+            #[serde(flatten)]
+            guild: model::Guild,
+            joined_at: Option<String>,
+            large: bool,
+            unavailable: bool,
+            lazy: bool,
+            member_count: usize,
+            members: Vec<model::Member>,
+            channels: Vec<model::Channel>,
+            threads: [(); 0],
+            presences: Vec<Value>,
+            voice_states: [(); 0],
+            stage_instances: [(); 0],
+            guild_scheduled_events: [(); 0],
+            soundboard_sounds: [(); 0],
+            #[serde(skip)]
+            _p: std::marker::PhantomData<&'a ()>,
+        }
+        let large = self.members.len() > s.large_threshold as usize;
+        let members = self
+            .members
+            .values()
+            .filter(|(m, _)| !large || m.user_id == s.user_id || self.online.contains_key(&m.user_id))
+            .map(|(m, u)| convert::member(m, Some(u)))
+            .collect();
+        let presences = if s.intents.contains(Intents::GUILD_PRESENCES) {
+            self.online.iter().map(|(u, p)| presence_json(self.guild.id, *u, p)).collect()
+        } else {
+            Vec::new()
+        };
+        let gc = GuildCreate {
+            guild: convert::guild(&self.guild, &self.roles),
+            joined_at: self.members.get(&s.user_id).map(|(m, _)| iso8601(m.joined_at)),
+            large,
+            unavailable: false,
+            lazy: true,
+            member_count: self.members.len(),
+            members,
+            channels: self.channels.iter().map(convert::channel).collect(),
+            threads: [],
+            presences,
+            voice_states: [],
+            stage_instances: [],
+            guild_scheduled_events: [],
+            soundboard_sounds: [],
+            _p: std::marker::PhantomData,
+        };
+        encode(&gc)
+    }
+}
+
+fn presence_json(guild: GuildId, user: UserId, p: &Presence) -> Value {
+    let status = p.status.as_str();
+    let client_status = if p.status == Status::Offline { json!({}) } else { json!({ "desktop": status }) };
+    json!({
+        "user": {"id": user},
+        "guild_id": guild,
+        "status": status,
+        "activities": p.activities,
+        "client_status": client_status,
+    })
+}
+
+/// Serialises a dispatch body once. Our own types always serialise.
+pub(crate) fn encode<T: Serialize>(v: &T) -> Bytes {
+    serde_json::to_vec(v).expect("dispatch bodies are plain data and always serialise").into()
+}

@@ -1,0 +1,119 @@
+//! Guilds: one actor task per guild owns its state and is the only writer of
+//! its ordered event stream. Everything reaches a guild through
+//! [`GuildRouter`] (local today; a cluster router later maps a guild to the
+//! node that owns it).
+
+mod actor;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use protocol::gateway::RequestGuildMembers;
+use protocol::{model, ChannelId, GuildId, MessageId, UserId};
+use store::{ChannelRecord, GuildRecord, MemberRecord, UserRecord};
+use tokio::sync::mpsc;
+
+use crate::gateway::SessionHandle;
+use crate::node::Node;
+use crate::presence::Presence;
+
+/// What a guild actor is asked to do. Requests never wait for a reply: the
+/// actor answers sessions by pushing dispatches into their queues.
+pub enum GuildMsg {
+    /// Start sending this session the guild's events; sends GUILD_CREATE first.
+    Subscribe { session: Arc<SessionHandle> },
+    Unsubscribe { session_id: Arc<str> },
+    /// op 8: answer with GUILD_MEMBERS_CHUNK dispatches.
+    RequestMembers { session: Arc<SessionHandle>, req: RequestGuildMembers },
+    /// A member's visible presence changed.
+    Presence { user: UserId, presence: Presence },
+    /// A change already committed to the store.
+    Event(GuildEvent),
+}
+
+/// Committed changes, applied to the actor's state and fanned out in order.
+pub enum GuildEvent {
+    /// `body` is the message JSON, encoded once by the REST handler and also
+    /// sent as its HTTP response.
+    MessageCreate { message: Arc<model::Message>, body: Bytes },
+    MessageUpdate { message: Arc<model::Message>, body: Bytes },
+    MessageDelete { id: MessageId, channel_id: ChannelId },
+    TypingStart { channel_id: ChannelId, user_id: UserId, timestamp: u64 },
+    ChannelCreate(ChannelRecord),
+    ChannelUpdate(ChannelRecord),
+    ChannelDelete(ChannelRecord),
+    GuildUpdate(GuildRecord),
+    GuildDelete,
+    MemberAdd { member: MemberRecord, user: UserRecord },
+    MemberUpdate(MemberRecord),
+    MemberRemove(UserId),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RouteError {
+    /// The guild's mailbox is full: fail fast, the caller answers 503 / retries.
+    #[error("guild {0} is busy")]
+    Busy(GuildId),
+    #[error("guild {0} is gone")]
+    Gone(GuildId),
+}
+
+/// Maps guild ids to their actors' mailboxes, spawning actors on first use.
+pub struct GuildRouter {
+    /// Guards the map only; never held across an await.
+    map: Mutex<HashMap<GuildId, mpsc::Sender<GuildMsg>>>,
+    /// Mailbox bound of each actor.
+    capacity: usize,
+}
+
+impl GuildRouter {
+    pub fn new(capacity: usize) -> Self {
+        Self { map: Mutex::new(HashMap::new()), capacity }
+    }
+
+    fn mailbox(&self, node: &Arc<Node>, id: GuildId) -> mpsc::Sender<GuildMsg> {
+        let mut map = self.map.lock().expect("guild router poisoned");
+        if let Some(tx) = map.get(&id).filter(|tx| !tx.is_closed()) {
+            return tx.clone();
+        }
+        let (tx, rx) = mpsc::channel(self.capacity);
+        map.insert(id, tx.clone());
+        node.tasks.spawn(actor::GuildActor::new(node.clone(), id, rx).run());
+        tx
+    }
+
+    /// Sends without waiting; a full mailbox is an error, not a wait.
+    pub fn send(&self, node: &Arc<Node>, id: GuildId, msg: GuildMsg) -> Result<(), RouteError> {
+        match self.mailbox(node, id).try_send(msg) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(_)) => Err(RouteError::Busy(id)),
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(RouteError::Gone(id)),
+        }
+    }
+
+    /// Forgets an actor that stopped (guild deleted or missing).
+    fn remove(&self, id: GuildId) {
+        let mut map = self.map.lock().expect("guild router poisoned");
+        if map.get(&id).is_some_and(|tx| tx.is_closed()) {
+            map.remove(&id);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.lock().expect("guild router poisoned").len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Tells each of `guilds` that `user`'s visible presence changed.
+pub fn broadcast_presence(node: &Arc<Node>, user: UserId, guilds: &[GuildId], presence: Presence) {
+    for &g in guilds {
+        if let Err(e) = node.guilds.send(node, g, GuildMsg::Presence { user, presence: presence.clone() }) {
+            tracing::debug!(guild = %g, error = %e, "presence update dropped");
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! Channels and invites.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use protocol::model::{iso8601, permission};
+use protocol::{ChannelId, ErrorCode};
+use rand::distributions::Alphanumeric;
+use rand::Rng;
+use serde::Deserialize;
+use serde_json::json;
+use store::{InviteRecord, MemberRecord, StoreError};
+
+use super::guilds::{overwrites, OverwriteIn};
+use super::{channel_access, json_bytes, parse_id, publish, ApiError, ApiResult, Caller, JsonBody};
+use crate::auth::now_ms;
+use crate::convert;
+use crate::guild::GuildEvent;
+use crate::node::Node;
+
+fn json_ok<T: serde::Serialize>(status: StatusCode, v: &T) -> ApiResult<Response> {
+    Ok(json_bytes(status, serde_json::to_vec(v).map_err(|e| ApiError::Internal(e.to_string()))?))
+}
+
+pub async fn get(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>) -> ApiResult<Response> {
+    let (c, _) = channel_access(&node, parse_id(&id, ErrorCode::UnknownChannel)?, u.id).await?;
+    json_ok(StatusCode::OK, &convert::channel(&c))
+}
+
+#[derive(Deserialize)]
+pub struct ModifyChannel {
+    name: Option<String>,
+    topic: Option<Option<String>>,
+    position: Option<i32>,
+    nsfw: Option<bool>,
+    parent_id: Option<Option<ChannelId>>,
+    rate_limit_per_user: Option<u32>,
+    permission_overwrites: Option<Vec<OverwriteIn>>,
+}
+
+pub async fn modify(
+    State(node): State<Arc<Node>>,
+    Caller(u): Caller,
+    Path(id): Path<String>,
+    JsonBody(b): JsonBody<ModifyChannel>,
+) -> ApiResult<Response> {
+    let (mut c, a) = channel_access(&node, parse_id(&id, ErrorCode::UnknownChannel)?, u.id).await?;
+    a.require(permission::MANAGE_CHANNELS)?;
+    if let Some(n) = b.name {
+        if !(1..=100).contains(&n.chars().count()) {
+            return Err(ApiError::field("name", "BASE_TYPE_BAD_LENGTH", "Must be between 1 and 100 in length."));
+        }
+        c.name = n;
+    }
+    if let Some(t) = b.topic {
+        if t.as_ref().is_some_and(|t| t.chars().count() > 1024) {
+            return Err(ApiError::field("topic", "BASE_TYPE_MAX_LENGTH", "Must be 1024 or fewer in length."));
+        }
+        c.topic = t;
+    }
+    if let Some(p) = b.position {
+        c.position = p;
+    }
+    if let Some(n) = b.nsfw {
+        c.nsfw = n;
+    }
+    if let Some(p) = b.parent_id {
+        c.parent_id = p;
+    }
+    if let Some(r) = b.rate_limit_per_user {
+        c.rate_limit_per_user = r.min(21_600);
+    }
+    if let Some(o) = b.permission_overwrites {
+        c.overwrites = overwrites(o)?;
+    }
+    node.store.update_channel(&c).await?;
+    publish(&node, a.guild.id, GuildEvent::ChannelUpdate(c.clone()));
+    json_ok(StatusCode::OK, &convert::channel(&c))
+}
+
+pub async fn delete(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>) -> ApiResult<Response> {
+    let (c, a) = channel_access(&node, parse_id(&id, ErrorCode::UnknownChannel)?, u.id).await?;
+    a.require(permission::MANAGE_CHANNELS)?;
+    node.store.delete_channel(c.id).await?;
+    publish(&node, a.guild.id, GuildEvent::ChannelDelete(c.clone()));
+    json_ok(StatusCode::OK, &convert::channel(&c))
+}
+
+#[derive(Deserialize)]
+pub struct CreateInvite {
+    max_age: Option<u32>,
+    max_uses: Option<u32>,
+}
+
+fn invite_json(i: &InviteRecord, guild: &store::GuildRecord, channel: &store::ChannelRecord, inviter: Option<&store::UserRecord>) -> serde_json::Value {
+    json!({
+        "type": 0,
+        "code": i.code,
+        "guild": { "id": guild.id, "name": guild.name, "icon": guild.icon, "splash": null, "banner": null, "description": guild.description, "features": [], "verification_level": 0, "nsfw_level": 0 },
+        "channel": { "id": channel.id, "name": channel.name, "type": channel.kind },
+        "inviter": inviter.map(convert::user),
+        "uses": i.uses,
+        "max_uses": i.max_uses,
+        "max_age": i.max_age,
+        "temporary": false,
+        "created_at": iso8601(i.created_at),
+        "expires_at": (i.max_age > 0).then(|| iso8601(i.created_at + u64::from(i.max_age) * 1000)),
+    })
+}
+
+pub async fn create_invite(
+    State(node): State<Arc<Node>>,
+    Caller(u): Caller,
+    Path(id): Path<String>,
+    JsonBody(b): JsonBody<CreateInvite>,
+) -> ApiResult<Response> {
+    let (c, a) = channel_access(&node, parse_id(&id, ErrorCode::UnknownChannel)?, u.id).await?;
+    if a.in_channel(&c) & permission::CREATE_INSTANT_INVITE == 0 {
+        return Err(ApiError::forbidden(ErrorCode::MissingPermissions));
+    }
+    let max_age = b.max_age.unwrap_or(86_400);
+    if max_age > 604_800 {
+        return Err(ApiError::field("max_age", "NUMBER_TYPE_MAX", "Must be 604800 or less."));
+    }
+    let max_uses = b.max_uses.unwrap_or(0);
+    if max_uses > 100 {
+        return Err(ApiError::field("max_uses", "NUMBER_TYPE_MAX", "Must be 100 or less."));
+    }
+    for _ in 0..5 {
+        let code: String = rand::thread_rng().sample_iter(&Alphanumeric).take(10).map(char::from).collect();
+        let inv = InviteRecord {
+            code,
+            guild_id: a.guild.id,
+            channel_id: c.id,
+            inviter_id: Some(u.id),
+            max_age,
+            max_uses,
+            uses: 0,
+            created_at: now_ms(),
+        };
+        match node.store.create_invite(&inv).await {
+            Ok(()) => return json_ok(StatusCode::OK, &invite_json(&inv, &a.guild, &c, Some(&u))),
+            Err(StoreError::Conflict) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::Internal("could not find a free invite code".into()))
+}
+
+/// A live invite and what it points at, or 404 10006.
+async fn live_invite(node: &Node, code: &str) -> ApiResult<(InviteRecord, store::GuildRecord, store::ChannelRecord)> {
+    let unknown = || ApiError::not_found(ErrorCode::UnknownInvite);
+    let i = node.store.get_invite(code).await?.ok_or_else(unknown)?;
+    let expired = i.max_age > 0 && now_ms() > i.created_at + u64::from(i.max_age) * 1000;
+    let used_up = i.max_uses > 0 && i.uses >= i.max_uses;
+    if expired || used_up {
+        return Err(unknown());
+    }
+    let g = node.store.get_guild(i.guild_id).await?.ok_or_else(unknown)?;
+    let c = node.store.get_channel(i.channel_id).await?.ok_or_else(unknown)?;
+    Ok((i, g, c))
+}
+
+pub async fn get_invite(State(node): State<Arc<Node>>, Path(code): Path<String>) -> ApiResult<Response> {
+    let (i, g, c) = live_invite(&node, &code).await?;
+    let inviter = match i.inviter_id {
+        Some(id) => node.store.get_user(id).await?,
+        None => None,
+    };
+    json_ok(StatusCode::OK, &invite_json(&i, &g, &c, inviter.as_ref()))
+}
+
+/// `POST /invites/{code}`: the caller joins the guild (users only, as on Discord).
+pub async fn accept_invite(State(node): State<Arc<Node>>, Caller(u): Caller, Path(code): Path<String>) -> ApiResult<Response> {
+    if u.bot {
+        return Err(ApiError::forbidden(ErrorCode::BotsCannotUse));
+    }
+    let (i, g, c) = live_invite(&node, &code).await?;
+    if node.store.get_member(g.id, u.id).await?.is_none() {
+        if node.store.guilds_of_user(u.id).await?.len() as u32 >= node.config.limits.max_guilds_per_user {
+            return Err(ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::MaxGuilds));
+        }
+        if !node.store.use_invite(&code).await? {
+            return Err(ApiError::not_found(ErrorCode::UnknownInvite));
+        }
+        let m = MemberRecord { guild_id: g.id, user_id: u.id, nick: None, roles: Vec::new(), joined_at: now_ms(), flags: 0 };
+        if node.store.add_member(&m).await? {
+            publish(&node, g.id, GuildEvent::MemberAdd { member: m, user: (*u).clone() });
+        }
+    }
+    let inviter = match i.inviter_id {
+        Some(id) => node.store.get_user(id).await?,
+        None => None,
+    };
+    json_ok(StatusCode::OK, &invite_json(&i, &g, &c, inviter.as_ref()))
+}
+
+pub async fn delete_invite(State(node): State<Arc<Node>>, Caller(u): Caller, Path(code): Path<String>) -> ApiResult<Response> {
+    let (i, g, c) = live_invite(&node, &code).await?;
+    let a = super::guild_access(&node, g.id, u.id).await?;
+    if i.inviter_id != Some(u.id) {
+        a.require(permission::MANAGE_CHANNELS)?;
+    }
+    node.store.delete_invite(&i.code).await?;
+    json_ok(StatusCode::OK, &invite_json(&i, &g, &c, None))
+}

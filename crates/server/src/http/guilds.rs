@@ -1,0 +1,416 @@
+//! Guilds, their channels, roles and members.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use protocol::model::{channel_type, permission};
+use protocol::{ChannelId, ErrorCode, GuildId, RoleId, UserId};
+use serde::Deserialize;
+use serde_json::json;
+use store::{ChannelRecord, GuildRecord, MemberRecord, NewGuild, OverwriteRecord, RoleRecord};
+
+use super::{guild_access, json_bytes, parse_id, publish, ApiError, ApiResult, Caller, JsonBody};
+use crate::auth::now_ms;
+use crate::convert;
+use crate::guild::GuildEvent;
+use crate::node::Node;
+
+fn json_ok<T: serde::Serialize>(status: StatusCode, v: &T) -> ApiResult<Response> {
+    Ok(json_bytes(status, serde_json::to_vec(v).map_err(|e| ApiError::Internal(e.to_string()))?))
+}
+
+fn no_content() -> Response {
+    StatusCode::NO_CONTENT.into_response()
+}
+
+fn guild_json(g: &GuildRecord, roles: &[RoleRecord], extra: serde_json::Value) -> serde_json::Value {
+    let mut v = serde_json::to_value(convert::guild(g, roles)).unwrap_or_default();
+    if let (Some(o), serde_json::Value::Object(e)) = (v.as_object_mut(), extra) {
+        o.extend(e);
+    }
+    v
+}
+
+fn check_name(field: &str, name: &str, min: usize, max: usize) -> ApiResult<()> {
+    let n = name.chars().count();
+    if n < min || n > max {
+        return Err(ApiError::field(field, "BASE_TYPE_BAD_LENGTH", &format!("Must be between {min} and {max} in length.")));
+    }
+    Ok(())
+}
+
+#[derive(Deserialize)]
+pub struct CreateGuild {
+    name: Option<String>,
+    description: Option<String>,
+}
+
+pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, JsonBody(b): JsonBody<CreateGuild>) -> ApiResult<Response> {
+    let name = b.name.ok_or_else(|| ApiError::field("name", "BASE_TYPE_REQUIRED", "This field is required"))?;
+    check_name("name", &name, 2, 100)?;
+    if node.store.guilds_of_user(u.id).await?.len() as u32 >= node.config.limits.max_guilds_per_user {
+        return Err(ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::MaxGuilds));
+    }
+    let gid: GuildId = node.ids.next().into();
+    let cid: ChannelId = node.ids.next().into();
+    let now = now_ms();
+    let guild = GuildRecord {
+        id: gid,
+        name,
+        icon: None,
+        description: b.description,
+        owner_id: u.id,
+        system_channel_id: Some(cid),
+        created_at: now,
+    };
+    // @everyone shares the guild's id, as on Discord.
+    let everyone = RoleRecord {
+        id: RoleId(gid.0),
+        guild_id: gid,
+        name: "@everyone".into(),
+        color: 0,
+        hoist: false,
+        position: 0,
+        permissions: permission::DEFAULT_EVERYONE,
+        mentionable: false,
+    };
+    let general = ChannelRecord {
+        id: cid,
+        guild_id: Some(gid),
+        kind: channel_type::GUILD_TEXT,
+        name: "general".into(),
+        position: 0,
+        topic: None,
+        nsfw: false,
+        parent_id: None,
+        rate_limit_per_user: 0,
+        overwrites: Vec::new(),
+        last_message_id: None,
+    };
+    let owner = MemberRecord { guild_id: gid, user_id: u.id, nick: None, roles: Vec::new(), joined_at: now, flags: 0 };
+    let ng = NewGuild { guild, roles: vec![everyone], channels: vec![general], members: vec![owner.clone()] };
+    node.store.create_guild(&ng).await?;
+    // The owner's live sessions receive GUILD_CREATE, as for any new member.
+    publish(&node, gid, GuildEvent::MemberAdd { member: owner, user: (*u).clone() });
+    let body = guild_json(&ng.guild, &ng.roles, json!({ "channels": ng.channels.iter().map(convert::channel).collect::<Vec<_>>() }));
+    json_ok(StatusCode::CREATED, &body)
+}
+
+#[derive(Deserialize, Default)]
+pub struct WithCounts {
+    with_counts: Option<bool>,
+}
+
+pub async fn get(
+    State(node): State<Arc<Node>>,
+    Caller(u): Caller,
+    Path(id): Path<String>,
+    Query(q): Query<WithCounts>,
+) -> ApiResult<Response> {
+    let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
+    let a = guild_access(&node, gid, u.id).await?;
+    let roles = node.store.roles_of_guild(gid).await?;
+    let extra = if q.with_counts.unwrap_or(false) {
+        let count = node.store.load_guild(gid).await?.map(|s| s.members.len()).unwrap_or(0);
+        json!({ "approximate_member_count": count, "approximate_presence_count": 0 })
+    } else {
+        json!({})
+    };
+    json_ok(StatusCode::OK, &guild_json(&a.guild, &roles, extra))
+}
+
+#[derive(Deserialize)]
+pub struct ModifyGuild {
+    name: Option<String>,
+    description: Option<Option<String>>,
+    system_channel_id: Option<Option<ChannelId>>,
+}
+
+pub async fn modify(
+    State(node): State<Arc<Node>>,
+    Caller(u): Caller,
+    Path(id): Path<String>,
+    JsonBody(b): JsonBody<ModifyGuild>,
+) -> ApiResult<Response> {
+    let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
+    let a = guild_access(&node, gid, u.id).await?;
+    a.require(permission::MANAGE_GUILD)?;
+    let mut g = a.guild;
+    if let Some(n) = b.name {
+        check_name("name", &n, 2, 100)?;
+        g.name = n;
+    }
+    if let Some(d) = b.description {
+        g.description = d;
+    }
+    if let Some(c) = b.system_channel_id {
+        g.system_channel_id = c;
+    }
+    node.store.update_guild(&g).await?;
+    let roles = node.store.roles_of_guild(gid).await?;
+    publish(&node, gid, GuildEvent::GuildUpdate(g.clone()));
+    json_ok(StatusCode::OK, &guild_json(&g, &roles, json!({})))
+}
+
+pub async fn delete(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>) -> ApiResult<Response> {
+    let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
+    let a = guild_access(&node, gid, u.id).await?;
+    if !a.is_owner() {
+        return Err(ApiError::forbidden(ErrorCode::MissingPermissions));
+    }
+    node.store.delete_guild(gid).await?;
+    publish(&node, gid, GuildEvent::GuildDelete);
+    Ok(no_content())
+}
+
+/// `DELETE /users/@me/guilds/{id}`: leave a guild (the owner cannot).
+pub async fn leave(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>) -> ApiResult<Response> {
+    let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
+    let a = guild_access(&node, gid, u.id).await?;
+    if a.is_owner() {
+        return Err(ApiError::field("guild_id", "OWNER_CANNOT_LEAVE", "The owner cannot leave the guild."));
+    }
+    node.store.remove_member(gid, u.id).await?;
+    publish(&node, gid, GuildEvent::MemberRemove(u.id));
+    Ok(no_content())
+}
+
+pub async fn channels(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>) -> ApiResult<Response> {
+    let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
+    let a = guild_access(&node, gid, u.id).await?;
+    let list: Vec<_> = node
+        .store
+        .channels_of_guild(gid)
+        .await?
+        .iter()
+        .filter(|c| a.in_channel(c) & permission::VIEW_CHANNEL != 0)
+        .map(convert::channel)
+        .collect();
+    json_ok(StatusCode::OK, &list)
+}
+
+#[derive(Deserialize)]
+pub struct OverwriteIn {
+    id: protocol::Snowflake,
+    #[serde(rename = "type")]
+    kind: u8,
+    #[serde(default)]
+    allow: Option<StrOrInt>,
+    #[serde(default)]
+    deny: Option<StrOrInt>,
+}
+
+/// Permission bits arrive as strings (Discord) or integers (some clients).
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub enum StrOrInt {
+    S(String),
+    I(u64),
+}
+
+impl StrOrInt {
+    fn bits(&self) -> ApiResult<u64> {
+        match self {
+            StrOrInt::I(i) => Ok(*i),
+            StrOrInt::S(s) => s.parse().map_err(|_| ApiError::field("permission_overwrites", "BASE_TYPE_INVALID", "Invalid permission bits")),
+        }
+    }
+}
+
+pub fn overwrites(v: Vec<OverwriteIn>) -> ApiResult<Vec<OverwriteRecord>> {
+    v.into_iter()
+        .map(|o| {
+            if o.kind > 1 {
+                return Err(ApiError::field("permission_overwrites", "BASE_TYPE_CHOICES", "type must be 0 or 1"));
+            }
+            Ok(OverwriteRecord {
+                id: o.id.0,
+                kind: o.kind,
+                allow: o.allow.map(|b| b.bits()).transpose()?.unwrap_or(0),
+                deny: o.deny.map(|b| b.bits()).transpose()?.unwrap_or(0),
+            })
+        })
+        .collect()
+}
+
+#[derive(Deserialize)]
+pub struct CreateChannel {
+    name: Option<String>,
+    #[serde(rename = "type")]
+    kind: Option<u8>,
+    topic: Option<String>,
+    position: Option<i32>,
+    parent_id: Option<ChannelId>,
+    nsfw: Option<bool>,
+    rate_limit_per_user: Option<u32>,
+    permission_overwrites: Option<Vec<OverwriteIn>>,
+}
+
+pub async fn create_channel(
+    State(node): State<Arc<Node>>,
+    Caller(u): Caller,
+    Path(id): Path<String>,
+    JsonBody(b): JsonBody<CreateChannel>,
+) -> ApiResult<Response> {
+    let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
+    let a = guild_access(&node, gid, u.id).await?;
+    a.require(permission::MANAGE_CHANNELS)?;
+    let name = b.name.ok_or_else(|| ApiError::field("name", "BASE_TYPE_REQUIRED", "This field is required"))?;
+    check_name("name", &name, 1, 100)?;
+    let kind = b.kind.unwrap_or(channel_type::GUILD_TEXT);
+    if ![channel_type::GUILD_TEXT, channel_type::GUILD_VOICE, channel_type::GUILD_CATEGORY, channel_type::GUILD_ANNOUNCEMENT].contains(&kind) {
+        return Err(ApiError::field("type", "BASE_TYPE_CHOICES", "Value must be one of {0, 2, 4, 5}."));
+    }
+    let existing = node.store.channels_of_guild(gid).await?;
+    let c = ChannelRecord {
+        id: node.ids.next().into(),
+        guild_id: Some(gid),
+        kind,
+        name,
+        position: b.position.unwrap_or(existing.len() as i32),
+        topic: b.topic,
+        nsfw: b.nsfw.unwrap_or(false),
+        parent_id: b.parent_id,
+        rate_limit_per_user: b.rate_limit_per_user.unwrap_or(0),
+        overwrites: overwrites(b.permission_overwrites.unwrap_or_default())?,
+        last_message_id: None,
+    };
+    node.store.create_channel(&c).await?;
+    publish(&node, gid, GuildEvent::ChannelCreate(c.clone()));
+    json_ok(StatusCode::CREATED, &convert::channel(&c))
+}
+
+pub async fn roles(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>) -> ApiResult<Response> {
+    let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
+    guild_access(&node, gid, u.id).await?;
+    let roles: Vec<_> = node.store.roles_of_guild(gid).await?.iter().map(convert::role).collect();
+    json_ok(StatusCode::OK, &roles)
+}
+
+#[derive(Deserialize, Default)]
+pub struct ListMembers {
+    limit: Option<u32>,
+    after: Option<u64>,
+}
+
+pub async fn members(
+    State(node): State<Arc<Node>>,
+    Caller(u): Caller,
+    Path(id): Path<String>,
+    Query(q): Query<ListMembers>,
+) -> ApiResult<Response> {
+    let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
+    guild_access(&node, gid, u.id).await?;
+    let limit = q.limit.unwrap_or(1);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::field("limit", "NUMBER_TYPE_MAX", "Must be between 1 and 1000."));
+    }
+    let ms = node.store.list_members(gid, UserId(q.after.unwrap_or(0)), limit).await?;
+    let users = node.store.get_users(&ms.iter().map(|m| m.user_id).collect::<Vec<_>>()).await?;
+    let out: Vec<_> = ms
+        .iter()
+        .filter_map(|m| users.iter().find(|x| x.id == m.user_id).map(|usr| convert::member(m, Some(usr))))
+        .collect();
+    json_ok(StatusCode::OK, &out)
+}
+
+pub async fn member(State(node): State<Arc<Node>>, Caller(u): Caller, Path((id, uid)): Path<(String, String)>) -> ApiResult<Response> {
+    let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
+    let uid: UserId = parse_id(&uid, ErrorCode::UnknownUser)?;
+    guild_access(&node, gid, u.id).await?;
+    let m = node.store.get_member(gid, uid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownMember))?;
+    let usr = node.store.get_user(uid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownUser))?;
+    json_ok(StatusCode::OK, &convert::member(&m, Some(&usr)))
+}
+
+/// `PUT /guilds/{id}/members/{user}`: the owner (or an administrator) adds a
+/// user, e.g. a bot. 201 with the member, or 204 if already a member.
+pub async fn add_member(State(node): State<Arc<Node>>, Caller(u): Caller, Path((id, uid)): Path<(String, String)>) -> ApiResult<Response> {
+    let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
+    let uid: UserId = parse_id(&uid, ErrorCode::UnknownUser)?;
+    let a = guild_access(&node, gid, u.id).await?;
+    a.require(permission::ADMINISTRATOR)?;
+    let usr = node.store.get_user(uid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownUser))?;
+    let m = MemberRecord { guild_id: gid, user_id: uid, nick: None, roles: Vec::new(), joined_at: now_ms(), flags: 0 };
+    if !node.store.add_member(&m).await? {
+        return Ok(no_content());
+    }
+    let body = convert::member(&m, Some(&usr));
+    publish(&node, gid, GuildEvent::MemberAdd { member: m, user: usr });
+    json_ok(StatusCode::CREATED, &body)
+}
+
+#[derive(Deserialize)]
+pub struct ModifyMember {
+    nick: Option<Option<String>>,
+    roles: Option<Vec<RoleId>>,
+}
+
+async fn apply_member_change(node: &Arc<Node>, gid: GuildId, mut m: MemberRecord, b: ModifyMember) -> ApiResult<Response> {
+    if let Some(n) = b.nick {
+        if let Some(n) = &n {
+            check_name("nick", n, 1, 32)?;
+        }
+        m.nick = n.filter(|s| !s.is_empty());
+    }
+    if let Some(roles) = b.roles {
+        let known = node.store.roles_of_guild(gid).await?;
+        if roles.iter().any(|r| !known.iter().any(|k| k.id == *r)) {
+            return Err(ApiError::not_found(ErrorCode::UnknownRole));
+        }
+        m.roles = roles;
+    }
+    node.store.update_member(&m).await?;
+    let usr = node.store.get_user(m.user_id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownUser))?;
+    let body = convert::member(&m, Some(&usr));
+    publish(node, gid, GuildEvent::MemberUpdate(m));
+    json_ok(StatusCode::OK, &body)
+}
+
+pub async fn modify_member(
+    State(node): State<Arc<Node>>,
+    Caller(u): Caller,
+    Path((id, uid)): Path<(String, String)>,
+    JsonBody(b): JsonBody<ModifyMember>,
+) -> ApiResult<Response> {
+    let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
+    let uid: UserId = parse_id(&uid, ErrorCode::UnknownUser)?;
+    let a = guild_access(&node, gid, u.id).await?;
+    if uid != u.id || b.roles.is_some() {
+        a.require(permission::ADMINISTRATOR)?;
+    }
+    let m = node.store.get_member(gid, uid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownMember))?;
+    apply_member_change(&node, gid, m, b).await
+}
+
+/// `PATCH /guilds/{id}/members/@me`: change one's own nickname.
+pub async fn modify_me(
+    State(node): State<Arc<Node>>,
+    Caller(u): Caller,
+    Path(id): Path<String>,
+    JsonBody(b): JsonBody<ModifyMember>,
+) -> ApiResult<Response> {
+    let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
+    let a = guild_access(&node, gid, u.id).await?;
+    if b.roles.is_some() {
+        return Err(ApiError::field("roles", "BASE_TYPE_INVALID", "Use PATCH /guilds/{id}/members/{user_id} to change roles."));
+    }
+    apply_member_change(&node, gid, a.member, b).await
+}
+
+pub async fn remove_member(State(node): State<Arc<Node>>, Caller(u): Caller, Path((id, uid)): Path<(String, String)>) -> ApiResult<Response> {
+    let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
+    let uid: UserId = parse_id(&uid, ErrorCode::UnknownUser)?;
+    let a = guild_access(&node, gid, u.id).await?;
+    a.require(permission::KICK_MEMBERS)?;
+    if uid == a.guild.owner_id {
+        return Err(ApiError::forbidden(ErrorCode::MissingPermissions));
+    }
+    if !node.store.remove_member(gid, uid).await? {
+        return Err(ApiError::not_found(ErrorCode::UnknownMember));
+    }
+    publish(&node, gid, GuildEvent::MemberRemove(uid));
+    Ok(no_content())
+}

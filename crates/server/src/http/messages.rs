@@ -1,0 +1,315 @@
+//! Messages: create (JSON or multipart with `payload_json`), get, list,
+//! edit, delete, and typing.
+//!
+//! A created message is committed to the store before the response; its JSON
+//! is encoded once and serves as both the HTTP response and the body of the
+//! MESSAGE_CREATE dispatch.
+
+use std::sync::Arc;
+
+use axum::extract::{FromRequest, Multipart, Path, Query, Request, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use protocol::model::{self, permission, MessageReference};
+use protocol::{ChannelId, ErrorCode, MessageId, UserId};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use store::{MessageRecord, MessageWindow, UserRecord};
+
+use super::{channel_access, json_bytes, parse_id, parse_json, publish, Access, ApiError, ApiResult, Caller};
+use crate::auth::now_ms;
+use crate::convert;
+use crate::guild::GuildEvent;
+use crate::node::Node;
+
+/// Discord's limit on message content.
+const MAX_CONTENT: usize = 2000;
+
+#[derive(Deserialize, Default)]
+pub struct MessageBody {
+    content: Option<String>,
+    #[serde(default)]
+    tts: bool,
+    nonce: Option<Value>,
+    #[serde(default)]
+    embeds: Option<Vec<Value>>,
+    #[serde(default)]
+    components: Option<Vec<Value>>,
+    message_reference: Option<MessageReference>,
+    flags: Option<u64>,
+    // Accepted and ignored: enforce_nonce, allowed_mentions, sticker_ids, attachments metadata.
+}
+
+/// Reads a message body from JSON or from multipart (`payload_json` plus files).
+async fn read_body(req: Request, node: &Arc<Node>) -> ApiResult<(MessageBody, Vec<Value>)> {
+    let is_multipart = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("multipart/form-data"));
+    if !is_multipart {
+        let super::JsonBody(b) = super::JsonBody::<MessageBody>::from_request(req, node).await?;
+        return Ok((b, Vec::new()));
+    }
+    let mut mp = Multipart::from_request(req, node).await.map_err(|_| ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::InvalidFormBody))?;
+    let mut body = MessageBody::default();
+    let mut attachments = Vec::new();
+    let bad = |_| ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::InvalidFormBody);
+    while let Some(field) = mp.next_field().await.map_err(bad)? {
+        let name = field.name().unwrap_or("").to_string();
+        if name == "payload_json" {
+            body = parse_json(&field.bytes().await.map_err(bad)?)?;
+        } else if name.starts_with("files[") || name.starts_with("file") {
+            let filename = field.file_name().unwrap_or("file").to_string();
+            let content_type = field.content_type().map(str::to_string);
+            let data = field.bytes().await.map_err(bad)?;
+            let id = node.ids.next();
+            attachments.push(json!({
+                "id": id, "filename": filename, "size": data.len(), "content_type": content_type,
+                "url": format!("{}/attachments/{id}/{filename}", node.config.gateway_url().replacen("ws", "http", 1)),
+                "proxy_url": null,
+            }));
+        } else if name == "content" {
+            body.content = Some(String::from_utf8_lossy(&field.bytes().await.map_err(bad)?).into_owned());
+        }
+    }
+    Ok((body, attachments))
+}
+
+/// `<@id>` and `<@!id>` mentions in `content`.
+fn parse_mentions(content: &str) -> Vec<UserId> {
+    let mut out = Vec::new();
+    let mut rest = content;
+    while let Some(i) = rest.find("<@") {
+        rest = &rest[i + 2..];
+        let r = rest.strip_prefix('!').unwrap_or(rest);
+        if let Some(end) = r.find('>') {
+            if let Ok(id) = r[..end].parse::<u64>() {
+                if !out.contains(&UserId(id)) {
+                    out.push(UserId(id));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Resolves authors and mentions and renders stored messages.
+async fn render(node: &Node, msgs: &[MessageRecord]) -> ApiResult<Vec<model::Message>> {
+    let mut ids: Vec<UserId> = msgs.iter().flat_map(|m| std::iter::once(m.author_id).chain(m.mentions.iter().copied())).collect();
+    ids.sort();
+    ids.dedup();
+    let users = node.store.get_users(&ids).await?;
+    let find = |id: UserId| users.iter().find(|u| u.id == id);
+    let ghost = |id: UserId| UserRecord {
+        id,
+        username: "Deleted User".into(),
+        global_name: None,
+        avatar: None,
+        bot: false,
+        flags: 0,
+        created_at: 0,
+    };
+    Ok(msgs
+        .iter()
+        .map(|m| {
+            let author = find(m.author_id).cloned().unwrap_or_else(|| ghost(m.author_id));
+            let mentions: Vec<UserRecord> = m.mentions.iter().filter_map(|u| find(*u).cloned()).collect();
+            convert::message(m, &author, &mentions, None)
+        })
+        .collect())
+}
+
+fn encode_message(m: &model::Message) -> ApiResult<Bytes> {
+    serde_json::to_vec(m).map(Bytes::from).map_err(|e| ApiError::Internal(e.to_string()))
+}
+
+fn validate_content(content: &str, has_other: bool) -> ApiResult<()> {
+    if content.chars().count() > MAX_CONTENT {
+        return Err(ApiError::field("content", "BASE_TYPE_MAX_LENGTH", "Must be 2000 or fewer in length."));
+    }
+    if content.trim().is_empty() && !has_other {
+        return Err(ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::EmptyMessage));
+    }
+    Ok(())
+}
+
+pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>, req: Request) -> ApiResult<Response> {
+    let cid: ChannelId = parse_id(&id, ErrorCode::UnknownChannel)?;
+    let (channel, access) = channel_access(&node, cid, u.id).await?;
+    if access.in_channel(&channel) & permission::SEND_MESSAGES == 0 {
+        return Err(ApiError::forbidden(ErrorCode::MissingPermissions));
+    }
+    let (b, attachments) = read_body(req, &node).await?;
+    let content = b.content.unwrap_or_default();
+    let embeds = b.embeds.unwrap_or_default();
+    if embeds.len() > 10 {
+        return Err(ApiError::field("embeds", "BASE_TYPE_MAX_LENGTH", "Must be 10 or fewer in length."));
+    }
+    validate_content(&content, !embeds.is_empty() || !attachments.is_empty())?;
+    let guild_id = access.guild.id;
+    let mut reference = None;
+    if let Some(mut r) = b.message_reference {
+        // discord.js omits channel_id: it defaults to this channel.
+        let rc = r.channel_id.unwrap_or(cid);
+        r.channel_id = Some(rc);
+        r.guild_id = Some(guild_id);
+        if let Some(mid) = r.message_id {
+            let exists = rc == cid && node.store.get_message(cid, mid).await?.is_some();
+            if !exists && r.fail_if_not_exists.unwrap_or(true) {
+                return Err(ApiError::field("message_reference", "MESSAGE_REFERENCE_UNKNOWN_MESSAGE", "Unknown message"));
+            }
+            if exists {
+                reference = Some(r);
+            }
+        }
+    }
+    let mut mention_ids = parse_mentions(&content);
+    mention_ids.truncate(100);
+    let mentions = node.store.get_users(&mention_ids).await?;
+    let rec = MessageRecord {
+        id: node.ids.next().into(),
+        channel_id: cid,
+        guild_id: Some(guild_id),
+        author_id: u.id,
+        edited_at: None,
+        kind: if reference.is_some() { 19 } else { 0 },
+        flags: b.flags.unwrap_or(0) & (1 << 2 | 1 << 12),
+        tts: b.tts,
+        mention_everyone: content.contains("@everyone") && access.in_channel(&channel) & permission::MENTION_EVERYONE != 0,
+        mentions: mentions.iter().map(|m| m.id).collect(),
+        reference: reference.as_ref().map(|r| serde_json::to_value(r).unwrap_or(Value::Null)),
+        extra: json!({
+            "embeds": embeds,
+            "attachments": attachments,
+            "components": b.components.unwrap_or_default(),
+            "nonce": b.nonce,
+        }),
+        content,
+    };
+    node.store.create_message(&rec).await?;
+    let member = Some(member_partial(&access));
+    let message = Arc::new(convert::message(&rec, &u, &mentions, member));
+    let body = encode_message(&message)?;
+    publish(&node, guild_id, GuildEvent::MessageCreate { message, body: body.clone() });
+    Ok(json_bytes(StatusCode::OK, body))
+}
+
+/// The partial member attached to guild messages (no `user`).
+fn member_partial(a: &Access) -> model::Member {
+    convert::member(&a.member, None)
+}
+
+#[derive(Deserialize, Default)]
+pub struct ListQuery {
+    before: Option<String>,
+    after: Option<String>,
+    around: Option<String>,
+    limit: Option<u32>,
+}
+
+pub async fn list(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>, Query(q): Query<ListQuery>) -> ApiResult<Response> {
+    let (c, a) = channel_access(&node, parse_id(&id, ErrorCode::UnknownChannel)?, u.id).await?;
+    if a.in_channel(&c) & permission::READ_MESSAGE_HISTORY == 0 {
+        return Ok(json_bytes(StatusCode::OK, "[]"));
+    }
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=100).contains(&limit) {
+        return Err(ApiError::field("limit", "NUMBER_TYPE_MAX", "Must be between 1 and 100."));
+    }
+    let id_of = |field: &str, v: &str| v.parse::<u64>().map(MessageId).map_err(|_| ApiError::field(field, "NUMBER_TYPE_COERCE", "Value is not snowflake."));
+    let window = match (&q.before, &q.after, &q.around) {
+        (None, None, None) => MessageWindow::Latest,
+        (Some(b), None, None) => MessageWindow::Before(id_of("before", b)?),
+        (None, Some(a), None) => MessageWindow::After(id_of("after", a)?),
+        (None, None, Some(r)) => MessageWindow::Around(id_of("around", r)?),
+        _ => return Err(ApiError::field("_errors", "BASE_TYPE_INVALID", "Only one of before, after and around may be given.")),
+    };
+    let msgs = node.store.list_messages(c.id, window, limit).await?;
+    let out = render(&node, &msgs).await?;
+    Ok(json_bytes(StatusCode::OK, serde_json::to_vec(&out).map_err(|e| ApiError::Internal(e.to_string()))?))
+}
+
+async fn find(node: &Node, c: ChannelId, mid: &str) -> ApiResult<MessageRecord> {
+    let mid: MessageId = parse_id(mid, ErrorCode::UnknownMessage)?;
+    node.store.get_message(c, mid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownMessage))
+}
+
+pub async fn get(State(node): State<Arc<Node>>, Caller(u): Caller, Path((id, mid)): Path<(String, String)>) -> ApiResult<Response> {
+    let (c, _) = channel_access(&node, parse_id(&id, ErrorCode::UnknownChannel)?, u.id).await?;
+    let m = find(&node, c.id, &mid).await?;
+    let out = render(&node, &[m]).await?;
+    Ok(json_bytes(StatusCode::OK, encode_message(&out[0])?))
+}
+
+#[derive(Deserialize)]
+pub struct EditBody {
+    content: Option<String>,
+    embeds: Option<Vec<Value>>,
+    components: Option<Vec<Value>>,
+}
+
+pub async fn edit(
+    State(node): State<Arc<Node>>,
+    Caller(u): Caller,
+    Path((id, mid)): Path<(String, String)>,
+    super::JsonBody(b): super::JsonBody<EditBody>,
+) -> ApiResult<Response> {
+    let (c, access) = channel_access(&node, parse_id(&id, ErrorCode::UnknownChannel)?, u.id).await?;
+    let mut m = find(&node, c.id, &mid).await?;
+    if m.author_id != u.id {
+        return Err(ApiError::forbidden(ErrorCode::CannotEditOthersMessage));
+    }
+    if let Some(content) = b.content {
+        m.mentions = node.store.get_users(&parse_mentions(&content)).await?.iter().map(|u| u.id).collect();
+        m.content = content;
+    }
+    if let Some(e) = b.embeds {
+        m.extra["embeds"] = Value::Array(e);
+    }
+    if let Some(cm) = b.components {
+        m.extra["components"] = Value::Array(cm);
+    }
+    let has_other = m.extra["embeds"].as_array().is_some_and(|a| !a.is_empty()) || m.extra["attachments"].as_array().is_some_and(|a| !a.is_empty());
+    validate_content(&m.content, has_other)?;
+    m.edited_at = Some(now_ms());
+    node.store.update_message(&m).await?;
+    let mut rendered = render(&node, std::slice::from_ref(&m)).await?.remove(0);
+    rendered.member = Some(member_partial(&access));
+    let message = Arc::new(rendered);
+    let body = encode_message(&message)?;
+    publish(&node, access.guild.id, GuildEvent::MessageUpdate { message, body: body.clone() });
+    Ok(json_bytes(StatusCode::OK, body))
+}
+
+pub async fn delete(State(node): State<Arc<Node>>, Caller(u): Caller, Path((id, mid)): Path<(String, String)>) -> ApiResult<Response> {
+    let (c, access) = channel_access(&node, parse_id(&id, ErrorCode::UnknownChannel)?, u.id).await?;
+    let m = find(&node, c.id, &mid).await?;
+    if m.author_id != u.id && access.in_channel(&c) & permission::MANAGE_MESSAGES == 0 {
+        return Err(ApiError::forbidden(ErrorCode::MissingPermissions));
+    }
+    if node.store.delete_message(c.id, m.id).await? {
+        publish(&node, access.guild.id, GuildEvent::MessageDelete { id: m.id, channel_id: c.id });
+    }
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+pub async fn typing(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>) -> ApiResult<Response> {
+    let (c, access) = channel_access(&node, parse_id(&id, ErrorCode::UnknownChannel)?, u.id).await?;
+    if access.in_channel(&c) & permission::SEND_MESSAGES == 0 {
+        return Err(ApiError::forbidden(ErrorCode::MissingPermissions));
+    }
+    publish(&node, access.guild.id, GuildEvent::TypingStart { channel_id: c.id, user_id: u.id, timestamp: now_ms() / 1000 });
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mentions_are_parsed_once_each() {
+        assert_eq!(parse_mentions("hi <@12> and <@!34> and <@12> <@x> <@"), vec![UserId(12), UserId(34)]);
+    }
+}

@@ -1,0 +1,213 @@
+//! The REST API under `/api/v10`, `/api/v9` and `/api`, in Discord's shapes.
+//!
+//! One file per resource; this file holds the router, the extractors
+//! (caller, JSON body) and the access checks they share.
+
+pub mod admin;
+pub mod channels;
+pub mod error;
+pub mod guilds;
+pub mod messages;
+pub mod ratelimit;
+pub mod users;
+
+use std::sync::Arc;
+
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::Router;
+use protocol::model::permission;
+use protocol::{ErrorCode, GuildId, UserId};
+use serde::de::DeserializeOwned;
+use store::{ChannelRecord, GuildRecord, MemberRecord, UserRecord};
+
+pub use error::{json_bytes, ApiError, ApiResult};
+
+use crate::node::Node;
+
+/// The authenticated caller (`Authorization: Bot <token>` or a bare user token).
+pub struct Caller(pub Arc<UserRecord>);
+
+impl FromRequestParts<Arc<Node>> for Caller {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, node: &Arc<Node>) -> ApiResult<Self> {
+        let h = parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(ApiError::unauthorized)?;
+        Ok(Caller(node.auth.user_for_header(h).await?))
+    }
+}
+
+/// A JSON request body with Discord's errors: 50109 for malformed JSON,
+/// 50035 for a body of the wrong shape, 40005 when over the size limit.
+pub struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+    async fn from_request(req: Request, state: &S) -> ApiResult<Self> {
+        let bytes = axum::body::Bytes::from_request(req, state).await.map_err(|e| {
+            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::Code(StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::EntityTooLarge)
+            } else {
+                ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::InvalidJson)
+            }
+        })?;
+        parse_json(&bytes).map(JsonBody)
+    }
+}
+
+/// Parses a JSON body (an empty body counts as `{}`).
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
+    let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { bytes };
+    serde_json::from_slice(bytes).map_err(|e| {
+        if e.is_syntax() || e.is_eof() {
+            ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::InvalidJson)
+        } else {
+            ApiError::InvalidForm(serde_json::json!({ "_errors": [{ "code": "BASE_TYPE_INVALID", "message": e.to_string() }] }))
+        }
+    })
+}
+
+/// A caller's standing in a guild.
+pub struct Access {
+    pub guild: GuildRecord,
+    pub member: MemberRecord,
+    /// Guild-level permission bits.
+    pub perms: u64,
+}
+
+impl Access {
+    pub fn is_owner(&self) -> bool {
+        self.guild.owner_id == self.member.user_id
+    }
+
+    pub fn require(&self, bits: u64) -> ApiResult<()> {
+        if self.perms & permission::ADMINISTRATOR != 0 || self.perms & bits == bits {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(ErrorCode::MissingPermissions))
+        }
+    }
+
+    /// Permission bits in a channel: guild bits with the channel's overwrites applied.
+    pub fn in_channel(&self, c: &ChannelRecord) -> u64 {
+        if self.perms & permission::ADMINISTRATOR != 0 {
+            return permission::ALL;
+        }
+        let mut p = self.perms;
+        let everyone = self.guild.id.0;
+        let apply = |p: &mut u64, o: &store::OverwriteRecord| *p = (*p & !o.deny) | o.allow;
+        if let Some(o) = c.overwrites.iter().find(|o| o.kind == 0 && o.id == everyone) {
+            apply(&mut p, o);
+        }
+        let (mut allow, mut deny) = (0, 0);
+        for o in c.overwrites.iter().filter(|o| o.kind == 0 && self.member.roles.iter().any(|r| r.0 == o.id)) {
+            allow |= o.allow;
+            deny |= o.deny;
+        }
+        p = (p & !deny) | allow;
+        if let Some(o) = c.overwrites.iter().find(|o| o.kind == 1 && o.id == self.member.user_id.0) {
+            apply(&mut p, o);
+        }
+        p
+    }
+}
+
+/// The caller's membership and permissions in `guild`: 404 10004 if the guild
+/// does not exist, 403 50001 if the caller is not a member.
+pub async fn guild_access(node: &Node, guild: GuildId, user: UserId) -> ApiResult<Access> {
+    let g = node.store.get_guild(guild).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownGuild))?;
+    let member = node.store.get_member(guild, user).await?.ok_or_else(|| ApiError::forbidden(ErrorCode::MissingAccess))?;
+    let perms = if g.owner_id == user {
+        permission::ALL
+    } else {
+        let roles = node.store.roles_of_guild(guild).await?;
+        roles
+            .iter()
+            .filter(|r| r.id.0 == guild.0 || member.roles.contains(&r.id))
+            .fold(0, |acc, r| acc | r.permissions)
+    };
+    Ok(Access { guild: g, member, perms })
+}
+
+/// A guild channel the caller can see: 404 10003 if it does not exist (or is
+/// not a guild channel), 403 50001 if the caller may not view it.
+pub async fn channel_access(node: &Node, channel: protocol::ChannelId, user: UserId) -> ApiResult<(ChannelRecord, Access)> {
+    let c = node.store.get_channel(channel).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownChannel))?;
+    let guild = c.guild_id.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownChannel))?;
+    let access = guild_access(node, guild, user).await?;
+    if access.in_channel(&c) & permission::VIEW_CHANNEL == 0 {
+        return Err(ApiError::forbidden(ErrorCode::MissingAccess));
+    }
+    Ok((c, access))
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found(ErrorCode::UnknownRoute)
+}
+
+fn api(node: &Arc<Node>) -> Router<Arc<Node>> {
+    Router::new()
+        .route("/gateway", get(users::gateway))
+        .route("/gateway/bot", get(users::gateway_bot))
+        .route("/auth/register", post(users::register))
+        .route("/auth/login", post(users::login))
+        .route("/users/@me", get(users::me).patch(users::modify_me))
+        .route("/users/@me/guilds", get(users::my_guilds))
+        .route("/users/@me/guilds/{guild_id}", axum::routing::delete(guilds::leave))
+        .route("/users/{user_id}", get(users::get_user))
+        .route("/oauth2/applications/@me", get(users::application))
+        .route("/applications/@me", get(users::application))
+        .route("/guilds", post(guilds::create))
+        .route("/guilds/{guild_id}", get(guilds::get).patch(guilds::modify).delete(guilds::delete))
+        .route("/guilds/{guild_id}/channels", get(guilds::channels).post(guilds::create_channel))
+        .route("/guilds/{guild_id}/roles", get(guilds::roles))
+        .route("/guilds/{guild_id}/members", get(guilds::members))
+        .route("/guilds/{guild_id}/members/@me", axum::routing::patch(guilds::modify_me))
+        .route(
+            "/guilds/{guild_id}/members/{user_id}",
+            get(guilds::member).put(guilds::add_member).patch(guilds::modify_member).delete(guilds::remove_member),
+        )
+        .route("/channels/{channel_id}", get(channels::get).patch(channels::modify).delete(channels::delete))
+        .route("/channels/{channel_id}/messages", get(messages::list).post(messages::create))
+        .route(
+            "/channels/{channel_id}/messages/{message_id}",
+            get(messages::get).patch(messages::edit).delete(messages::delete),
+        )
+        .route("/channels/{channel_id}/typing", post(messages::typing))
+        .route("/channels/{channel_id}/invites", post(channels::create_invite))
+        .route("/invites/{code}", get(channels::get_invite).post(channels::accept_invite).delete(channels::delete_invite))
+        .route("/_throng/admin/drop-sessions", post(admin::drop_sessions))
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(node.clone(), ratelimit::middleware))
+}
+
+/// The whole HTTP surface: the API under its three prefixes and the gateway
+/// upgrade on `/` (handled before routing by the listener).
+pub fn router(node: Arc<Node>) -> Router {
+    let api = api(&node);
+    Router::new()
+        .nest("/api/v10", api.clone())
+        .nest("/api/v9", api.clone())
+        .nest("/api", api)
+        .fallback(not_found)
+        .layer(axum::extract::DefaultBodyLimit::max(node.config.limits.max_body_bytes))
+        .with_state(node)
+}
+
+/// Parses a path id; anything that is not a snowflake is an unknown `code`.
+pub fn parse_id<T: std::str::FromStr>(s: &str, code: ErrorCode) -> ApiResult<T> {
+    s.parse().map_err(|_| ApiError::not_found(code))
+}
+
+/// Sends a committed change to its guild's actor. The store already has it,
+/// so a busy guild only delays live delivery; that is logged, not failed.
+pub fn publish(node: &Arc<Node>, guild: GuildId, ev: crate::guild::GuildEvent) {
+    if let Err(e) = node.guilds.send(node, guild, crate::guild::GuildMsg::Event(ev)) {
+        tracing::warn!(guild = %guild, error = %e, "committed change not dispatched");
+    }
+}

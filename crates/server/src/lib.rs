@@ -1,0 +1,84 @@
+//! The throng server: a Discord-compatible gateway and REST API on one port.
+//!
+//! The data path, one file per layer:
+//! - [`listener`]: accepts TCP, serves HTTP/1 (REST) and hands WebSocket
+//!   upgrades to the gateway with the raw socket.
+//! - [`gateway`]: WebSocket framing ([`gateway::ws`]), a connection before
+//!   IDENTIFY ([`gateway::connection`]), and the session task that owns a
+//!   client's queue, sequence and replay buffer ([`gateway::session`]).
+//! - [`guild`]: one actor task per guild; it owns the guild's state, applies
+//!   events in one order and fans each encoded dispatch out to its sessions.
+//!   Sessions reach guilds only through [`guild::GuildRouter`].
+//! - [`http`]: REST routes, Discord's error bodies, rate limits.
+//! - [`node`]: what one process shares between those layers.
+//!
+//! Invariants: a guild actor never awaits a session or a socket; every queue
+//! is bounded; a dispatch body is encoded once per guild event (per variant).
+
+pub mod auth;
+pub mod config;
+pub mod convert;
+pub mod gateway;
+pub mod guild;
+pub mod http;
+pub mod listener;
+pub mod node;
+pub mod presence;
+
+pub use config::Config;
+pub use node::Node;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A running server.
+pub struct Server {
+    pub node: Arc<Node>,
+    pub addr: SocketAddr,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    #[error("storage: {0}")]
+    Store(#[from] store::StoreError),
+    #[error("cannot listen on {0}: {1}")]
+    Bind(SocketAddr, std::io::Error),
+}
+
+impl Server {
+    /// Opens the store, binds the port and starts accepting.
+    pub async fn start(mut config: Config) -> Result<Server, StartError> {
+        config.validate()?;
+        let opts = store::sqlite::SqliteOptions {
+            readers: config.storage.sqlite_readers,
+            synchronous_full: config.storage.sqlite_synchronous_full,
+            ..Default::default()
+        };
+        let store = Arc::new(store::sqlite::SqliteStore::open(&config.data_dir, &opts).await?);
+        let listener = listener::bind(config.listen, config.reuse_port).map_err(|e| StartError::Bind(config.listen, e))?;
+        let addr = listener.local_addr().map_err(|e| StartError::Bind(config.listen, e))?;
+        // Port 0 binds are resolved now, so clients are told the real address.
+        config.listen = addr;
+        let node = Node::new(config, store);
+        let accept = tokio::spawn(listener::serve(node.clone(), listener));
+        Ok(Server { node, addr, accept })
+    }
+
+    /// Graceful shutdown: stop accepting, send every session RECONNECT and a
+    /// resumable close, wait (bounded) for connection tasks to finish.
+    pub async fn shutdown(self) {
+        self.node.shutdown.cancel();
+        if let Err(e) = self.accept.await {
+            tracing::warn!(error = %e, "accept loop panicked");
+        }
+        self.node.tasks.close();
+        let grace = Duration::from_millis(self.node.config.gateway.shutdown_grace_ms);
+        if tokio::time::timeout(grace, self.node.tasks.wait()).await.is_err() {
+            tracing::warn!(remaining = self.node.tasks.len(), "shutdown grace elapsed with tasks still running");
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! The one listening port: HTTP/1 for REST, and WebSocket upgrades for the
+//! gateway. An upgrade gets the raw `TcpStream` back from hyper (plus any
+//! bytes hyper had read ahead), so the gateway runs its own lean framing.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::http::{header, HeaderValue, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use protocol::compress::{CompressParams, Transport};
+use protocol::CloseCode;
+use tokio::net::{TcpListener, TcpStream};
+use tower::ServiceExt;
+
+use crate::gateway::conn::Conn;
+use crate::gateway::{connection, ws};
+use crate::node::Node;
+
+/// Binds the listen address, with SO_REUSEPORT when configured so several
+/// processes can share the port.
+pub fn bind(addr: SocketAddr, reuse_port: bool) -> std::io::Result<TcpListener> {
+    let domain = if addr.is_ipv6() { socket2::Domain::IPV6 } else { socket2::Domain::IPV4 };
+    let sock = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
+    sock.set_reuse_address(true)?;
+    if reuse_port {
+        sock.set_reuse_port(true)?;
+    }
+    sock.set_nonblocking(true)?;
+    sock.bind(&addr.into())?;
+    sock.listen(4096)?;
+    TcpListener::from_std(sock.into())
+}
+
+/// Accepts connections until shutdown.
+pub async fn serve(node: Arc<Node>, listener: TcpListener) {
+    let app = crate::http::router(node.clone());
+    loop {
+        let accepted = tokio::select! {
+            _ = node.shutdown.cancelled() => break,
+            r = listener.accept() => r,
+        };
+        let (stream, peer) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "set_nodelay failed");
+        }
+        let (node2, app) = (node.clone(), app.clone());
+        node.tasks.spawn(serve_http(node2, app, stream, peer));
+    }
+}
+
+async fn serve_http(node: Arc<Node>, app: axum::Router, stream: TcpStream, peer: SocketAddr) {
+    let n = node.clone();
+    let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        req.extensions_mut().insert(ConnectInfo(peer));
+        let (node, app) = (n.clone(), app.clone());
+        async move {
+            if is_websocket(&req) {
+                return Ok::<_, Infallible>(upgrade(node, req));
+            }
+            app.oneshot(req).await
+        }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(std::time::Duration::from_secs(30))
+        .serve_connection(TokioIo::new(stream), svc)
+        .with_upgrades();
+    tokio::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => if let Err(e) = r { tracing::trace!(error = %e, "http connection ended") },
+        _ = node.shutdown.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            if let Err(e) = conn.await {
+                tracing::trace!(error = %e, "http connection ended at shutdown");
+            }
+        }
+    }
+}
+
+fn is_websocket(req: &Request<Incoming>) -> bool {
+    req.headers().get(header::UPGRADE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
+}
+
+/// Gateway query parameters: `v`, `encoding`, `compress`.
+struct GatewayQuery {
+    transport: Transport,
+    /// A close code to send right after the upgrade (bad version/encoding).
+    reject: Option<CloseCode>,
+}
+
+fn gateway_query(query: Option<&str>) -> GatewayQuery {
+    let mut q = GatewayQuery { transport: Transport::None, reject: None };
+    for pair in query.unwrap_or("").split('&').filter(|s| !s.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        match k {
+            "v" if !matches!(v, "9" | "10") => q.reject = Some(CloseCode::InvalidApiVersion),
+            "encoding" if v != "json" => q.reject = Some(CloseCode::DecodeError),
+            "compress" => match Transport::parse(v) {
+                Some(t) => q.transport = t,
+                None => q.reject = Some(CloseCode::DecodeError),
+            },
+            _ => {}
+        }
+    }
+    q
+}
+
+fn plain(status: StatusCode, msg: &'static str) -> Response<Body> {
+    let mut r = Response::new(Body::from(format!("{{\"code\":0,\"message\":\"{msg}\"}}")));
+    *r.status_mut() = status;
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn upgrade(node: Arc<Node>, mut req: Request<Incoming>) -> Response<Body> {
+    let version_ok = req.headers().get(header::SEC_WEBSOCKET_VERSION).is_some_and(|v| v == "13");
+    let Some(key) = req.headers().get(header::SEC_WEBSOCKET_KEY).and_then(|k| k.to_str().ok()).map(ws::accept_key) else {
+        return plain(StatusCode::BAD_REQUEST, "Missing Sec-WebSocket-Key");
+    };
+    if !version_ok {
+        return plain(StatusCode::BAD_REQUEST, "Unsupported WebSocket version");
+    }
+    let q = gateway_query(req.uri().query());
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    let tasks = node.tasks.clone();
+    tasks.spawn(async move {
+        let upgraded = match on_upgrade.await {
+            Ok(u) => u,
+            Err(e) => return tracing::debug!(error = %e, "upgrade failed"),
+        };
+        let Ok(parts) = upgraded.downcast::<TokioIo<TcpStream>>() else {
+            return tracing::error!("upgraded connection is not a TcpStream");
+        };
+        let stream = parts.io.into_inner();
+        let conn = match Conn::new(stream, &parts.read_buf, q.transport, &CompressParams::default()) {
+            Ok(c) => c,
+            Err(e) => return tracing::error!(error = %e, "cannot set up connection"),
+        };
+        match q.reject {
+            Some(code) => conn.close(code).await,
+            None => connection::serve(node, conn).await,
+        }
+    });
+    let mut r = Response::new(Body::empty());
+    *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let h = r.headers_mut();
+    h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    if let Ok(v) = HeaderValue::from_str(&key) {
+        h.insert(header::SEC_WEBSOCKET_ACCEPT, v);
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_parsing() {
+        let q = gateway_query(Some("v=10&encoding=json&compress=zstd-stream"));
+        assert_eq!(q.transport, Transport::ZstdStream);
+        assert!(q.reject.is_none());
+        assert_eq!(gateway_query(Some("v=6")).reject, Some(CloseCode::InvalidApiVersion));
+        assert_eq!(gateway_query(Some("encoding=etf")).reject, Some(CloseCode::DecodeError));
+        assert!(gateway_query(None).reject.is_none());
+    }
+}

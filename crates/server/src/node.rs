@@ -1,0 +1,55 @@
+//! What one process shares between the listener, sessions, guild actors and
+//! REST handlers. Cloned as `Arc<Node>`; every field is immutable or guards
+//! itself.
+
+use std::sync::Arc;
+
+use protocol::SnowflakeGen;
+use store::Store;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::auth::Auth;
+use crate::config::Config;
+use crate::gateway::registry::Sessions;
+use crate::guild::GuildRouter;
+use crate::http::ratelimit::RateLimiter;
+use crate::presence::Presences;
+
+pub struct Node {
+    pub config: Config,
+    pub store: Arc<dyn Store>,
+    pub ids: SnowflakeGen,
+    pub auth: Auth,
+    pub guilds: GuildRouter,
+    pub sessions: Sessions,
+    pub presences: Presences,
+    pub rest_limits: RateLimiter,
+    /// Bounds IDENTIFYs in flight; `try_acquire` or the client gets op 9 `d:true`.
+    pub identify_permits: Semaphore,
+    /// Cancelled on shutdown: sessions send RECONNECT and close, actors stop.
+    pub shutdown: CancellationToken,
+    /// Every connection and session task, so shutdown can wait for them
+    /// (axum/hyper do not track upgraded sockets).
+    pub tasks: TaskTracker,
+}
+
+impl Node {
+    pub fn new(config: Config, store: Arc<dyn Store>) -> Arc<Node> {
+        let ids = SnowflakeGen::new(config.worker_id, config.process_id);
+        Arc::new(Node {
+            auth: Auth::new(store.clone(), config.limits.password_hash_concurrency),
+            guilds: GuildRouter::new(config.limits.guild_mailbox_capacity),
+            sessions: Sessions::default(),
+            presences: Presences::default(),
+            rest_limits: RateLimiter::new(config.limits.rest_requests_per_window, config.limits.rest_window_ms),
+            identify_permits: Semaphore::new(config.gateway.identify_concurrency.max(1)),
+            shutdown: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+            ids,
+            store,
+            config,
+        })
+    }
+}

@@ -1,0 +1,113 @@
+//! Node-local presence: which users have live sessions here and what status
+//! they set. A user is online while any of their sessions lives (including
+//! during its resume window); their status is the one set last.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use protocol::gateway::Status;
+use protocol::UserId;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Presence {
+    pub status: Status,
+    pub activities: Vec<serde_json::Value>,
+}
+
+impl Presence {
+    pub fn offline() -> Self {
+        Presence { status: Status::Offline, activities: Vec::new() }
+    }
+}
+
+struct Entry {
+    sessions: u32,
+    presence: Presence,
+}
+
+#[derive(Default)]
+pub struct Presences {
+    /// Guards the map only; never held across an await.
+    map: Mutex<HashMap<UserId, Entry>>,
+}
+
+impl Presences {
+    /// A session of `user` started with `presence`. Returns the presence
+    /// others should now see if it changed.
+    pub fn session_started(&self, user: UserId, presence: Presence) -> Option<Presence> {
+        let mut m = self.map.lock().expect("presence map poisoned");
+        let e = m.entry(user).or_insert(Entry { sessions: 0, presence: Presence::offline() });
+        e.sessions += 1;
+        let before = e.presence.status.visible();
+        e.presence = presence;
+        (e.presence.status.visible() != before || e.sessions == 1).then(|| visible(&e.presence))
+    }
+
+    /// A session of `user` ended. Returns `Some(offline)` if it was the last.
+    pub fn session_ended(&self, user: UserId) -> Option<Presence> {
+        let mut m = self.map.lock().expect("presence map poisoned");
+        let e = m.get_mut(&user)?;
+        e.sessions = e.sessions.saturating_sub(1);
+        if e.sessions == 0 {
+            let was = e.presence.status.visible();
+            m.remove(&user);
+            return (was != Status::Offline).then(Presence::offline);
+        }
+        None
+    }
+
+    /// The user set a new presence (op 3). Returns what others should see if it changed.
+    pub fn update(&self, user: UserId, presence: Presence) -> Option<Presence> {
+        let mut m = self.map.lock().expect("presence map poisoned");
+        let e = m.get_mut(&user)?;
+        let before = visible(&e.presence);
+        e.presence = presence;
+        let after = visible(&e.presence);
+        (after != before).then_some(after)
+    }
+
+    /// What others see of `user` right now.
+    pub fn get(&self, user: UserId) -> Presence {
+        self.map.lock().expect("presence map poisoned").get(&user).map(|e| visible(&e.presence)).unwrap_or_else(Presence::offline)
+    }
+}
+
+/// Invisible users are shown as offline, without activities.
+fn visible(p: &Presence) -> Presence {
+    match p.status.visible() {
+        Status::Offline => Presence::offline(),
+        s => Presence { status: s, activities: p.activities.clone() },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: Status) -> Presence {
+        Presence { status: s, activities: vec![] }
+    }
+
+    #[test]
+    fn online_while_any_session_lives() {
+        let ps = Presences::default();
+        let u = UserId(1);
+        assert_eq!(ps.session_started(u, p(Status::Online)), Some(p(Status::Online)));
+        assert_eq!(ps.session_started(u, p(Status::Online)), None, "second session changes nothing");
+        assert_eq!(ps.session_ended(u), None);
+        assert_eq!(ps.get(u).status, Status::Online);
+        assert_eq!(ps.session_ended(u), Some(Presence::offline()));
+        assert_eq!(ps.get(u).status, Status::Offline);
+    }
+
+    #[test]
+    fn invisible_shows_offline() {
+        let ps = Presences::default();
+        let u = UserId(2);
+        assert_eq!(ps.session_started(u, p(Status::Invisible)), Some(Presence::offline()));
+        assert_eq!(ps.update(u, p(Status::Dnd)), Some(p(Status::Dnd)));
+        assert_eq!(ps.update(u, p(Status::Dnd)), None);
+        assert_eq!(ps.update(u, p(Status::Invisible)), Some(Presence::offline()));
+        assert_eq!(ps.session_ended(u), None, "already offline to others");
+    }
+}
