@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -36,6 +37,38 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def server_log_excerpt(path: Path, n: int = 40) -> str:
+    """Tail of the server log without ANSI colours/backtrace frames, plus any panic messages."""
+    try:
+        raw = open(path, "r", errors="replace").read().splitlines()
+    except FileNotFoundError:
+        return "<no server log>"
+    lines = [_ANSI.sub("", l) for l in raw]
+    lines = [l for l in lines if not re.match(r"^\s+(\d+: |at )", l)]
+    panics = []
+    for i, l in enumerate(lines):
+        if "panicked at" in l:
+            msg = l + (" :: " + lines[i + 1] if i + 1 < len(lines) else "")
+            if msg not in panics:
+                panics.append(msg)
+    out, prev, rep = [], None, 0
+    for l in lines[-4 * n:]:
+        if l == prev:
+            rep += 1
+            continue
+        if rep:
+            out.append(f"    (previous line repeated {rep} more times)")
+        out.append(l if len(l) <= 600 else l[:600] + "...")
+        prev, rep = l, 0
+    if rep:
+        out.append(f"    (previous line repeated {rep} more times)")
+    head = ("PANICS:\n  " + "\n  ".join(panics[:5]) + "\n") if panics else ""
+    return head + "\n".join(out[-n:])
 
 
 def tail_file(path: Path, n: int = 60, width: int = 600) -> str:
@@ -156,7 +189,8 @@ class Server:
         ]
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "info")
-        env.setdefault("RUST_BACKTRACE", "1")
+        env.setdefault("NO_COLOR", "1")
+        env.setdefault("RUST_BACKTRACE", "0")  # panic message + location; full backtraces drown the log tail
         self._logf = open(self.log_path, "ab")
         self._logf.write((" ".join(cmd) + "\n").encode())
         self._logf.flush()
@@ -170,7 +204,7 @@ class Server:
             if self.proc.poll() is not None:
                 raise AssertionError(
                     f"throng serve exited with rc={self.proc.returncode} before becoming ready\n"
-                    f"--- server log ---\n{tail_file(self.log_path)}"
+                    f"--- server log ---\n{server_log_excerpt(self.log_path)}"
                 )
             try:
                 with urllib.request.urlopen(self.base + "/api/v10/gateway", timeout=2) as r:
@@ -190,7 +224,7 @@ class Server:
                 last = f"{type(e).__name__}: {e}"
             time.sleep(0.1)
         raise AssertionError(
-            f"throng serve not ready after {timeout}s (last: {last})\n--- server log ---\n{tail_file(self.log_path)}"
+            f"throng serve not ready after {timeout}s (last: {last})\n--- server log ---\n{server_log_excerpt(self.log_path)}"
         )
 
     def create_bot(self, name: str) -> str:

@@ -36,7 +36,7 @@ from typing import Optional
 
 import pytest
 
-from harness import HERE, DEFAULT_BIN, BotProcess, RawGateway, Rest, RestError, Server, tail_file
+from harness import HERE, DEFAULT_BIN, BotProcess, RawGateway, Rest, RestError, Server, server_log_excerpt, tail_file
 
 HUMAN_INTENTS = 1 | 512 | 32768
 READY_TIMEOUT = 35.0  # djs waitGuildTimeout is 15 s, dpy chunk timeout 5 s; READY itself should be ~instant
@@ -128,11 +128,28 @@ def artifacts_root():
 
 
 @pytest.fixture(scope="session")
-def throng_bin():
+def throng_bin(artifacts_root):
     b = os.environ.get("THRONG_BIN", DEFAULT_BIN)
     if not (os.path.isfile(b) and os.access(b, os.X_OK)):
         pytest.fail(f"server binary {b} not found/executable; build it with `cargo build --bin throng` or set THRONG_BIN")
-    return b
+    st = os.stat(b)
+    print(f"[compat] server binary {b} ({st.st_size} bytes, mtime {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(st.st_mtime))})")
+    # Pin the binary for the whole run: a concurrent `cargo build` replaces target/debug/throng
+    # (new inode), so a hard link keeps this run on one consistent build. Scripts are used as is.
+    pinned = artifacts_root / "throng.bin"
+    try:
+        with open(b, "rb") as f:
+            is_elf = f.read(4) == b"\x7fELF"
+        if is_elf:
+            if pinned.exists():
+                pinned.unlink()
+            os.link(b, pinned)
+            yield str(pinned)
+            pinned.unlink()
+            return
+    except OSError:
+        pass
+    yield b
 
 
 @dataclass
@@ -190,7 +207,7 @@ class Env:
             parts.append("--- human raw gateway (last 25 frames) " + self.human_gw.summary())
         if "server" in what:
             parts.append(f"--- server log tail ({self.server.log_path}) alive={self.server.alive()} ---")
-            parts.append(tail_file(self.server.log_path, 40))
+            parts.append(server_log_excerpt(self.server.log_path, 40))
         return "\n".join(parts)
 
     def fail(self, msg: str, what=("rest", "bot", "human", "server")):
@@ -476,7 +493,16 @@ def test_3_drop_and_resume(env: Env):
     ops9 = [e for e in env.bot.events[bmark:] if e.get("event") == "raw_op" and e.get("op") == 9]
     if ops9:
         problems.append(f"server sent op 9 INVALID_SESSION during resume: {ops9}")
-    seqs = [e.get("s") for e in env.bot.events[bmark:] if e.get("event") == "raw" and e.get("s") is not None]
+    # The away messages were posted while the library was disconnected (discord.js waits 500 ms before
+    # reconnecting; the dpy bot delays its resuming reconnect by COMPAT_RESUME_DELAY_MS), so the server
+    # must replay them on RESUME, i.e. before the RESUMED dispatch.
+    raw_after = [e for e in env.bot.events[bmark:] if e.get("event") == "raw"]
+    idx = {e.get("id"): i for i, e in enumerate(env.bot.events[bmark:]) if e.get("event") == "message"}
+    ridx = next((i for i, e in enumerate(env.bot.events[bmark:]) if e.get("event") == "raw" and e.get("t") == "RESUMED"), None)
+    late = [aid for aid in away_ids if ridx is not None and idx.get(aid, -1) > ridx]
+    if late:
+        problems.append(f"messages posted while disconnected arrived only after RESUMED (not replayed on resume): {late}")
+    seqs = [e.get("s") for e in raw_after if e.get("s") is not None]
     if seqs != sorted(seqs) or len(seqs) != len(set(seqs)):
         problems.append(f"dispatch sequence numbers after resume not strictly increasing: {seqs}")
     if problems:

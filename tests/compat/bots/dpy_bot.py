@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import signal
 import sys
 import time
@@ -77,6 +78,20 @@ def main():
     discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL.build(
         scheme="wss" if host.scheme == "https" else "ws", host=host.host, port=host.port, path="/"
     )
+
+    # Test shim (network latency): discord.py reconnects within a few ms of a drop, faster than the
+    # harness can post "while away" messages, so the server's replay buffer would never be exercised.
+    # Delay only the *resuming* reconnect; the library's protocol behaviour is unchanged.
+    delay_ms = int(os.environ.get("COMPAT_RESUME_DELAY_MS", "1000"))
+    _orig_from_client = discord.gateway.DiscordWebSocket.from_client.__func__
+
+    async def from_client(cls, client, *a, **kw):
+        if kw.get("resume") and delay_ms > 0:
+            emit("resume_delay", ms=delay_ms)
+            await asyncio.sleep(delay_ms / 1000)
+        return await _orig_from_client(cls, client, *a, **kw)
+
+    discord.gateway.DiscordWebSocket.from_client = classmethod(from_client)
 
     # library debug log to stderr, warnings+ also as JSON on stdout
     logging.basicConfig(
