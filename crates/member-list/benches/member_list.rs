@@ -21,8 +21,14 @@ fn build(rng: &mut SmallRng) -> MemberList {
     let mut list = MemberList::new((1..=5).map(|r| (r, r as i64)));
     for id in 1..=MEMBERS {
         let len = rng.gen_range(4..12);
-        let username: String = (0..len).map(|_| rng.gen_range(b'a'..=b'z') as char).collect();
-        let status = if rng.gen_bool(0.4) { Status::Online } else { Status::Offline };
+        let username: String = (0..len)
+            .map(|_| rng.gen_range(b'a'..=b'z') as char)
+            .collect();
+        let status = if rng.gen_bool(0.4) {
+            Status::Online
+        } else {
+            Status::Offline
+        };
         let roles = (1..=8).filter(|_| rng.gen_bool(0.1)).collect();
         list.upsert(Member {
             user_id: id,
@@ -46,7 +52,11 @@ fn bench(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(3));
     let top = [ListRange::chunk(0)];
     let deep = [ListRange::chunk(5_000)];
-    for (name, ranges) in [("changes_only", &[][..]), ("subscriber_0_99", &top[..]), ("subscriber_500000", &deep[..])] {
+    for (name, ranges) in [
+        ("changes_only", &[][..]),
+        ("subscriber_0_99", &top[..]),
+        ("subscriber_500000", &deep[..]),
+    ] {
         group.bench_function(name, |b| {
             b.iter(|| {
                 let id = rng.gen_range(1..=MEMBERS);

@@ -89,9 +89,19 @@ pub enum Item {
 /// intermediate state of the batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Change {
-    Insert { index: usize, item: Item },
-    Delete { index: usize, old: Item },
-    Update { index: usize, item: Item, old: Item },
+    Insert {
+        index: usize,
+        item: Item,
+    },
+    Delete {
+        index: usize,
+        old: Item,
+    },
+    Update {
+        index: usize,
+        item: Item,
+        old: Item,
+    },
     /// The order itself changed (hoisted roles changed): subscribers must
     /// re-sync every range.
     Reset,

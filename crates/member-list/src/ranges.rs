@@ -58,12 +58,25 @@ pub fn normalize(requested: &[(usize, usize)], max_chunks: usize) -> Vec<ListRan
 pub enum Op {
     /// The full contents of a range (as many items as exist, up to its
     /// length).
-    Sync { range: ListRange, items: Vec<Item> },
-    Insert { index: usize, item: Item },
-    Update { index: usize, item: Item },
-    Delete { index: usize },
+    Sync {
+        range: ListRange,
+        items: Vec<Item>,
+    },
+    Insert {
+        index: usize,
+        item: Item,
+    },
+    Update {
+        index: usize,
+        item: Item,
+    },
+    Delete {
+        index: usize,
+    },
     /// The client must forget this range.
-    Invalidate { range: ListRange },
+    Invalidate {
+        range: ListRange,
+    },
 }
 
 impl MemberList {
@@ -148,10 +161,7 @@ impl MemberList {
                         if n_after > r.end {
                             // The item after the range shifts in at its end.
                             let item = self.item_after(later(k), r.end);
-                            ops.push(Op::Insert {
-                                index: r.end,
-                                item,
-                            });
+                            ops.push(Op::Insert { index: r.end, item });
                         }
                     }
                     Change::Update { index: i, item, .. } => {
@@ -210,9 +220,19 @@ mod tests {
         let r = normalize(&[(150, 250), (0, 99), (99, 0)], 10);
         assert_eq!(
             r,
-            vec![ListRange::chunk(0), ListRange::chunk(1), ListRange::chunk(2)]
+            vec![
+                ListRange::chunk(0),
+                ListRange::chunk(1),
+                ListRange::chunk(2)
+            ]
         );
-        assert_eq!(r[2], ListRange { start: 200, end: 299 });
+        assert_eq!(
+            r[2],
+            ListRange {
+                start: 200,
+                end: 299
+            }
+        );
         assert_eq!(normalize(&[(0, usize::MAX)], 3).len(), 3);
         assert!(normalize(&[], 3).is_empty());
     }

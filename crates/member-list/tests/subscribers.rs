@@ -39,7 +39,11 @@ impl Client {
         self.ops_received += 1;
         match op {
             Op::Sync { range, items } => {
-                let s = self.ranges.iter().position(|r| r == range).expect("sync of a subscribed range");
+                let s = self
+                    .ranges
+                    .iter()
+                    .position(|r| r == range)
+                    .expect("sync of a subscribed range");
                 self.copies[s] = items.clone();
             }
             Op::Insert { index, item } => {
@@ -65,7 +69,11 @@ impl Client {
                 copy.remove(local);
             }
             Op::Invalidate { range } => {
-                let s = self.ranges.iter().position(|r| r == range).expect("subscribed");
+                let s = self
+                    .ranges
+                    .iter()
+                    .position(|r| r == range)
+                    .expect("subscribed");
                 self.copies[s].clear();
             }
         }
@@ -89,14 +97,19 @@ impl Client {
 }
 
 const NAMES: [&str; 12] = [
-    "alice", "Bob", "carol", "DAVE", "eve", "frank", "Grace", "heidi", "ivan", "judy", "mallory", "zed",
+    "alice", "Bob", "carol", "DAVE", "eve", "frank", "Grace", "heidi", "ivan", "judy", "mallory",
+    "zed",
 ];
 
 /// A random name from a small pool, so equal and case-variant names (and
 /// hence id tie-breaks) are common.
 fn name(rng: &mut SmallRng) -> String {
     let base = NAMES[rng.gen_range(0..NAMES.len())];
-    let mut s: String = if rng.gen_bool(0.5) { base.to_uppercase() } else { base.to_string() };
+    let mut s: String = if rng.gen_bool(0.5) {
+        base.to_uppercase()
+    } else {
+        base.to_string()
+    };
     if rng.gen_bool(0.7) {
         s.push_str(&rng.gen_range(0..500).to_string());
     }
@@ -131,7 +144,14 @@ fn random_member(rng: &mut SmallRng, id: u64, hoisted: u64) -> Member {
 /// Runs `steps` random mutations against a list of `initial` members,
 /// translating every `batch`-sized group of mutations for each client, and
 /// checking the clients after every batch.
-fn run(seed: u64, initial: usize, hoisted: u64, steps: usize, max_batch: usize, clients: &[&[(usize, usize)]]) {
+fn run(
+    seed: u64,
+    initial: usize,
+    hoisted: u64,
+    steps: usize,
+    max_batch: usize,
+    clients: &[&[(usize, usize)]],
+) {
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut list = MemberList::new((1..=hoisted).map(|r| (r, r as i64 * 10)));
     let mut present: Vec<u64> = Vec::new();
@@ -141,7 +161,10 @@ fn run(seed: u64, initial: usize, hoisted: u64, steps: usize, max_batch: usize, 
         present.push(next_id);
         next_id += 1;
     }
-    let mut clients: Vec<Client> = clients.iter().map(|r| Client::subscribe(&list, r)).collect();
+    let mut clients: Vec<Client> = clients
+        .iter()
+        .map(|r| Client::subscribe(&list, r))
+        .collect();
     for c in &clients {
         c.check(&list, 0);
     }
@@ -151,8 +174,13 @@ fn run(seed: u64, initial: usize, hoisted: u64, steps: usize, max_batch: usize, 
         let mut changes = Vec::new();
         for _ in 0..batch {
             step += 1;
-            let pick = |rng: &mut SmallRng, present: &Vec<u64>| present[rng.gen_range(0..present.len())];
-            let roll = if present.is_empty() { 0 } else { rng.gen_range(0..100) };
+            let pick =
+                |rng: &mut SmallRng, present: &Vec<u64>| present[rng.gen_range(0..present.len())];
+            let roll = if present.is_empty() {
+                0
+            } else {
+                rng.gen_range(0..100)
+            };
             match roll {
                 0..=9 => {
                     changes.extend(list.upsert(random_member(&mut rng, next_id, hoisted)));
@@ -195,7 +223,11 @@ fn run(seed: u64, initial: usize, hoisted: u64, steps: usize, max_batch: usize, 
     }
     assert_eq!(list.member_count(), present.len());
     for c in &clients {
-        assert!(c.ops_received > 0, "the workload never touched {:?}", c.ranges);
+        assert!(
+            c.ops_received > 0,
+            "the workload never touched {:?}",
+            c.ranges
+        );
     }
 }
 

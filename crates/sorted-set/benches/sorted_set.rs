@@ -30,7 +30,9 @@ fn bench_impl<S: IndexedSet<u64>>(c: &mut Criterion) {
         let mut set: S = build(&present);
         let fresh: Vec<u64> = (0..100_000).map(|_| u64::random(&mut rng, true)).collect();
         let front: Vec<u64> = (1..=BATCH as u64).rev().collect();
-        let back: Vec<u64> = (0..BATCH as u64).map(|j| u64::MAX - BATCH as u64 + j).collect();
+        let back: Vec<u64> = (0..BATCH as u64)
+            .map(|j| u64::MAX - BATCH as u64 + j)
+            .collect();
 
         let timed_inserts = |set: &mut S, keys: &[u64], iters: u64| {
             let mut total = Duration::ZERO;

@@ -186,7 +186,7 @@ impl<K: Ord> Node<K> {
                     return keys
                         .binary_search(key)
                         .map(|p| base + p)
-                        .map_err(|p| base + p)
+                        .map_err(|p| base + p);
                 }
                 Node::Internal(inner) => {
                     let i = inner.route(key);
@@ -306,7 +306,11 @@ impl<K: Clone> Internal<K> {
     /// Merges underfull `children[i]` with a sibling, or evens out the two
     /// if together they would not fit in one node.
     fn rebalance(&mut self, i: usize) {
-        let l = if i + 1 < self.children.len() { i } else { i - 1 };
+        let l = if i + 1 < self.children.len() {
+            i
+        } else {
+            i - 1
+        };
         let r = l + 1;
         let (left, right) = self.children.split_at_mut(r);
         match (&mut left[l], &mut right[0]) {
@@ -358,7 +362,8 @@ impl<K: Clone> Internal<K> {
                     // Rotate the children of `a` from `target` on into `b`.
                     let k = target;
                     let down = std::mem::replace(&mut self.seps[l], a.seps[k - 1].clone());
-                    b.seps.splice(0..0, a.seps.drain(k..).chain(std::iter::once(down)));
+                    b.seps
+                        .splice(0..0, a.seps.drain(k..).chain(std::iter::once(down)));
                     a.seps.truncate(k - 1);
                     b.children.splice(0..0, a.children.drain(k..));
                     moved = a.counts[k..].iter().sum();
@@ -391,7 +396,10 @@ impl<K: Ord> Node<K> {
         match self {
             Node::Leaf(keys) => {
                 assert!(keys.len() <= LEAF_CAP, "leaf over capacity");
-                assert!(keys.windows(2).all(|w| w[0] < w[1]), "leaf not strictly sorted");
+                assert!(
+                    keys.windows(2).all(|w| w[0] < w[1]),
+                    "leaf not strictly sorted"
+                );
                 assert!(keys.iter().all(in_bounds), "leaf key outside separators");
                 (keys.len(), 0)
             }
@@ -400,12 +408,23 @@ impl<K: Ord> Node<K> {
                 assert!((1..=INTERNAL_CAP).contains(&n), "bad fanout {n}");
                 assert_eq!(inner.seps.len(), n - 1, "separator count");
                 assert_eq!(inner.counts.len(), n, "count slots");
-                assert!(inner.seps.windows(2).all(|w| w[0] < w[1]), "separators not sorted");
+                assert!(
+                    inner.seps.windows(2).all(|w| w[0] < w[1]),
+                    "separators not sorted"
+                );
                 let mut total = 0;
                 let mut height = None;
                 for (i, child) in inner.children.iter().enumerate() {
-                    let lo = if i == 0 { lower } else { Some(&inner.seps[i - 1]) };
-                    let hi = if i == n - 1 { upper } else { Some(&inner.seps[i]) };
+                    let lo = if i == 0 {
+                        lower
+                    } else {
+                        Some(&inner.seps[i - 1])
+                    };
+                    let hi = if i == n - 1 {
+                        upper
+                    } else {
+                        Some(&inner.seps[i])
+                    };
                     let (count, h) = child.check(lo, hi);
                     assert!(count > 0, "empty child");
                     assert_eq!(count, inner.counts[i], "stale subtree count");
