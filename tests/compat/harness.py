@@ -467,6 +467,9 @@ class BotProcess:
                     ev = json.loads(s)
                 except ValueError:
                     ev = {"event": "stdout_text", "text": s}
+                if not isinstance(ev, dict):
+                    ev = {"event": "stdout_text", "text": s}
+                ev["_rx"] = time.monotonic()  # harness arrival time
                 with self.cond:
                     self.events.append(ev)
                     self.cond.notify_all()
@@ -533,6 +536,7 @@ class BotProcess:
         parts = [f"--- {self.name} rc={self.proc.poll() if self.proc else None} last {n_events} events ({self.stdout_path}) ---"]
         for e in evs[-n_events:]:
             e = dict(e)
+            e.pop("_rx", None)
             tb = e.pop("traceback", None) or (e.pop("stack", None) if e.get("event") in ("error", "fatal", "login_error") else None)
             parts.append(json.dumps(e, default=str)[:700])
             if tb:

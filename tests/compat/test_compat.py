@@ -41,6 +41,8 @@ from harness import HERE, DEFAULT_BIN, BotProcess, RawGateway, Rest, RestError, 
 HUMAN_INTENTS = 1 | 512 | 32768
 READY_TIMEOUT = 35.0  # djs waitGuildTimeout is 15 s, dpy chunk timeout 5 s; READY itself should be ~instant
 STEP_TIMEOUT = 15.0
+# Small heartbeat interval so that every session lives through several heartbeats during the run.
+HEARTBEAT_MS = int(os.environ.get("COMPAT_HEARTBEAT_MS", "2500"))
 
 
 # --------------------------------------------------------------------------- variants
@@ -255,7 +257,7 @@ def env(request, throng_bin, artifacts_root):
 
     workdir = artifacts_root / v.name
     workdir.mkdir(parents=True, exist_ok=True)
-    server = Server(throng_bin, workdir)
+    server = Server(throng_bin, workdir, heartbeat_ms=HEARTBEAT_MS)
     rest_log: list = []
     e = Env(variant=v, workdir=workdir, server=server, rest=Rest(server.base, rest_log), rest_log=rest_log)
     try:
@@ -547,15 +549,35 @@ def test_4_bad_token_login_error(env: Env):
 
 
 def test_5_no_library_errors_and_sessions_healthy(env: Env):
-    env.require_ready()
-    time.sleep(0.5)
+    ready = env.require_ready()
+    # Let the bot live through >= 3 heartbeat intervals since its last (re)connect: the server must ACK
+    # heartbeats and must not time the session out (dpy beats at once on HELLO, djs with jitter).
+    conn_kinds = ("ready", "resumed")
+    anchor = [e for e in env.bot.events if e.get("event") in conn_kinds][-1]
+    wait = anchor["_rx"] + 3 * HEARTBEAT_MS / 1000 + 0.5 - time.monotonic()
+    if wait > 0:
+        time.sleep(wait)
     problems = []
+    after = env.bot.events[env.bot.events.index(anchor) + 1:]
+    drops = [e for e in after if e.get("event") in ("disconnect", "reconnecting", "shard_disconnect")]
+    if drops:
+        problems.append(f"bot connection dropped within {3 * HEARTBEAT_MS} ms after its last {anchor['event']} "
+                        f"without a drop-hook call (heartbeat timeout?): {[{k: v for k, v in d.items() if k != '_rx'} for d in drops]}")
+    acks = [e for e in after if (e.get("event") == "raw_op" and e.get("op") == 11) or e.get("event") == "heartbeat_ack"]
+    if len(acks) < 2:
+        problems.append(f"bot got only {len(acks)} heartbeat ACK(s) in {3 * HEARTBEAT_MS} ms after its last "
+                        f"{anchor['event']} (heartbeat interval {HEARTBEAT_MS} ms)")
+    h_acks = [f for f in env.human_gw.frames if f.get("op") == 11]
+    if len(h_acks) < 2:
+        problems.append(f"human raw session got only {len(h_acks)} heartbeat ACK(s)")
     for e in env.bot.problems():
         e = dict(e)
+        e.pop("_rx", None)
         tb = e.pop("traceback", None) or e.pop("stack", None)
         problems.append(json.dumps(e, default=str)[:600] + (("\n    " + str(tb).replace("\n", "\n    ")) if tb else ""))
     warnings = [e for e in env.bot.find("log") if e.get("level") in ("WARNING", "WARN")]
     for w in warnings:
+        w = {k: v for k, v in w.items() if k != "_rx"}
         problems.append("library warning: " + json.dumps(w, default=str)[:600])
     if env.bot.exited:
         problems.append(f"bot process exited (rc={env.bot.proc.returncode})")

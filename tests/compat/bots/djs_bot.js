@@ -69,6 +69,7 @@ emit('start', { lib: 'discord.js', version: djs.version, zlib_sync: zlibSync, ap
 
 client.on(Events.Debug, msg => {
   process.stderr.write(`${new Date().toISOString()} [debug] ${msg}\n`);
+  if (/Heartbeat acknowledged/.test(msg)) emit('heartbeat_ack');
   const m = /compression: ([\w-]+)/.exec(msg);
   if (m && compression === null) {
     compression = m[1];

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 
 from aiohttp import WSMsgType, web
 
-# Deliberate bugs for checking the harness's failure reports: FAKE_BUGS=no_resume,charset,zstd_frame_end,no_application
+# Deliberate bugs for checking the harness's failure reports: FAKE_BUGS=no_resume,charset,zstd_frame_end,no_application,no_ack
 BUGS = set(filter(None, os.environ.get("FAKE_BUGS", "").split(",")))
 _ids = itertools.count(int(time.time() * 1000) << 22)
 
@@ -292,6 +292,8 @@ def make_app(st: State):
             p = json.loads(msg.data)
             op, d = p.get("op"), p.get("d")
             if op == 1:
+                if "no_ack" in BUGS:
+                    continue
                 await conn.send({"op": 11, "d": None, "s": None, "t": None})
             elif op == 2:
                 st.load_bots()
