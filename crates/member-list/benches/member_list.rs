@@ -21,23 +21,10 @@ fn build(rng: &mut SmallRng) -> MemberList {
     let mut list = MemberList::new((1..=5).map(|r| (r, r as i64)));
     for id in 1..=MEMBERS {
         let len = rng.gen_range(4..12);
-        let username: String = (0..len)
-            .map(|_| rng.gen_range(b'a'..=b'z') as char)
-            .collect();
-        let status = if rng.gen_bool(0.4) {
-            Status::Online
-        } else {
-            Status::Offline
-        };
+        let username: String = (0..len).map(|_| rng.gen_range(b'a'..=b'z') as char).collect();
+        let status = if rng.gen_bool(0.4) { Status::Online } else { Status::Offline };
         let roles = (1..=8).filter(|_| rng.gen_bool(0.1)).collect();
-        list.upsert(Member {
-            user_id: id,
-            username,
-            global_name: None,
-            nick: None,
-            status,
-            roles,
-        });
+        list.upsert(Member { user_id: id, username, global_name: None, nick: None, status, roles });
     }
     list
 }
@@ -46,17 +33,10 @@ fn bench(c: &mut Criterion) {
     let mut rng = SmallRng::seed_from_u64(42);
     let mut list = build(&mut rng);
     let mut group = c.benchmark_group("presence_change_1M");
-    group
-        .sample_size(30)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3));
+    group.sample_size(30).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
     let top = [ListRange::chunk(0)];
     let deep = [ListRange::chunk(5_000)];
-    for (name, ranges) in [
-        ("changes_only", &[][..]),
-        ("subscriber_0_99", &top[..]),
-        ("subscriber_500000", &deep[..]),
-    ] {
+    for (name, ranges) in [("changes_only", &[][..]), ("subscriber_0_99", &top[..]), ("subscriber_500000", &deep[..])] {
         group.bench_function(name, |b| {
             b.iter(|| {
                 let id = rng.gen_range(1..=MEMBERS);

@@ -23,19 +23,11 @@ struct Entry {
 
 impl Entry {
     fn item(&self, user_id: UserId) -> MemberItem {
-        MemberItem {
-            user_id,
-            status: self.status,
-            display_name: Arc::clone(&self.display_name),
-        }
+        MemberItem { user_id, status: self.status, display_name: Arc::clone(&self.display_name) }
     }
 
     fn refresh_display_name(&mut self) {
-        let name = self
-            .nick
-            .as_deref()
-            .or(self.global_name.as_deref())
-            .unwrap_or(&self.username);
+        let name = self.nick.as_deref().or(self.global_name.as_deref()).unwrap_or(&self.username);
         if *self.display_name != *name {
             self.display_name = name.into();
         }
@@ -80,21 +72,14 @@ impl MemberList {
         // Slots are u16; a guild has at most 250 roles.
         roles.truncate(usize::from(u16::MAX) - 2);
         self.hoisted = roles.iter().map(|r| r.0).collect();
-        self.role_slot = roles
-            .iter()
-            .enumerate()
-            .map(|(slot, r)| (r.0, slot as u16))
-            .collect();
+        self.role_slot = roles.iter().enumerate().map(|(slot, r)| (r.0, slot as u16)).collect();
         self.counts = vec![0; self.hoisted.len() + 2];
     }
 
     /// Replaces the hoisted roles (created, deleted, moved, (un)hoisted).
     /// Regroups every member; returns `[Change::Reset]`: subscribers must
     /// re-sync.
-    pub fn set_hoisted_roles(
-        &mut self,
-        hoisted_roles: impl IntoIterator<Item = (RoleId, i64)>,
-    ) -> Vec<Change> {
+    pub fn set_hoisted_roles(&mut self, hoisted_roles: impl IntoIterator<Item = (RoleId, i64)>) -> Vec<Change> {
         self.install_roles(hoisted_roles);
         self.set.clear();
         let ids: Vec<UserId> = self.members.keys().copied().collect();
@@ -122,12 +107,7 @@ impl MemberList {
         if !status.is_online() {
             return self.offline_slot();
         }
-        roles
-            .iter()
-            .filter_map(|r| self.role_slot.get(r))
-            .min()
-            .copied()
-            .unwrap_or_else(|| self.online_slot())
+        roles.iter().filter_map(|r| self.role_slot.get(r)).min().copied().unwrap_or_else(|| self.online_slot())
     }
 
     fn group_id(&self, slot: u16) -> GroupId {
@@ -139,28 +119,18 @@ impl MemberList {
     }
 
     fn header(&self, slot: u16) -> Item {
-        Item::Group {
-            id: self.group_id(slot),
-            count: self.counts[usize::from(slot)],
-        }
+        Item::Group { id: self.group_id(slot), count: self.counts[usize::from(slot)] }
     }
 
     /// Number of non-empty groups before `slot`.
     fn headers_before(&self, slot: u16) -> usize {
-        self.counts[..usize::from(slot)]
-            .iter()
-            .filter(|&&c| c > 0)
-            .count()
+        self.counts[..usize::from(slot)].iter().filter(|&&c| c > 0).count()
     }
 
     /// Index of the header of `slot` (meaningful while the group is
     /// non-empty, and as the insertion point of its header).
     fn header_index(&self, slot: u16) -> usize {
-        self.counts[..usize::from(slot)]
-            .iter()
-            .filter(|&&c| c > 0)
-            .map(|&c| c + 1)
-            .sum()
+        self.counts[..usize::from(slot)].iter().filter(|&&c| c > 0).map(|&c| c + 1).sum()
     }
 
     /// Full-list index of a member with set rank `rank` in group `slot`.
@@ -181,65 +151,34 @@ impl MemberList {
         let count = self.counts[usize::from(slot)];
         let index = self.header_index(slot);
         if count == 1 {
-            out.push(Change::Insert {
-                index,
-                item: self.header(slot),
-            });
+            out.push(Change::Insert { index, item: self.header(slot) });
         } else {
-            out.push(Change::Update {
-                index,
-                item: self.header(slot),
-                old: Item::Group {
-                    id: self.group_id(slot),
-                    count: count - 1,
-                },
-            });
+            out.push(Change::Update { index, item: self.header(slot), old: Item::Group { id: self.group_id(slot), count: count - 1 } });
         }
         let rank = self.set.insert(key).expect("user ids are unique");
-        out.push(Change::Insert {
-            index: self.member_index(slot, rank),
-            item,
-        });
+        out.push(Change::Insert { index: self.member_index(slot, rank), item });
     }
 
     /// Removes `key`, whose item was `old`, and reports the change.
     fn remove_key(&mut self, key: &SortKey, old: Item, out: &mut Vec<Change>) {
         let slot = key.group;
         let rank = self.set.remove(key).expect("entry keys are in the set");
-        out.push(Change::Delete {
-            index: self.member_index(slot, rank),
-            old,
-        });
+        out.push(Change::Delete { index: self.member_index(slot, rank), old });
         self.counts[usize::from(slot)] -= 1;
         let index = self.header_index(slot);
         let count = self.counts[usize::from(slot)];
-        let old_header = Item::Group {
-            id: self.group_id(slot),
-            count: count + 1,
-        };
+        let old_header = Item::Group { id: self.group_id(slot), count: count + 1 };
         if count == 0 {
-            out.push(Change::Delete {
-                index,
-                old: old_header,
-            });
+            out.push(Change::Delete { index, old: old_header });
         } else {
-            out.push(Change::Update {
-                index,
-                item: self.header(slot),
-                old: old_header,
-            });
+            out.push(Change::Update { index, item: self.header(slot), old: old_header });
         }
     }
 
     /// Applies `edit` to a member's entry, then moves or updates its item.
     /// Emits an `Update` when the member stays in place and either its item
     /// changed or `always_update` (fields the list does not see changed).
-    fn edit(
-        &mut self,
-        user_id: UserId,
-        always_update: bool,
-        edit: impl FnOnce(&mut Entry),
-    ) -> Vec<Change> {
+    fn edit(&mut self, user_id: UserId, always_update: bool, edit: impl FnOnce(&mut Entry)) -> Vec<Change> {
         let mut out = Vec::new();
         let Some(entry) = self.members.get_mut(&user_id) else {
             return out;
@@ -273,42 +212,23 @@ impl MemberList {
             let rank = self.set.rank(&old_key).expect("entry keys are in the set");
             (rank, rank)
         } else {
-            self.set
-                .replace(&old_key, new_key)
-                .expect("user ids are unique")
+            self.set.replace(&old_key, new_key).expect("user ids are unique")
         };
         let old_index = self.member_index(slot, old_rank);
         if old_rank == new_rank {
             if always_update || new_item != old_item {
-                out.push(Change::Update {
-                    index: old_index,
-                    item: new_item,
-                    old: old_item,
-                });
+                out.push(Change::Update { index: old_index, item: new_item, old: old_item });
             }
         } else {
-            out.push(Change::Delete {
-                index: old_index,
-                old: old_item,
-            });
-            out.push(Change::Insert {
-                index: self.member_index(slot, new_rank),
-                item: new_item,
-            });
+            out.push(Change::Delete { index: old_index, old: old_item });
+            out.push(Change::Insert { index: self.member_index(slot, new_rank), item: new_item });
         }
         out
     }
 
     /// Adds a member, or replaces everything the list knows about it.
     pub fn upsert(&mut self, member: Member) -> Vec<Change> {
-        let Member {
-            user_id,
-            username,
-            global_name,
-            nick,
-            status,
-            roles,
-        } = member;
+        let Member { user_id, username, global_name, nick, status, roles } = member;
         if self.members.contains_key(&user_id) {
             return self.edit(user_id, true, |e| {
                 e.username = username.into();
@@ -361,12 +281,7 @@ impl MemberList {
     }
 
     /// User-level name change.
-    pub fn set_user_names(
-        &mut self,
-        user_id: UserId,
-        username: String,
-        global_name: Option<String>,
-    ) -> Vec<Change> {
+    pub fn set_user_names(&mut self, user_id: UserId, username: String, global_name: Option<String>) -> Vec<Change> {
         self.edit(user_id, false, |e| {
             e.username = username.into();
             e.global_name = global_name.map(Into::into);

@@ -129,20 +129,12 @@ impl SortKey {
         let mut prefix = [0; PREFIX];
         let n = folded.len().min(PREFIX);
         prefix[..n].copy_from_slice(&folded.as_bytes()[..n]);
-        SortKey {
-            group,
-            prefix,
-            id,
-            folded,
-        }
+        SortKey { group, prefix, id, folded }
     }
 
     /// The same member and name, in another group.
     pub(crate) fn with_group(&self, group: u16) -> Self {
-        SortKey {
-            group,
-            ..self.clone()
-        }
+        SortKey { group, ..self.clone() }
     }
 }
 

@@ -24,10 +24,7 @@ pub struct ListRange {
 impl ListRange {
     /// The `k`-th chunk, `[k*100, k*100+99]`.
     pub fn chunk(k: usize) -> Self {
-        ListRange {
-            start: k * CHUNK,
-            end: k * CHUNK + CHUNK - 1,
-        }
+        ListRange { start: k * CHUNK, end: k * CHUNK + CHUNK - 1 }
     }
 
     /// Whether `index` lies in the range.
@@ -82,13 +79,7 @@ pub enum Op {
 impl MemberList {
     /// SYNC ops for `ranges` in the current state.
     pub fn sync_ops(&self, ranges: &[ListRange]) -> Vec<Op> {
-        ranges
-            .iter()
-            .map(|&range| Op::Sync {
-                range,
-                items: self.items(range.start..=range.end),
-            })
-            .collect()
+        ranges.iter().map(|&range| Op::Sync { range, items: self.items(range.start..=range.end) }).collect()
     }
 
     /// The ops a subscriber of `ranges` must receive for `changes`.
@@ -136,15 +127,9 @@ impl MemberList {
                             // Everything shifted by one: the item before
                             // the range is now its first.
                             let item = self.item_after(later(k), r.start);
-                            ops.push(Op::Insert {
-                                index: r.start,
-                                item,
-                            });
+                            ops.push(Op::Insert { index: r.start, item });
                         } else {
-                            ops.push(Op::Insert {
-                                index: i,
-                                item: item.clone(),
-                            });
+                            ops.push(Op::Insert { index: i, item: item.clone() });
                         }
                     }
                     Change::Delete { index: i, .. } => {
@@ -155,9 +140,7 @@ impl MemberList {
                         }
                         // Before the range, the range's first item shifts
                         // out; inside, the deleted one goes.
-                        ops.push(Op::Delete {
-                            index: i.max(r.start),
-                        });
+                        ops.push(Op::Delete { index: i.max(r.start) });
                         if n_after > r.end {
                             // The item after the range shifts in at its end.
                             let item = self.item_after(later(k), r.end);
@@ -166,10 +149,7 @@ impl MemberList {
                     }
                     Change::Update { index: i, item, .. } => {
                         if r.contains(*i) {
-                            ops.push(Op::Update {
-                                index: *i,
-                                item: item.clone(),
-                            });
+                            ops.push(Op::Update { index: *i, item: item.clone() });
                         }
                     }
                     Change::Reset => unreachable!("handled above"),
@@ -206,8 +186,7 @@ impl MemberList {
                 Change::Reset => unreachable!("batches with Reset are synced whole"),
             }
         }
-        self.item(index)
-            .expect("index was checked against the list length")
+        self.item(index).expect("index was checked against the list length")
     }
 }
 
@@ -218,21 +197,8 @@ mod tests {
     #[test]
     fn normalize_rounds_to_chunks_sorts_and_dedups() {
         let r = normalize(&[(150, 250), (0, 99), (99, 0)], 10);
-        assert_eq!(
-            r,
-            vec![
-                ListRange::chunk(0),
-                ListRange::chunk(1),
-                ListRange::chunk(2)
-            ]
-        );
-        assert_eq!(
-            r[2],
-            ListRange {
-                start: 200,
-                end: 299
-            }
-        );
+        assert_eq!(r, vec![ListRange::chunk(0), ListRange::chunk(1), ListRange::chunk(2)]);
+        assert_eq!(r[2], ListRange { start: 200, end: 299 });
         assert_eq!(normalize(&[(0, usize::MAX)], 3).len(), 3);
         assert!(normalize(&[], 3).is_empty());
     }

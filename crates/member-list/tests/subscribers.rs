@@ -17,11 +17,7 @@ struct Client {
 impl Client {
     fn subscribe(list: &MemberList, requested: &[(usize, usize)]) -> Self {
         let ranges = normalize(requested, 10);
-        let mut client = Client {
-            copies: vec![Vec::new(); ranges.len()],
-            ranges,
-            ops_received: 0,
-        };
+        let mut client = Client { copies: vec![Vec::new(); ranges.len()], ranges, ops_received: 0 };
         for op in list.sync_ops(&client.ranges) {
             client.apply(&op);
         }
@@ -39,11 +35,7 @@ impl Client {
         self.ops_received += 1;
         match op {
             Op::Sync { range, items } => {
-                let s = self
-                    .ranges
-                    .iter()
-                    .position(|r| r == range)
-                    .expect("sync of a subscribed range");
+                let s = self.ranges.iter().position(|r| r == range).expect("sync of a subscribed range");
                 self.copies[s] = items.clone();
             }
             Op::Insert { index, item } => {
@@ -69,11 +61,7 @@ impl Client {
                 copy.remove(local);
             }
             Op::Invalidate { range } => {
-                let s = self
-                    .ranges
-                    .iter()
-                    .position(|r| r == range)
-                    .expect("subscribed");
+                let s = self.ranges.iter().position(|r| r == range).expect("subscribed");
                 self.copies[s].clear();
             }
         }
@@ -88,28 +76,18 @@ impl Client {
     fn check(&self, list: &MemberList, step: usize) {
         for (r, copy) in self.ranges.iter().zip(&self.copies) {
             let fresh = list.items(r.start..=r.end);
-            assert!(
-                *copy == fresh,
-                "step {step}: range {r:?} diverged\n client: {copy:?}\n server: {fresh:?}"
-            );
+            assert!(*copy == fresh, "step {step}: range {r:?} diverged\n client: {copy:?}\n server: {fresh:?}");
         }
     }
 }
 
-const NAMES: [&str; 12] = [
-    "alice", "Bob", "carol", "DAVE", "eve", "frank", "Grace", "heidi", "ivan", "judy", "mallory",
-    "zed",
-];
+const NAMES: [&str; 12] = ["alice", "Bob", "carol", "DAVE", "eve", "frank", "Grace", "heidi", "ivan", "judy", "mallory", "zed"];
 
 /// A random name from a small pool, so equal and case-variant names (and
 /// hence id tie-breaks) are common.
 fn name(rng: &mut SmallRng) -> String {
     let base = NAMES[rng.gen_range(0..NAMES.len())];
-    let mut s: String = if rng.gen_bool(0.5) {
-        base.to_uppercase()
-    } else {
-        base.to_string()
-    };
+    let mut s: String = if rng.gen_bool(0.5) { base.to_uppercase() } else { base.to_string() };
     if rng.gen_bool(0.7) {
         s.push_str(&rng.gen_range(0..500).to_string());
     }
@@ -144,14 +122,7 @@ fn random_member(rng: &mut SmallRng, id: u64, hoisted: u64) -> Member {
 /// Runs `steps` random mutations against a list of `initial` members,
 /// translating every `batch`-sized group of mutations for each client, and
 /// checking the clients after every batch.
-fn run(
-    seed: u64,
-    initial: usize,
-    hoisted: u64,
-    steps: usize,
-    max_batch: usize,
-    clients: &[&[(usize, usize)]],
-) {
+fn run(seed: u64, initial: usize, hoisted: u64, steps: usize, max_batch: usize, clients: &[&[(usize, usize)]]) {
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut list = MemberList::new((1..=hoisted).map(|r| (r, r as i64 * 10)));
     let mut present: Vec<u64> = Vec::new();
@@ -161,10 +132,7 @@ fn run(
         present.push(next_id);
         next_id += 1;
     }
-    let mut clients: Vec<Client> = clients
-        .iter()
-        .map(|r| Client::subscribe(&list, r))
-        .collect();
+    let mut clients: Vec<Client> = clients.iter().map(|r| Client::subscribe(&list, r)).collect();
     for c in &clients {
         c.check(&list, 0);
     }
@@ -174,13 +142,8 @@ fn run(
         let mut changes = Vec::new();
         for _ in 0..batch {
             step += 1;
-            let pick =
-                |rng: &mut SmallRng, present: &Vec<u64>| present[rng.gen_range(0..present.len())];
-            let roll = if present.is_empty() {
-                0
-            } else {
-                rng.gen_range(0..100)
-            };
+            let pick = |rng: &mut SmallRng, present: &Vec<u64>| present[rng.gen_range(0..present.len())];
+            let roll = if present.is_empty() { 0 } else { rng.gen_range(0..100) };
             match roll {
                 0..=9 => {
                     changes.extend(list.upsert(random_member(&mut rng, next_id, hoisted)));
@@ -223,11 +186,7 @@ fn run(
     }
     assert_eq!(list.member_count(), present.len());
     for c in &clients {
-        assert!(
-            c.ops_received > 0,
-            "the workload never touched {:?}",
-            c.ranges
-        );
+        assert!(c.ops_received > 0, "the workload never touched {:?}", c.ranges);
     }
 }
 

@@ -214,10 +214,8 @@ impl ZstdStream {
             out.reserve(msg.len() / 2 + 64);
             let pos = out.len();
             let mut output = OutBuffer::around_pos(out, pos);
-            let remaining = self
-                .cctx
-                .compress_stream2(&mut output, &mut input, ZSTD_EndDirective::ZSTD_e_flush)
-                .map_err(CompressError::Zstd)?;
+            let remaining =
+                self.cctx.compress_stream2(&mut output, &mut input, ZSTD_EndDirective::ZSTD_e_flush).map_err(CompressError::Zstd)?;
             if remaining == 0 && input.pos() == msg.len() {
                 return Ok(());
             }
@@ -254,9 +252,7 @@ pub mod flate {
                 Box::from_raw(Box::into_raw(s).cast())
             };
             // SAFETY: valid stream pointer.
-            let rc = unsafe {
-                z::inflateInit_(strm.as_mut(), z::zlibVersion(), std::mem::size_of::<z::z_stream>() as c_int)
-            };
+            let rc = unsafe { z::inflateInit_(strm.as_mut(), z::zlibVersion(), std::mem::size_of::<z::z_stream>() as c_int) };
             if rc != z::Z_OK {
                 return Err(CompressError::Zlib(rc));
             }

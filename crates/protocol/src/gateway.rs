@@ -252,8 +252,7 @@ mod tests {
         let f: ClientFrame = serde_json::from_str(r#"{"op":1}"#).unwrap();
         assert_eq!(f.op, 1);
         assert!(f.d.is_none());
-        let r: RequestGuildMembers =
-            serde_json::from_str(r#"{"guild_id":123,"query":"","limit":0}"#).unwrap();
+        let r: RequestGuildMembers = serde_json::from_str(r#"{"guild_id":123,"query":"","limit":0}"#).unwrap();
         assert_eq!(r.guild_id, GuildId(123));
         assert!(Intents(53608189).is_valid());
         assert!(!Intents(1 << 40).is_valid());

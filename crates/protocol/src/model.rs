@@ -220,13 +220,7 @@ pub struct Message {
 impl Message {
     /// A copy with the fields MESSAGE_CONTENT gates emptied.
     pub fn redacted(&self) -> Message {
-        Message {
-            content: String::new(),
-            embeds: Vec::new(),
-            attachments: Vec::new(),
-            components: Vec::new(),
-            ..self.clone()
-        }
+        Message { content: String::new(), embeds: Vec::new(), attachments: Vec::new(), components: Vec::new(), ..self.clone() }
     }
 }
 
@@ -238,12 +232,7 @@ pub fn iso8601(ms: u64) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}000+00:00",
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60
-    )
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}000+00:00", rem / 3600, (rem / 60) % 60, rem % 60)
 }
 
 /// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar.

@@ -53,11 +53,14 @@ pub enum AuthError {
     Hash(String),
 }
 
+/// Token hash -> (user, when cached).
+type TokenCache = HashMap<[u8; 32], (Arc<UserRecord>, Instant)>;
+
 /// Resolves tokens to users, with a small cache in front of the store.
 pub struct Auth {
     store: Arc<dyn Store>,
-    /// Token hash -> (user, when cached). Guards only the map; never held across an await.
-    cache: Mutex<HashMap<[u8; 32], (Arc<UserRecord>, Instant)>>,
+    /// Guards only the map; never held across an await.
+    cache: Mutex<TokenCache>,
     /// Bounds concurrent argon2 work; `try_acquire` so callers get 429 at once.
     hashing: Arc<Semaphore>,
 }
@@ -127,15 +130,7 @@ impl Auth {
 /// Creates a bot user and its application; returns the bot's token.
 pub async fn create_bot(store: &Arc<dyn Store>, ids: &protocol::SnowflakeGen, name: &str) -> Result<(UserRecord, String), AuthError> {
     let id = UserId::from(ids.next());
-    let user = UserRecord {
-        id,
-        username: name.to_string(),
-        global_name: None,
-        avatar: None,
-        bot: true,
-        flags: 0,
-        created_at: now_ms(),
-    };
+    let user = UserRecord { id, username: name.to_string(), global_name: None, avatar: None, bot: true, flags: 0, created_at: now_ms() };
     store.create_user(&user, None).await?;
     let mut key = [0u8; 32];
     rand::thread_rng().fill_bytes(&mut key);

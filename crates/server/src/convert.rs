@@ -1,7 +1,7 @@
 //! Store records -> wire models.
 
-use protocol::model::{self, Channel, Member, Overwrite, Role, User};
 use protocol::model::iso8601;
+use protocol::model::{self, Channel, Member, Overwrite, Role, User};
 use protocol::{RoleId, Snowflake};
 use store::{ChannelRecord, GuildRecord, MemberRecord, MessageRecord, OverwriteRecord, RoleRecord, UserRecord};
 

@@ -97,10 +97,7 @@ fn run<K: BenchKey, S: IndexedSet<K>>(samples: usize) {
                 bytes_seq as f64 / n as f64
             );
         };
-        for (op, key) in [
-            ("insert_front", K::below_all()),
-            ("insert_back", K::above_all()),
-        ] {
+        for (op, key) in [("insert_front", K::below_all()), ("insert_back", K::above_all())] {
             for slot in t.iter_mut() {
                 let start = Instant::now();
                 black_box(set.insert_idx(key));
@@ -137,10 +134,7 @@ fn run<K: BenchKey, S: IndexedSet<K>>(samples: usize) {
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let samples = if quick { 20_000 } else { 200_000 };
-    println!(
-        "timer overhead (median of an empty Instant::now/elapsed pair): {:.0} ns",
-        timer_overhead_ns()
-    );
+    println!("timer overhead (median of an empty Instant::now/elapsed pair): {:.0} ns", timer_overhead_ns());
     println!("samples per row: {samples}; times in µs per op, timer overhead included");
     println!();
     println!("| impl | key | n | op | median | p99 | p99.9 | bytes/entry (random build) | bytes/entry (sorted build) |");

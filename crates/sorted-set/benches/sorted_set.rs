@@ -20,19 +20,14 @@ const BATCH: usize = 100;
 
 fn bench_impl<S: IndexedSet<u64>>(c: &mut Criterion) {
     let mut group = c.benchmark_group(S::NAME);
-    group
-        .sample_size(30)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2));
+    group.sample_size(30).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
     for &n in &SIZES {
         let mut rng = rng();
         let present = keys::<u64>(n, &mut rng);
         let mut set: S = build(&present);
         let fresh: Vec<u64> = (0..100_000).map(|_| u64::random(&mut rng, true)).collect();
         let front: Vec<u64> = (1..=BATCH as u64).rev().collect();
-        let back: Vec<u64> = (0..BATCH as u64)
-            .map(|j| u64::MAX - BATCH as u64 + j)
-            .collect();
+        let back: Vec<u64> = (0..BATCH as u64).map(|j| u64::MAX - BATCH as u64 + j).collect();
 
         let timed_inserts = |set: &mut S, keys: &[u64], iters: u64| {
             let mut total = Duration::ZERO;
@@ -52,12 +47,8 @@ fn bench_impl<S: IndexedSet<u64>>(c: &mut Criterion) {
             }
             total
         };
-        group.bench_function(BenchId::new("insert_front", n), |b| {
-            b.iter_custom(|iters| timed_inserts(&mut set, &front, iters))
-        });
-        group.bench_function(BenchId::new("insert_back", n), |b| {
-            b.iter_custom(|iters| timed_inserts(&mut set, &back, iters))
-        });
+        group.bench_function(BenchId::new("insert_front", n), |b| b.iter_custom(|iters| timed_inserts(&mut set, &front, iters)));
+        group.bench_function(BenchId::new("insert_back", n), |b| b.iter_custom(|iters| timed_inserts(&mut set, &back, iters)));
         let mut cursor = 0;
         group.bench_function(BenchId::new("insert_random", n), |b| {
             b.iter_custom(|iters| {

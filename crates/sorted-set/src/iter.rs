@@ -21,25 +21,13 @@ impl<'a, K> Iter<'a, K> {
         let mut stack = Vec::new();
         let mut node = root;
         if count == 0 {
-            return Self {
-                stack,
-                leaf: [].iter(),
-                remaining: 0,
-            };
+            return Self { stack, leaf: [].iter(), remaining: 0 };
         }
         loop {
             match node {
-                Node::Leaf(keys) => {
-                    return Self {
-                        stack,
-                        leaf: keys[start..].iter(),
-                        remaining: count,
-                    }
-                }
+                Node::Leaf(keys) => return Self { stack, leaf: keys[start..].iter(), remaining: count },
                 Node::Internal(inner) => {
-                    let (i, rest) = inner
-                        .child_at(start)
-                        .expect("start < len is checked by the caller");
+                    let (i, rest) = inner.child_at(start).expect("start < len is checked by the caller");
                     stack.push((&**inner, i));
                     start = rest;
                     node = &inner.children[i];

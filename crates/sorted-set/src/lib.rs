@@ -44,10 +44,7 @@ pub struct SortedSet<K> {
 impl<K> SortedSet<K> {
     /// An empty set. Does not allocate.
     pub fn new() -> Self {
-        Self {
-            root: Node::empty(),
-            len: 0,
-        }
+        Self { root: Node::empty(), len: 0 }
     }
 
     /// Number of keys.
@@ -128,10 +125,7 @@ impl<K: Ord + Clone> SortedSet<K> {
     /// Inserts `key`. `Ok(index)` where it now is, or `Err(index)` of the
     /// equal key already present (the set is then unchanged).
     pub fn insert(&mut self, key: K) -> Result<usize, usize> {
-        let spine = Spine {
-            left: true,
-            right: true,
-        };
+        let spine = Spine { left: true, right: true };
         let (index, split) = self.root.insert(key, spine)?;
         self.len += 1;
         if let Some((sep, right)) = split {

@@ -183,10 +183,7 @@ impl<K: Ord> Node<K> {
             match node {
                 Node::Leaf(keys) => {
                     prefetch(keys);
-                    return keys
-                        .binary_search(key)
-                        .map(|p| base + p)
-                        .map_err(|p| base + p);
+                    return keys.binary_search(key).map(|p| base + p).map_err(|p| base + p);
                 }
                 Node::Internal(inner) => {
                     let i = inner.route(key);
@@ -240,13 +237,8 @@ impl<K: Ord + Clone> Node<K> {
                 let i = inner.route(&key);
                 let base = inner.base(i);
                 let last = inner.children.len() - 1;
-                let child_spine = Spine {
-                    left: spine.left && i == 0,
-                    right: spine.right && i == last,
-                };
-                let (pos, split) = inner.children[i]
-                    .insert(key, child_spine)
-                    .map_err(|p| base + p)?;
+                let child_spine = Spine { left: spine.left && i == 0, right: spine.right && i == last };
+                let (pos, split) = inner.children[i].insert(key, child_spine).map_err(|p| base + p)?;
                 inner.counts[i] += 1;
                 let Some((sep, right)) = split else {
                     return Ok((base + pos, None));
@@ -306,11 +298,7 @@ impl<K: Clone> Internal<K> {
     /// Merges underfull `children[i]` with a sibling, or evens out the two
     /// if together they would not fit in one node.
     fn rebalance(&mut self, i: usize) {
-        let l = if i + 1 < self.children.len() {
-            i
-        } else {
-            i - 1
-        };
+        let l = if i + 1 < self.children.len() { i } else { i - 1 };
         let r = l + 1;
         let (left, right) = self.children.split_at_mut(r);
         match (&mut left[l], &mut right[0]) {
@@ -362,8 +350,7 @@ impl<K: Clone> Internal<K> {
                     // Rotate the children of `a` from `target` on into `b`.
                     let k = target;
                     let down = std::mem::replace(&mut self.seps[l], a.seps[k - 1].clone());
-                    b.seps
-                        .splice(0..0, a.seps.drain(k..).chain(std::iter::once(down)));
+                    b.seps.splice(0..0, a.seps.drain(k..).chain(std::iter::once(down)));
                     a.seps.truncate(k - 1);
                     b.children.splice(0..0, a.children.drain(k..));
                     moved = a.counts[k..].iter().sum();
@@ -389,17 +376,11 @@ impl<K: Ord> Node<K> {
     /// Checks every structural invariant; returns (key count, height).
     /// Panics with a description on the first violation.
     pub(crate) fn check(&self, lower: Option<&K>, upper: Option<&K>) -> (usize, usize) {
-        let in_bounds = |k: &K| {
-            lower.is_none_or(|lo| lo.cmp(k) != Ordering::Greater)
-                && upper.is_none_or(|hi| k.cmp(hi) == Ordering::Less)
-        };
+        let in_bounds = |k: &K| lower.is_none_or(|lo| lo.cmp(k) != Ordering::Greater) && upper.is_none_or(|hi| k.cmp(hi) == Ordering::Less);
         match self {
             Node::Leaf(keys) => {
                 assert!(keys.len() <= LEAF_CAP, "leaf over capacity");
-                assert!(
-                    keys.windows(2).all(|w| w[0] < w[1]),
-                    "leaf not strictly sorted"
-                );
+                assert!(keys.windows(2).all(|w| w[0] < w[1]), "leaf not strictly sorted");
                 assert!(keys.iter().all(in_bounds), "leaf key outside separators");
                 (keys.len(), 0)
             }
@@ -408,23 +389,12 @@ impl<K: Ord> Node<K> {
                 assert!((1..=INTERNAL_CAP).contains(&n), "bad fanout {n}");
                 assert_eq!(inner.seps.len(), n - 1, "separator count");
                 assert_eq!(inner.counts.len(), n, "count slots");
-                assert!(
-                    inner.seps.windows(2).all(|w| w[0] < w[1]),
-                    "separators not sorted"
-                );
+                assert!(inner.seps.windows(2).all(|w| w[0] < w[1]), "separators not sorted");
                 let mut total = 0;
                 let mut height = None;
                 for (i, child) in inner.children.iter().enumerate() {
-                    let lo = if i == 0 {
-                        lower
-                    } else {
-                        Some(&inner.seps[i - 1])
-                    };
-                    let hi = if i == n - 1 {
-                        upper
-                    } else {
-                        Some(&inner.seps[i])
-                    };
+                    let lo = if i == 0 { lower } else { Some(&inner.seps[i - 1]) };
+                    let hi = if i == n - 1 { upper } else { Some(&inner.seps[i]) };
                     let (count, h) = child.check(lo, hi);
                     assert!(count > 0, "empty child");
                     assert_eq!(count, inner.counts[i], "stale subtree count");

@@ -78,18 +78,10 @@ fn apply(set: &mut SortedSet<u16>, model: &mut Model, op: &Op) {
             assert_eq!(got, want, "range {a}..{b}");
             assert_eq!(set.range(a..b).len(), want.len());
         }
-        Op::Replace(a, b) => assert_eq!(
-            set.replace(&a, b),
-            model.replace(a, b),
-            "replace {a} -> {b}"
-        ),
+        Op::Replace(a, b) => assert_eq!(set.replace(&a, b), model.replace(a, b), "replace {a} -> {b}"),
         Op::InsertRun(start, n, descending) => {
             for j in 0..u16::from(n) * 8 {
-                let k = if descending {
-                    start.wrapping_sub(j)
-                } else {
-                    start.wrapping_add(j)
-                };
+                let k = if descending { start.wrapping_sub(j) } else { start.wrapping_add(j) };
                 assert_eq!(set.insert(k), model.insert(k), "run insert {k}");
             }
         }

@@ -101,16 +101,28 @@ async fn guilds_channels_members(s: &dyn Store) {
         last_message_id: None,
     };
     let owner = MemberRecord { guild_id: GuildId(100), user_id: UserId(1), nick: None, roles: vec![], joined_at: 1, flags: 0 };
-    s.create_guild(&NewGuild { guild: g.clone(), roles: vec![everyone.clone()], channels: vec![chan.clone()], members: vec![owner.clone()] })
-        .await
-        .unwrap();
+    s.create_guild(&NewGuild {
+        guild: g.clone(),
+        roles: vec![everyone.clone()],
+        channels: vec![chan.clone()],
+        members: vec![owner.clone()],
+    })
+    .await
+    .unwrap();
     assert_eq!(s.get_guild(GuildId(100)).await.unwrap(), Some(g.clone()));
     assert_eq!(s.roles_of_guild(GuildId(100)).await.unwrap(), vec![everyone]);
     assert_eq!(s.channels_of_guild(GuildId(100)).await.unwrap(), vec![chan.clone()]);
     assert_eq!(s.guilds_of_user(UserId(1)).await.unwrap(), vec![GuildId(100)]);
 
     // Members: add is idempotent and reports whether it added.
-    let bot = MemberRecord { guild_id: GuildId(100), user_id: UserId(3), nick: Some("r".into()), roles: vec![RoleId(100)], joined_at: 2, flags: 0 };
+    let bot = MemberRecord {
+        guild_id: GuildId(100),
+        user_id: UserId(3),
+        nick: Some("r".into()),
+        roles: vec![RoleId(100)],
+        joined_at: 2,
+        flags: 0,
+    };
     assert!(s.add_member(&bot).await.unwrap());
     assert!(!s.add_member(&bot).await.unwrap(), "second add reports false");
     assert_eq!(s.get_member(GuildId(100), UserId(3)).await.unwrap(), Some(bot.clone()));

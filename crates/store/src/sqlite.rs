@@ -54,10 +54,7 @@ impl SqliteStore {
             .pragma("cache_size", "-16000");
         let writer = SqlitePoolOptions::new().max_connections(1).min_connections(1).connect_with(connect.clone()).await?;
         sqlx::migrate!("./migrations/sqlite").run(&writer).await?;
-        let reader = SqlitePoolOptions::new()
-            .max_connections(opts.readers.max(1))
-            .connect_with(connect.read_only(true))
-            .await?;
+        let reader = SqlitePoolOptions::new().max_connections(opts.readers.max(1)).connect_with(connect.read_only(true)).await?;
         Ok(Self { writer, reader })
     }
 
@@ -290,8 +287,7 @@ impl From<InviteRow> for InviteRecord {
 }
 
 const USER_COLS: &str = "id, username, global_name, avatar, bot, flags, created_at";
-const CHANNEL_COLS: &str =
-    "id, guild_id, kind, name, position, topic, nsfw, parent_id, rate_limit_per_user, overwrites, last_message_id";
+const CHANNEL_COLS: &str = "id, guild_id, kind, name, position, topic, nsfw, parent_id, rate_limit_per_user, overwrites, last_message_id";
 const MESSAGE_COLS: &str =
     "id, channel_id, guild_id, author_id, content, edited_at, kind, flags, tts, mention_everyone, mentions, reference, extra";
 
@@ -333,37 +329,37 @@ async fn insert_member<'e, E: sqlx::SqliteExecutor<'e>>(e: E, m: &MemberRecord) 
 }
 
 async fn insert_role<'e, E: sqlx::SqliteExecutor<'e>>(e: E, r: &RoleRecord) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO roles (id, guild_id, name, color, hoist, position, permissions, mentionable) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(i(r.id))
-    .bind(i(r.guild_id))
-    .bind(&r.name)
-    .bind(i64::from(r.color))
-    .bind(r.hoist)
-    .bind(i64::from(r.position))
-    .bind(r.permissions as i64)
-    .bind(r.mentionable)
-    .execute(e)
-    .await?;
+    sqlx::query("INSERT INTO roles (id, guild_id, name, color, hoist, position, permissions, mentionable) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+        .bind(i(r.id))
+        .bind(i(r.guild_id))
+        .bind(&r.name)
+        .bind(i64::from(r.color))
+        .bind(r.hoist)
+        .bind(i64::from(r.position))
+        .bind(r.permissions as i64)
+        .bind(r.mentionable)
+        .execute(e)
+        .await?;
     Ok(())
 }
 
 #[async_trait]
 impl Store for SqliteStore {
     async fn create_user(&self, u: &UserRecord, password_hash: Option<&str>) -> Result<()> {
-        sqlx::query("INSERT INTO users (id, username, global_name, avatar, bot, flags, password_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
-            .bind(i(u.id))
-            .bind(&u.username)
-            .bind(&u.global_name)
-            .bind(&u.avatar)
-            .bind(u.bot)
-            .bind(u.flags as i64)
-            .bind(password_hash)
-            .bind(u.created_at as i64)
-            .execute(&self.writer)
-            .await
-            .map_err(|e| if is_unique_violation(&e) { StoreError::Conflict } else { e.into() })?;
+        sqlx::query(
+            "INSERT INTO users (id, username, global_name, avatar, bot, flags, password_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(i(u.id))
+        .bind(&u.username)
+        .bind(&u.global_name)
+        .bind(&u.avatar)
+        .bind(u.bot)
+        .bind(u.flags as i64)
+        .bind(password_hash)
+        .bind(u.created_at as i64)
+        .execute(&self.writer)
+        .await
+        .map_err(|e| if is_unique_violation(&e) { StoreError::Conflict } else { e.into() })?;
         Ok(())
     }
 
@@ -374,10 +370,8 @@ impl Store for SqliteStore {
 
     async fn get_users(&self, ids: &[UserId]) -> Result<Vec<UserRecord>> {
         let q = format!("SELECT {USER_COLS} FROM users WHERE id IN (SELECT value FROM json_each(?))");
-        let rows = sqlx::query_as::<_, UserRow>(&q)
-            .bind(ids_json(&ids.iter().map(|u| u.0).collect::<Vec<_>>()))
-            .fetch_all(&self.reader)
-            .await?;
+        let rows =
+            sqlx::query_as::<_, UserRow>(&q).bind(ids_json(&ids.iter().map(|u| u.0).collect::<Vec<_>>())).fetch_all(&self.reader).await?;
         Ok(rows.into_iter().map(Into::into).collect())
     }
 
@@ -442,16 +436,18 @@ impl Store for SqliteStore {
 
     async fn create_guild(&self, g: &NewGuild) -> Result<()> {
         let mut tx = self.writer.begin().await?;
-        sqlx::query("INSERT INTO guilds (id, name, icon, description, owner_id, system_channel_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)")
-            .bind(i(g.guild.id))
-            .bind(&g.guild.name)
-            .bind(&g.guild.icon)
-            .bind(&g.guild.description)
-            .bind(i(g.guild.owner_id))
-            .bind(g.guild.system_channel_id.map(i))
-            .bind(g.guild.created_at as i64)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "INSERT INTO guilds (id, name, icon, description, owner_id, system_channel_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(i(g.guild.id))
+        .bind(&g.guild.name)
+        .bind(&g.guild.icon)
+        .bind(&g.guild.description)
+        .bind(i(g.guild.owner_id))
+        .bind(g.guild.system_channel_id.map(i))
+        .bind(g.guild.created_at as i64)
+        .execute(&mut *tx)
+        .await?;
         for r in &g.roles {
             insert_role(&mut *tx, r).await?;
         }
@@ -574,13 +570,7 @@ impl Store for SqliteStore {
 
     async fn channels_of_guild(&self, guild: GuildId) -> Result<Vec<ChannelRecord>> {
         let q = format!("SELECT {CHANNEL_COLS} FROM channels WHERE guild_id = ? ORDER BY position, id");
-        sqlx::query_as::<_, ChannelRow>(&q)
-            .bind(i(guild))
-            .fetch_all(&self.reader)
-            .await?
-            .into_iter()
-            .map(TryInto::try_into)
-            .collect()
+        sqlx::query_as::<_, ChannelRow>(&q).bind(i(guild)).fetch_all(&self.reader).await?.into_iter().map(TryInto::try_into).collect()
     }
 
     async fn add_member(&self, m: &MemberRecord) -> Result<bool> {
@@ -655,11 +645,7 @@ impl Store for SqliteStore {
         .bind(serde_json::to_string(&m.extra)?)
         .execute(&mut *tx)
         .await?;
-        sqlx::query("UPDATE channels SET last_message_id = ? WHERE id = ?")
-            .bind(i(m.id))
-            .bind(i(m.channel_id))
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query("UPDATE channels SET last_message_id = ? WHERE id = ?").bind(i(m.id)).bind(i(m.channel_id)).execute(&mut *tx).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -676,25 +662,24 @@ impl Store for SqliteStore {
     }
 
     async fn update_message(&self, m: &MessageRecord) -> Result<()> {
-        sqlx::query("UPDATE messages SET content = ?, edited_at = ?, flags = ?, mention_everyone = ?, mentions = ?, extra = ? WHERE id = ?")
-            .bind(&m.content)
-            .bind(m.edited_at.map(|v| v as i64))
-            .bind(m.flags as i64)
-            .bind(m.mention_everyone)
-            .bind(ids_json(&m.mentions.iter().map(|u| u.0).collect::<Vec<_>>()))
-            .bind(serde_json::to_string(&m.extra)?)
-            .bind(i(m.id))
-            .execute(&self.writer)
-            .await?;
+        sqlx::query(
+            "UPDATE messages SET content = ?, edited_at = ?, flags = ?, mention_everyone = ?, mentions = ?, extra = ? WHERE id = ?",
+        )
+        .bind(&m.content)
+        .bind(m.edited_at.map(|v| v as i64))
+        .bind(m.flags as i64)
+        .bind(m.mention_everyone)
+        .bind(ids_json(&m.mentions.iter().map(|u| u.0).collect::<Vec<_>>()))
+        .bind(serde_json::to_string(&m.extra)?)
+        .bind(i(m.id))
+        .execute(&self.writer)
+        .await?;
         Ok(())
     }
 
     async fn delete_message(&self, channel: ChannelId, id: MessageId) -> Result<bool> {
-        let r = sqlx::query("DELETE FROM messages WHERE id = ? AND channel_id = ?")
-            .bind(i(id))
-            .bind(i(channel))
-            .execute(&self.writer)
-            .await?;
+        let r =
+            sqlx::query("DELETE FROM messages WHERE id = ? AND channel_id = ?").bind(i(id)).bind(i(channel)).execute(&self.writer).await?;
         Ok(r.rows_affected() == 1)
     }
 
@@ -707,15 +692,26 @@ impl Store for SqliteStore {
         };
         let rows = match window {
             MessageWindow::Latest => {
-                fetch(format!("SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? AND id > ? ORDER BY id DESC LIMIT ?"), c, -1, limit).await?
+                fetch(format!("SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? AND id > ? ORDER BY id DESC LIMIT ?"), c, -1, limit)
+                    .await?
             }
             MessageWindow::Before(m) => {
-                fetch(format!("SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? AND id < ? ORDER BY id DESC LIMIT ?"), c, i(m), limit).await?
+                fetch(
+                    format!("SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? AND id < ? ORDER BY id DESC LIMIT ?"),
+                    c,
+                    i(m),
+                    limit,
+                )
+                .await?
             }
             MessageWindow::After(m) => {
-                let mut v =
-                    fetch(format!("SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? AND id > ? ORDER BY id ASC LIMIT ?"), c, i(m), limit)
-                        .await?;
+                let mut v = fetch(
+                    format!("SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? AND id > ? ORDER BY id ASC LIMIT ?"),
+                    c,
+                    i(m),
+                    limit,
+                )
+                .await?;
                 v.reverse();
                 v
             }
@@ -731,9 +727,13 @@ impl Store for SqliteStore {
                 )
                 .await?;
                 newer.reverse();
-                let older =
-                    fetch(format!("SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? AND id < ? ORDER BY id DESC LIMIT ?"), c, i(m), before)
-                        .await?;
+                let older = fetch(
+                    format!("SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? AND id < ? ORDER BY id DESC LIMIT ?"),
+                    c,
+                    i(m),
+                    before,
+                )
+                .await?;
                 newer.extend(older);
                 newer
             }

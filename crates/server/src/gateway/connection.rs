@@ -174,11 +174,7 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
     if let Some([id, count]) = ident.shard {
         guilds.retain(|g| (g.0 >> 22) % u64::from(count) == u64::from(id));
     }
-    let application = if user.bot {
-        node.store.application_of_bot(user.id).await.map_err(|_| CloseCode::UnknownError)?
-    } else {
-        None
-    };
+    let application = if user.bot { node.store.application_of_bot(user.id).await.map_err(|_| CloseCode::UnknownError)? } else { None };
     let session_id = new_session_id();
     let mut ready = json!({
         "v": 10,
@@ -202,18 +198,13 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
     if let Some(shard) = ident.shard {
         ready["shard"] = json!(shard);
     }
-    let (handle, rx, ctrl_rx) = SessionHandle::new(session_id, user.id, user.bot, intents, large_threshold, guilds, gw.session_queue_capacity);
+    let (handle, rx, ctrl_rx) =
+        SessionHandle::new(session_id, user.id, user.bot, intents, large_threshold, guilds, gw.session_queue_capacity);
     let presence = match ident.presence {
         Some(p) => Presence { status: p.status, activities: p.activities.unwrap_or_default() },
         None => Presence { status: protocol::gateway::Status::Online, activities: Vec::new() },
     };
-    Ok(Some(Identified {
-        handle,
-        rx,
-        ctrl_rx,
-        ready: serde_json::to_vec(&ready).map_err(|_| CloseCode::UnknownError)?.into(),
-        presence,
-    }))
+    Ok(Some(Identified { handle, rx, ctrl_rx, ready: serde_json::to_vec(&ready).map_err(|_| CloseCode::UnknownError)?.into(), presence }))
 }
 
 /// Hands the connection to the session it resumes. On failure the connection

@@ -53,14 +53,7 @@ struct Session {
 
 /// Runs an identified session to its end, starting on `conn`.
 pub async fn run(node: Arc<Node>, conn: Conn, id: Identified, early: Vec<Incoming>) {
-    let mut s = Session {
-        node: node.clone(),
-        handle: id.handle,
-        rx: id.rx,
-        ctrl_rx: id.ctrl_rx,
-        seq: 0,
-        replay: VecDeque::new(),
-    };
+    let mut s = Session { node: node.clone(), handle: id.handle, rx: id.rx, ctrl_rx: id.ctrl_rx, seq: 0, replay: VecDeque::new() };
     node.sessions.insert(s.handle.clone());
     let mut conn = Box::new(conn);
     s.record_and_send(&mut conn, Dispatch { name: "READY", body: id.ready });
@@ -354,4 +347,3 @@ impl Session {
         }
     }
 }
-

@@ -56,7 +56,10 @@ pub fn write_close(out: &mut Vec<u8>, code: u16, reason: &str) {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Incoming {
     /// A text or binary message (reassembled if fragmented).
-    Message { binary: bool, payload: Vec<u8> },
+    Message {
+        binary: bool,
+        payload: Vec<u8>,
+    },
     Ping(Vec<u8>),
     Pong,
     /// The client's close code, if it sent one.

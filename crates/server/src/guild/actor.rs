@@ -95,7 +95,11 @@ impl GuildActor {
                     st.online.insert(user, presence.clone());
                 }
                 let body = encode(&presence_json(self.id, user, &presence));
-                self.fan_out("PRESENCE_UPDATE", &body, Intents::GUILD_PRESENCES);
+                self.seq += 1;
+                // Not echoed to the user's own sessions: they set it.
+                for s in self.subs.values().filter(|s| s.user_id != user && s.intents.contains(Intents::GUILD_PRESENCES)) {
+                    s.push(Dispatch { name: "PRESENCE_UPDATE", body: body.clone() });
+                }
             }
             GuildMsg::Event(ev) => return self.apply(st, ev),
         }
@@ -286,10 +290,8 @@ impl GuildActor {
                 d["not_found"] = json!(not_found);
             }
             if with_presences {
-                let ps: Vec<Value> = part
-                    .iter()
-                    .filter_map(|(m, _)| st.online.get(&m.user_id).map(|p| presence_json(self.id, m.user_id, p)))
-                    .collect();
+                let ps: Vec<Value> =
+                    part.iter().filter_map(|(m, _)| st.online.get(&m.user_id).map(|p| presence_json(self.id, m.user_id, p))).collect();
                 d["presences"] = Value::Array(ps);
             }
             s.push(Dispatch { name: "GUILD_MEMBERS_CHUNK", body: encode(&d) });

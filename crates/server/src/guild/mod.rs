@@ -22,12 +22,22 @@ use crate::presence::Presence;
 /// actor answers sessions by pushing dispatches into their queues.
 pub enum GuildMsg {
     /// Start sending this session the guild's events; sends GUILD_CREATE first.
-    Subscribe { session: Arc<SessionHandle> },
-    Unsubscribe { session_id: Arc<str> },
+    Subscribe {
+        session: Arc<SessionHandle>,
+    },
+    Unsubscribe {
+        session_id: Arc<str>,
+    },
     /// op 8: answer with GUILD_MEMBERS_CHUNK dispatches.
-    RequestMembers { session: Arc<SessionHandle>, req: RequestGuildMembers },
+    RequestMembers {
+        session: Arc<SessionHandle>,
+        req: RequestGuildMembers,
+    },
     /// A member's visible presence changed.
-    Presence { user: UserId, presence: Presence },
+    Presence {
+        user: UserId,
+        presence: Presence,
+    },
     /// A change already committed to the store.
     Event(GuildEvent),
 }
@@ -36,16 +46,32 @@ pub enum GuildMsg {
 pub enum GuildEvent {
     /// `body` is the message JSON, encoded once by the REST handler and also
     /// sent as its HTTP response.
-    MessageCreate { message: Arc<model::Message>, body: Bytes },
-    MessageUpdate { message: Arc<model::Message>, body: Bytes },
-    MessageDelete { id: MessageId, channel_id: ChannelId },
-    TypingStart { channel_id: ChannelId, user_id: UserId, timestamp: u64 },
+    MessageCreate {
+        message: Arc<model::Message>,
+        body: Bytes,
+    },
+    MessageUpdate {
+        message: Arc<model::Message>,
+        body: Bytes,
+    },
+    MessageDelete {
+        id: MessageId,
+        channel_id: ChannelId,
+    },
+    TypingStart {
+        channel_id: ChannelId,
+        user_id: UserId,
+        timestamp: u64,
+    },
     ChannelCreate(ChannelRecord),
     ChannelUpdate(ChannelRecord),
     ChannelDelete(ChannelRecord),
     GuildUpdate(GuildRecord),
     GuildDelete,
-    MemberAdd { member: MemberRecord, user: UserRecord },
+    MemberAdd {
+        member: MemberRecord,
+        user: UserRecord,
+    },
     MemberUpdate(MemberRecord),
     MemberRemove(UserId),
 }

@@ -94,7 +94,12 @@ pub struct CreateInvite {
     max_uses: Option<u32>,
 }
 
-fn invite_json(i: &InviteRecord, guild: &store::GuildRecord, channel: &store::ChannelRecord, inviter: Option<&store::UserRecord>) -> serde_json::Value {
+fn invite_json(
+    i: &InviteRecord,
+    guild: &store::GuildRecord,
+    channel: &store::ChannelRecord,
+    inviter: Option<&store::UserRecord>,
+) -> serde_json::Value {
     json!({
         "type": 0,
         "code": i.code,

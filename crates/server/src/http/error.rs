@@ -80,9 +80,7 @@ pub fn json_bytes(status: StatusCode, body: impl Into<axum::body::Body>) -> Resp
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         match self {
-            ApiError::Code(status, code) => {
-                json_bytes(status, json!({ "code": code.code(), "message": code.message() }).to_string())
-            }
+            ApiError::Code(status, code) => json_bytes(status, json!({ "code": code.code(), "message": code.message() }).to_string()),
             ApiError::InvalidForm(errors) => json_bytes(
                 StatusCode::BAD_REQUEST,
                 json!({ "code": ErrorCode::InvalidFormBody.code(), "message": ErrorCode::InvalidFormBody.message(), "errors": errors })

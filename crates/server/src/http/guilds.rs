@@ -214,7 +214,9 @@ impl StrOrInt {
     fn bits(&self) -> ApiResult<u64> {
         match self {
             StrOrInt::I(i) => Ok(*i),
-            StrOrInt::S(s) => s.parse().map_err(|_| ApiError::field("permission_overwrites", "BASE_TYPE_INVALID", "Invalid permission bits")),
+            StrOrInt::S(s) => {
+                s.parse().map_err(|_| ApiError::field("permission_overwrites", "BASE_TYPE_INVALID", "Invalid permission bits"))
+            }
         }
     }
 }
@@ -260,7 +262,9 @@ pub async fn create_channel(
     let name = b.name.ok_or_else(|| ApiError::field("name", "BASE_TYPE_REQUIRED", "This field is required"))?;
     check_name("name", &name, 1, 100)?;
     let kind = b.kind.unwrap_or(channel_type::GUILD_TEXT);
-    if ![channel_type::GUILD_TEXT, channel_type::GUILD_VOICE, channel_type::GUILD_CATEGORY, channel_type::GUILD_ANNOUNCEMENT].contains(&kind) {
+    if ![channel_type::GUILD_TEXT, channel_type::GUILD_VOICE, channel_type::GUILD_CATEGORY, channel_type::GUILD_ANNOUNCEMENT]
+        .contains(&kind)
+    {
         return Err(ApiError::field("type", "BASE_TYPE_CHOICES", "Value must be one of {0, 2, 4, 5}."));
     }
     let existing = node.store.channels_of_guild(gid).await?;
@@ -309,10 +313,7 @@ pub async fn members(
     }
     let ms = node.store.list_members(gid, UserId(q.after.unwrap_or(0)), limit).await?;
     let users = node.store.get_users(&ms.iter().map(|m| m.user_id).collect::<Vec<_>>()).await?;
-    let out: Vec<_> = ms
-        .iter()
-        .filter_map(|m| users.iter().find(|x| x.id == m.user_id).map(|usr| convert::member(m, Some(usr))))
-        .collect();
+    let out: Vec<_> = ms.iter().filter_map(|m| users.iter().find(|x| x.id == m.user_id).map(|usr| convert::member(m, Some(usr)))).collect();
     json_ok(StatusCode::OK, &out)
 }
 
@@ -400,7 +401,11 @@ pub async fn modify_me(
     apply_member_change(&node, gid, a.member, b).await
 }
 
-pub async fn remove_member(State(node): State<Arc<Node>>, Caller(u): Caller, Path((id, uid)): Path<(String, String)>) -> ApiResult<Response> {
+pub async fn remove_member(
+    State(node): State<Arc<Node>>,
+    Caller(u): Caller,
+    Path((id, uid)): Path<(String, String)>,
+) -> ApiResult<Response> {
     let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
     let uid: UserId = parse_id(&uid, ErrorCode::UnknownUser)?;
     let a = guild_access(&node, gid, u.id).await?;

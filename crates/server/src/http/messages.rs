@@ -43,16 +43,14 @@ pub struct MessageBody {
 
 /// Reads a message body from JSON or from multipart (`payload_json` plus files).
 async fn read_body(req: Request, node: &Arc<Node>) -> ApiResult<(MessageBody, Vec<Value>)> {
-    let is_multipart = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("multipart/form-data"));
+    let is_multipart =
+        req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("multipart/form-data"));
     if !is_multipart {
         let super::JsonBody(b) = super::JsonBody::<MessageBody>::from_request(req, node).await?;
         return Ok((b, Vec::new()));
     }
-    let mut mp = Multipart::from_request(req, node).await.map_err(|_| ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::InvalidFormBody))?;
+    let mut mp =
+        Multipart::from_request(req, node).await.map_err(|_| ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::InvalidFormBody))?;
     let mut body = MessageBody::default();
     let mut attachments = Vec::new();
     let bad = |_| ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::InvalidFormBody);
@@ -209,7 +207,12 @@ pub struct ListQuery {
     limit: Option<u32>,
 }
 
-pub async fn list(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>, Query(q): Query<ListQuery>) -> ApiResult<Response> {
+pub async fn list(
+    State(node): State<Arc<Node>>,
+    Caller(u): Caller,
+    Path(id): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Response> {
     let (c, a) = channel_access(&node, parse_id(&id, ErrorCode::UnknownChannel)?, u.id).await?;
     if a.in_channel(&c) & permission::READ_MESSAGE_HISTORY == 0 {
         return Ok(json_bytes(StatusCode::OK, "[]"));
@@ -218,7 +221,9 @@ pub async fn list(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Pa
     if !(1..=100).contains(&limit) {
         return Err(ApiError::field("limit", "NUMBER_TYPE_MAX", "Must be between 1 and 100."));
     }
-    let id_of = |field: &str, v: &str| v.parse::<u64>().map(MessageId).map_err(|_| ApiError::field(field, "NUMBER_TYPE_COERCE", "Value is not snowflake."));
+    let id_of = |field: &str, v: &str| {
+        v.parse::<u64>().map(MessageId).map_err(|_| ApiError::field(field, "NUMBER_TYPE_COERCE", "Value is not snowflake."))
+    };
     let window = match (&q.before, &q.after, &q.around) {
         (None, None, None) => MessageWindow::Latest,
         (Some(b), None, None) => MessageWindow::Before(id_of("before", b)?),
@@ -271,7 +276,8 @@ pub async fn edit(
     if let Some(cm) = b.components {
         m.extra["components"] = Value::Array(cm);
     }
-    let has_other = m.extra["embeds"].as_array().is_some_and(|a| !a.is_empty()) || m.extra["attachments"].as_array().is_some_and(|a| !a.is_empty());
+    let has_other =
+        m.extra["embeds"].as_array().is_some_and(|a| !a.is_empty()) || m.extra["attachments"].as_array().is_some_and(|a| !a.is_empty());
     validate_content(&m.content, has_other)?;
     m.edited_at = Some(now_ms());
     node.store.update_message(&m).await?;

@@ -33,11 +33,7 @@ pub struct Caller(pub Arc<UserRecord>);
 impl FromRequestParts<Arc<Node>> for Caller {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, node: &Arc<Node>) -> ApiResult<Self> {
-        let h = parts
-            .headers
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .ok_or_else(ApiError::unauthorized)?;
+        let h = parts.headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).ok_or_else(ApiError::unauthorized)?;
         Ok(Caller(node.auth.user_for_header(h).await?))
     }
 }
@@ -126,10 +122,7 @@ pub async fn guild_access(node: &Node, guild: GuildId, user: UserId) -> ApiResul
         permission::ALL
     } else {
         let roles = node.store.roles_of_guild(guild).await?;
-        roles
-            .iter()
-            .filter(|r| r.id.0 == guild.0 || member.roles.contains(&r.id))
-            .fold(0, |acc, r| acc | r.permissions)
+        roles.iter().filter(|r| r.id.0 == guild.0 || member.roles.contains(&r.id)).fold(0, |acc, r| acc | r.permissions)
     };
     Ok(Access { guild: g, member, perms })
 }
@@ -174,10 +167,7 @@ fn api(node: &Arc<Node>) -> Router<Arc<Node>> {
         )
         .route("/channels/{channel_id}", get(channels::get).patch(channels::modify).delete(channels::delete))
         .route("/channels/{channel_id}/messages", get(messages::list).post(messages::create))
-        .route(
-            "/channels/{channel_id}/messages/{message_id}",
-            get(messages::get).patch(messages::edit).delete(messages::delete),
-        )
+        .route("/channels/{channel_id}/messages/{message_id}", get(messages::get).patch(messages::edit).delete(messages::delete))
         .route("/channels/{channel_id}/typing", post(messages::typing))
         .route("/channels/{channel_id}/invites", post(channels::create_invite))
         .route("/invites/{code}", get(channels::get_invite).post(channels::accept_invite).delete(channels::delete_invite))

@@ -68,7 +68,11 @@ pub async fn register(State(node): State<Arc<Node>>, JsonBody(r): JsonBody<Regis
     validate_username(&username)?;
     validate_password(&password)?;
     if node.store.user_by_username(&username).await?.is_some() {
-        return Err(ApiError::field("username", "USERNAME_ALREADY_TAKEN", "Username is unavailable. Try adding numbers, letters, underscores _ , or periods."));
+        return Err(ApiError::field(
+            "username",
+            "USERNAME_ALREADY_TAKEN",
+            "Username is unavailable. Try adding numbers, letters, underscores _ , or periods.",
+        ));
     }
     let hash = node.auth.hash_password(password).await?;
     let user = UserRecord {

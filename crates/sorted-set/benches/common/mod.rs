@@ -101,16 +101,10 @@ impl BenchKey for Key24 {
         Key24 { name, id }
     }
     fn below_all() -> Self {
-        Key24 {
-            name: [0; 16],
-            id: 0,
-        }
+        Key24 { name: [0; 16], id: 0 }
     }
     fn above_all() -> Self {
-        Key24 {
-            name: [255; 16],
-            id: u64::MAX,
-        }
+        Key24 { name: [255; 16], id: u64::MAX }
     }
 }
 

@@ -1,0 +1,262 @@
+//! Test harness: an in-process server on 127.0.0.1:0 with a fresh data
+//! directory, a REST client and a raw gateway client.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use protocol::compress::{Decompressor, Transport};
+use serde_json::{json, Value};
+use server::{Config, Server};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode as WsCode;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+pub const WAIT: Duration = Duration::from_secs(5);
+
+pub struct TestServer {
+    pub server: Option<Server>,
+    pub base: String,
+    pub ws: String,
+    pub http: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+impl TestServer {
+    pub async fn start() -> TestServer {
+        Self::start_with(|_| {}).await
+    }
+
+    pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Config { listen: "127.0.0.1:0".parse().unwrap(), data_dir: dir.path().to_path_buf(), ..Config::default() };
+        c.admin_token = Some("admin".into());
+        c.gateway.heartbeat_interval_ms = 2_000;
+        c.gateway.resume_window_ms = 2_000;
+        c.limits.rest_requests_per_window = 1_000;
+        tweak(&mut c);
+        let server = Server::start(c).await.unwrap();
+        let addr = server.addr;
+        TestServer {
+            server: Some(server),
+            base: format!("http://{addr}/api/v10"),
+            ws: format!("ws://{addr}/?v=10&encoding=json"),
+            http: reqwest::Client::new(),
+            _dir: dir,
+        }
+    }
+
+    pub fn node(&self) -> &Arc<server::Node> {
+        &self.server.as_ref().unwrap().node
+    }
+
+    pub async fn req(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        auth: Option<&str>,
+        body: Option<Value>,
+    ) -> (u16, Value, reqwest::header::HeaderMap) {
+        let mut r = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(a) = auth {
+            r = r.header("authorization", a);
+        }
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let resp = r.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let text = resp.text().await.unwrap();
+        let v = if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
+        (status, v, headers)
+    }
+
+    pub async fn get(&self, path: &str, auth: &str) -> (u16, Value) {
+        let (s, v, _) = self.req(reqwest::Method::GET, path, Some(auth), None).await;
+        (s, v)
+    }
+
+    pub async fn post(&self, path: &str, auth: &str, body: Value) -> (u16, Value) {
+        let (s, v, _) = self.req(reqwest::Method::POST, path, Some(auth), Some(body)).await;
+        (s, v)
+    }
+
+    /// Registers a human; returns (token, user id).
+    pub async fn user(&self, name: &str) -> (String, String) {
+        let (s, v, _) =
+            self.req(reqwest::Method::POST, "/auth/register", None, Some(json!({"username": name, "password": "correct horse"}))).await;
+        assert_eq!(s, 201, "{v}");
+        (v["token"].as_str().unwrap().to_string(), v["user_id"].as_str().unwrap().to_string())
+    }
+
+    /// Creates a bot; returns ("Bot <token>", raw token, user id).
+    pub async fn bot(&self, name: &str) -> (String, String, String) {
+        let node = self.node();
+        let (u, token) = server::auth::create_bot(&node.store, &node.ids, name).await.unwrap();
+        (format!("Bot {token}"), token, u.id.to_string())
+    }
+
+    /// Creates a guild owned by `owner`; returns (guild id, default channel id).
+    pub async fn guild(&self, owner: &str) -> (String, String) {
+        let (s, v) = self.post("/guilds", owner, json!({"name": "test guild"})).await;
+        assert_eq!(s, 201, "{v}");
+        (v["id"].as_str().unwrap().to_string(), v["channels"][0]["id"].as_str().unwrap().to_string())
+    }
+
+    /// Guild with a human owner and a bot member: (owner token, bot auth, bot token, bot id, guild, channel).
+    pub async fn world(&self) -> World {
+        let (owner, owner_id) = self.user("owner").await;
+        let (bot_auth, bot_token, bot_id) = self.bot("robot").await;
+        let (guild, channel) = self.guild(&owner).await;
+        let (s, v, _) = self.req(reqwest::Method::PUT, &format!("/guilds/{guild}/members/{bot_id}"), Some(&owner), Some(json!({}))).await;
+        assert_eq!(s, 201, "{v}");
+        World { owner, owner_id, bot_auth, bot_token, bot_id, guild, channel }
+    }
+
+    pub async fn say(&self, auth: &str, channel: &str, content: &str) -> Value {
+        let (s, v) = self.post(&format!("/channels/{channel}/messages"), auth, json!({"content": content})).await;
+        assert_eq!(s, 200, "{v}");
+        v
+    }
+
+    pub async fn shutdown(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.shutdown().await;
+        }
+    }
+}
+
+pub struct World {
+    pub owner: String,
+    pub owner_id: String,
+    pub bot_auth: String,
+    pub bot_token: String,
+    pub bot_id: String,
+    pub guild: String,
+    pub channel: String,
+}
+
+pub const ALL_INTENTS: u64 = 0x331_ffff;
+pub const BOT_INTENTS: u64 = 1 | 2 | 256 | 512 | 2048 | 32768;
+
+/// A raw gateway client that decodes what it receives.
+pub struct Gw {
+    pub ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    inflate: Option<Decompressor>,
+    pub seq: Option<u64>,
+    pub binary_frames: usize,
+    pub text_frames: usize,
+}
+
+/// What the server ended a connection with.
+#[derive(Debug, PartialEq)]
+pub enum Closed {
+    Code(u16),
+    /// The TCP stream ended without a close frame.
+    Abrupt,
+}
+
+impl Gw {
+    pub async fn connect(url: &str) -> Gw {
+        Self::connect_with(url, Transport::None).await
+    }
+
+    pub async fn connect_with(url: &str, t: Transport) -> Gw {
+        let url = match t {
+            Transport::None => url.to_string(),
+            Transport::ZlibStream => format!("{url}&compress=zlib-stream"),
+            Transport::ZstdStream => format!("{url}&compress=zstd-stream"),
+        };
+        let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+        let mut g = Gw { ws, inflate: Decompressor::new(t).unwrap(), seq: None, binary_frames: 0, text_frames: 0 };
+        let hello = g.recv().await;
+        assert_eq!(hello["op"], 10, "{hello}");
+        assert!(hello["d"]["heartbeat_interval"].as_u64().unwrap() > 0);
+        g
+    }
+
+    pub async fn send(&mut self, v: Value) {
+        self.ws.send(Message::Text(v.to_string())).await.unwrap();
+    }
+
+    pub async fn send_raw(&mut self, s: &str) {
+        self.ws.send(Message::Text(s.to_string())).await.unwrap();
+    }
+
+    /// The next gateway payload; panics on close or timeout.
+    pub async fn recv(&mut self) -> Value {
+        match self.next().await {
+            Ok(v) => v,
+            Err(c) => panic!("connection closed: {c:?}"),
+        }
+    }
+
+    /// The next payload, or how the connection ended.
+    pub async fn next(&mut self) -> Result<Value, Closed> {
+        loop {
+            let m = tokio::time::timeout(WAIT, self.ws.next()).await.expect("timed out waiting for the gateway");
+            let bytes = match m {
+                Some(Ok(Message::Text(t))) => {
+                    self.text_frames += 1;
+                    t.as_bytes().to_vec()
+                }
+                Some(Ok(Message::Binary(b))) => {
+                    self.binary_frames += 1;
+                    let mut out = Vec::new();
+                    self.inflate.as_mut().expect("binary frame without compression").decompress(&b, &mut out).unwrap();
+                    out
+                }
+                Some(Ok(Message::Close(Some(f)))) => return Err(Closed::Code(u16::from(f.code))),
+                Some(Ok(Message::Close(None))) => return Err(Closed::Abrupt),
+                Some(Ok(_)) => continue,
+                Some(Err(_)) | None => return Err(Closed::Abrupt),
+            };
+            let v: Value = serde_json::from_slice(&bytes).unwrap();
+            if let Some(s) = v["s"].as_u64() {
+                self.seq = Some(s);
+            }
+            return Ok(v);
+        }
+    }
+
+    /// Skips payloads until a dispatch named `t`.
+    pub async fn until(&mut self, t: &str) -> Value {
+        loop {
+            let v = self.recv().await;
+            if v["t"] == t {
+                return v;
+            }
+        }
+    }
+
+    /// Skips payloads until the connection closes; returns the close.
+    pub async fn closed(&mut self) -> Closed {
+        loop {
+            if let Err(c) = self.next().await {
+                return c;
+            }
+        }
+    }
+
+    pub async fn identify(&mut self, token: &str, intents: u64) -> Value {
+        self.send(
+            json!({"op": 2, "d": {"token": token, "intents": intents, "properties": {"os": "linux", "browser": "it", "device": "it"}}}),
+        )
+        .await;
+        let ready = self.recv().await;
+        assert_eq!(ready["t"], "READY", "{ready}");
+        ready
+    }
+
+    pub async fn close_abruptly(self) {
+        // Dropping the stream closes the TCP connection without a close frame.
+        drop(self.ws);
+    }
+
+    pub async fn close_with(&mut self, code: u16) {
+        let frame = tokio_tungstenite::tungstenite::protocol::CloseFrame { code: WsCode::from(code), reason: "".into() };
+        self.ws.send(Message::Close(Some(frame))).await.unwrap();
+    }
+}

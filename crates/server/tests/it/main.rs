@@ -1,0 +1,8 @@
+//! Integration tests of the throng server, one binary. Each module reads as
+//! a part of the spec: REST routes, the gateway state machine, resume,
+//! intents, fan-out order, durability.
+
+mod common;
+mod durability;
+mod gateway;
+mod rest;

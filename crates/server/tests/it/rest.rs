@@ -1,0 +1,211 @@
+//! REST routes: status codes, bodies, permissions, limits.
+
+use reqwest::Method;
+use serde_json::json;
+
+use crate::common::*;
+
+#[tokio::test]
+async fn json_content_type_is_exact_and_gateway_routes_answer() {
+    let t = TestServer::start().await;
+    let (bot, _, _) = t.bot("b").await;
+    for prefix in ["/api/v10", "/api/v9", "/api"] {
+        let r = t.http.get(format!("{}{prefix}/gateway", t.base.trim_end_matches("/api/v10"))).send().await.unwrap();
+        assert_eq!(r.headers()["content-type"], "application/json");
+        let v: serde_json::Value = r.json().await.unwrap();
+        assert!(v["url"].as_str().unwrap().starts_with("ws://"));
+    }
+    let (s, v) = t.get("/gateway/bot", &bot).await;
+    assert_eq!(s, 200);
+    for k in ["total", "remaining", "reset_after", "max_concurrency"] {
+        assert!(v["session_start_limit"][k].is_number(), "{k}");
+    }
+    let (s, v) = t.get("/oauth2/applications/@me", &bot).await;
+    assert_eq!(s, 200);
+    for k in ["id", "name", "description", "icon", "bot_public", "bot_require_code_grant", "verify_key", "owner"] {
+        assert!(v.get(k).is_some(), "application.{k}");
+    }
+    let (s, v) = t.get("/users/@me", &bot).await;
+    assert_eq!((s, v["bot"].as_bool()), (200, Some(true)));
+    let (s, v, _) = t.req(Method::GET, "/users/@me", None, None).await;
+    assert_eq!((s, v["code"].as_u64()), (401, Some(0)));
+    // A bot token without its "Bot " prefix is not accepted.
+    let (s, _) = t.get("/users/@me", bot.trim_start_matches("Bot ")).await;
+    assert_eq!(s, 401);
+    let (s, v) = t.get("/no/such/route", &bot).await;
+    assert_eq!((s, v["message"].as_str()), (404, Some("404: Not Found")));
+}
+
+#[tokio::test]
+async fn accounts_register_login_and_errors() {
+    let t = TestServer::start().await;
+    let (tok, id) = t.user("alice").await;
+    let (s, v) = t.get("/users/@me", &tok).await;
+    assert_eq!((s, v["id"].as_str()), (200, Some(id.as_str())));
+    let (s, v, _) = t.req(Method::POST, "/auth/register", None, Some(json!({"username": "alice", "password": "another pw"}))).await;
+    assert_eq!((s, v["code"].as_u64()), (400, Some(50035)));
+    assert!(v["errors"]["username"]["_errors"][0]["code"].is_string());
+    let (s, v, _) = t.req(Method::POST, "/auth/login", None, Some(json!({"login": "alice", "password": "wrong password"}))).await;
+    assert_eq!((s, v["code"].as_u64()), (400, Some(50035)));
+    let (s, v, _) = t.req(Method::POST, "/auth/login", None, Some(json!({"login": "alice", "password": "correct horse"}))).await;
+    assert_eq!(s, 200);
+    assert_ne!(v["token"].as_str().unwrap(), tok, "a fresh token per login");
+    let r = t.http.post(format!("{}/auth/register", t.base)).header("content-type", "application/json").body("{oops").send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(r.json::<serde_json::Value>().await.unwrap()["code"], 50109);
+    let (s, v, _) = t.req(Method::POST, "/auth/register", None, Some(json!({"username": "x", "password": "short"}))).await;
+    assert_eq!((s, v["code"].as_u64()), (400, Some(50035)));
+}
+
+#[tokio::test]
+async fn guild_permissions() {
+    let t = TestServer::start().await;
+    let w = t.world().await;
+    let (stranger, _) = t.user("stranger").await;
+    let g = format!("/guilds/{}", w.guild);
+    assert_eq!(t.get(&g, &w.owner).await.0, 200);
+    let (s, v) = t.get(&g, &stranger).await;
+    assert_eq!((s, v["code"].as_u64()), (403, Some(50001)));
+    let (s, v) = t.get("/guilds/123", &w.owner).await;
+    assert_eq!((s, v["code"].as_u64()), (404, Some(10004)));
+    let (s, v) = t.get(&format!("/channels/{}/messages", w.channel), &stranger).await;
+    assert_eq!((s, v["code"].as_u64()), (403, Some(50001)));
+    // A member that is not the owner cannot manage the guild.
+    let (s, v, _) = t.req(Method::PATCH, &g, Some(&w.bot_auth), Some(json!({"name": "mine now"}))).await;
+    assert_eq!((s, v["code"].as_u64()), (403, Some(50013)));
+    let (s, v, _) = t.req(Method::PATCH, &g, Some(&w.owner), Some(json!({"name": "renamed"}))).await;
+    assert_eq!((s, v["name"].as_str()), (200, Some("renamed")));
+    let (s, _) = t.post(&format!("{g}/channels"), &w.bot_auth, json!({"name": "nope"})).await;
+    assert_eq!(s, 403);
+    let (s, c) = t.post(&format!("{g}/channels"), &w.owner, json!({"name": "second", "type": 0})).await;
+    assert_eq!((s, c["name"].as_str()), (201, Some("second")));
+    let (s, v) = t.get(&format!("{g}/channels"), &w.bot_auth).await;
+    assert_eq!((s, v.as_array().unwrap().len()), (200, 2));
+    let (s, v) = t.get("/channels/1", &w.owner).await;
+    assert_eq!((s, v["code"].as_u64()), (404, Some(10003)));
+    // Members.
+    let (s, v) = t.get(&format!("{g}/members?limit=10"), &w.bot_auth).await;
+    assert_eq!((s, v.as_array().unwrap().len()), (200, 2));
+    let (s, v) = t.get(&format!("{g}/members/{}", w.bot_id), &w.owner).await;
+    assert_eq!((s, v["user"]["id"].as_str()), (200, Some(w.bot_id.as_str())));
+    let (s, _, _) = t.req(Method::PUT, &format!("{g}/members/{}", w.owner_id), Some(&w.bot_auth), Some(json!({}))).await;
+    assert_eq!(s, 403, "only the owner adds members");
+    let (s, _, _) = t.req(Method::PUT, &format!("{g}/members/{}", w.bot_id), Some(&w.owner), Some(json!({}))).await;
+    assert_eq!(s, 204, "already a member");
+    let (s, v) = t.get("/users/@me/guilds", &w.bot_auth).await;
+    assert_eq!((s, v[0]["id"].as_str(), v[0]["owner"].as_bool()), (200, Some(w.guild.as_str()), Some(false)));
+    // Only the owner deletes.
+    assert_eq!(t.req(Method::DELETE, &g, Some(&w.bot_auth), None).await.0, 403);
+    assert_eq!(t.req(Method::DELETE, &g, Some(&w.owner), None).await.0, 204);
+    assert_eq!(t.get(&g, &w.owner).await.0, 404);
+}
+
+#[tokio::test]
+async fn messages_crud_and_listing() {
+    let t = TestServer::start().await;
+    let w = t.world().await;
+    let path = format!("/channels/{}/messages", w.channel);
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let m = t.say(&w.owner, &w.channel, &format!("m{i}")).await;
+        assert_eq!(m["author"]["id"], w.owner_id.as_str());
+        assert!(m["timestamp"].as_str().unwrap().ends_with("+00:00"));
+        ids.push(m["id"].as_str().unwrap().to_string());
+    }
+    let contents =
+        |v: &serde_json::Value| v.as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let (_, v) = t.get(&format!("{path}?limit=3"), &w.bot_auth).await;
+    assert_eq!(contents(&v), ["m4", "m3", "m2"]);
+    let (_, v) = t.get(&format!("{path}?before={}", ids[2]), &w.bot_auth).await;
+    assert_eq!(contents(&v), ["m1", "m0"]);
+    let (_, v) = t.get(&format!("{path}?after={}&limit=2", ids[1]), &w.bot_auth).await;
+    assert_eq!(contents(&v), ["m3", "m2"]);
+    let (_, v) = t.get(&format!("{path}?around={}&limit=3", ids[2]), &w.bot_auth).await;
+    assert_eq!(contents(&v), ["m3", "m2", "m1"]);
+    let (s, _) = t.get(&format!("{path}?limit=101"), &w.bot_auth).await;
+    assert_eq!(s, 400);
+
+    let (s, v) = t.post(&path, &w.owner, json!({"content": ""})).await;
+    assert_eq!((s, v["code"].as_u64()), (400, Some(50006)));
+    let (s, v) = t.post(&path, &w.owner, json!({"content": "x".repeat(2001)})).await;
+    assert_eq!((s, v["code"].as_u64()), (400, Some(50035)));
+    // Ids as integers are accepted (discord.py sends them so).
+    let (s, v) = t
+        .post(&path, &w.bot_auth, json!({"content": "reply", "nonce": "123", "enforce_nonce": true, "tts": false, "message_reference": {"message_id": ids[0].parse::<u64>().unwrap(), "channel_id": w.channel.parse::<u64>().unwrap()}}))
+        .await;
+    assert_eq!((s, v["type"].as_u64()), (200, Some(19)), "{v}");
+
+    let one = format!("{path}/{}", ids[0]);
+    let (s, v, _) = t.req(Method::PATCH, &one, Some(&w.bot_auth), Some(json!({"content": "hijack"}))).await;
+    assert_eq!((s, v["code"].as_u64()), (403, Some(50005)));
+    let (s, v, _) = t.req(Method::PATCH, &one, Some(&w.owner), Some(json!({"content": "edited"}))).await;
+    assert_eq!((s, v["content"].as_str()), (200, Some("edited")));
+    assert!(v["edited_timestamp"].is_string());
+    assert_eq!(t.get(&one, &w.bot_auth).await.1["content"], "edited");
+    assert_eq!(t.req(Method::DELETE, &one, Some(&w.bot_auth), None).await.0, 403, "not the author, no MANAGE_MESSAGES");
+    assert_eq!(t.req(Method::DELETE, &one, Some(&w.owner), None).await.0, 204);
+    let (s, v) = t.get(&one, &w.owner).await;
+    assert_eq!((s, v["code"].as_u64()), (404, Some(10008)));
+}
+
+#[tokio::test]
+async fn multipart_payload_json_and_body_limit() {
+    let t = TestServer::start_with(|c| c.limits.max_body_bytes = 64 * 1024).await;
+    let w = t.world().await;
+    let url = format!("{}/channels/{}/messages", t.base, w.channel);
+    let form = reqwest::multipart::Form::new()
+        .text("payload_json", json!({"content": "with file"}).to_string())
+        .part("files[0]", reqwest::multipart::Part::bytes(b"hello".to_vec()).file_name("a.txt"));
+    let r = t.http.post(&url).header("authorization", &w.owner).multipart(form).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["content"], "with file");
+    assert_eq!(v["attachments"][0]["filename"], "a.txt");
+    assert_eq!(v["attachments"][0]["size"], 5);
+    let big = json!({"content": "x".repeat(100 * 1024)}).to_string();
+    let r = t.http.post(&url).header("authorization", &w.owner).header("content-type", "application/json").body(big).send().await.unwrap();
+    assert_eq!(r.status(), 413);
+    assert_eq!(r.json::<serde_json::Value>().await.unwrap()["code"], 40005);
+}
+
+#[tokio::test]
+async fn rate_limits_answer_429_with_discord_headers() {
+    let t = TestServer::start_with(|c| {
+        c.limits.rest_requests_per_window = 3;
+        c.limits.rest_window_ms = 60_000;
+    })
+    .await;
+    let (bot, _, _) = t.bot("limited").await;
+    for left in ["2", "1", "0"] {
+        let (s, _, h) = t.req(Method::GET, "/users/@me", Some(&bot), None).await;
+        assert_eq!(s, 200);
+        assert_eq!(h["x-ratelimit-remaining"], left);
+        for k in ["x-ratelimit-limit", "x-ratelimit-reset", "x-ratelimit-reset-after", "x-ratelimit-bucket"] {
+            assert!(h.contains_key(k), "{k}");
+        }
+    }
+    let (s, v, h) = t.req(Method::GET, "/users/@me", Some(&bot), None).await;
+    assert_eq!(s, 429);
+    assert!(h.contains_key("retry-after") && h.contains_key("via"));
+    assert!(v["retry_after"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["global"], false);
+}
+
+#[tokio::test]
+async fn invites_create_get_accept() {
+    let t = TestServer::start().await;
+    let w = t.world().await;
+    let (s, inv) = t.post(&format!("/channels/{}/invites", w.channel), &w.owner, json!({"max_uses": 1})).await;
+    assert_eq!(s, 200);
+    let code = inv["code"].as_str().unwrap();
+    let (s, v, _) = t.req(Method::GET, &format!("/invites/{code}"), None, None).await;
+    assert_eq!((s, v["guild"]["id"].as_str()), (200, Some(w.guild.as_str())));
+    let (s, v) = t.post(&format!("/invites/{code}"), &w.bot_auth, json!({})).await;
+    assert_eq!((s, v["code"].as_u64()), (403, Some(20001)), "bots cannot accept invites");
+    let (joiner, _) = t.user("joiner").await;
+    assert_eq!(t.post(&format!("/invites/{code}"), &joiner, json!({})).await.0, 200);
+    assert_eq!(t.get(&format!("/guilds/{}", w.guild), &joiner).await.0, 200, "joined");
+    let (late, _) = t.user("late").await;
+    let (s, v) = t.post(&format!("/invites/{code}"), &late, json!({})).await;
+    assert_eq!((s, v["code"].as_u64()), (404, Some(10006)), "max_uses reached");
+}
