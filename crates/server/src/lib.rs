@@ -24,6 +24,7 @@ pub mod http;
 pub mod listener;
 pub mod node;
 pub mod presence;
+pub mod seed;
 
 pub use config::Config;
 pub use node::Node;

@@ -53,6 +53,29 @@ enum Cmd {
         #[arg(long)]
         process_id: Option<u8>,
     },
+    /// Bulk-create users, guilds and memberships in the store and write a
+    /// fixture JSON with every token and id (for large guilds and load tests).
+    Seed {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long)]
+        users: usize,
+        #[arg(long)]
+        guilds: usize,
+        #[arg(long, default_value_t = 5)]
+        memberships_per_user: usize,
+        /// Add one guild holding the first H users.
+        #[arg(long, default_value_t = 0)]
+        huge_guild_members: usize,
+        #[arg(long, default_value_t = 1)]
+        channels_per_guild: usize,
+        /// Seed of the random membership assignment (reproducible fixtures).
+        #[arg(long, default_value_t = 1)]
+        rng_seed: u64,
+        /// Where to write the fixture JSON.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Manage bot accounts.
     Bot {
         #[command(subcommand)]
@@ -111,6 +134,30 @@ async fn main() -> anyhow::Result<()> {
             shutdown_signal().await;
             tracing::info!("shutting down: sending RECONNECT to sessions");
             server.shutdown().await;
+        }
+        Cmd::Seed { common, users, guilds, memberships_per_user, huge_guild_members, channels_per_guild, rng_seed, out } => {
+            if guilds == 0 && huge_guild_members == 0 {
+                anyhow::bail!("--guilds must be at least 1 (or give --huge-guild-members)");
+            }
+            let c = load(&common)?;
+            let started = std::time::Instant::now();
+            let spec = server::seed::SeedSpec { users, guilds, memberships_per_user, huge_guild_members, channels_per_guild, rng_seed };
+            let ids = protocol::SnowflakeGen::new(c.worker_id, 30);
+            let (rows, fixture) = server::seed::build(&spec, &ids);
+            let memberships: usize = rows.guilds.iter().map(|g| g.members.len()).sum();
+            let store = store::sqlite::SqliteStore::open(&c.data_dir, &store::sqlite::SqliteOptions::default())
+                .await
+                .context("opening the data directory")?;
+            store::Store::bulk_load(&store, &rows).await.context("bulk insert")?;
+            let file = std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?;
+            serde_json::to_writer(std::io::BufWriter::new(file), &fixture).context("writing the fixture")?;
+            println!(
+                "seeded {} users, {} guilds, {memberships} memberships in {:.1} s; fixture: {}",
+                rows.users.len(),
+                rows.guilds.len(),
+                started.elapsed().as_secs_f64(),
+                out.display()
+            );
         }
         Cmd::Bot { cmd: BotCmd::Create { name, common } } => {
             let c = load(&common)?;

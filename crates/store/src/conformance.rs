@@ -33,6 +33,31 @@ pub async fn run_all(s: &dyn Store) {
     guilds_channels_members(s).await;
     messages(s).await;
     invites(s).await;
+    bulk(s).await;
+}
+
+async fn bulk(s: &dyn Store) {
+    let users: Vec<UserRecord> = (0..5000u64).map(|n| user(10_000 + n, &format!("bulk{n}"), false)).collect();
+    let tokens = users.iter().map(|u| ([(u.id.0 % 251) as u8; 32], u.id)).take(1).collect();
+    let g = GuildRecord {
+        id: GuildId(9_000),
+        name: "bulk".into(),
+        icon: None,
+        description: None,
+        owner_id: UserId(10_000),
+        system_channel_id: None,
+        created_at: 1,
+    };
+    let members = users
+        .iter()
+        .map(|u| MemberRecord { guild_id: GuildId(9_000), user_id: u.id, nick: None, roles: vec![], joined_at: 1, flags: 0 })
+        .collect();
+    s.bulk_load(&BulkLoad { users: users.clone(), tokens, guilds: vec![NewGuild { guild: g, roles: vec![], channels: vec![], members }] })
+        .await
+        .unwrap();
+    assert_eq!(s.load_guild(GuildId(9_000)).await.unwrap().unwrap().members.len(), 5000);
+    assert_eq!(s.user_by_token(&[(10_000u64 % 251) as u8; 32]).await.unwrap().unwrap().id, UserId(10_000));
+    assert_eq!(s.guilds_of_user(UserId(14_999)).await.unwrap(), vec![GuildId(9_000)]);
 }
 
 async fn users_and_tokens(s: &dyn Store) {

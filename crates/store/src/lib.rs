@@ -56,6 +56,9 @@ pub trait Store: Send + Sync + 'static {
     async fn create_application(&self, app: &ApplicationRecord) -> Result<()>;
     async fn application_of_bot(&self, bot: UserId) -> Result<Option<ApplicationRecord>>;
 
+    /// Inserts users, tokens and whole guilds in one transaction (seeding).
+    async fn bulk_load(&self, b: &BulkLoad) -> Result<()>;
+
     // Guilds.
     /// Creates a guild with its roles, channels and first members in one transaction.
     async fn create_guild(&self, g: &NewGuild) -> Result<()>;

@@ -131,3 +131,12 @@ pub struct GuildSnapshot {
     pub channels: Vec<ChannelRecord>,
     pub members: Vec<(MemberRecord, UserRecord)>,
 }
+
+/// Rows inserted in bulk by the seeding tool, in one transaction.
+#[derive(Clone, Debug, Default)]
+pub struct BulkLoad {
+    pub users: Vec<UserRecord>,
+    /// (token hash, user).
+    pub tokens: Vec<([u8; 32], UserId)>,
+    pub guilds: Vec<NewGuild>,
+}

@@ -15,7 +15,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use protocol::{ApplicationId, ChannelId, GuildId, MessageId, RoleId, UserId};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{FromRow, Row, SqlitePool};
+use sqlx::{FromRow, QueryBuilder, Row, Sqlite, SqlitePool};
 
 use crate::*;
 
@@ -432,6 +432,66 @@ impl Store for SqliteStore {
             })
         })
         .transpose()
+    }
+
+    async fn bulk_load(&self, b: &BulkLoad) -> Result<()> {
+        // Rows per multi-row INSERT: well under SQLite's 32766 bound variables.
+        const ROWS: usize = 2000;
+        let mut tx = self.writer.begin().await?;
+        for chunk in b.users.chunks(ROWS) {
+            let mut q = QueryBuilder::<Sqlite>::new("INSERT INTO users (id, username, global_name, avatar, bot, flags, created_at) ");
+            q.push_values(chunk, |mut r, u| {
+                r.push_bind(i(u.id))
+                    .push_bind(&u.username)
+                    .push_bind(&u.global_name)
+                    .push_bind(&u.avatar)
+                    .push_bind(u.bot)
+                    .push_bind(u.flags as i64)
+                    .push_bind(u.created_at as i64);
+            });
+            q.build().execute(&mut *tx).await?;
+        }
+        for chunk in b.tokens.chunks(ROWS) {
+            let mut q = QueryBuilder::<Sqlite>::new("INSERT INTO tokens (hash, user_id, created_at) ");
+            q.push_values(chunk, |mut r, (h, u)| {
+                r.push_bind(&h[..]).push_bind(i(*u)).push_bind(0i64);
+            });
+            q.build().execute(&mut *tx).await?;
+        }
+        for g in &b.guilds {
+            sqlx::query(
+                "INSERT INTO guilds (id, name, icon, description, owner_id, system_channel_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(i(g.guild.id))
+            .bind(&g.guild.name)
+            .bind(&g.guild.icon)
+            .bind(&g.guild.description)
+            .bind(i(g.guild.owner_id))
+            .bind(g.guild.system_channel_id.map(i))
+            .bind(g.guild.created_at as i64)
+            .execute(&mut *tx)
+            .await?;
+            for r in &g.roles {
+                insert_role(&mut *tx, r).await?;
+            }
+            for c in &g.channels {
+                insert_channel(&mut *tx, c).await?;
+            }
+            for chunk in g.members.chunks(ROWS) {
+                let mut q = QueryBuilder::<Sqlite>::new("INSERT INTO members (guild_id, user_id, nick, roles, joined_at, flags) ");
+                q.push_values(chunk, |mut r, m| {
+                    r.push_bind(i(m.guild_id))
+                        .push_bind(i(m.user_id))
+                        .push_bind(&m.nick)
+                        .push_bind(ids_json(&m.roles.iter().map(|r| r.0).collect::<Vec<_>>()))
+                        .push_bind(m.joined_at as i64)
+                        .push_bind(m.flags as i64);
+                });
+                q.build().execute(&mut *tx).await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(())
     }
 
     async fn create_guild(&self, g: &NewGuild) -> Result<()> {
