@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what the tests need and runs every test: formatting, lints, the
+# Rust test suites, and the real-client compatibility suite (discord.py and
+# discord.js, installed pinned by tests/compat/setup.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '\n== %s\n' "$*"; }
+
+# System packages: the system zlib (per-connection deflate uses it directly).
+if ! pkg-config --exists zlib 2>/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    say "installing zlib1g-dev and pkg-config"
+    apt-get update -qq && apt-get install -y -qq zlib1g-dev pkg-config
+  else
+    echo "zlib development files are missing: install zlib1g-dev and pkg-config" >&2
+    exit 1
+  fi
+fi
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+say "cargo fmt --check"
+cargo fmt --all --check
+say "cargo clippy"
+cargo clippy --locked --all-targets -- -D warnings
+say "cargo build (binaries)"
+cargo build --locked --bins
+say "cargo test"
+cargo test --locked --workspace
+say "compatibility with real client libraries"
+THRONG_BIN="$PWD/target/debug/throng" scripts/compat.sh
