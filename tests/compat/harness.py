@@ -30,6 +30,23 @@ from collections import deque
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+
+# Whole-run time budget: every wait is clamped to it, so a badly broken server makes the suite
+# fail fast instead of running into the CI timeout (set the start with start_budget()).
+_BUDGET_DEADLINE = None
+
+
+def start_budget(seconds: float) -> None:
+    global _BUDGET_DEADLINE
+    _BUDGET_DEADLINE = time.monotonic() + seconds
+
+
+def budget_left() -> float:
+    return float("inf") if _BUDGET_DEADLINE is None else max(0.0, _BUDGET_DEADLINE - time.monotonic())
+
+
+def _clamp(timeout: float) -> float:
+    return min(timeout, budget_left())
 DEFAULT_BIN = "/work/main/target/debug/throng"
 
 
@@ -166,7 +183,8 @@ def _short(x, n=300):
 
 
 class Server:
-    def __init__(self, bin_path: str, workdir: Path, heartbeat_ms: int = 5000):
+    def __init__(self, bin_path: str, workdir: Path, heartbeat_ms: int = 5000, extra_args=()):
+        self.extra_args = list(extra_args)
         self.bin = bin_path
         self.workdir = workdir
         self.data_dir = workdir / "data"
@@ -186,6 +204,7 @@ class Server:
             "--data-dir", str(self.data_dir),
             "--admin-token", self.admin,
             "--heartbeat-interval-ms", str(self.heartbeat_ms),
+            *self.extra_args,
         ]
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "info")
@@ -389,7 +408,7 @@ class RawGateway:
 
     def wait_for(self, pred, timeout: float, start: int = 0):
         """Return the first frame at index >= start satisfying pred, or None after timeout."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + _clamp(timeout)
         i = start
         with self.cond:
             while True:
@@ -479,7 +498,7 @@ class BotProcess:
             self.cond.notify_all()
 
     def wait_for(self, pred, timeout: float, start: int = 0):
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + _clamp(timeout)
         i = start
         with self.cond:
             while True:

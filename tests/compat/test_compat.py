@@ -36,7 +36,7 @@ from typing import Optional
 
 import pytest
 
-from harness import HERE, DEFAULT_BIN, BotProcess, RawGateway, Rest, RestError, Server, server_log_excerpt, tail_file
+from harness import HERE, DEFAULT_BIN, BotProcess, budget_left, start_budget, RawGateway, Rest, RestError, Server, server_log_excerpt, tail_file
 
 HUMAN_INTENTS = 1 | 512 | 32768
 READY_TIMEOUT = 35.0  # djs waitGuildTimeout is 15 s, dpy chunk timeout 5 s; READY itself should be ~instant
@@ -122,8 +122,12 @@ def _artifacts_root() -> Path:
     return p
 
 
+BUDGET_S = float(os.environ.get("COMPAT_BUDGET_S", "270"))
+
+
 @pytest.fixture(scope="session")
 def artifacts_root():
+    start_budget(BUDGET_S)
     p = _artifacts_root()
     print(f"\n[compat] artifacts (server log, bot stdout/stderr, gateway transcripts): {p}")
     return p
@@ -165,6 +169,8 @@ class Env:
     bot_id: str = ""
     human_token: str = ""
     human_id: str = ""
+    human_name: str = ""
+    human_password: str = ""
     guild_id: str = ""
     channel_id: str = ""
     human_gw: Optional[RawGateway] = None
@@ -246,18 +252,18 @@ class Env:
         return ev
 
 
-@pytest.fixture(scope="module", params=VARIANTS, ids=lambda v: v.name)
-def env(request, throng_bin, artifacts_root):
-    v: Variant = request.param
-    why = v.availability()
-    if why:
-        if v.optional or os.environ.get("COMPAT_STRICT") != "1":
-            pytest.skip(f"variant {v.name} unavailable: {why}")
-        pytest.fail(f"variant {v.name} unavailable: {why}")
+@pytest.fixture(autouse=True)
+def _budget_guard():
+    if budget_left() <= 0:
+        pytest.fail(f"suite time budget of {BUDGET_S:.0f}s (COMPAT_BUDGET_S) exhausted; not running this test",
+                    pytrace=False)
+    yield
 
-    workdir = artifacts_root / v.name
+
+def build_env(v: Variant, throng_bin: str, workdir: Path, server_args=(), bot_env=None) -> Env:
+    """Fresh server + bot + human + guild (+ bot added) + human raw gateway + library bot process."""
     workdir.mkdir(parents=True, exist_ok=True)
-    server = Server(throng_bin, workdir, heartbeat_ms=HEARTBEAT_MS)
+    server = Server(throng_bin, workdir, heartbeat_ms=HEARTBEAT_MS, extra_args=list(server_args))
     rest_log: list = []
     e = Env(variant=v, workdir=workdir, server=server, rest=Rest(server.base, rest_log), rest_log=rest_log)
     try:
@@ -265,9 +271,10 @@ def env(request, throng_bin, artifacts_root):
         e.bot_token = server.create_bot(f"compat-{v.name}")
         _, me, _ = e.rest.request("GET", "/api/v10/users/@me", auth=f"Bot {e.bot_token}", expect=(200,))
         e.bot_id = str(me["id"])
-        uname = f"human_{v.name.replace('-', '_')}_{secrets.token_hex(3)}"
-        _, reg, _ = e.rest.request("POST", "/api/v10/auth/register", {"username": uname, "password": "pw-" + secrets.token_hex(8)},
-                                   expect=(200, 201))
+        e.human_name = f"human_{v.name.replace('-', '_')}_{secrets.token_hex(3)}"
+        e.human_password = "pw-" + secrets.token_hex(8)
+        _, reg, _ = e.rest.request("POST", "/api/v10/auth/register",
+                                   {"username": e.human_name, "password": e.human_password}, expect=(200, 201))
         e.human_token = reg["token"]
         _, hme, _ = e.rest.request("GET", "/api/v10/users/@me", auth=e.human_token, expect=(200,))
         e.human_id = str(hme["id"])
@@ -285,13 +292,28 @@ def env(request, throng_bin, artifacts_root):
                                 workdir / "human_gateway.log")
         e.human_gw.start()
 
-        e.bot = BotProcess(f"bot-{v.name}", e.bot_cmd(e.bot_token), workdir)
+        e.bot = BotProcess(f"bot-{v.name}", e.bot_cmd(e.bot_token), workdir, env=bot_env)
         e.bot.start()
     except (AssertionError, RestError, KeyError, TypeError) as exc:
         msg = f"[{v.name}] environment setup failed: {type(exc).__name__}: {exc}\n\n{e.diag(('rest', 'server'))}"
         _teardown(e)
         pytest.fail(msg, pytrace=False)
+    return e
 
+
+def check_available(v: Variant):
+    why = v.availability()
+    if why:
+        if v.optional or os.environ.get("COMPAT_STRICT") != "1":
+            pytest.skip(f"variant {v.name} unavailable: {why}")
+        pytest.fail(f"variant {v.name} unavailable: {why}")
+
+
+@pytest.fixture(scope="module", params=VARIANTS, ids=lambda v: v.name)
+def env(request, throng_bin, artifacts_root):
+    v: Variant = request.param
+    check_available(v)
+    e = build_env(v, throng_bin, artifacts_root / v.name)
     yield e
     _teardown(e)
 
@@ -333,6 +355,15 @@ def test_0_human_raw_gateway(env: Env):
         problems.append(f"resume_gateway_url {rgu!r} must be a ws(s):// URL without query")
     if env.guild_id not in [str(g.get("id")) for g in d.get("guilds") or []]:
         problems.append(f"READY.d.guilds does not list guild {env.guild_id}: {d.get('guilds')!r}")
+    # /auth/login returns a token for the same user
+    try:
+        _, login, _ = env.rest.request("POST", "/api/v10/auth/login",
+                                       {"username": env.human_name, "password": env.human_password}, expect=(200,))
+        _, me2, _ = env.rest.request("GET", "/api/v10/users/@me", auth=login["token"], expect=(200,))
+        if str(me2.get("id")) != env.human_id:
+            problems.append(f"/auth/login token belongs to user {me2.get('id')}, expected {env.human_id}")
+    except (RestError, KeyError, TypeError) as exc:
+        problems.append(f"/auth/login: {type(exc).__name__}: {exc}")
     gc = gw.wait_for(lambda f: f.get("t") == "GUILD_CREATE" and str(f["d"]["id"]) == env.guild_id, 10)
     if gc is None:
         problems.append(f"no GUILD_CREATE for guild {env.guild_id} on the human session")
@@ -590,3 +621,61 @@ def test_5_no_library_errors_and_sessions_healthy(env: Env):
         problems.append(f"server sent {len(binary)} BINARY frame(s) to an uncompressed session")
     if problems:
         env.fail("problems during the run:\n  " + "\n  ".join(problems), ("bot", "server"))
+
+
+def _serve_supports(throng_bin: str, flag: str) -> bool:
+    try:
+        r = subprocess.run([throng_bin, "serve", "--help"], capture_output=True, text=True, timeout=20)
+    except Exception:
+        return False
+    return flag in r.stdout + r.stderr
+
+
+RESUME_WINDOW_MS = 200  # < discord.js's fixed 500 ms reconnect delay and the dpy bot's 1000 ms resume delay
+
+
+def test_6_expired_session_reidentify(env: Env, throng_bin, artifacts_root):
+    """Session expired before the library came back: the server must answer RESUME with op 9 d=false
+    (a boolean), and the library must re-IDENTIFY, get a new READY and work again (discord-compat 1.6.4).
+    Uses its own server started with --resume-window-ms (a throng flag beyond the minimal contract)."""
+    v = env.variant
+    env.require_ready()  # fail fast if the library never worked in the main environment
+    if not _serve_supports(throng_bin, "--resume-window-ms"):
+        pytest.skip("throng serve has no --resume-window-ms flag")
+    e2 = build_env(v, throng_bin, artifacts_root / v.name / "expired",
+                   server_args=["--resume-window-ms", str(RESUME_WINDOW_MS)])
+    try:
+        e2.require_ready()
+        bmark = e2.bot.mark()
+        ready_kind = "ready" if v.kind == "dpy" else "shard_ready"
+        readies_before = len(e2.bot.find(ready_kind))
+        _, body, _ = e2.req("POST", "/api/v10/_throng/admin/drop-sessions", {"user_id": e2.bot_id},
+                            headers={"X-Throng-Admin-Token": e2.server.admin}, expect=(200,), timeout=15)
+        if not isinstance(body, dict) or not isinstance(body.get("dropped"), int) or body["dropped"] < 1:
+            e2.fail(f"drop-sessions hook returned {body!r}")
+        # dpy: reconnect after 1 s, op 9, then before_identify_hook sleeps 5 s, READY, 2 s guild wait;
+        # djs: 500 ms, op 9, 500 ms, identify throttle (~5 s + jitter)
+        ev = e2.bot.wait_for(lambda x: x["event"] in ("fatal", "login_error", "resumed")
+                             or (x["event"] == ready_kind and len(e2.bot.find(ready_kind)) > readies_before),
+                             40, start=bmark)
+        after = e2.bot.events[bmark:]
+        ops9 = [x.get("d") for x in after if x.get("event") == "raw_op" and x.get("op") == 9]
+        if ev is not None and ev["event"] == "resumed":
+            e2.fail(f"library RESUMED {RESUME_WINDOW_MS} ms-window session after >= 500 ms: the resume window "
+                    f"(--resume-window-ms {RESUME_WINDOW_MS}) was not enforced")
+        if ev is None or ev["event"] != ready_kind:
+            e2.fail(f"library did not become ready again after its expired session was rejected "
+                    f"(op 9 payloads seen: {ops9}; new READY dispatches: "
+                    f"{len([x for x in after if x.get('event') == 'raw' and x.get('t') == 'READY'])})")
+        if not ops9:
+            e2.fail("library re-identified but never saw op 9 INVALID_SESSION for its RESUME")
+        if ops9[0] is not False:
+            e2.fail(f"op 9 INVALID_SESSION d={ops9[0]!r}; must be the boolean false for an expired session")
+        m = e2.bot.mark()
+        ping = e2.post_message("ping")
+        rs = e2.bot.wait_for(lambda x: x["event"] == "reply_sent" and x.get("reference_id") == str(ping["id"]),
+                             STEP_TIMEOUT, start=m)
+        if rs is None:
+            e2.fail("after re-identifying, the bot did not answer a new 'ping'")
+    finally:
+        _teardown(e2)

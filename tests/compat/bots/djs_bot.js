@@ -70,6 +70,8 @@ emit('start', { lib: 'discord.js', version: djs.version, zlib_sync: zlibSync, ap
 client.on(Events.Debug, msg => {
   process.stderr.write(`${new Date().toISOString()} [debug] ${msg}\n`);
   if (/Heartbeat acknowledged/.test(msg)) emit('heartbeat_ack');
+  const inv = /Invalid session; will attempt to resume: (\S+)/.exec(msg);
+  if (inv) emit('raw_op', { op: 9, d: inv[1] === 'true' ? true : inv[1] === 'false' ? false : inv[1] });
   const m = /compression: ([\w-]+)/.exec(msg);
   if (m && compression === null) {
     compression = m[1];

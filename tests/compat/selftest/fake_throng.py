@@ -98,6 +98,7 @@ class Session:
         self.ws = None
         self.enc = None
         self.compress = compress
+        self.detached_at = None
 
     def make_encoder(self, compress):
         self.compress = compress
@@ -182,6 +183,18 @@ def make_app(st: State):
         b = await request.json()
         uid = snow()
         st.users[uid] = user_obj(uid, b["username"], False)
+        tok = "u." + secrets.token_urlsafe(24)
+        st.tokens[tok] = uid
+        st.passwords[uid] = b.get("password")
+        return jresp({"token": tok, "user_id": uid})
+
+    @routes.post("/api/v10/auth/login")
+    async def login(request):
+        b = await request.json()
+        uid = next((u for u, p in st.passwords.items() if st.users[u]["username"] == b.get("username")
+                    and p == b.get("password")), None)
+        if uid is None:
+            return jresp({"message": "Invalid login", "code": 50035}, 400)
         tok = "u." + secrets.token_urlsafe(24)
         st.tokens[tok] = uid
         return jresp({"token": tok, "user_id": uid})
@@ -270,6 +283,7 @@ def make_app(st: State):
         for s in list(st.sessions.values()):
             if s.user["id"] == uid and s.ws is not None and not s.ws.closed:
                 ws, s.ws = s.ws, None
+                s.detached_at = time.monotonic()
                 await ws.close(code=4000, message=b"dropped by admin")
                 n += 1
         return jresp({"dropped": n})
@@ -317,10 +331,13 @@ def make_app(st: State):
             elif op == 6:
                 s = st.sessions.get(d.get("session_id"))
                 st.load_bots()
-                if "no_resume" in BUGS or s is None or st.tokens.get(str(d.get("token", "")).removeprefix("Bot ")) != s.user["id"]:
+                expired = s is not None and s.detached_at is not None and \
+                    time.monotonic() - s.detached_at > st.resume_window
+                if "no_resume" in BUGS or s is None or expired or st.tokens.get(str(d.get("token", "")).removeprefix("Bot ")) != s.user["id"]:
                     await conn.send({"op": 9, "d": False, "s": None, "t": None})
                     continue
                 session = s
+                session.detached_at = None
                 session.ws, session.enc = ws, conn.enc
                 seq = d.get("seq") or 0
                 for f in session.buffer:
@@ -350,6 +367,7 @@ def main():
     s.add_argument("--data-dir", required=True)
     s.add_argument("--admin-token", required=True)
     s.add_argument("--heartbeat-interval-ms", type=int, default=41250)
+    s.add_argument("--resume-window-ms", type=int, default=120000)
     b = sub.add_parser("bot")
     b.add_argument("action", choices=["create"])
     b.add_argument("name")
@@ -367,6 +385,7 @@ def main():
         return
     host, port = a.listen.rsplit(":", 1)
     st = State(a.data_dir, a.admin_token, a.heartbeat_interval_ms, f"http://{host}:{port}")
+    st.resume_window = a.resume_window_ms / 1000
     web.run_app(make_app(st), host=host, port=int(port), print=lambda *x: print(*x, flush=True))
 
 
