@@ -189,6 +189,32 @@ impl UserIds {
     }
 }
 
+/// op 14: lazy guild subscription (official client). Only the fields the
+/// server uses are typed; others are accepted and ignored.
+#[derive(Debug, Deserialize)]
+pub struct GuildSubscription {
+    pub guild_id: GuildId,
+    #[serde(default)]
+    pub channels: Option<std::collections::BTreeMap<crate::id::ChannelId, Vec<(u64, u64)>>>,
+    #[serde(default)]
+    pub typing: Option<bool>,
+    #[serde(default)]
+    pub activities: Option<bool>,
+}
+
+/// The per-guild body of op 37 (op 14 without `guild_id`).
+#[derive(Debug, Deserialize)]
+pub struct GuildSubscriptionBody {
+    #[serde(default)]
+    pub channels: Option<std::collections::BTreeMap<crate::id::ChannelId, Vec<(u64, u64)>>>,
+}
+
+/// op 37: `{"subscriptions": {"<guild_id>": {...}}}`.
+#[derive(Debug, Deserialize)]
+pub struct GuildSubscriptionsBulk {
+    pub subscriptions: std::collections::BTreeMap<GuildId, GuildSubscriptionBody>,
+}
+
 /// Writes `{"op":0,"t":"NAME","s":SEQ,"d":` + body + `}` into `out`.
 /// `body` must be a complete JSON value.
 pub fn write_dispatch(out: &mut Vec<u8>, name: &str, seq: u64, body: &[u8]) {
@@ -255,6 +281,10 @@ mod tests {
         let r: RequestGuildMembers = serde_json::from_str(r#"{"guild_id":123,"query":"","limit":0}"#).unwrap();
         assert_eq!(r.guild_id, GuildId(123));
         assert!(Intents(53608189).is_valid());
+        let sub: GuildSubscription = serde_json::from_str(r#"{"guild_id":"1","typing":true,"channels":{"2":[[0,99],[100,199]]}}"#).unwrap();
+        assert_eq!(sub.channels.unwrap()[&crate::id::ChannelId(2)], vec![(0, 99), (100, 199)]);
+        let bulk: GuildSubscriptionsBulk = serde_json::from_str(r#"{"subscriptions":{"5":{"channels":{"6":[[0,99]]}}}}"#).unwrap();
+        assert!(bulk.subscriptions.contains_key(&GuildId(5)));
         assert!(!Intents(1 << 40).is_valid());
     }
 }

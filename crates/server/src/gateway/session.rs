@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use protocol::gateway::{op, ClientFrame, PresenceUpdate, RequestGuildMembers};
+use protocol::gateway::{op, ClientFrame, GuildSubscription, GuildSubscriptionsBulk, PresenceUpdate, RequestGuildMembers};
 use protocol::CloseCode;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -294,18 +294,40 @@ impl Session {
                         }
                     }
                 }
+                op::GUILD_SUBSCRIPTIONS => {
+                    let Ok(sub) = serde_json::from_str::<GuildSubscription>(d) else {
+                        return Some((CloseCode::DecodeError, Next::Detached));
+                    };
+                    self.list_subscribe(sub.guild_id, sub.channels);
+                }
+                op::GUILD_SUBSCRIPTIONS_BULK => {
+                    let Ok(bulk) = serde_json::from_str::<GuildSubscriptionsBulk>(d) else {
+                        return Some((CloseCode::DecodeError, Next::Detached));
+                    };
+                    for (g, body) in bulk.subscriptions {
+                        self.list_subscribe(g, body.channels);
+                    }
+                }
                 // Known ops this server accepts and has nothing to do for (yet):
-                // voice, deprecated guild sync, lazy member lists, client telemetry.
-                op::VOICE_STATE_UPDATE
-                | op::GUILD_SYNC
-                | op::GUILD_SUBSCRIPTIONS
-                | op::GUILD_SUBSCRIPTIONS_BULK
-                | op::TIME_SPENT
-                | op::REQUEST_CHANNEL_INFO => {}
+                // voice, deprecated guild sync, client telemetry.
+                op::VOICE_STATE_UPDATE | op::GUILD_SYNC | op::TIME_SPENT | op::REQUEST_CHANNEL_INFO => {}
                 _ => return Some((CloseCode::UnknownOpcode, Next::Detached)),
             }
         }
         None
+    }
+
+    /// Forwards a member-list subscription to its guild (ignored for guilds
+    /// the session is not in, or without channels).
+    fn list_subscribe(&self, guild: protocol::GuildId, channels: Option<std::collections::BTreeMap<protocol::ChannelId, Vec<(u64, u64)>>>) {
+        let Some(channels) = channels else { return };
+        if !self.handle.guild_ids().contains(&guild) {
+            return;
+        }
+        let msg = GuildMsg::ListSubscribe { session: self.handle.clone(), channels: channels.into_iter().collect() };
+        if let Err(e) = self.node.guilds.send(&self.node, guild, msg) {
+            tracing::debug!(guild = %guild, error = %e, "member list subscription dropped");
+        }
     }
 
     /// Waits for a RESUME while buffering dispatches, until the resume window ends.

@@ -3,7 +3,8 @@
 //! [`GuildRouter`] (local today; a cluster router later maps a guild to the
 //! node that owns it).
 
-mod actor;
+pub(crate) mod actor;
+pub mod list;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -32,6 +33,11 @@ pub enum GuildMsg {
     RequestMembers {
         session: Arc<SessionHandle>,
         req: RequestGuildMembers,
+    },
+    /// op 14/37: the channels' member-list ranges this session watches now.
+    ListSubscribe {
+        session: Arc<SessionHandle>,
+        channels: Vec<(ChannelId, Vec<(u64, u64)>)>,
     },
     /// A member's visible presence changed.
     Presence {

@@ -5,4 +5,5 @@
 mod common;
 mod durability;
 mod gateway;
+mod member_list;
 mod rest;
