@@ -1,0 +1,88 @@
+//! throng-bench: a load generator for any server that speaks Discord's
+//! gateway and REST API. Every simulated user is a real gateway client.
+//!
+//! Layers, one file each:
+//! - [`ws`]: a lean WebSocket client (no buffers while idle), socket binding.
+//! - [`session`]: one user's gateway session (identify, heartbeat, resume).
+//! - [`rest`]: the REST calls a client makes, with 429/503 retries.
+//! - [`worker`]: a worker process running thousands of sessions on one thread.
+//! - [`wire`]: the JSON-lines protocol between coordinator and workers.
+//! - [`fleet`]: the coordinator's handle on its workers; merging, sampling.
+//! - [`scenario`]: connect, chat, broadcast, storm, capacity.
+//! - [`report`]: JSON, Markdown and PNG output; [`progress`]: live output.
+//! - [`setup`]: builds a fixture through REST; [`fixture`]: its format.
+//!
+//! Invariants: the tool only talks to the addresses it is given, every phase
+//! has a deadline, and it depends on no server crate (only `protocol`).
+
+mod fixture;
+mod fleet;
+mod procfs;
+mod progress;
+mod report;
+mod rest;
+mod scenario;
+mod session;
+mod setup;
+mod wire;
+mod worker;
+mod ws;
+
+use clap::{Parser, Subcommand};
+
+use crate::scenario::{RunArgs, Scenario};
+
+#[derive(Parser)]
+#[command(name = "throng-bench", version, about = "Load generator for Discord-API servers: real gateway sessions, REST messages, HDR latencies.")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Build a fixture (users, guilds, memberships) through the REST API.
+    Setup(setup::SetupArgs),
+    /// Ramp to N identified idle sessions; connect/READY latency, server memory per session.
+    Connect(RunArgs),
+    /// Every user sends one message per --interval; e2e latency, loss, duplicates.
+    Chat(RunArgs),
+    /// Messages into one huge guild; time until the last member has each.
+    Broadcast(RunArgs),
+    /// Drop every session at once; time until all are RESUMED/READY again.
+    Storm(RunArgs),
+    /// Add users at the chat rate until failures or p99 exceed thresholds (top speed).
+    Capacity(RunArgs),
+    /// Internal: a worker process driven by the coordinator over stdin/stdout.
+    #[command(hide = true)]
+    Worker,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Worker => worker::main().map(|()| 0),
+        Cmd::Setup(a) => runtime().and_then(|rt| rt.block_on(setup::run(a))).map(|()| 0),
+        Cmd::Connect(a) => run(Scenario::Connect, a),
+        Cmd::Chat(a) => run(Scenario::Chat, a),
+        Cmd::Broadcast(a) => run(Scenario::Broadcast, a),
+        Cmd::Storm(a) => run(Scenario::Storm, a),
+        Cmd::Capacity(a) => run(Scenario::Capacity, a),
+    };
+    match result {
+        Ok(code) => std::process::ExitCode::from(code as u8),
+        Err(e) => {
+            eprintln!("throng-bench: error: {e:#}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
+}
+
+fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
+    worker::raise_nofile_limit();
+    runtime()?.block_on(scenario::run(kind, a))
+}

@@ -1,0 +1,602 @@
+//! The scenarios, run by the coordinator: each is a sequence of phases
+//! (connect ramp, chat, broadcast, storm, capacity steps), every phase with
+//! its own deadline, so a run always ends by itself.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use hdrhistogram::Histogram;
+use protocol::gateway::Intents;
+
+use crate::fixture::{Fixture, Index};
+use crate::fleet::{split_ranges, Fleet};
+use crate::procfs;
+use crate::progress::Progress;
+use crate::report::{self, BroadcastRes, CapacityRes, CapacityStep, ClientCost, Delivery, Pcts, Results, ServerRes, StormRes};
+use crate::rest::Rest;
+use crate::wire::{new_hist, Command, Final, GatewayTarget, WorkerConfig};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scenario {
+    Connect,
+    Chat,
+    Broadcast,
+    Storm,
+    Capacity,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = s.find(|c: char| !c.is_ascii_digit() && c != '.').map(|i| s.split_at(i)).unwrap_or((s, "s"));
+    let v: f64 = num.parse().map_err(|_| format!("bad duration {s:?}"))?;
+    let secs = match unit {
+        "ms" => v / 1000.0,
+        "s" | "" => v,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return Err(format!("bad duration unit in {s:?} (use ms, s, m, h)")),
+    };
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[derive(Clone, Debug, clap::Args)]
+pub struct RunArgs {
+    /// Server HTTP base URL; repeat for several servers (sessions are spread over them).
+    #[arg(long = "server", default_value = "http://127.0.0.1:8080")]
+    pub servers: Vec<String>,
+    /// Fixture JSON (from `setup` or `throng seed`).
+    #[arg(long)]
+    pub fixture: PathBuf,
+    /// Transport compression: zlib-stream or zstd-stream.
+    #[arg(long)]
+    pub compress: Option<String>,
+    /// Most sessions this run opens (0: every fixture user; for broadcast, every member).
+    #[arg(long, default_value_t = 0)]
+    pub max_sessions: usize,
+    /// New sessions per second, over all workers.
+    #[arg(long, default_value_t = 500.0)]
+    pub rate: f64,
+    /// Length of the measured phase (chat/storm/capacity; the hold for connect).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Time allowed for a connect ramp to complete.
+    #[arg(long, default_value = "300s", value_parser = parse_duration)]
+    pub ready_timeout: Duration,
+    /// Time to keep receiving after the last send.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub drain: Duration,
+    /// Seconds between two messages of one user (chat, capacity, storm).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// Bytes of padding in each message content.
+    #[arg(long, default_value_t = 0)]
+    pub message_padding: usize,
+    /// Gateway intents (default GUILDS | GUILD_MESSAGES | MESSAGE_CONTENT).
+    #[arg(long)]
+    pub intents: Option<u64>,
+    /// Sessions per worker process (a process holds ~19,900 sockets here).
+    #[arg(long, default_value_t = 15_000)]
+    pub sessions_per_worker: usize,
+    /// Worker processes (default: as many as the sessions need).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Spread client sockets over 127.0.0.1..=127.0.0.N (loopback servers only; 0: off).
+    #[arg(long, default_value_t = 8)]
+    pub source_addrs: u8,
+    /// Server process ids to sample (RSS from /proc/PID/status, CPU from /proc/PID/stat).
+    #[arg(long = "server-pid")]
+    pub server_pids: Vec<u32>,
+    /// Report directory (default: bench-reports/<scenario>-<unix time>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// broadcast: guild index in the fixture (default: the largest).
+    #[arg(long)]
+    pub guild: Option<usize>,
+    /// broadcast: messages to send.
+    #[arg(long, default_value_t = 20)]
+    pub messages: u32,
+    /// broadcast: time between two messages.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub broadcast_interval: Duration,
+    /// capacity: sessions added per step.
+    #[arg(long, default_value_t = 1000)]
+    pub step_users: usize,
+    /// capacity: how long each step is measured after its sessions are ready.
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    pub step_interval: Duration,
+    /// capacity: stop when failed connections exceed this share of a step's new sessions.
+    #[arg(long, default_value_t = 0.01)]
+    pub max_failure_ratio: f64,
+    /// capacity: stop when the step's e2e p99 exceeds this (ms).
+    #[arg(long, default_value_t = 1000.0)]
+    pub max_p99_ms: f64,
+    /// Give up a session after this many failed connection attempts in a row.
+    #[arg(long, default_value_t = 5)]
+    pub max_attempts: u32,
+    /// Exit with status 3 when messages were lost or duplicated.
+    #[arg(long)]
+    pub strict: bool,
+    /// No progress bar even on a terminal.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Runs one scenario and writes its report. Returns the process exit code.
+pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
+    let started_unix = crate::worker::now_us() / 1_000_000;
+    let ix = Index::new(Fixture::load(&a.fixture)?);
+    let n_users = ix.fixture.users.len();
+    let cap = if a.max_sessions == 0 { usize::MAX } else { a.max_sessions };
+
+    // Who connects.
+    let (users, bguild): (Vec<u32>, Option<u32>) = match kind {
+        Scenario::Broadcast => {
+            let g = match a.guild {
+                Some(g) if g < ix.members_of.len() => g as u32,
+                Some(g) => bail!("--guild {g}: the fixture has {} guilds", ix.members_of.len()),
+                None => ix.largest_guild().context("the fixture has no guilds")?,
+            };
+            let mut m = ix.members_of[g as usize].clone();
+            m.truncate(cap);
+            (m, Some(g))
+        }
+        _ => ((0..n_users.min(cap) as u32).collect(), None),
+    };
+    if users.is_empty() {
+        bail!("no users to connect");
+    }
+
+    // Where to.
+    let mut gateways = Vec::new();
+    let compress = a.compress.clone().unwrap_or_default();
+    if !compress.is_empty() && protocol::compress::Transport::parse(&compress).is_none() {
+        bail!("--compress must be zlib-stream or zstd-stream");
+    }
+    for s in &a.servers {
+        let url = Rest::new(s, 1)?.gateway_url().await.with_context(|| format!("asking {s} for its gateway"))?;
+        gateways.push(gateway_target(&url, &compress).await?);
+    }
+    let loopback = gateways.iter().all(|g| g.addr.ip().is_loopback() && g.addr.is_ipv4());
+    let sources: Vec<IpAddr> =
+        if loopback && a.source_addrs > 0 { (1..=a.source_addrs).map(|i| IpAddr::from([127, 0, 0, i])).collect() } else { Vec::new() };
+
+    let n_workers = a.workers.unwrap_or_else(|| users.len().div_ceil(a.sessions_per_worker)).max(1);
+    if users.len() > n_workers * a.sessions_per_worker {
+        bail!("{} sessions need more than {n_workers} workers of {} sessions", users.len(), a.sessions_per_worker);
+    }
+    let cfg = WorkerConfig {
+        worker: 0,
+        fixture: a.fixture.clone(),
+        gateways: gateways.clone(),
+        rest: a.servers.clone(),
+        sources: sources.clone(),
+        intents: a.intents.unwrap_or(Intents::GUILDS | Intents::GUILD_MESSAGES | Intents::MESSAGE_CONTENT),
+        message_padding: a.message_padding,
+        max_attempts: a.max_attempts.max(1),
+        max_inflight_sends: 2048,
+    };
+    let progress = Progress::new(users.len() as u64, a.quiet);
+    let mut fleet = Fleet::spawn(n_workers, &cfg, a.server_pids.clone(), progress).await?;
+    fleet.progress.line(&format!(
+        "{kind:?}: {} sessions over {n_workers} worker(s), {} source address(es), {} server(s)",
+        users.len(),
+        sources.len().max(1),
+        gateways.len()
+    ));
+    let server_base = procfs::sample_sum(&a.server_pids);
+    fleet.sample();
+
+    let mut r = Results {
+        scenario: kind,
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        started_unix,
+        servers: a.servers.clone(),
+        compress: if compress.is_empty() { "none".into() } else { compress.clone() },
+        workers: n_workers,
+        source_addrs: sources.len(),
+        sessions_target: users.len() as u64,
+        ..Results::default()
+    };
+    let mut phase_ok = true;
+    let mut chat_window: Option<(f64, u64, f64, u64)> = None;
+    let mut rss_after_ramp = None;
+
+    match kind {
+        Scenario::Connect => {
+            let (ramp, all) = connect_phase(&mut fleet, &users, a.rate, a.ready_timeout).await?;
+            r.ramp_s = Some(ramp);
+            phase_ok &= all;
+            fleet.pump(Instant::now() + a.duration.min(Duration::from_secs(600)), false, |_| false).await?;
+            rss_after_ramp = Some(procfs::sample_sum(&a.server_pids).0);
+        }
+        Scenario::Chat | Scenario::Storm => {
+            let (ramp, all) = connect_phase(&mut fleet, &users, a.rate, a.ready_timeout).await?;
+            r.ramp_s = Some(ramp);
+            phase_ok &= all;
+            rss_after_ramp = Some(procfs::sample_sum(&a.server_pids).0);
+            let c0 = client_mark(&fleet);
+            fleet.send_all(&Command::Chat { interval_ms: a.interval.as_millis() as u64 }).await?;
+            if kind == Scenario::Chat {
+                fleet.progress.line("chat phase started");
+                fleet.pump(Instant::now() + a.duration, false, |_| false).await?;
+            } else {
+                let hold = Duration::from_secs(3);
+                fleet.pump(Instant::now() + hold, false, |_| false).await?;
+                r.storm = Some(storm_phase(&mut fleet, a.duration).await?);
+                fleet.pump(Instant::now() + hold, false, |_| false).await?;
+            }
+            fleet.send_all(&Command::StopSending).await?;
+            fleet.pump(Instant::now() + a.drain, false, |_| false).await?;
+            let c1 = client_mark(&fleet);
+            chat_window = Some((c0.0, c0.1, c1.0, c1.1));
+        }
+        Scenario::Broadcast => {
+            let g = bguild.expect("set for broadcast");
+            let (ramp, all) = connect_phase(&mut fleet, &users, a.rate, a.ready_timeout).await?;
+            r.ramp_s = Some(ramp);
+            phase_ok &= all;
+            rss_after_ramp = Some(procfs::sample_sum(&a.server_pids).0);
+            // The sender is the first member; its worker holds it (contiguous split).
+            let sender = users[0];
+            let c0 = client_mark(&fleet);
+            let iv = a.broadcast_interval.as_millis() as u64;
+            fleet.send(0, &Command::Broadcast { user: sender, guild: g, count: a.messages, interval_ms: iv }).await?;
+            fleet.progress.line(&format!("broadcast: {} messages into guild #{g} ({} members)", a.messages, users.len()));
+            let send_time = a.broadcast_interval * a.messages;
+            fleet.pump(Instant::now() + send_time + a.drain, false, |_| false).await?;
+            let c1 = client_mark(&fleet);
+            chat_window = Some((c0.0, c0.1, c1.0, c1.1));
+        }
+        Scenario::Capacity => {
+            let (cap_res, c) = capacity_phase(&mut fleet, &users, &a).await?;
+            r.capacity = Some(cap_res);
+            chat_window = Some(c);
+        }
+    }
+
+    let server_end = procfs::sample_sum(&a.server_pids);
+    let finals = fleet.finish().await?;
+    fleet.progress.finish();
+    let run_failed = finals.is_empty() || finals.len() < fleet.len();
+
+    // Numbers.
+    let t = fleet.totals();
+    r.sessions_ready = finals.iter().map(|f| f.sessions.len() as u64).sum();
+    r.started = t.started;
+    r.connect_failures = t.connect_failures;
+    r.failed = t.failed;
+    r.resumes = t.resumes;
+    r.reidentifies = t.reidentifies;
+    r.invalid_sessions = t.invalid_sessions;
+    r.zombies = t.zombies;
+    r.decode_errors = t.decode_errors;
+    r.sent = t.sent;
+    r.send_errors = t.send_errors;
+    r.send_skipped = t.send_skipped;
+    r.deliveries = t.deliveries;
+    if let Some(ramp) = r.ramp_s {
+        r.connect_rate = Some(r.sessions_ready as f64 / ramp.max(1e-3));
+    }
+    let mut lat = BTreeMap::new();
+    let merged = |pick: fn(&Final) -> &crate::wire::Hist| -> anyhow::Result<Histogram<u64>> {
+        let mut h = new_hist();
+        for f in &finals {
+            pick(f).merge_into(&mut h)?;
+        }
+        Ok(h)
+    };
+    lat.insert("connect".to_owned(), Pcts::of(&merged(|f| &f.connect_us)?));
+    lat.insert("ready".to_owned(), Pcts::of(&merged(|f| &f.ready_us)?));
+    let e2e = merged(|f| &f.e2e_us)?;
+    if !e2e.is_empty() {
+        lat.insert("e2e".to_owned(), Pcts::of(&e2e));
+        lat.insert("rest_send".to_owned(), Pcts::of(&merged(|f| &f.rest_us)?));
+    }
+    let storm_h = merged(|f| &f.storm_us)?;
+    if !storm_h.is_empty() {
+        lat.insert("storm_recovery".to_owned(), Pcts::of(&storm_h));
+    }
+    r.latency = lat;
+    if matches!(kind, Scenario::Chat | Scenario::Storm | Scenario::Broadcast | Scenario::Capacity) {
+        let (d, b) = account(&ix, &finals, t.duplicates_seq);
+        if kind == Scenario::Broadcast {
+            r.broadcast = Some(b);
+        }
+        r.delivery = Some(d);
+    }
+    let mut errors: HashMap<String, u64> = HashMap::new();
+    for f in &finals {
+        for (k, v) in &f.errors {
+            *errors.entry(k.clone()).or_default() += v;
+        }
+    }
+    let mut errors: Vec<(String, u64)> = errors.into_iter().collect();
+    errors.sort_by(|a, b| b.1.cmp(&a.1));
+    r.errors = errors;
+
+    if !a.server_pids.is_empty() {
+        let ready = r.sessions_ready.max(1) as f64;
+        let after = rss_after_ramp.unwrap_or(server_end.0);
+        r.server = Some(ServerRes {
+            pids: a.server_pids.clone(),
+            rss_baseline_mib: server_base.0 as f64 / 1048576.0,
+            rss_after_ramp_mib: after as f64 / 1048576.0,
+            rss_end_mib: server_end.0 as f64 / 1048576.0,
+            rss_peak_mib: fleet.peak_server_rss as f64 / 1048576.0,
+            kib_per_session: (after as f64 - server_base.0 as f64) / 1024.0 / ready,
+            cpu_s: server_end.1 - server_base.1,
+        });
+    }
+    let peak_client_rss = fleet.samples.iter().map(|s| s.client_rss_mib).fold(0.0, f64::max);
+    let ready_peak = fleet.samples.iter().map(|s| s.ready).max().unwrap_or(0);
+    let mut cost = ClientCost {
+        workers: n_workers,
+        peak_rss_mib: peak_client_rss,
+        sessions_per_gib: if peak_client_rss > 0.0 { ready_peak as f64 / (peak_client_rss / 1024.0) } else { 0.0 },
+        ..ClientCost::default()
+    };
+    if let Some((cpu0, d0, cpu1, d1)) = chat_window {
+        let d = d1.saturating_sub(d0);
+        cost.deliveries_in_window = d;
+        cost.cpu_s_in_window = cpu1 - cpu0;
+        if d > 0 {
+            cost.cpu_us_per_delivery = Some((cpu1 - cpu0) * 1e6 / d as f64);
+        }
+    }
+    r.client = cost;
+    r.samples = std::mem::take(&mut fleet.samples);
+
+    // Verdict.
+    let mut problems = Vec::new();
+    if run_failed {
+        problems.push(format!("only {} of {} workers reported", finals.len(), fleet.len()));
+    }
+    if r.sessions_ready == 0 {
+        problems.push("no session became ready".to_owned());
+    }
+    if !phase_ok {
+        problems.push("not every session became ready before --ready-timeout".to_owned());
+    }
+    if let Some(d) = &r.delivery {
+        if d.lost > 0 || d.duplicates > 0 {
+            problems.push(format!("{} receipts lost, {} duplicated", d.lost, d.duplicates));
+        }
+    }
+    r.problems = problems;
+    let out = a.out.clone().unwrap_or_else(|| PathBuf::from(format!("bench-reports/{}-{started_unix}", report::name(kind))));
+    report::write(&out, &r)?;
+    eprintln!("{}", report::summary_text(&r));
+    eprintln!("throng-bench: report in {}", out.display());
+    if run_failed || r.sessions_ready == 0 {
+        return Ok(2);
+    }
+    if a.strict && r.delivery.as_ref().is_some_and(|d| d.lost > 0 || d.duplicates > 0) {
+        return Ok(3);
+    }
+    Ok(0)
+}
+
+/// CPU seconds of the workers and deliveries so far.
+fn client_mark(fleet: &Fleet) -> (f64, u64) {
+    (procfs::sample_sum(&fleet.worker_pids()).1, fleet.totals().deliveries)
+}
+
+/// `ws://host:port/path` -> a target with the query a Discord client sends.
+async fn gateway_target(url: &str, compress: &str) -> anyhow::Result<GatewayTarget> {
+    let rest = url.strip_prefix("ws://").with_context(|| format!("gateway {url}: only ws:// is supported (terminate TLS in front)"))?;
+    let (hostport, path) = match rest.find(['/', '?']) {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let path = path.split('?').next().filter(|p| !p.is_empty()).unwrap_or("/");
+    let hostport = if hostport.contains(':') { hostport.to_owned() } else { format!("{hostport}:80") };
+    let addr = tokio::net::lookup_host(&hostport).await?.next().with_context(|| format!("resolving {hostport}"))?;
+    let mut q = format!("{path}?v=10&encoding=json");
+    if !compress.is_empty() {
+        q.push_str("&compress=");
+        q.push_str(compress);
+    }
+    Ok(GatewayTarget { addr, host: hostport, path_query: q })
+}
+
+/// Starts `users` (split over the workers) and waits until each is ready or
+/// has failed. Returns (seconds, whether all became ready).
+async fn connect_phase(fleet: &mut Fleet, users: &[u32], rate: f64, timeout: Duration) -> anyhow::Result<(f64, bool)> {
+    let before = fleet.totals();
+    let parts = split_ranges(users, fleet.len());
+    let active = parts.iter().filter(|p| !p.is_empty()).count().max(1);
+    for (w, ranges) in parts.into_iter().enumerate() {
+        if !ranges.is_empty() {
+            fleet.send(w, &Command::Connect { ranges, rate: rate / active as f64 }).await?;
+        }
+    }
+    let t = Instant::now();
+    let n = users.len() as u64;
+    let target_ready = before.ready + n;
+    fleet.pump(t + timeout, false, |f| {
+        let x = f.totals();
+        x.ready >= target_ready || x.ready + (x.failed - before.failed) >= target_ready
+    })
+    .await?;
+    let took = t.elapsed().as_secs_f64();
+    let x = fleet.totals();
+    let all = x.ready >= target_ready;
+    fleet.progress.line(&format!(
+        "all {} sessions ready in {took:.1} s ({} failed)",
+        x.ready - before.ready,
+        x.failed - before.failed
+    ));
+    Ok((took, all))
+}
+
+async fn storm_phase(fleet: &mut Fleet, limit: Duration) -> anyhow::Result<StormRes> {
+    let before = fleet.totals();
+    let dropped = before.ready;
+    fleet.progress.line(&format!("storm: dropping {dropped} sessions at once"));
+    fleet.peak_server_rss = 0;
+    let t = Instant::now();
+    fleet.send_all(&Command::Drop).await?;
+    fleet.pump(t + limit, true, |f| f.totals().recovered - before.recovered >= dropped).await?;
+    let x = fleet.totals();
+    let recovered = x.recovered - before.recovered;
+    let took = t.elapsed().as_secs_f64();
+    fleet.progress.line(&format!("storm: {recovered}/{dropped} recovered in {took:.2} s"));
+    Ok(StormRes {
+        dropped,
+        recovered,
+        recovery_s: (recovered >= dropped).then_some(took),
+        resumes: x.resumes - before.resumes,
+        reidentifies: x.reidentifies - before.reidentifies,
+        invalid_sessions: x.invalid_sessions - before.invalid_sessions,
+        connect_failures: x.connect_failures - before.connect_failures,
+        peak_server_rss_mib: (fleet.peak_server_rss > 0).then(|| fleet.peak_server_rss as f64 / 1048576.0),
+    })
+}
+
+/// MongooseIM's method: add users at the chat rate, step by step, until
+/// connections fail or delivery time degrades; the last good step is the top speed.
+async fn capacity_phase(fleet: &mut Fleet, users: &[u32], a: &RunArgs) -> anyhow::Result<(CapacityRes, (f64, u64, f64, u64))> {
+    let c0 = client_mark(fleet);
+    fleet.send_all(&Command::Chat { interval_ms: a.interval.as_millis() as u64 }).await?;
+    let t0 = Instant::now();
+    let mut steps: Vec<CapacityStep> = Vec::new();
+    let mut added = 0usize;
+    let stop_reason;
+    loop {
+        if added >= users.len() {
+            stop_reason = "every session of the fixture / --max-sessions is connected".to_owned();
+            break;
+        }
+        if t0.elapsed() >= a.duration {
+            stop_reason = "--duration reached".to_owned();
+            break;
+        }
+        let step = &users[added..(added + a.step_users).min(users.len())];
+        added += step.len();
+        let before = fleet.totals();
+        let (ramp, _) = connect_phase(fleet, step, a.rate, a.step_interval.max(Duration::from_secs(5)) * 3).await?;
+        let mid = fleet.totals();
+        fleet.window_e2e.reset();
+        let w0 = Instant::now();
+        let cpu0 = procfs::sample_sum(&fleet.server_pids).1;
+        fleet.pump(w0 + a.step_interval, false, |_| false).await?;
+        let dt = w0.elapsed().as_secs_f64();
+        let x = fleet.totals();
+        let cpu1 = procfs::sample_sum(&fleet.server_pids).1;
+        let failures = (x.failed - before.failed) + (x.connect_failures - before.connect_failures);
+        let ratio = failures as f64 / step.len().max(1) as f64;
+        let h = &fleet.window_e2e;
+        let (p50, p99) =
+            if h.is_empty() { (None, None) } else { (Some(h.value_at_quantile(0.5) as f64 / 1e3), Some(h.value_at_quantile(0.99) as f64 / 1e3)) };
+        let s = CapacityStep {
+            sessions: x.ready,
+            ramp_s: ramp,
+            msgs_per_s: (x.sent - mid.sent) as f64 / dt,
+            deliveries_per_s: (x.deliveries - mid.deliveries) as f64 / dt,
+            e2e_p50_ms: p50,
+            e2e_p99_ms: p99,
+            failures,
+            failure_ratio: ratio,
+            server_cpu_pct: (!fleet.server_pids.is_empty()).then(|| (cpu1 - cpu0) / dt * 100.0),
+            server_rss_mib: (!fleet.server_pids.is_empty()).then(|| procfs::sample_sum(&fleet.server_pids).0 as f64 / 1048576.0),
+            passed: ratio <= a.max_failure_ratio && p99.is_none_or(|p| p <= a.max_p99_ms),
+        };
+        fleet.progress.line(&format!(
+            "capacity step: {} sessions, {:.0} msg/s, {:.0} deliveries/s, p99 {} ms, failures {} -> {}",
+            s.sessions,
+            s.msgs_per_s,
+            s.deliveries_per_s,
+            p99.map(|p| format!("{p:.1}")).unwrap_or("-".into()),
+            failures,
+            if s.passed { "ok" } else { "over threshold" }
+        ));
+        let passed = s.passed;
+        steps.push(s);
+        if !passed {
+            stop_reason = format!("threshold exceeded (failure ratio > {} or p99 > {} ms)", a.max_failure_ratio, a.max_p99_ms);
+            break;
+        }
+    }
+    fleet.send_all(&Command::StopSending).await?;
+    fleet.pump(Instant::now() + a.drain, false, |_| false).await?;
+    let c1 = client_mark(fleet);
+    let top = steps.iter().filter(|s| s.passed).max_by_key(|s| s.sessions).cloned();
+    Ok((CapacityRes { stop_reason, top_speed: top, steps }, (c0.0, c0.1, c1.0, c1.1)))
+}
+
+/// Expected receipts per message from the fixture's member lists and each
+/// user's session life; compared with what the workers counted.
+fn account(ix: &Index, finals: &[Final], duplicates_seq: u64) -> (Delivery, BroadcastRes) {
+    let mut life: HashMap<u32, (u64, Option<u64>)> = HashMap::new();
+    for f in finals {
+        for s in &f.sessions {
+            life.insert(s.user, (s.ready_at_us, s.broken_at_us));
+        }
+    }
+    let mut recv: HashMap<u64, (u32, u64)> = HashMap::new();
+    for f in finals {
+        for &(k, n, last) in &f.received {
+            let e = recv.entry(k).or_insert((0, 0));
+            e.0 += n;
+            e.1 = e.1.max(last);
+        }
+    }
+    let mut d = Delivery { duplicates: duplicates_seq, duplicates_seq, ..Delivery::default() };
+    let mut completion = new_hist();
+    let mut b = BroadcastRes::default();
+    for f in finals {
+        for m in f.sent.iter().filter(|m| m.ok) {
+            d.messages += 1;
+            let expected = ix.members_of[m.guild as usize]
+                .iter()
+                .filter(|u| life.get(u).is_some_and(|&(ready, broken)| ready <= m.ts_us && broken.is_none_or(|b| m.ts_us < b)))
+                .count() as u64;
+            let (got, last) = recv.get(&m.key).map(|&(n, l)| (u64::from(n), l)).unwrap_or((0, 0));
+            d.expected += expected;
+            d.received += got.min(expected);
+            if got < expected {
+                d.lost += expected - got;
+                d.messages_with_loss += 1;
+            } else if got > expected {
+                d.duplicates += got - expected;
+            }
+            if got >= expected && expected > 0 {
+                completion.saturating_record(last.saturating_sub(m.ts_us).max(1));
+                b.complete += 1;
+            }
+            b.messages += 1;
+            b.recipients_per_message = b.recipients_per_message.max(expected);
+        }
+    }
+    if !completion.is_empty() {
+        b.last_member = Some(Pcts::of(&completion));
+    }
+    (d, b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("5").unwrap(), Duration::from_secs(5));
+        assert!(parse_duration("5x").is_err());
+    }
+
+    #[tokio::test]
+    async fn gateway_url_becomes_a_discord_query() {
+        let t = gateway_target("ws://127.0.0.1:9000", "zstd-stream").await.unwrap();
+        assert_eq!(t.addr, "127.0.0.1:9000".parse().unwrap());
+        assert_eq!(t.path_query, "/?v=10&encoding=json&compress=zstd-stream");
+        let t = gateway_target("ws://127.0.0.1:9000/gw/?x=1", "").await.unwrap();
+        assert_eq!(t.path_query, "/gw/?v=10&encoding=json");
+    }
+}

@@ -1,0 +1,343 @@
+//! A lean WebSocket client (RFC 6455) over a tokio `TcpStream`, written so an
+//! idle connection holds no buffers: reads land in a per-thread scratch
+//! buffer, and only the bytes of an incomplete frame are kept per connection.
+//!
+//! Client frames are masked (the RFC requires it); server frames must not be.
+//! No extensions are negotiated: gateway compression lives in the payload.
+
+use std::cell::RefCell;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+
+use base64::Engine;
+use sha1::{Digest, Sha1};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+
+const OP_CONT: u8 = 0x0;
+const OP_TEXT: u8 = 0x1;
+const OP_BINARY: u8 = 0x2;
+const OP_CLOSE: u8 = 0x8;
+const OP_PING: u8 = 0x9;
+const OP_PONG: u8 = 0xA;
+
+/// Largest message accepted from the server (a READY of a user in many
+/// guilds, or a GUILD_CREATE of a large guild, is the biggest).
+const MAX_MESSAGE: usize = 64 << 20;
+
+thread_local! {
+    /// Every read of every connection on this thread lands here first.
+    static SCRATCH: RefCell<Vec<u8>> = RefCell::new(vec![0; 64 * 1024]);
+}
+
+#[derive(Debug)]
+pub enum WsError {
+    Io(io::Error),
+    /// The upgrade was refused or malformed (status line or accept key).
+    Handshake(String),
+    /// The server broke framing rules (masked frame, reserved bits, size).
+    Protocol(&'static str),
+}
+
+impl std::fmt::Display for WsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WsError::Io(e) => write!(f, "socket: {e}"),
+            WsError::Handshake(s) => write!(f, "handshake: {s}"),
+            WsError::Protocol(s) => write!(f, "framing: {s}"),
+        }
+    }
+}
+
+impl From<io::Error> for WsError {
+    fn from(e: io::Error) -> Self {
+        WsError::Io(e)
+    }
+}
+
+/// What a read produced.
+pub enum Event {
+    /// A complete text or binary message.
+    Message { binary: bool, payload: Vec<u8> },
+    /// The server closed with this code (None if the close frame had none).
+    Close(Option<u16>),
+}
+
+pub struct WsConn {
+    stream: TcpStream,
+    /// Bytes of an incomplete frame carried between reads; empty otherwise.
+    rbuf: Vec<u8>,
+    /// A fragmented message being reassembled: (binary, bytes so far).
+    partial: Option<(bool, Vec<u8>)>,
+}
+
+/// Opens a TCP connection from `source` (if any) to `addr`. Binding before
+/// connect with `IP_BIND_ADDRESS_NO_PORT` lets the kernel pick the port at
+/// connect time per (source, destination), so each 127.0.0.x source has its
+/// own ephemeral port range.
+pub async fn tcp_connect(addr: SocketAddr, source: Option<IpAddr>) -> io::Result<TcpStream> {
+    let sock = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    if let Some(src) = source {
+        let one: libc::c_int = 1;
+        // SAFETY: a valid socket fd and a pointer to a c_int of the given size.
+        let rc = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_BIND_ADDRESS_NO_PORT,
+                (&one as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        sock.bind(SocketAddr::new(src, 0))?;
+    }
+    let stream = sock.connect(addr).await?;
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
+impl WsConn {
+    /// Performs the HTTP upgrade on `stream` for `host` and `path_query`.
+    pub async fn handshake(mut stream: TcpStream, host: &str, path_query: &str) -> Result<WsConn, WsError> {
+        let key_bytes: [u8; 16] = rand::random();
+        let key = base64::engine::general_purpose::STANDARD.encode(key_bytes);
+        let req = format!(
+            "GET {path_query} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nUser-Agent: throng-bench\r\n\r\n"
+        );
+        stream.write_all(req.as_bytes()).await?;
+        let mut buf = Vec::with_capacity(512);
+        let end = loop {
+            let mut chunk = [0u8; 1024];
+            let n = stream.read(&mut chunk).await?;
+            if n == 0 {
+                return Err(WsError::Handshake("connection closed during upgrade".into()));
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break p + 4;
+            }
+            if buf.len() > 16 * 1024 {
+                return Err(WsError::Handshake("response headers too long".into()));
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..end]);
+        let mut lines = head.split("\r\n");
+        let status = lines.next().unwrap_or("");
+        if status.split(' ').nth(1) != Some("101") {
+            return Err(WsError::Handshake(format!("status line {status:?}")));
+        }
+        let expected = accept_key(&key);
+        let accepted = lines.filter_map(|l| l.split_once(':')).any(|(k, v)| k.eq_ignore_ascii_case("sec-websocket-accept") && v.trim() == expected);
+        if !accepted {
+            return Err(WsError::Handshake("missing or wrong Sec-WebSocket-Accept".into()));
+        }
+        Ok(WsConn { stream, rbuf: buf[end..].to_vec(), partial: None })
+    }
+
+    /// Waits until the socket has data (or an error/EOF to report).
+    pub async fn readable(&self) -> io::Result<()> {
+        if !self.rbuf.is_empty() && frame_len(&self.rbuf).is_some_and(|l| l <= self.rbuf.len()) {
+            return Ok(());
+        }
+        self.stream.readable().await
+    }
+
+    /// Reads what the socket has and appends complete messages to `out`.
+    /// Returns false on EOF.
+    pub fn read_events(&mut self, out: &mut Vec<Event>) -> Result<bool, WsError> {
+        let mut open = true;
+        SCRATCH.with(|s| -> Result<(), WsError> {
+            let s = &mut *s.borrow_mut();
+            loop {
+                match self.stream.try_read(s) {
+                    Ok(0) => {
+                        open = false;
+                        return Ok(());
+                    }
+                    Ok(n) => {
+                        self.rbuf.extend_from_slice(&s[..n]);
+                        if n < s.len() {
+                            return Ok(());
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        })?;
+        let used = self.parse(out)?;
+        self.rbuf.drain(..used);
+        if self.rbuf.is_empty() {
+            // Release the buffer: idle connections keep nothing.
+            self.rbuf = Vec::new();
+        }
+        Ok(open)
+    }
+
+    fn parse(&mut self, out: &mut Vec<Event>) -> Result<usize, WsError> {
+        let mut off = 0;
+        while let Some(total) = frame_len(&self.rbuf[off..]) {
+            if total > MAX_MESSAGE + 14 {
+                return Err(WsError::Protocol("frame too large"));
+            }
+            let f = &self.rbuf[off..];
+            if f.len() < total {
+                break;
+            }
+            let (b0, b1) = (f[0], f[1]);
+            if b1 & 0x80 != 0 {
+                return Err(WsError::Protocol("server frame is masked"));
+            }
+            if b0 & 0x70 != 0 {
+                return Err(WsError::Protocol("reserved bits set"));
+            }
+            let hdr = header_len(f[1]);
+            let payload = &f[hdr..total];
+            let fin = b0 & 0x80 != 0;
+            match b0 & 0x0f {
+                op @ (OP_TEXT | OP_BINARY) => {
+                    if fin {
+                        out.push(Event::Message { binary: op == OP_BINARY, payload: payload.to_vec() });
+                    } else {
+                        self.partial = Some((op == OP_BINARY, payload.to_vec()));
+                    }
+                }
+                OP_CONT => {
+                    let Some((_, buf)) = self.partial.as_mut() else { return Err(WsError::Protocol("continuation without start")) };
+                    buf.extend_from_slice(payload);
+                    if buf.len() > MAX_MESSAGE {
+                        return Err(WsError::Protocol("message too large"));
+                    }
+                    if fin {
+                        let (binary, payload) = self.partial.take().expect("checked above");
+                        out.push(Event::Message { binary, payload });
+                    }
+                }
+                OP_CLOSE => {
+                    let code = (payload.len() >= 2).then(|| u16::from_be_bytes([payload[0], payload[1]]));
+                    out.push(Event::Close(code));
+                }
+                OP_PING => {
+                    let p = payload.to_vec();
+                    // Answered in place: a pong is tiny and the socket is writable.
+                    let mut frame = Vec::with_capacity(p.len() + 8);
+                    encode_frame(&mut frame, OP_PONG, &p);
+                    if let Err(e) = self.stream.try_write(&frame) {
+                        return Err(e.into());
+                    }
+                }
+                OP_PONG => {}
+                _ => return Err(WsError::Protocol("unknown opcode")),
+            }
+            off += total;
+        }
+        Ok(off)
+    }
+
+    /// Sends one masked text frame.
+    pub async fn send_text(&mut self, payload: &[u8]) -> io::Result<()> {
+        let mut frame = Vec::with_capacity(payload.len() + 14);
+        encode_frame(&mut frame, OP_TEXT, payload);
+        self.stream.write_all(&frame).await
+    }
+
+    /// Sends a close frame with `code` (best effort) and shuts the socket down.
+    pub async fn close(mut self, code: u16) {
+        let mut frame = Vec::with_capacity(16);
+        encode_frame(&mut frame, OP_CLOSE, &code.to_be_bytes());
+        // Best effort: the peer may already be gone, which is what we want anyway.
+        if self.stream.write_all(&frame).await.is_ok() {
+            let _unused = self.stream.shutdown().await;
+        }
+    }
+}
+
+/// Total length of the frame at the start of `b`, once its header is complete.
+fn frame_len(b: &[u8]) -> Option<usize> {
+    if b.len() < 2 {
+        return None;
+    }
+    let hdr = header_len(b[1]);
+    if b.len() < hdr {
+        return None;
+    }
+    let len = match b[1] & 0x7f {
+        126 => u16::from_be_bytes([b[2], b[3]]) as usize,
+        127 => u64::from_be_bytes(b[2..10].try_into().expect("8 bytes checked by header_len")) as usize,
+        n => n as usize,
+    };
+    Some(hdr.saturating_add(len))
+}
+
+fn header_len(b1: u8) -> usize {
+    let mask = if b1 & 0x80 != 0 { 4 } else { 0 };
+    mask + match b1 & 0x7f {
+        126 => 4,
+        127 => 10,
+        _ => 2,
+    }
+}
+
+/// Appends a masked client frame.
+fn encode_frame(out: &mut Vec<u8>, opcode: u8, payload: &[u8]) {
+    out.push(0x80 | opcode);
+    let len = payload.len();
+    if len < 126 {
+        out.push(0x80 | len as u8);
+    } else if len <= 0xffff {
+        out.push(0x80 | 126);
+        out.extend_from_slice(&(len as u16).to_be_bytes());
+    } else {
+        out.push(0x80 | 127);
+        out.extend_from_slice(&(len as u64).to_be_bytes());
+    }
+    let mask: [u8; 4] = rand::random();
+    out.extend_from_slice(&mask);
+    out.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i & 3]));
+}
+
+fn accept_key(key: &str) -> String {
+    let mut h = Sha1::new();
+    h.update(key.as_bytes());
+    h.update(b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11");
+    base64::engine::general_purpose::STANDARD.encode(h.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_key_matches_rfc_example() {
+        assert_eq!(accept_key("dGhlIHNhbXBsZSBub25jZQ=="), "s3pPLMBiTxaQ9kYGzzhZK+xOo4k=");
+    }
+
+    #[test]
+    fn masked_frame_unmasks_to_payload() {
+        for len in [0usize, 5, 125, 126, 70_000] {
+            let p: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let mut f = Vec::new();
+            encode_frame(&mut f, OP_TEXT, &p);
+            assert_eq!(f[0], 0x81);
+            assert!(f[1] & 0x80 != 0);
+            let hdr = header_len(f[1]);
+            assert_eq!(frame_len(&f), Some(f.len()));
+            let mask = &f[hdr - 4..hdr];
+            let un: Vec<u8> = f[hdr..].iter().enumerate().map(|(i, b)| b ^ mask[i & 3]).collect();
+            assert_eq!(un, p);
+        }
+    }
+
+    #[test]
+    fn frame_len_waits_for_full_header() {
+        assert_eq!(frame_len(&[0x81]), None);
+        assert_eq!(frame_len(&[0x81, 126, 0]), None);
+        assert_eq!(frame_len(&[0x81, 126, 1, 0]), Some(4 + 256));
+        assert_eq!(frame_len(&[0x81, 3]), Some(5));
+    }
+}
