@@ -17,10 +17,10 @@ use member_list::{normalize, Change, Item, ListRange, Member, MemberList, Op, St
 use protocol::gateway::Status;
 use protocol::model::permission;
 use protocol::{ChannelId, GuildId, UserId};
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 use store::{ChannelRecord, MemberRecord, RoleRecord, UserRecord};
 
-use crate::convert;
 use crate::gateway::{Dispatch, SessionHandle};
 use crate::presence::Presence;
 
@@ -130,51 +130,160 @@ impl Lists {
     }
 
     fn encode(&self, view: &View, ops: &[Op]) -> Bytes {
-        let groups: Vec<Value> = self.list.groups().iter().map(|(id, count)| json!({"id": id.to_string(), "count": count})).collect();
-        let ops: Vec<Value> = ops.iter().map(|op| op_json(view, op)).collect();
-        let body = json!({
-            "guild_id": view.guild,
-            "id": "everyone",
-            "member_count": self.list.member_count(),
-            "online_count": self.list.online_count(),
-            "groups": groups,
-            "ops": ops,
-        });
+        let groups: Vec<GroupJson> = self.list.groups().iter().map(|(id, count)| GroupJson { id: id.to_string(), count: *count }).collect();
+        let ops: Vec<OpJson> = ops.iter().map(|op| op_json(view, op)).collect();
+        let body = UpdateJson {
+            guild_id: view.guild,
+            id: "everyone",
+            member_count: self.list.member_count(),
+            online_count: self.list.online_count(),
+            groups,
+            ops,
+        };
         super::actor::encode(&body)
     }
 }
 
-fn item_json(view: &View, item: &Item) -> Value {
+// Typed, borrowing JSON shapes: encoding writes straight from the actor's
+// state without building `serde_json::Value` trees.
+
+#[derive(Serialize)]
+struct UpdateJson<'a> {
+    guild_id: GuildId,
+    id: &'static str,
+    member_count: usize,
+    online_count: usize,
+    groups: Vec<GroupJson>,
+    ops: Vec<OpJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct GroupJson {
+    id: String,
+    count: usize,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "op", rename_all = "UPPERCASE")]
+enum OpJson<'a> {
+    Sync { range: [usize; 2], items: Vec<ItemJson<'a>> },
+    Insert { index: usize, item: ItemJson<'a> },
+    Update { index: usize, item: ItemJson<'a> },
+    Delete { index: usize },
+    Invalidate { range: [usize; 2] },
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "lowercase")]
+enum ItemJson<'a> {
+    Group(GroupJson),
+    Member(MemberJson<'a>),
+}
+
+#[derive(Serialize)]
+struct IdJson {
+    id: UserId,
+}
+
+#[derive(Serialize)]
+struct MemberJson<'a> {
+    user: UserJson<'a>,
+    nick: Option<&'a str>,
+    avatar: Option<()>,
+    roles: &'a [protocol::RoleId],
+    joined_at: String,
+    premium_since: Option<()>,
+    deaf: bool,
+    mute: bool,
+    flags: u64,
+    pending: bool,
+    communication_disabled_until: Option<()>,
+    presence: PresenceJson<'a>,
+}
+
+#[derive(Serialize)]
+struct UserJson<'a> {
+    id: UserId,
+    username: &'a str,
+    global_name: Option<&'a str>,
+    discriminator: &'static str,
+    avatar: Option<&'a str>,
+    bot: bool,
+    flags: u64,
+    public_flags: u64,
+}
+
+#[derive(Serialize)]
+struct PresenceJson<'a> {
+    user: IdJson,
+    status: &'static str,
+    activities: &'a [Value],
+    client_status: ClientStatusJson,
+}
+
+#[derive(Serialize)]
+struct ClientStatusJson {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    desktop: Option<&'static str>,
+}
+
+const NO_ACTIVITIES: &[Value] = &[];
+
+fn item_json<'a>(view: &View<'a>, item: &Item) -> ItemJson<'a> {
     match item {
-        Item::Group { id, count } => json!({"group": {"id": id.to_string(), "count": count}}),
+        Item::Group { id, count } => ItemJson::Group(GroupJson { id: id.to_string(), count: *count }),
         Item::Member(mi) => {
             let uid = UserId(mi.user_id);
-            let mut m = match view.members.get(&uid) {
-                Some((m, u)) => serde_json::to_value(convert::member(m, Some(u))).unwrap_or(Value::Null),
-                None => json!({"user": {"id": uid}}),
-            };
             let (status, activities) = match view.online.get(&uid) {
-                Some(p) => (p.status.visible().as_str(), p.activities.clone()),
-                None => ("offline", Vec::new()),
+                Some(p) => (p.status.visible().as_str(), p.activities.as_slice()),
+                None => ("offline", NO_ACTIVITIES),
             };
-            let client_status = if status == "offline" { json!({}) } else { json!({"desktop": status}) };
-            m["presence"] = json!({"user": {"id": uid}, "status": status, "activities": activities, "client_status": client_status});
-            json!({"member": m})
+            let presence = PresenceJson {
+                user: IdJson { id: uid },
+                status,
+                activities,
+                client_status: ClientStatusJson { desktop: (status != "offline").then_some(status) },
+            };
+            let Some((m, u)) = view.members.get(&uid) else {
+                // Not reachable while the list mirrors the members map; render a stub.
+                return ItemJson::Group(GroupJson { id: format!("missing:{uid}"), count: 0 });
+            };
+            ItemJson::Member(MemberJson {
+                user: UserJson {
+                    id: u.id,
+                    username: &u.username,
+                    global_name: u.global_name.as_deref(),
+                    discriminator: "0",
+                    avatar: u.avatar.as_deref(),
+                    bot: u.bot,
+                    flags: u.flags,
+                    public_flags: u.flags,
+                },
+                nick: m.nick.as_deref(),
+                avatar: None,
+                roles: &m.roles,
+                joined_at: protocol::model::iso8601(m.joined_at),
+                premium_since: None,
+                deaf: false,
+                mute: false,
+                flags: m.flags,
+                pending: false,
+                communication_disabled_until: None,
+                presence,
+            })
         }
     }
 }
 
-fn op_json(view: &View, op: &Op) -> Value {
+fn op_json<'a>(view: &View<'a>, op: &Op) -> OpJson<'a> {
     match op {
-        Op::Sync { range, items } => json!({
-            "op": "SYNC",
-            "range": [range.start, range.end],
-            "items": items.iter().map(|i| item_json(view, i)).collect::<Vec<_>>(),
-        }),
-        Op::Insert { index, item } => json!({"op": "INSERT", "index": index, "item": item_json(view, item)}),
-        Op::Update { index, item } => json!({"op": "UPDATE", "index": index, "item": item_json(view, item)}),
-        Op::Delete { index } => json!({"op": "DELETE", "index": index}),
-        Op::Invalidate { range } => json!({"op": "INVALIDATE", "range": [range.start, range.end]}),
+        Op::Sync { range, items } => {
+            OpJson::Sync { range: [range.start, range.end], items: items.iter().map(|i| item_json(view, i)).collect() }
+        }
+        Op::Insert { index, item } => OpJson::Insert { index: *index, item: item_json(view, item) },
+        Op::Update { index, item } => OpJson::Update { index: *index, item: item_json(view, item) },
+        Op::Delete { index } => OpJson::Delete { index: *index },
+        Op::Invalidate { range } => OpJson::Invalidate { range: [range.start, range.end] },
     }
 }
 
@@ -187,4 +296,45 @@ pub fn requested_ranges(channels: &[(ChannelId, Vec<(u64, u64)>)], known: &[Chan
         .filter(|(cid, _)| known.iter().any(|c| c.id == *cid && uses_everyone_list(c)))
         .flat_map(|(_, r)| r.iter().take(3).copied())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use protocol::gateway::Intents;
+
+    #[test]
+    fn update_json_has_discords_shape() {
+        let g = GuildId(1);
+        let mk = |id: u64, name: &str| {
+            let u =
+                UserRecord { id: UserId(id), username: name.into(), global_name: None, avatar: None, bot: false, flags: 0, created_at: 0 };
+            (
+                UserId(id),
+                (MemberRecord { guild_id: g, user_id: UserId(id), nick: None, roles: vec![], joined_at: 0, flags: 0 }, Arc::new(u)),
+            )
+        };
+        let members: HashMap<_, _> = [mk(5, "bob"), mk(6, "amy")].into_iter().collect();
+        let online: HashMap<_, _> = [(UserId(6), Presence { status: Status::Idle, activities: vec![] })].into_iter().collect();
+        let view = View { guild: g, members: &members, online: &online };
+        let mut lists = Lists::build(&view, &[]);
+        let (s, mut rx, _c) = SessionHandle::new("s".into(), UserId(9), false, Intents::ALL, 50, vec![g], 8);
+        lists.subscribe(&view, s, &[(0, 99)]);
+        let sync: Value = serde_json::from_slice(&rx.try_recv().unwrap().body).unwrap();
+        assert_eq!(sync["id"], "everyone");
+        assert_eq!((sync["member_count"].as_u64(), sync["online_count"].as_u64()), (Some(2), Some(1)));
+        assert_eq!(sync["groups"], serde_json::json!([{"id": "online", "count": 1}, {"id": "offline", "count": 1}]));
+        let op = &sync["ops"][0];
+        assert_eq!((op["op"].as_str(), &op["range"]), (Some("SYNC"), &serde_json::json!([0, 99])));
+        let items = op["items"].as_array().unwrap();
+        assert_eq!(items[0], serde_json::json!({"group": {"id": "online", "count": 1}}));
+        assert_eq!(items[1]["member"]["user"]["username"], "amy");
+        assert_eq!(items[1]["member"]["presence"]["status"], "idle");
+        assert_eq!(items[3]["member"]["presence"]["status"], "offline");
+        let changes = lists.list_mut().remove(5);
+        lists.publish(&view, &changes);
+        let upd: Value = serde_json::from_slice(&rx.try_recv().unwrap().body).unwrap();
+        let kinds: Vec<_> = upd["ops"].as_array().unwrap().iter().map(|o| o["op"].as_str().unwrap().to_string()).collect();
+        assert!(kinds.iter().all(|k| k == "DELETE" || k == "UPDATE" || k == "INSERT"), "{kinds:?}");
+    }
 }

@@ -1,0 +1,61 @@
+//! One presence change in a 1,000,000-member guild, end to end inside the
+//! guild actor's member-list path: the list change, the range ops for a
+//! subscriber of [0, 99], the JSON encoding of GUILD_MEMBER_LIST_UPDATE, and
+//! the push into the subscriber's queue.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use protocol::gateway::{Intents, Status};
+use protocol::{GuildId, UserId};
+use server::gateway::SessionHandle;
+use server::guild::list::{lstatus, Lists, View};
+use server::presence::Presence;
+use store::{MemberRecord, UserRecord};
+
+const MEMBERS: u64 = 1_000_000;
+
+fn bench(c: &mut Criterion) {
+    let guild = GuildId(1);
+    let mut members = HashMap::with_capacity(MEMBERS as usize);
+    for n in 0..MEMBERS {
+        let u = UserRecord {
+            id: UserId(10 + n),
+            username: format!("member{n:07}"),
+            global_name: None,
+            avatar: None,
+            bot: false,
+            flags: 0,
+            created_at: 0,
+        };
+        let m = MemberRecord { guild_id: guild, user_id: u.id, nick: None, roles: vec![], joined_at: 0, flags: 0 };
+        members.insert(u.id, (m, Arc::new(u)));
+    }
+    let mut online: HashMap<UserId, Presence> = HashMap::new();
+    // 10% online, so both groups are large.
+    for n in (0..MEMBERS).step_by(10) {
+        online.insert(UserId(10 + n), Presence { status: Status::Online, activities: vec![] });
+    }
+    let view = View { guild, members: &members, online: &online };
+    let mut lists = Lists::build(&view, &[]);
+    let (session, mut rx, _ctrl) = SessionHandle::new("bench".into(), UserId(2), false, Intents::ALL, 250, vec![guild], 1 << 16);
+    lists.subscribe(&view, session.clone(), &[(0, 99)]);
+    // A member whose name sorts into the first chunk when online.
+    let who = UserId(10 + 1);
+    let mut up = true;
+    let mut g = c.benchmark_group("presence_change_1m");
+    g.bench_function("set_status+range_ops+encode+enqueue", |b| {
+        b.iter(|| {
+            let status = if up { Status::Online } else { Status::Offline };
+            up = !up;
+            let changes = lists.list_mut().set_status(who.0, lstatus(status));
+            lists.publish(&view, &changes);
+            while rx.try_recv().is_ok() {}
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
