@@ -38,6 +38,33 @@ pub enum ConnError {
     Compress(#[from] protocol::compress::CompressError),
 }
 
+/// Appends one uncompressed dispatch as a WebSocket text frame: header,
+/// the per-session envelope `{"op":0,"t":"NAME","s":SEQ,"d":`, the shared
+/// body, and the closing brace. No allocation beyond growing `out`.
+pub fn frame_dispatch(out: &mut Vec<u8>, name: &str, seq: u64, body: &[u8]) {
+    const A: &[u8] = b"{\"op\":0,\"t\":\"";
+    const B: &[u8] = b"\",\"s\":";
+    const C: &[u8] = b",\"d\":";
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut v = seq;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let seq = &digits[i..];
+    let len = A.len() + name.len() + B.len() + seq.len() + C.len() + body.len() + 1;
+    out.reserve(len + 10);
+    ws::write_header(out, ws::OP_TEXT, len);
+    for part in [A, name.as_bytes(), B, seq, C, body, b"}"] {
+        out.extend_from_slice(part);
+    }
+}
+
 pub struct Conn {
     stream: TcpStream,
     /// Bytes of an incomplete frame carried between reads; empty otherwise.
@@ -155,15 +182,7 @@ impl Conn {
     /// Queues a dispatch: the per-session envelope around a shared body.
     pub fn send_dispatch(&mut self, name: &str, seq: u64, body: &[u8]) -> Result<(), ConnError> {
         if self.compressor.is_none() {
-            // Frame straight into the pending buffer: header, prefix, body, '}'.
-            let mut prefix = Vec::with_capacity(48);
-            write_dispatch(&mut prefix, name, seq, b"");
-            prefix.pop();
-            let len = prefix.len() + body.len() + 1;
-            ws::write_header(&mut self.pending, ws::OP_TEXT, len);
-            self.pending.extend_from_slice(&prefix);
-            self.pending.extend_from_slice(body);
-            self.pending.push(b'}');
+            frame_dispatch(&mut self.pending, name, seq, body);
             return Ok(());
         }
         let json = SCRATCH.with(|s| {
@@ -240,6 +259,25 @@ impl Conn {
         }
         if let Err(e) = self.stream.shutdown().await {
             tracing::trace!(error = %e, "shutdown after close");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn framed_dispatch_matches_the_envelope_writer() {
+        for seq in [0u64, 7, 1234567890123] {
+            let body = br#"{"id":"1","content":"hi"}"#;
+            let mut framed = Vec::new();
+            frame_dispatch(&mut framed, "MESSAGE_CREATE", seq, body);
+            let mut json = Vec::new();
+            write_dispatch(&mut json, "MESSAGE_CREATE", seq, body);
+            let mut expect = Vec::new();
+            ws::write_frame(&mut expect, ws::OP_TEXT, &json);
+            assert_eq!(framed, expect);
         }
     }
 }

@@ -134,11 +134,7 @@ impl GuildActor {
     /// Pushes one shared body to every subscriber with `intent`.
     fn fan_out(&mut self, name: &'static str, body: &Bytes, intent: u64) {
         self.seq += 1;
-        for s in self.subs.values() {
-            if s.intents.contains(intent) {
-                s.push(Dispatch { name, body: body.clone() });
-            }
-        }
+        super::deliver(self.subs.values(), name, body, intent);
     }
 
     /// MESSAGE_CREATE/UPDATE: full content to those entitled to it, the

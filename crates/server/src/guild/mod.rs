@@ -141,6 +141,19 @@ impl GuildRouter {
     }
 }
 
+/// Pushes one shared dispatch body to every session in `subs` that has
+/// `intent`: a reference-count bump and a `try_send` each, never a wait.
+/// Returns how many sessions took it.
+pub fn deliver<'a>(subs: impl IntoIterator<Item = &'a Arc<SessionHandle>>, name: &'static str, body: &Bytes, intent: u64) -> usize {
+    let mut n = 0;
+    for s in subs {
+        if s.intents.contains(intent) && s.push(crate::gateway::Dispatch { name, body: body.clone() }) {
+            n += 1;
+        }
+    }
+    n
+}
+
 /// Tells each of `guilds` that `user`'s visible presence changed.
 pub fn broadcast_presence(node: &Arc<Node>, user: UserId, guilds: &[GuildId], presence: Presence) {
     for &g in guilds {
