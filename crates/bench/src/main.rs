@@ -33,7 +33,11 @@ use clap::{Parser, Subcommand};
 use crate::scenario::{RunArgs, Scenario};
 
 #[derive(Parser)]
-#[command(name = "throng-bench", version, about = "Load generator for Discord-API servers: real gateway sessions, REST messages, HDR latencies.")]
+#[command(
+    name = "throng-bench",
+    version,
+    about = "Load generator for Discord-API servers: real gateway sessions, REST messages, HDR latencies."
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

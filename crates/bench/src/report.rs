@@ -244,7 +244,11 @@ pub fn summary_text(r: &Results) -> String {
         let _ = write!(s, "\n  {k:<15} p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms  (n={})", p.p50, p.p99, p.max, p.count);
     }
     if let Some(d) = &r.delivery {
-        let _ = write!(s, "\n  delivery: {} messages, {}/{} receipts, lost {}, duplicates {}", d.messages, d.received, d.expected, d.lost, d.duplicates);
+        let _ = write!(
+            s,
+            "\n  delivery: {} messages, {}/{} receipts, lost {}, duplicates {}",
+            d.messages, d.received, d.expected, d.lost, d.duplicates
+        );
     }
     if let Some(st) = &r.storm {
         let _ = write!(s, "\n  storm: {}/{} recovered in {} s", st.recovered, st.dropped, opt(st.recovery_s, 2));
@@ -281,7 +285,11 @@ fn markdown(r: &Results) -> String {
     let _ = writeln!(m, "| target / ready | {} / {} |", r.sessions_target, r.sessions_ready);
     let _ = writeln!(m, "| ramp | {} s ({} sessions/s) |", opt(r.ramp_s, 1), opt(r.connect_rate, 0));
     let _ = writeln!(m, "| connect failures (attempts) / given up | {} / {} |", r.connect_failures, r.failed);
-    let _ = writeln!(m, "| resumes / re-identifies / op 9 / zombies | {} / {} / {} / {} |", r.resumes, r.reidentifies, r.invalid_sessions, r.zombies);
+    let _ = writeln!(
+        m,
+        "| resumes / re-identifies / op 9 / zombies | {} / {} / {} / {} |",
+        r.resumes, r.reidentifies, r.invalid_sessions, r.zombies
+    );
     let _ = writeln!(m, "| messages sent / send errors / skipped | {} / {} / {} |", r.sent, r.send_errors, r.send_skipped);
     let _ = writeln!(m, "| deliveries received | {} |", r.deliveries);
     let _ = writeln!(m, "| decode errors | {} |\n", r.decode_errors);
@@ -332,7 +340,11 @@ fn markdown(r: &Results) -> String {
             );
         }
         if let Some(t) = &c.top_speed {
-            let _ = writeln!(m, "\n**Top speed: {} sessions, {:.0} msg/s, {:.0} deliveries/s.**\n", t.sessions, t.msgs_per_s, t.deliveries_per_s);
+            let _ = writeln!(
+                m,
+                "\n**Top speed: {} sessions, {:.0} msg/s, {:.0} deliveries/s.**\n",
+                t.sessions, t.msgs_per_s, t.deliveries_per_s
+            );
         }
     }
     if let Some(s) = &r.server {
@@ -360,7 +372,11 @@ fn markdown(r: &Results) -> String {
         }
         m.push('\n');
     }
-    let _ = writeln!(m, "Plots: `sessions.png`, `latency_vs_sessions.png`{}.", if r.server.is_some() { ", `server_vs_sessions.png`" } else { "" });
+    let _ = writeln!(
+        m,
+        "Plots: `sessions.png`, `latency_vs_sessions.png`{}.",
+        if r.server.is_some() { ", `server_vs_sessions.png`" } else { "" }
+    );
     m
 }
 
@@ -389,7 +405,10 @@ fn plots(dir: &Path, r: &Results) -> anyhow::Result<()> {
         &title("sessions over time"),
         "time (s)",
         "sessions",
-        &[("ready", s.iter().map(|x| (x.t_s, x.ready as f64)).collect()), ("given up", s.iter().map(|x| (x.t_s, x.failed as f64)).collect())],
+        &[
+            ("ready", s.iter().map(|x| (x.t_s, x.ready as f64)).collect()),
+            ("given up", s.iter().map(|x| (x.t_s, x.failed as f64)).collect()),
+        ],
     )
     .map_err(|e| anyhow::anyhow!("sessions.png: {e}"))?;
     let lat: Vec<&Sample> = s.iter().filter(|x| x.e2e_p99_ms.is_some()).collect();

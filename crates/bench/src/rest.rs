@@ -9,7 +9,7 @@ use reqwest::{Client, Method, StatusCode};
 use serde_json::{json, Value};
 
 /// How often a request is retried on 429/503 before it counts as failed.
-const MAX_RETRIES: u32 = 8;
+const MAX_RETRIES: u32 = 30;
 
 #[derive(Clone)]
 pub struct Rest {
@@ -104,13 +104,17 @@ impl Rest {
         let id = v["id"].as_str().ok_or_else(|| anyhow!("create guild: no id in {v}"))?.to_owned();
         let mut channels: Vec<String> = v["channels"]
             .as_array()
-            .map(|a| a.iter().filter(|c| c["type"].as_u64().unwrap_or(0) == 0).filter_map(|c| c["id"].as_str().map(str::to_owned)).collect())
+            .map(|a| {
+                a.iter().filter(|c| c["type"].as_u64().unwrap_or(0) == 0).filter_map(|c| c["id"].as_str().map(str::to_owned)).collect()
+            })
             .unwrap_or_default();
         if channels.is_empty() {
             let v = self.expect(Method::GET, &format!("/guilds/{id}/channels"), Some(token), None).await?;
             channels = v
                 .as_array()
-                .map(|a| a.iter().filter(|c| c["type"].as_u64().unwrap_or(0) == 0).filter_map(|c| c["id"].as_str().map(str::to_owned)).collect())
+                .map(|a| {
+                    a.iter().filter(|c| c["type"].as_u64().unwrap_or(0) == 0).filter_map(|c| c["id"].as_str().map(str::to_owned)).collect()
+                })
                 .unwrap_or_default();
         }
         if channels.is_empty() {

@@ -315,7 +315,7 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
         }
     }
     let mut errors: Vec<(String, u64)> = errors.into_iter().collect();
-    errors.sort_by(|a, b| b.1.cmp(&a.1));
+    errors.sort_by_key(|e| std::cmp::Reverse(e.1));
     r.errors = errors;
 
     if !a.server_pids.is_empty() {
@@ -417,19 +417,16 @@ async fn connect_phase(fleet: &mut Fleet, users: &[u32], rate: f64, timeout: Dur
     let t = Instant::now();
     let n = users.len() as u64;
     let target_ready = before.ready + n;
-    fleet.pump(t + timeout, false, |f| {
-        let x = f.totals();
-        x.ready >= target_ready || x.ready + (x.failed - before.failed) >= target_ready
-    })
-    .await?;
+    fleet
+        .pump(t + timeout, false, |f| {
+            let x = f.totals();
+            x.ready >= target_ready || x.ready + (x.failed - before.failed) >= target_ready
+        })
+        .await?;
     let took = t.elapsed().as_secs_f64();
     let x = fleet.totals();
     let all = x.ready >= target_ready;
-    fleet.progress.line(&format!(
-        "all {} sessions ready in {took:.1} s ({} failed)",
-        x.ready - before.ready,
-        x.failed - before.failed
-    ));
+    fleet.progress.line(&format!("all {} sessions ready in {took:.1} s ({} failed)", x.ready - before.ready, x.failed - before.failed));
     Ok((took, all))
 }
 
@@ -490,8 +487,11 @@ async fn capacity_phase(fleet: &mut Fleet, users: &[u32], a: &RunArgs) -> anyhow
         let failures = (x.failed - before.failed) + (x.connect_failures - before.connect_failures);
         let ratio = failures as f64 / step.len().max(1) as f64;
         let h = &fleet.window_e2e;
-        let (p50, p99) =
-            if h.is_empty() { (None, None) } else { (Some(h.value_at_quantile(0.5) as f64 / 1e3), Some(h.value_at_quantile(0.99) as f64 / 1e3)) };
+        let (p50, p99) = if h.is_empty() {
+            (None, None)
+        } else {
+            (Some(h.value_at_quantile(0.5) as f64 / 1e3), Some(h.value_at_quantile(0.99) as f64 / 1e3))
+        };
         let s = CapacityStep {
             sessions: x.ready,
             ramp_s: ramp,

@@ -63,9 +63,13 @@ struct MessageCreate<'a> {
 /// Why a connection ended and what to do next.
 enum Next {
     /// Reconnect after `delay`; RESUME if the session is still valid.
-    Reconnect { delay: Duration },
+    Reconnect {
+        delay: Duration,
+    },
     /// Discard the session (op 9 false) and IDENTIFY again after `delay`.
-    Reidentify { delay: Duration },
+    Reidentify {
+        delay: Duration,
+    },
     /// A close code that clients treat as fatal.
     Fatal,
     Finish,
@@ -282,10 +286,8 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
                             }
                         }
                         op::HEARTBEAT_ACK => acked = true,
-                        op::HEARTBEAT => {
-                            if send_heartbeat(&mut conn, st.seq).await.is_err() {
-                                return Next::Reconnect { delay: Duration::ZERO };
-                            }
+                        op::HEARTBEAT if send_heartbeat(&mut conn, st.seq).await.is_err() => {
+                            return Next::Reconnect { delay: Duration::ZERO };
                         }
                         op::RECONNECT => {
                             conn.close(4000).await;
@@ -425,9 +427,5 @@ async fn send_resume(conn: &mut WsConn, token: &str, session_id: &str, seq: Opti
 
 /// Which transport compression the gateway URL asks for.
 pub fn transport_of(path_query: &str) -> Transport {
-    path_query
-        .split(['?', '&'])
-        .find_map(|kv| kv.strip_prefix("compress="))
-        .and_then(Transport::parse)
-        .unwrap_or(Transport::None)
+    path_query.split(['?', '&']).find_map(|kv| kv.strip_prefix("compress=")).and_then(Transport::parse).unwrap_or(Transport::None)
 }

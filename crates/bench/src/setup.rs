@@ -31,8 +31,9 @@ pub struct SetupArgs {
     /// Also create one guild holding the first H users.
     #[arg(long, default_value_t = 0)]
     pub huge_guild_members: usize,
-    /// Concurrent registrations (each costs the server an argon2 hash).
-    #[arg(long, default_value_t = 4)]
+    /// Concurrent registrations (each costs the server an argon2 hash; throng
+    /// hashes 2 at a time and answers 503 beyond).
+    #[arg(long, default_value_t = 2)]
     pub register_concurrency: usize,
     /// Concurrent joins and guild creations.
     #[arg(long, default_value_t = 32)]

@@ -12,8 +12,8 @@
 //! duplicates are exact per message.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BinaryHeap, HashMap};
 use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::io::Write;
 use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -342,7 +342,7 @@ async fn run() -> anyhow::Result<()> {
         sessions,
         sent: std::mem::take(&mut *w.sent.borrow_mut()),
         received: w.received.borrow().iter().map(|(k, (n, t))| (*k, *n, *t)).collect(),
-        storm_recovery_us: (drop_gen > 0).then(|| storm_last.as_micros() as u64),
+        storm_recovery_us: (drop_gen > 0).then_some(storm_last.as_micros() as u64),
         e2e_us: Hist::encode(&full.e2e),
         connect_us: Hist::encode(&full.connect),
         ready_us: Hist::encode(&full.ready),

@@ -132,7 +132,8 @@ impl WsConn {
             return Err(WsError::Handshake(format!("status line {status:?}")));
         }
         let expected = accept_key(&key);
-        let accepted = lines.filter_map(|l| l.split_once(':')).any(|(k, v)| k.eq_ignore_ascii_case("sec-websocket-accept") && v.trim() == expected);
+        let accepted =
+            lines.filter_map(|l| l.split_once(':')).any(|(k, v)| k.eq_ignore_ascii_case("sec-websocket-accept") && v.trim() == expected);
         if !accepted {
             return Err(WsError::Handshake("missing or wrong Sec-WebSocket-Accept".into()));
         }
@@ -314,7 +315,7 @@ mod tests {
 
     #[test]
     fn accept_key_matches_rfc_example() {
-        assert_eq!(accept_key("dGhlIHNhbXBsZSBub25jZQ=="), "s3pPLMBiTxaQ9kYGzzhZK+xOo4k=");
+        assert_eq!(accept_key("dGhlIHNhbXBsZSBub25jZQ=="), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
     }
 
     #[test]
