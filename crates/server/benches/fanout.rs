@@ -26,7 +26,8 @@ fn spawn_sessions(rt: &tokio::runtime::Runtime, n: usize) -> Sessions {
     let all = Arc::new(Notify::new());
     let mut handles = Vec::with_capacity(n);
     for i in 0..n {
-        let (h, mut rx, _ctrl) = SessionHandle::new(format!("s{i}").into(), UserId(i as u64), true, Intents::ALL, 50, vec![GuildId(1)], 256);
+        let (h, mut rx, _ctrl) =
+            SessionHandle::new(format!("s{i}").into(), UserId(i as u64), true, Intents::ALL, 50, vec![GuildId(1)], 256);
         let (done, all) = (done.clone(), all.clone());
         rt.spawn(async move {
             let _keep_ctrl = _ctrl;
