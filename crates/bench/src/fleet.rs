@@ -31,6 +31,8 @@ struct WorkerProc {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Sample {
     pub t_s: f64,
+    /// What the run was doing (ramp, hold, chat, storm, drain, steps, finish).
+    pub phase: &'static str,
     pub started: u64,
     pub ready: u64,
     pub connect_failures: u64,
@@ -62,6 +64,8 @@ pub struct Fleet {
     last_sample: Option<(Instant, Sample, f64, f64)>,
     pub peak_server_rss: u64,
     pub progress: Progress,
+    /// The current phase, stamped on each sample.
+    pub phase: &'static str,
 }
 
 impl Fleet {
@@ -120,6 +124,7 @@ impl Fleet {
             last_sample: None,
             peak_server_rss: 0,
             progress,
+            phase: "start",
         })
     }
 
@@ -239,6 +244,7 @@ impl Fleet {
         self.peak_server_rss = self.peak_server_rss.max(srss);
         let mut s = Sample {
             t_s: now.duration_since(self.t0).as_secs_f64(),
+            phase: self.phase,
             started: t.started,
             ready: t.ready,
             connect_failures: t.connect_failures,
@@ -274,6 +280,7 @@ impl Fleet {
 
     /// Sends Finish and collects every worker's final report.
     pub async fn finish(&mut self) -> anyhow::Result<Vec<Final>> {
+        self.phase = "finish";
         for w in 0..self.workers.len() {
             if self.workers[w].alive {
                 if let Err(e) = self.send(w, &Command::Finish).await {

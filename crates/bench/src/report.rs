@@ -119,6 +119,8 @@ pub struct ClientCost {
     pub peak_rss_mib: f64,
     /// Peak ready sessions / peak RSS of all workers (baseline included).
     pub sessions_per_gib: f64,
+    /// (Worker RSS after the ramp - before it) / ready sessions.
+    pub kib_per_session: Option<f64>,
     /// Worker CPU during the message phase / deliveries in it (sending,
     /// heartbeats and decoding included).
     pub cpu_us_per_delivery: Option<f64>,
@@ -357,10 +359,11 @@ fn markdown(r: &Results) -> String {
     let c = &r.client;
     let _ = writeln!(
         m,
-        "Load generator: {} worker(s), peak RSS {:.1} MiB, {:.0} sessions per GiB; {} CPU µs per received message ({} deliveries, {:.1} CPU s).\n",
+        "Load generator: {} worker(s), peak RSS {:.1} MiB, {:.0} sessions per GiB ({} KiB per session above baseline); {} CPU µs per received message ({} deliveries, {:.1} CPU s).\n",
         c.workers,
         c.peak_rss_mib,
         c.sessions_per_gib,
+        opt(c.kib_per_session, 2),
         opt(c.cpu_us_per_delivery, 1),
         c.deliveries_in_window,
         c.cpu_s_in_window
@@ -411,7 +414,7 @@ fn plots(dir: &Path, r: &Results) -> anyhow::Result<()> {
         ],
     )
     .map_err(|e| anyhow::anyhow!("sessions.png: {e}"))?;
-    let lat: Vec<&Sample> = s.iter().filter(|x| x.e2e_p99_ms.is_some()).collect();
+    let lat: Vec<&Sample> = s.iter().filter(|x| x.e2e_p99_ms.is_some() && x.phase != "finish").collect();
     line_chart(
         &dir.join("latency_vs_sessions.png"),
         &title("e2e delivery latency vs sessions (1 s windows)"),
@@ -424,7 +427,8 @@ fn plots(dir: &Path, r: &Results) -> anyhow::Result<()> {
     )
     .map_err(|e| anyhow::anyhow!("latency_vs_sessions.png: {e}"))?;
     if r.server.is_some() {
-        server_chart(&dir.join("server_vs_sessions.png"), &title("server CPU and RSS vs sessions"), s)
+        let live: Vec<Sample> = s.iter().filter(|x| x.phase != "finish" && x.phase != "start").cloned().collect();
+        server_chart(&dir.join("server_vs_sessions.png"), &title("server CPU and RSS vs sessions"), &live)
             .map_err(|e| anyhow::anyhow!("server_vs_sessions.png: {e}"))?;
     }
     Ok(())

@@ -188,6 +188,7 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
         gateways.len()
     ));
     let server_base = procfs::sample_sum(&a.server_pids);
+    let client_base = procfs::sample_sum(&fleet.worker_pids()).0;
     fleet.sample();
 
     let mut r = Results {
@@ -204,32 +205,40 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
     let mut phase_ok = true;
     let mut chat_window: Option<(f64, u64, f64, u64)> = None;
     let mut rss_after_ramp = None;
+    let mut client_after_ramp = None;
 
     match kind {
         Scenario::Connect => {
             let (ramp, all) = connect_phase(&mut fleet, &users, a.rate, a.ready_timeout).await?;
             r.ramp_s = Some(ramp);
             phase_ok &= all;
+            fleet.phase = "hold";
             fleet.pump(Instant::now() + a.duration.min(Duration::from_secs(600)), false, |_| false).await?;
             rss_after_ramp = Some(procfs::sample_sum(&a.server_pids).0);
+            client_after_ramp = Some(procfs::sample_sum(&fleet.worker_pids()).0);
         }
         Scenario::Chat | Scenario::Storm => {
             let (ramp, all) = connect_phase(&mut fleet, &users, a.rate, a.ready_timeout).await?;
             r.ramp_s = Some(ramp);
             phase_ok &= all;
             rss_after_ramp = Some(procfs::sample_sum(&a.server_pids).0);
+            client_after_ramp = Some(procfs::sample_sum(&fleet.worker_pids()).0);
             let c0 = client_mark(&fleet);
             fleet.send_all(&Command::Chat { interval_ms: a.interval.as_millis() as u64 }).await?;
+            fleet.phase = "chat";
             if kind == Scenario::Chat {
                 fleet.progress.line("chat phase started");
                 fleet.pump(Instant::now() + a.duration, false, |_| false).await?;
             } else {
                 let hold = Duration::from_secs(3);
                 fleet.pump(Instant::now() + hold, false, |_| false).await?;
+                fleet.phase = "storm";
                 r.storm = Some(storm_phase(&mut fleet, a.duration).await?);
+                fleet.phase = "chat";
                 fleet.pump(Instant::now() + hold, false, |_| false).await?;
             }
             fleet.send_all(&Command::StopSending).await?;
+            fleet.phase = "drain";
             fleet.pump(Instant::now() + a.drain, false, |_| false).await?;
             let c1 = client_mark(&fleet);
             chat_window = Some((c0.0, c0.1, c1.0, c1.1));
@@ -240,6 +249,9 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
             r.ramp_s = Some(ramp);
             phase_ok &= all;
             rss_after_ramp = Some(procfs::sample_sum(&a.server_pids).0);
+            client_after_ramp = Some(procfs::sample_sum(&fleet.worker_pids()).0);
+            // Subscriptions follow READY; let them settle before the first send.
+            fleet.pump(Instant::now() + Duration::from_secs(1), false, |_| false).await?;
             // The sender is the first member; its worker holds it (contiguous split).
             let sender = users[0];
             let c0 = client_mark(&fleet);
@@ -247,6 +259,7 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
             fleet.send(0, &Command::Broadcast { user: sender, guild: g, count: a.messages, interval_ms: iv }).await?;
             fleet.progress.line(&format!("broadcast: {} messages into guild #{g} ({} members)", a.messages, users.len()));
             let send_time = a.broadcast_interval * a.messages;
+            fleet.phase = "broadcast";
             fleet.pump(Instant::now() + send_time + a.drain, false, |_| false).await?;
             let c1 = client_mark(&fleet);
             chat_window = Some((c0.0, c0.1, c1.0, c1.1));
@@ -337,6 +350,7 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
         workers: n_workers,
         peak_rss_mib: peak_client_rss,
         sessions_per_gib: if peak_client_rss > 0.0 { ready_peak as f64 / (peak_client_rss / 1024.0) } else { 0.0 },
+        kib_per_session: client_after_ramp.map(|after| (after as f64 - client_base as f64) / 1024.0 / r.sessions_ready.max(1) as f64),
         ..ClientCost::default()
     };
     if let Some((cpu0, d0, cpu1, d1)) = chat_window {
@@ -407,6 +421,7 @@ async fn gateway_target(url: &str, compress: &str) -> anyhow::Result<GatewayTarg
 /// has failed. Returns (seconds, whether all became ready).
 async fn connect_phase(fleet: &mut Fleet, users: &[u32], rate: f64, timeout: Duration) -> anyhow::Result<(f64, bool)> {
     let before = fleet.totals();
+    fleet.phase = "ramp";
     let parts = split_ranges(users, fleet.len());
     let active = parts.iter().filter(|p| !p.is_empty()).count().max(1);
     for (w, ranges) in parts.into_iter().enumerate() {
@@ -477,6 +492,7 @@ async fn capacity_phase(fleet: &mut Fleet, users: &[u32], a: &RunArgs) -> anyhow
         let before = fleet.totals();
         let (ramp, _) = connect_phase(fleet, step, a.rate, a.step_interval.max(Duration::from_secs(5)) * 3).await?;
         let mid = fleet.totals();
+        fleet.phase = "step";
         fleet.window_e2e.reset();
         let w0 = Instant::now();
         let cpu0 = procfs::sample_sum(&fleet.server_pids).1;
@@ -522,6 +538,7 @@ async fn capacity_phase(fleet: &mut Fleet, users: &[u32], a: &RunArgs) -> anyhow
         }
     }
     fleet.send_all(&Command::StopSending).await?;
+    fleet.phase = "drain";
     fleet.pump(Instant::now() + a.drain, false, |_| false).await?;
     let c1 = client_mark(fleet);
     let top = steps.iter().filter(|s| s.passed).max_by_key(|s| s.sessions).cloned();

@@ -12,7 +12,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use protocol::compress::{Decompressor, Transport};
-use protocol::gateway::op;
+use protocol::gateway::{op, Intents};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::sync::watch;
@@ -66,6 +66,9 @@ enum Next {
     Reconnect {
         delay: Duration,
     },
+    /// The server refused an IDENTIFY for load (op 9 true before READY):
+    /// try again after `delay`; not a failure of the session.
+    Busy { delay: Duration },
     /// Discard the session (op 9 false) and IDENTIFY again after `delay`.
     Reidentify {
         delay: Duration,
@@ -146,6 +149,7 @@ pub async fn run(w: Rc<Worker>, user: u32, nth: usize, mut ctl: watch::Receiver<
                 failures = if st.session_id.is_some() { 0 } else { failures + 1 };
                 tokio::time::sleep(delay).await;
             }
+            Next::Busy { delay } => tokio::time::sleep(delay).await,
             Next::Reidentify { delay } => {
                 st.session_id = None;
                 st.seq = None;
@@ -301,7 +305,7 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
                                 Next::Reconnect { delay: Duration::from_millis(200 + rand::random::<u64>() % 800) }
                             } else if resumable {
                                 // Identify was refused for load: not the session's fault.
-                                Next::Reconnect { delay: identify_delay() }
+                                Next::Busy { delay: identify_delay() }
                             } else {
                                 Next::Reidentify { delay: identify_delay() }
                             };
@@ -328,7 +332,12 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
                                         return Next::Reconnect { delay: backoff(1) };
                                     };
                                     st.session_id = Some(r.session_id);
-                                    let pending = r.guilds.iter().filter(|g| g.unavailable.unwrap_or(true)).count();
+                                    // Without the GUILDS intent no GUILD_CREATE follows: READY is the end.
+                                    let pending = if w.cfg.intents & Intents::GUILDS == 0 {
+                                        0
+                                    } else {
+                                        r.guilds.iter().filter(|g| g.unavailable.unwrap_or(true)).count()
+                                    };
                                     pending_guilds = Some(pending);
                                     if pending == 0 {
                                         became_ready(w, st, t0, false);
