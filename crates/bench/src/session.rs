@@ -68,7 +68,9 @@ enum Next {
     },
     /// The server refused an IDENTIFY for load (op 9 true before READY):
     /// try again after `delay`; not a failure of the session.
-    Busy { delay: Duration },
+    Busy {
+        delay: Duration,
+    },
     /// Discard the session (op 9 false) and IDENTIFY again after `delay`.
     Reidentify {
         delay: Duration,
