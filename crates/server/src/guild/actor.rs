@@ -122,6 +122,11 @@ impl GuildActor {
     }
 
     fn subscribe(&mut self, st: &State, session: Arc<SessionHandle>) {
+        // A session may be subscribed both by its IDENTIFY and by a MemberAdd
+        // that was queued while the actor loaded: only the first counts.
+        if self.subs.contains_key(&session.id) {
+            return;
+        }
         if session.intents.contains(Intents::GUILDS) {
             let body = st.guild_create(&session);
             if !session.push(Dispatch { name: "GUILD_CREATE", body }) {
@@ -174,6 +179,8 @@ impl GuildActor {
             }
             GuildEvent::ChannelCreate(c) => {
                 let body = encode(&convert::channel(&c));
+                // The load may already have seen this commit.
+                st.channels.retain(|x| x.id != c.id);
                 st.channels.push(c);
                 st.channels.sort_by_key(|c| (c.position, c.id));
                 self.fan_out("CHANNEL_CREATE", &body, Intents::GUILDS);
@@ -209,6 +216,8 @@ impl GuildActor {
             }
             GuildEvent::MemberAdd { member, user } => {
                 let uid = user.id;
+                // Already in the loaded snapshot: the commit raced the load.
+                let known = st.members.contains_key(&uid);
                 let mut m = convert::member(&member, Some(&user));
                 m.guild_id = Some(gid);
                 let p = self.node.presences.get(uid);
@@ -218,11 +227,17 @@ impl GuildActor {
                     st.online.insert(uid, p);
                 }
                 self.list_change(st, |l| l.upsert(lm));
-                self.fan_out("GUILD_MEMBER_ADD", &encode(&m), Intents::GUILD_MEMBERS);
+                if !known {
+                    self.fan_out("GUILD_MEMBER_ADD", &encode(&m), Intents::GUILD_MEMBERS);
+                }
                 // The new member's own sessions on this node start receiving the guild.
                 for s in self.node.sessions.of_user(uid) {
                     if !self.subs.contains_key(&s.id) {
-                        s.guilds.lock().expect("session guild list poisoned").push(gid);
+                        let mut gs = s.guilds.lock().expect("session guild list poisoned");
+                        if !gs.contains(&gid) {
+                            gs.push(gid);
+                        }
+                        drop(gs);
                         self.subscribe(st, s);
                     }
                 }
