@@ -15,7 +15,7 @@
 //! itself included).
 //!
 //! Run: `cargo bench -p sorted-set --bench latency` (add `-- --quick` for
-//! fewer samples).
+//! fewer samples, `--ours` to skip indexset, `--n=1000000` for one size).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -69,8 +69,8 @@ fn timer_overhead_ns() -> f64 {
     percentiles(&mut s).0 * 1000.0
 }
 
-fn run<K: BenchKey, S: IndexedSet<K>>(samples: usize) {
-    for &n in &SIZES {
+fn run<K: BenchKey, S: IndexedSet<K>>(samples: usize, sizes: &[usize]) {
+    for &n in sizes {
         let mut rng = rng();
         let present = keys::<K>(n, &mut rng);
         let before = LIVE.load(Ordering::Relaxed);
@@ -134,13 +134,22 @@ fn run<K: BenchKey, S: IndexedSet<K>>(samples: usize) {
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let samples = if quick { 20_000 } else { 200_000 };
+    let ours_only = std::env::args().any(|a| a == "--ours");
+    let sizes: Vec<usize> = match std::env::args().find_map(|a| a.strip_prefix("--n=").map(str::to_owned)) {
+        Some(n) => vec![n.parse().expect("--n=<keys>")],
+        None => SIZES.to_vec(),
+    };
     println!("timer overhead (median of an empty Instant::now/elapsed pair): {:.0} ns", timer_overhead_ns());
     println!("samples per row: {samples}; times in µs per op, timer overhead included");
     println!();
     println!("| impl | key | n | op | median | p99 | p99.9 | bytes/entry (random build) | bytes/entry (sorted build) |");
     println!("|---|---|---|---|---|---|---|---|---|");
-    run::<u64, sorted_set::SortedSet<u64>>(samples);
-    run::<u64, indexset::BTreeSet<u64>>(samples);
-    run::<Key24, sorted_set::SortedSet<Key24>>(samples);
-    run::<Key24, indexset::BTreeSet<Key24>>(samples);
+    run::<u64, sorted_set::SortedSet<u64>>(samples, &sizes);
+    if !ours_only {
+        run::<u64, indexset::BTreeSet<u64>>(samples, &sizes);
+    }
+    run::<Key24, sorted_set::SortedSet<Key24>>(samples, &sizes);
+    if !ours_only {
+        run::<Key24, indexset::BTreeSet<Key24>>(samples, &sizes);
+    }
 }

@@ -185,3 +185,46 @@ fn large_sequential_and_random_workloads_keep_invariants() {
     assert!(set.is_empty());
     set.assert_invariants();
 }
+
+#[test]
+fn wide_keys_use_smaller_leaves_and_stay_consistent() {
+    // 24-byte keys get 64-key leaves (u64/u16 keys get 128): run a mixed
+    // workload on them against a sorted Vec, checking invariants as we go.
+    let mut set: SortedSet<[u64; 3]> = SortedSet::new();
+    let mut model: Vec<[u64; 3]> = Vec::new();
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    for step in 0..60_000u32 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let key = [x % 4, (x >> 8) % 5000, 7];
+        let want = match model.binary_search(&key) {
+            Ok(i) if step.is_multiple_of(3) => {
+                model.remove(i);
+                assert_eq!(set.remove(&key), Some(i));
+                continue;
+            }
+            Ok(i) => Err(i),
+            Err(i) => {
+                model.insert(i, key);
+                Ok(i)
+            }
+        };
+        assert_eq!(set.insert(key), want);
+        if step.is_multiple_of(5000) {
+            set.assert_invariants();
+        }
+    }
+    set.assert_invariants();
+    assert!(set.iter().eq(model.iter()));
+    for (i, k) in model.iter().enumerate().step_by(7) {
+        assert_eq!(set.rank(k), Some(i));
+    }
+    for k in &model {
+        assert!(set.remove(k).is_some());
+        if set.len().is_multiple_of(997) {
+            set.assert_invariants();
+        }
+    }
+    assert!(set.is_empty());
+}
