@@ -44,6 +44,9 @@ pub struct GatewayConfig {
     pub replay_max_events: usize,
     /// Replay buffer bound per session, by age.
     pub replay_max_age_ms: u64,
+    /// Replay buffer bound per session, in body bytes (shared bodies count
+    /// fully, so this is an upper bound on what one session keeps alive).
+    pub replay_max_bytes: usize,
     /// Session inbound queue (guild -> session) capacity in events. When it is
     /// full the session has lagged: it is closed with 4000 and cannot resume.
     pub session_queue_capacity: usize,
@@ -116,6 +119,7 @@ impl Default for GatewayConfig {
             resume_window_ms: 120_000,
             replay_max_events: 2_000,
             replay_max_age_ms: 300_000,
+            replay_max_bytes: 4 << 20,
             session_queue_capacity: 4_096,
             max_pending_write_bytes: 1 << 20,
             max_client_payload: 4_096,

@@ -47,13 +47,29 @@ struct Session {
     ctrl_rx: mpsc::Receiver<Control>,
     /// Last sequence number assigned.
     seq: u64,
-    /// Recent dispatches for RESUME, bounded by count and age.
+    /// Dispatches the client has not acknowledged yet, for RESUME; bounded
+    /// by count, age and bytes. Trimmed at every heartbeat: a client's
+    /// heartbeat carries the last sequence it received, and it can never
+    /// resume from before that.
     replay: VecDeque<(u64, Dispatch, Instant)>,
+    /// Body bytes held in `replay`.
+    replay_bytes: usize,
+    /// Everything at or below this was acknowledged; resuming below it is refused.
+    acked: u64,
 }
 
 /// Runs an identified session to its end, starting on `conn`.
 pub async fn run(node: Arc<Node>, conn: Conn, id: Identified, early: Vec<Incoming>) {
-    let mut s = Session { node: node.clone(), handle: id.handle, rx: id.rx, ctrl_rx: id.ctrl_rx, seq: 0, replay: VecDeque::new() };
+    let mut s = Session {
+        node: node.clone(),
+        handle: id.handle,
+        rx: id.rx,
+        ctrl_rx: id.ctrl_rx,
+        seq: 0,
+        replay: VecDeque::new(),
+        replay_bytes: 0,
+        acked: 0,
+    };
     node.sessions.insert(s.handle.clone());
     let mut conn = Box::new(conn);
     s.record_and_send(&mut conn, Dispatch { name: "READY", body: id.ready });
@@ -92,16 +108,38 @@ impl Session {
     fn record(&mut self, d: Dispatch) -> u64 {
         self.seq += 1;
         let now = Instant::now();
+        self.replay_bytes += d.body.len();
         self.replay.push_back((self.seq, d, now));
         let max_age = Duration::from_millis(self.gw().replay_max_age_ms);
-        let max = self.gw().replay_max_events;
-        while self.replay.len() > max || self.replay.front().is_some_and(|(_, _, t)| now.duration_since(*t) > max_age) {
-            self.replay.pop_front();
-        }
-        if self.replay.capacity() > 64 && self.replay.capacity() > 4 * self.replay.len() {
-            self.replay.shrink_to(self.replay.len() * 2);
+        let (max, max_bytes) = (self.gw().replay_max_events, self.gw().replay_max_bytes);
+        while self.replay.len() > max
+            || self.replay_bytes > max_bytes
+            || self.replay.front().is_some_and(|(_, _, t)| now.duration_since(*t) > max_age)
+        {
+            self.pop_replay();
         }
         self.seq
+    }
+
+    fn pop_replay(&mut self) {
+        if let Some((_, d, _)) = self.replay.pop_front() {
+            self.replay_bytes -= d.body.len();
+        }
+    }
+
+    /// The client confirmed receiving everything up to `seq` (heartbeat `d`):
+    /// it can never ask for those again, so they leave the replay buffer.
+    fn acknowledge(&mut self, seq: u64) {
+        let seq = seq.min(self.seq);
+        self.acked = self.acked.max(seq);
+        while self.replay.front().is_some_and(|(s, _, _)| *s <= seq) {
+            self.pop_replay();
+        }
+        if self.replay.is_empty() {
+            self.replay = VecDeque::new();
+        } else if self.replay.capacity() > 64 && self.replay.capacity() > 4 * self.replay.len() {
+            self.replay.shrink_to(self.replay.len() * 2);
+        }
     }
 
     fn record_and_send(&mut self, conn: &mut Conn, d: Dispatch) -> bool {
@@ -113,7 +151,7 @@ impl Session {
     /// Whether a client that saw up to `seq` can resume without a gap.
     fn can_resume(&self, seq: Option<u64>) -> Option<u64> {
         let seq = seq.unwrap_or(0);
-        if self.handle.is_lagged() || seq > self.seq {
+        if self.handle.is_lagged() || seq > self.seq || seq < self.acked {
             return None;
         }
         let oldest = self.replay.front().map(|(s, _, _)| *s).unwrap_or(self.seq + 1);
@@ -267,6 +305,11 @@ impl Session {
             match frame.op {
                 op::HEARTBEAT | op::QOS_HEARTBEAT => {
                     conn.last_heartbeat = std::time::Instant::now();
+                    if frame.op == op::HEARTBEAT {
+                        if let Ok(Some(acked)) = serde_json::from_str::<Option<u64>>(d) {
+                            self.acknowledge(acked);
+                        }
+                    }
                     if conn.send_op(op::HEARTBEAT_ACK, b"null").is_err() {
                         return Some((CloseCode::UnknownError, Next::Detached));
                     }

@@ -382,10 +382,13 @@ impl State {
             _p: std::marker::PhantomData<&'a ()>,
         }
         let large = self.members.len() > s.large_threshold as usize;
+        // Large guilds: online members only, and only for sessions that get
+        // presences (as Discord does); everyone else gets just their own member.
+        let with_online = s.intents.contains(Intents::GUILD_PRESENCES);
         let members = self
             .members
             .values()
-            .filter(|(m, _)| !large || m.user_id == s.user_id || self.online.contains_key(&m.user_id))
+            .filter(|(m, _)| !large || m.user_id == s.user_id || (with_online && self.online.contains_key(&m.user_id)))
             .map(|(m, u)| convert::member(m, Some(u)))
             .collect();
         let presences = if s.intents.contains(Intents::GUILD_PRESENCES) {

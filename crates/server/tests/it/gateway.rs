@@ -465,3 +465,29 @@ async fn slow_consumer_is_closed_resumably_and_catches_up_on_resume() {
     }
     assert_eq!(got, posted, "every message replayed exactly once");
 }
+
+#[tokio::test]
+async fn heartbeat_seq_trims_the_replay_buffer() {
+    let t = TestServer::start().await;
+    let w = t.world().await;
+    let mut g = Gw::connect(&t.ws).await;
+    let session = g.identify(&w.bot_token, BOT_INTENTS).await["d"]["session_id"].as_str().unwrap().to_string();
+    g.until("GUILD_CREATE").await;
+    t.say(&w.owner, &w.channel, "acked").await;
+    g.until("MESSAGE_CREATE").await;
+    let acked = g.seq.unwrap();
+    g.send(json!({"op": 1, "d": acked})).await;
+    assert_eq!(g.recv().await["op"], 11);
+    g.close_abruptly().await;
+    t.say(&w.owner, &w.channel, "after").await;
+    // Everything up to the heartbeat's seq is gone: resuming from before it is refused ...
+    let mut early = Gw::connect(&t.ws).await;
+    early.send(json!({"op": 6, "d": {"token": w.bot_token, "session_id": session, "seq": acked - 1}})).await;
+    assert_eq!(early.recv().await["d"], false);
+    // ... and resuming from it replays only what came after.
+    let mut g = Gw::connect(&t.ws).await;
+    g.send(json!({"op": 6, "d": {"token": w.bot_token, "session_id": session, "seq": acked}})).await;
+    let m = g.recv().await;
+    assert_eq!((m["d"]["content"].as_str(), m["s"].as_u64()), (Some("after"), Some(acked + 1)));
+    assert_eq!(g.recv().await["t"], "RESUMED");
+}
