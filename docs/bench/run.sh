@@ -35,7 +35,8 @@ set +e
 "$BENCH" "$scenario" --server "http://127.0.0.1:$PORT" --fixture "$work/fixture.json" --server-pid "$spid" --out "$out" "$@"
 rc=$?
 set -e
-# Keep the command line without the temporary paths readable in the report.
-echo "exit status $rc; server log tail:" >&2
-tail -n 5 "$work/server.log" >&2
+# Server warnings and errors (if any) go next to the report.
+grep -aE 'WARN|ERROR' "$work/server.log" | sed 's/\x1b\[[0-9;]*m//g' | head -n 200 >"$out/server-warnings.log" || true
+[ -s "$out/server-warnings.log" ] || rm -f "$out/server-warnings.log"
+echo "exit status $rc" >&2
 exit $rc

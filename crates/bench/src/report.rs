@@ -69,8 +69,11 @@ pub struct BroadcastRes {
 pub struct StormRes {
     pub dropped: u64,
     pub recovered: u64,
-    /// Time from the drop until every dropped session was READY/RESUMED again.
+    /// Time from the drop until every dropped session was READY/RESUMED
+    /// again, as the coordinator saw it (worker reports come once a second).
     pub recovery_s: Option<f64>,
+    /// The slowest session's own drop-to-RESUMED time (exact).
+    pub slowest_session_s: Option<f64>,
     pub resumes: u64,
     pub reidentifies: u64,
     pub invalid_sessions: u64,
@@ -253,7 +256,14 @@ pub fn summary_text(r: &Results) -> String {
         );
     }
     if let Some(st) = &r.storm {
-        let _ = write!(s, "\n  storm: {}/{} recovered in {} s", st.recovered, st.dropped, opt(st.recovery_s, 2));
+        let _ = write!(
+            s,
+            "\n  storm: {}/{} recovered within {} s (slowest session {} s)",
+            st.recovered,
+            st.dropped,
+            opt(st.recovery_s, 2),
+            opt(st.slowest_session_s, 2)
+        );
     }
     if let Some(c) = &r.capacity {
         if let Some(t) = &c.top_speed {
@@ -312,10 +322,11 @@ fn markdown(r: &Results) -> String {
     if let Some(s) = &r.storm {
         let _ = writeln!(
             m,
-            "Storm: {} sessions dropped at once; {} recovered in {} s ({} RESUMED, {} re-identified, {} op 9, {} connect failures); peak server RSS {} MiB.\n",
+            "Storm: {} sessions dropped at once; {} recovered (coordinator: all within {} s; slowest session {} s; {} RESUMED, {} re-identified, {} op 9, {} connect failures); peak server RSS {} MiB.\n",
             s.dropped,
             s.recovered,
             opt(s.recovery_s, 2),
+            opt(s.slowest_session_s, 2),
             s.resumes,
             s.reidentifies,
             s.invalid_sessions,

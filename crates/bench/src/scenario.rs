@@ -158,7 +158,15 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
     }
     for s in &a.servers {
         let url = Rest::new(s, 1)?.gateway_url().await.with_context(|| format!("asking {s} for its gateway"))?;
-        gateways.push(gateway_target(&url, &compress).await?);
+        let g = gateway_target(&url, &compress).await?;
+        // Only the addresses given are targeted: the advertised gateway must live there.
+        let host = s.trim_start_matches("http://").split(['/', '?']).next().unwrap_or("");
+        let host = if host.contains(':') { host.to_owned() } else { format!("{host}:80") };
+        let rest_ip = tokio::net::lookup_host(&host).await?.next().with_context(|| format!("resolving {host}"))?.ip();
+        if g.addr.ip() != rest_ip {
+            bail!("{s} advertises gateway {url}, which is not on the address given ({rest_ip}); refusing to target it");
+        }
+        gateways.push(g);
     }
     let loopback = gateways.iter().all(|g| g.addr.ip().is_loopback() && g.addr.is_ipv4());
     let sources: Vec<IpAddr> =
@@ -312,6 +320,9 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
     let storm_h = merged(|f| &f.storm_us)?;
     if !storm_h.is_empty() {
         lat.insert("storm_recovery".to_owned(), Pcts::of(&storm_h));
+        if let Some(st) = r.storm.as_mut() {
+            st.slowest_session_s = Some(storm_h.max() as f64 / 1e6);
+        }
     }
     r.latency = lat;
     if matches!(kind, Scenario::Chat | Scenario::Storm | Scenario::Broadcast | Scenario::Capacity) {
@@ -461,6 +472,7 @@ async fn storm_phase(fleet: &mut Fleet, limit: Duration) -> anyhow::Result<Storm
         dropped,
         recovered,
         recovery_s: (recovered >= dropped).then_some(took),
+        slowest_session_s: None,
         resumes: x.resumes - before.resumes,
         reidentifies: x.reidentifies - before.reidentifies,
         invalid_sessions: x.invalid_sessions - before.invalid_sessions,
