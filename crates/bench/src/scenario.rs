@@ -66,9 +66,13 @@ pub struct RunArgs {
     /// Time allowed for a connect ramp to complete.
     #[arg(long, default_value = "300s", value_parser = parse_duration)]
     pub ready_timeout: Duration,
-    /// Time to keep receiving after the last send.
+    /// Time to keep receiving after the last send (at least).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub drain: Duration,
+    /// After --drain, keep receiving while deliveries still arrive, up to this
+    /// long in total: a late message is not a lost one.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub drain_max: Duration,
     /// Seconds between two messages of one user (chat, capacity, storm).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub interval: Duration,
@@ -247,7 +251,7 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
             }
             fleet.send_all(&Command::StopSending).await?;
             fleet.phase = "drain";
-            fleet.pump(Instant::now() + a.drain, false, |_| false).await?;
+            drain(&mut fleet, a.drain, a.drain_max).await?;
             let c1 = client_mark(&fleet);
             chat_window = Some((c0.0, c0.1, c1.0, c1.1));
         }
@@ -268,7 +272,9 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
             fleet.progress.line(&format!("broadcast: {} messages into guild #{g} ({} members)", a.messages, users.len()));
             let send_time = a.broadcast_interval * a.messages;
             fleet.phase = "broadcast";
-            fleet.pump(Instant::now() + send_time + a.drain, false, |_| false).await?;
+            fleet.pump(Instant::now() + send_time, false, |_| false).await?;
+            fleet.phase = "drain";
+            drain(&mut fleet, a.drain, a.drain_max).await?;
             let c1 = client_mark(&fleet);
             chat_window = Some((c0.0, c0.1, c1.0, c1.1));
         }
@@ -403,6 +409,25 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
         return Ok(3);
     }
     Ok(0)
+}
+
+/// Receives for at least `min`, then until no delivery arrived for a whole
+/// second (or `max` passed), so slow deliveries are counted, not lost.
+async fn drain(fleet: &mut Fleet, min: Duration, max: Duration) -> anyhow::Result<()> {
+    let t = Instant::now();
+    fleet.pump(t + min, false, |_| false).await?;
+    loop {
+        let before = fleet.totals().deliveries;
+        // Worker reports come once a second: wait for two of them.
+        fleet.pump(Instant::now() + Duration::from_millis(2100), false, |_| false).await?;
+        if fleet.totals().deliveries == before {
+            return Ok(());
+        }
+        if t.elapsed() >= max {
+            fleet.progress.line("deliveries still arriving at --drain-max; counting what arrived");
+            return Ok(());
+        }
+    }
 }
 
 /// CPU seconds of the workers and deliveries so far.
@@ -551,7 +576,7 @@ async fn capacity_phase(fleet: &mut Fleet, users: &[u32], a: &RunArgs) -> anyhow
     }
     fleet.send_all(&Command::StopSending).await?;
     fleet.phase = "drain";
-    fleet.pump(Instant::now() + a.drain, false, |_| false).await?;
+    drain(fleet, a.drain, a.drain_max).await?;
     let c1 = client_mark(fleet);
     let top = steps.iter().filter(|s| s.passed).max_by_key(|s| s.sessions).cloned();
     Ok((CapacityRes { stop_reason, top_speed: top, steps }, (c0.0, c0.1, c1.0, c1.1)))
