@@ -284,7 +284,8 @@ async fn run() -> anyhow::Result<()> {
         })
     };
     let mut drop_gen = 0;
-    let mut chatting = false;
+    // The chat scheduler; it ends on StopSending and is restarted by a later Chat.
+    let mut chatting: Option<tokio::task::JoinHandle<()>> = None;
     while let Some(line) = lines.next_line().await? {
         let cmd: Command = serde_json::from_str(&line).with_context(|| format!("worker: bad command {line:?}"))?;
         match cmd {
@@ -293,9 +294,8 @@ async fn run() -> anyhow::Result<()> {
             }
             Command::Chat { interval_ms } => {
                 w.chat_interval_ms.set(Some(interval_ms.max(1)));
-                if !chatting {
-                    chatting = true;
-                    tokio::task::spawn_local(chat(w.clone()));
+                if chatting.as_ref().is_none_or(|h| h.is_finished()) {
+                    chatting = Some(tokio::task::spawn_local(chat(w.clone())));
                 }
             }
             Command::Broadcast { user, guild, count, interval_ms } => {
