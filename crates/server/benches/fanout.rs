@@ -26,19 +26,20 @@ fn spawn_sessions(rt: &tokio::runtime::Runtime, n: usize) -> Sessions {
     let all = Arc::new(Notify::new());
     let mut handles = Vec::with_capacity(n);
     for i in 0..n {
-        let (h, mut rx, _ctrl) =
-            SessionHandle::new(format!("s{i}").into(), UserId(i as u64), true, Intents::ALL, 50, vec![GuildId(1)], 256);
-        let (done, all) = (done.clone(), all.clone());
+        let h = SessionHandle::new(format!("s{i}").into(), UserId(i as u64), true, Intents::ALL, 50, vec![GuildId(1)], 256);
+        let (done, all, me) = (done.clone(), all.clone(), h.clone());
         rt.spawn(async move {
-            let _keep_ctrl = _ctrl;
             let mut seq = 0u64;
-            while let Some(d) = rx.recv().await {
-                seq += 1;
-                let mut out = Vec::new();
-                frame_dispatch(&mut out, d.name, seq, &d.body);
-                std::hint::black_box(&out);
-                if done.fetch_add(1, Ordering::AcqRel) + 1 == n {
-                    all.notify_one();
+            loop {
+                me.woken().await;
+                for d in me.take().1 {
+                    seq += 1;
+                    let mut out = Vec::new();
+                    frame_dispatch(&mut out, d.name, seq, &d.body);
+                    std::hint::black_box(&out);
+                    if done.fetch_add(1, Ordering::AcqRel) + 1 == n {
+                        all.notify_one();
+                    }
                 }
             }
         });

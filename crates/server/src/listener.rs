@@ -143,8 +143,12 @@ fn upgrade(node: Arc<Node>, mut req: Request<Incoming>) -> Response<Body> {
         let Ok(parts) = upgraded.downcast::<TokioIo<TcpStream>>() else {
             return tracing::error!("upgraded connection is not a TcpStream");
         };
-        let stream = parts.io.into_inner();
-        let conn = match Conn::new(stream, &parts.read_buf, q.transport, &CompressParams::default()) {
+        let hyper::upgrade::Parts { io, read_buf, .. } = parts;
+        let conn = Conn::new(io.into_inner(), &read_buf, q.transport, &CompressParams::default());
+        // `read_buf` may be a slice of hyper's whole read buffer (8 KiB+):
+        // release it now rather than holding it for the session's lifetime.
+        drop(read_buf);
+        let conn = match conn {
             Ok(c) => c,
             Err(e) => return tracing::error!(error = %e, "cannot set up connection"),
         };

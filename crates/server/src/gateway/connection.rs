@@ -198,13 +198,12 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
     if let Some(shard) = ident.shard {
         ready["shard"] = json!(shard);
     }
-    let (handle, rx, ctrl_rx) =
-        SessionHandle::new(session_id, user.id, user.bot, intents, large_threshold, guilds, gw.session_queue_capacity);
+    let handle = SessionHandle::new(session_id, user.id, user.bot, intents, large_threshold, guilds, gw.session_queue_capacity);
     let presence = match ident.presence {
         Some(p) => Presence { status: p.status, activities: p.activities.unwrap_or_default() },
         None => Presence { status: protocol::gateway::Status::Online, activities: Vec::new() },
     };
-    Ok(Some(Identified { handle, rx, ctrl_rx, ready: serde_json::to_vec(&ready).map_err(|_| CloseCode::UnknownError)?.into(), presence }))
+    Ok(Some(Identified { handle, ready: serde_json::to_vec(&ready).map_err(|_| CloseCode::UnknownError)?.into(), presence }))
 }
 
 /// Hands the connection to the session it resumes. On failure the connection
@@ -223,11 +222,11 @@ async fn resume(node: &Arc<Node>, conn: Conn, d: &str) -> Result<(), (Box<Conn>,
         return Err((conn, Step::Continue));
     }
     let (reply, answer) = oneshot::channel();
-    if let Err(e) = session.ctrl.send(Control::Resume { conn, seq: r.seq, reply }).await {
-        // The session ended between lookup and send: take the connection back.
-        return match e.0 {
+    if let Err(c) = session.control(Control::Resume { conn, seq: r.seq, reply }) {
+        // The session ended between lookup and hand-over: take the connection back.
+        return match c {
             Control::Resume { conn, .. } => Err((conn, Step::Continue)),
-            Control::Drop { .. } => unreachable!("we sent a Resume"),
+            Control::Drop { .. } => unreachable!("we handed over a Resume"),
         };
     }
     match answer.await {

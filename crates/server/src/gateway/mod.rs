@@ -12,7 +12,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use protocol::gateway::Intents;
 use protocol::UserId;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 /// One encoded dispatch, shared by every recipient: the event name and the
 /// JSON of `d`. Cloning is two reference-count bumps, never a copy.
@@ -44,13 +44,25 @@ pub struct SessionHandle {
     /// join/leave and by the session at start; guards only the list, never
     /// held across an await.
     pub guilds: std::sync::Mutex<Vec<protocol::GuildId>>,
-    /// Bounded queue of dispatches into the session task.
-    tx: mpsc::Sender<Dispatch>,
-    /// Set when a push found the queue full: events were lost, so the session
-    /// must end (it cannot be resumed without them).
+    /// Dispatches and control messages for the session task. Guards only the
+    /// queues, never held across an await. Empty queues hold no allocation,
+    /// so an idle session costs nothing here (a channel would pre-allocate).
+    inbox: std::sync::Mutex<Inbox>,
+    /// Wakes the session task when its inbox goes from empty to non-empty.
+    wake: tokio::sync::Notify,
+    /// Most dispatches the inbox holds; a push beyond it marks the session lagged.
+    capacity: usize,
+    /// Set when a push found the inbox full: events were lost, so the
+    /// session must end (it cannot be resumed without them).
     lagged: AtomicBool,
-    /// Small control queue into the session task.
-    pub ctrl: mpsc::Sender<Control>,
+}
+
+#[derive(Default)]
+struct Inbox {
+    dispatches: std::collections::VecDeque<Dispatch>,
+    controls: Vec<Control>,
+    /// The session task has ended: pushes fail.
+    closed: bool,
 }
 
 impl SessionHandle {
@@ -61,26 +73,78 @@ impl SessionHandle {
         intents: Intents,
         large_threshold: u32,
         guilds: Vec<protocol::GuildId>,
-        queue: usize,
-    ) -> (Arc<SessionHandle>, mpsc::Receiver<Dispatch>, mpsc::Receiver<Control>) {
-        let (tx, rx) = mpsc::channel(queue);
-        let (ctrl, ctrl_rx) = mpsc::channel(4);
-        let guilds = std::sync::Mutex::new(guilds);
-        let h = SessionHandle { id, user_id, bot, intents, large_threshold, guilds, tx, lagged: AtomicBool::new(false), ctrl };
-        (Arc::new(h), rx, ctrl_rx)
+        capacity: usize,
+    ) -> Arc<SessionHandle> {
+        Arc::new(SessionHandle {
+            id,
+            user_id,
+            bot,
+            intents,
+            large_threshold,
+            guilds: std::sync::Mutex::new(guilds),
+            inbox: std::sync::Mutex::new(Inbox::default()),
+            wake: tokio::sync::Notify::new(),
+            capacity: capacity.max(1),
+            lagged: AtomicBool::new(false),
+        })
+    }
+
+    fn inbox(&self) -> std::sync::MutexGuard<'_, Inbox> {
+        self.inbox.lock().expect("session inbox poisoned")
     }
 
     /// Queues a dispatch without waiting. Returns false if the session is gone
-    /// or lagged (a full queue marks it lagged; it will close itself).
+    /// or lagged (a full inbox marks it lagged; it will close itself).
     pub fn push(&self, d: Dispatch) -> bool {
-        match self.tx.try_send(d) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                self.lagged.store(true, Ordering::Release);
-                false
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        let mut ib = self.inbox();
+        if ib.closed {
+            return false;
         }
+        if ib.dispatches.len() >= self.capacity {
+            self.lagged.store(true, Ordering::Release);
+            drop(ib);
+            self.wake.notify_one();
+            return false;
+        }
+        ib.dispatches.push_back(d);
+        let first = ib.dispatches.len() == 1 && ib.controls.is_empty();
+        drop(ib);
+        // Only the push into an empty inbox wakes: the task drains everything.
+        if first {
+            self.wake.notify_one();
+        }
+        true
+    }
+
+    /// Hands a control message to the session task; gives it back if the session has ended.
+    pub fn control(&self, c: Control) -> Result<(), Control> {
+        let mut ib = self.inbox();
+        if ib.closed {
+            return Err(c);
+        }
+        ib.controls.push(c);
+        drop(ib);
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    /// Takes everything queued (the session task's side).
+    pub fn take(&self) -> (Vec<Control>, std::collections::VecDeque<Dispatch>) {
+        let mut ib = self.inbox();
+        (std::mem::take(&mut ib.controls), std::mem::take(&mut ib.dispatches))
+    }
+
+    /// Resolves when something may have been queued since the last `take`.
+    pub async fn woken(&self) {
+        self.wake.notified().await
+    }
+
+    /// Marks the session ended; returns what was still queued so controls can be answered.
+    pub(crate) fn close(&self) -> Vec<Control> {
+        let mut ib = self.inbox();
+        ib.closed = true;
+        ib.dispatches.clear();
+        std::mem::take(&mut ib.controls)
     }
 
     /// A copy of the subscribed guild ids.
@@ -90,5 +154,29 @@ impl SessionHandle {
 
     pub fn is_lagged(&self) -> bool {
         self.lagged.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn d() -> Dispatch {
+        Dispatch { name: "X", body: Bytes::from_static(b"{}") }
+    }
+
+    #[test]
+    fn inbox_is_bounded_and_marks_lag() {
+        let h = SessionHandle::new("s".into(), UserId(1), false, Intents::ALL, 50, vec![], 2);
+        assert!(h.push(d()) && h.push(d()));
+        assert!(!h.is_lagged());
+        assert!(!h.push(d()), "third push exceeds the bound");
+        assert!(h.is_lagged());
+        let (_, q) = h.take();
+        assert_eq!(q.len(), 2);
+        h.close();
+        assert!(!h.push(d()), "a closed session takes nothing");
+        assert!(h.control(Control::Drop { done: oneshot::channel().0 }).is_err());
     }
 }

@@ -10,7 +10,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use protocol::gateway::{op, ClientFrame, GuildSubscription, GuildSubscriptionsBulk, PresenceUpdate, RequestGuildMembers};
 use protocol::CloseCode;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::conn::{Conn, ReadStatus};
@@ -23,8 +22,6 @@ use crate::presence::Presence;
 /// Everything IDENTIFY established.
 pub struct Identified {
     pub handle: Arc<SessionHandle>,
-    pub rx: mpsc::Receiver<Dispatch>,
-    pub ctrl_rx: mpsc::Receiver<Control>,
     /// READY's `d`.
     pub ready: Bytes,
     pub presence: Presence,
@@ -43,8 +40,6 @@ enum Next {
 struct Session {
     node: Arc<Node>,
     handle: Arc<SessionHandle>,
-    rx: mpsc::Receiver<Dispatch>,
-    ctrl_rx: mpsc::Receiver<Control>,
     /// Last sequence number assigned.
     seq: u64,
     /// Dispatches the client has not acknowledged yet, for RESUME; bounded
@@ -60,16 +55,7 @@ struct Session {
 
 /// Runs an identified session to its end, starting on `conn`.
 pub async fn run(node: Arc<Node>, conn: Conn, id: Identified, early: Vec<Incoming>) {
-    let mut s = Session {
-        node: node.clone(),
-        handle: id.handle,
-        rx: id.rx,
-        ctrl_rx: id.ctrl_rx,
-        seq: 0,
-        replay: VecDeque::new(),
-        replay_bytes: 0,
-        acked: 0,
-    };
+    let mut s = Session { node: node.clone(), handle: id.handle, seq: 0, replay: VecDeque::new(), replay_bytes: 0, acked: 0 };
     node.sessions.insert(s.handle.clone());
     let mut conn = Box::new(conn);
     s.record_and_send(&mut conn, Dispatch { name: "READY", body: id.ready });
@@ -199,6 +185,32 @@ impl Session {
                     return next;
                 }
             }
+            // Everything queued for this session: controls first, then dispatches
+            // (coalesced into one write below).
+            let (controls, dispatches) = self.handle.take();
+            let mut controls = controls.into_iter();
+            while let Some(c) = controls.next() {
+                if let Control::Drop { done } = c {
+                    self.requeue(controls);
+                    conn.close(CloseCode::UnknownError).await;
+                    if done.send(()).is_err() {
+                        tracing::trace!("drop requester went away");
+                    }
+                    return Next::Detached;
+                }
+                if let Some(next) = self.on_control(c) {
+                    self.requeue(controls);
+                    conn.close(CloseCode::UnknownError).await;
+                    return next;
+                }
+            }
+            for d in dispatches {
+                self.record_and_send(&mut conn, d);
+            }
+            if self.handle.is_lagged() {
+                conn.close(CloseCode::UnknownError).await;
+                return Next::End;
+            }
             if conn.has_pending() {
                 match conn.try_flush() {
                     Ok(_) if conn.pending_len() > self.gw().max_pending_write_bytes => {
@@ -220,35 +232,7 @@ impl Session {
                     }
                     return Next::End;
                 }
-                c = self.ctrl_rx.recv() => {
-                    let Some(c) = c else { return Next::End };
-                    if let Control::Drop { done } = c {
-                        conn.close(CloseCode::UnknownError).await;
-                        if done.send(()).is_err() {
-                            tracing::trace!("drop requester went away");
-                        }
-                        return Next::Detached;
-                    }
-                    if let Some(next) = self.on_control(c) {
-                        conn.close(CloseCode::UnknownError).await;
-                        return next;
-                    }
-                }
-                d = self.rx.recv() => {
-                    let Some(d) = d else { return Next::End };
-                    self.record_and_send(&mut conn, d);
-                    // Coalesce whatever else is queued into the same write.
-                    for _ in 0..512 {
-                        match self.rx.try_recv() {
-                            Ok(d) => { self.record_and_send(&mut conn, d); }
-                            Err(_) => break,
-                        }
-                    }
-                    if self.handle.is_lagged() {
-                        conn.close(CloseCode::UnknownError).await;
-                        return Next::End;
-                    }
-                }
+                _ = self.handle.woken() => {}
                 r = conn.writable(), if conn.has_pending() => if r.is_err() { return Next::Detached },
                 r = conn.readable() => {
                     if r.is_err() {
@@ -377,28 +361,42 @@ impl Session {
     async fn detached(&mut self) -> Next {
         let until = Instant::now() + Duration::from_millis(self.gw().resume_window_ms);
         loop {
+            let (controls, dispatches) = self.handle.take();
+            let mut controls = controls.into_iter();
+            while let Some(c) = controls.next() {
+                if let Some(next @ Next::Resumed(..)) = self.on_control(c) {
+                    self.requeue(controls);
+                    return next;
+                }
+            }
+            for d in dispatches {
+                self.record(d);
+            }
+            if self.handle.is_lagged() {
+                return Next::End;
+            }
             tokio::select! {
                 biased;
                 _ = self.node.shutdown.cancelled() => return Next::End,
-                c = self.ctrl_rx.recv() => {
-                    let Some(c) = c else { return Next::End };
-                    if let Some(next @ Next::Resumed(..)) = self.on_control(c) {
-                        return next;
-                    }
-                }
-                d = self.rx.recv() => {
-                    let Some(d) = d else { return Next::End };
-                    self.record(d);
-                    if self.handle.is_lagged() {
-                        return Next::End;
-                    }
-                }
+                _ = self.handle.woken() => {}
                 _ = tokio::time::sleep_until(until) => return Next::End,
             }
         }
     }
 
+    /// Puts back controls that arrived in the same batch as one that changed state.
+    fn requeue(&self, rest: impl Iterator<Item = Control>) {
+        for c in rest {
+            if let Err(c) = self.handle.control(c) {
+                answer_ended(c);
+            }
+        }
+    }
+
     fn end(self) {
+        for c in self.handle.close() {
+            answer_ended(c);
+        }
         self.node.sessions.remove(&self.handle.id);
         let guilds = self.handle.guild_ids();
         for &g in &guilds {
@@ -409,6 +407,23 @@ impl Session {
         }
         if let Some(p) = self.node.presences.session_ended(self.handle.user_id) {
             crate::guild::broadcast_presence(&self.node, self.handle.user_id, &guilds, p);
+        }
+    }
+}
+
+/// Answers a control message for a session that has ended: a RESUME gets
+/// its connection back (the client will get op 9), a drop is simply done.
+fn answer_ended(c: Control) {
+    match c {
+        Control::Resume { conn, reply, .. } => {
+            if reply.send(Err(conn)).is_err() {
+                tracing::trace!("resume requester went away");
+            }
+        }
+        Control::Drop { done } => {
+            if done.send(()).is_err() {
+                tracing::trace!("drop requester went away");
+            }
         }
     }
 }

@@ -318,9 +318,9 @@ mod tests {
         let online: HashMap<_, _> = [(UserId(6), Presence { status: Status::Idle, activities: vec![] })].into_iter().collect();
         let view = View { guild: g, members: &members, online: &online };
         let mut lists = Lists::build(&view, &[]);
-        let (s, mut rx, _c) = SessionHandle::new("s".into(), UserId(9), false, Intents::ALL, 50, vec![g], 8);
-        lists.subscribe(&view, s, &[(0, 99)]);
-        let sync: Value = serde_json::from_slice(&rx.try_recv().unwrap().body).unwrap();
+        let s = SessionHandle::new("s".into(), UserId(9), false, Intents::ALL, 50, vec![g], 8);
+        lists.subscribe(&view, s.clone(), &[(0, 99)]);
+        let sync: Value = serde_json::from_slice(&s.take().1.pop_front().unwrap().body).unwrap();
         assert_eq!(sync["id"], "everyone");
         assert_eq!((sync["member_count"].as_u64(), sync["online_count"].as_u64()), (Some(2), Some(1)));
         assert_eq!(sync["groups"], serde_json::json!([{"id": "online", "count": 1}, {"id": "offline", "count": 1}]));
@@ -333,7 +333,7 @@ mod tests {
         assert_eq!(items[3]["member"]["presence"]["status"], "offline");
         let changes = lists.list_mut().remove(5);
         lists.publish(&view, &changes);
-        let upd: Value = serde_json::from_slice(&rx.try_recv().unwrap().body).unwrap();
+        let upd: Value = serde_json::from_slice(&s.take().1.pop_front().unwrap().body).unwrap();
         let kinds: Vec<_> = upd["ops"].as_array().unwrap().iter().map(|o| o["op"].as_str().unwrap().to_string()).collect();
         assert!(kinds.iter().all(|k| k == "DELETE" || k == "UPDATE" || k == "INSERT"), "{kinds:?}");
     }

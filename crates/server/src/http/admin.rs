@@ -33,7 +33,7 @@ pub async fn drop_sessions(State(node): State<Arc<Node>>, headers: HeaderMap, Js
     let mut waits = Vec::new();
     for s in node.sessions.of_user(b.user_id) {
         let (done, wait) = oneshot::channel();
-        if s.ctrl.send(Control::Drop { done }).await.is_ok() {
+        if s.control(Control::Drop { done }).is_ok() {
             waits.push(wait);
         }
     }

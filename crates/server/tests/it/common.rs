@@ -148,6 +148,8 @@ pub struct Gw {
     pub seq: Option<u64>,
     pub binary_frames: usize,
     pub text_frames: usize,
+    /// How long `next` waits for a frame.
+    pub wait: Duration,
 }
 
 /// What the server ended a connection with.
@@ -170,7 +172,7 @@ impl Gw {
             Transport::ZstdStream => format!("{url}&compress=zstd-stream"),
         };
         let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
-        let mut g = Gw { ws, inflate: Decompressor::new(t).unwrap(), seq: None, binary_frames: 0, text_frames: 0 };
+        let mut g = Gw { ws, inflate: Decompressor::new(t).unwrap(), seq: None, binary_frames: 0, text_frames: 0, wait: WAIT };
         let hello = g.recv().await;
         assert_eq!(hello["op"], 10, "{hello}");
         assert!(hello["d"]["heartbeat_interval"].as_u64().unwrap() > 0);
@@ -196,7 +198,7 @@ impl Gw {
     /// The next payload, or how the connection ended.
     pub async fn next(&mut self) -> Result<Value, Closed> {
         loop {
-            let m = tokio::time::timeout(WAIT, self.ws.next()).await.expect("timed out waiting for the gateway");
+            let m = tokio::time::timeout(self.wait, self.ws.next()).await.expect("timed out waiting for the gateway");
             let bytes = match m {
                 Some(Ok(Message::Text(t))) => {
                     self.text_frames += 1;

@@ -177,7 +177,11 @@ async fn member_list_ranges_stay_equal_to_a_fresh_sync() {
     // Some members are online before anyone subscribes.
     let mut rng = StdRng::seed_from_u64(42);
     let statuses = [Status::Online, Status::Idle, Status::Dnd, Status::Offline];
+    // Loading and listing 100,000 members in a debug build, beside the rest
+    // of the suite, can take longer than the harness's default wait.
+    let slow = Duration::from_secs(60);
     let mut a = Gw::connect(&t.ws).await;
+    a.wait = slow;
     a.identify(&tokens[0], 1).await;
     // Above large_threshold, GUILD_CREATE lists only online members and the session's own.
     let gc = a.until("GUILD_CREATE").await;
@@ -192,12 +196,14 @@ async fn member_list_ranges_stay_equal_to_a_fresh_sync() {
     // Client A: op 14 with two chunks. Client B: op 37 with other chunks, one deep in the list.
     a.send(json!({"op": 14, "d": {"guild_id": gid, "typing": true, "channels": {cid.to_string(): [[0, 99], [100, 199]]}}})).await;
     let mut b = Gw::connect(&t.ws).await;
+    b.wait = slow;
     b.identify(&tokens[1], 1).await;
     b.until("GUILD_CREATE").await;
     b.send(json!({"op": 37, "d": {"subscriptions": {gid.to_string(): {"channels": {cid.to_string(): [[250, 399], [50_000, 50_099]]}}}}}))
         .await;
     // The checking client connects now: its own coming online is a list change too.
     let mut fresh = Gw::connect(&t.ws).await;
+    fresh.wait = slow;
     fresh.identify(&tokens[2], 1).await;
     fresh.until("GUILD_CREATE").await;
     let (mut ca, mut cb) = (Copy::default(), Copy::default());
