@@ -72,6 +72,11 @@ pub struct GatewayConfig {
 pub struct LimitsConfig {
     /// Largest REST request body.
     pub max_body_bytes: usize,
+    /// Gateway sockets one process holds at most; beyond it the upgrade is
+    /// answered 503 with Retry-After. Keep it below the process's open-file
+    /// limit (20,000 here) so a reconnect storm, when old and new sockets
+    /// overlap, cannot exhaust file descriptors.
+    pub max_gateway_connections: usize,
     /// REST requests per user (or IP) per route bucket per window.
     pub rest_requests_per_window: u32,
     pub rest_window_ms: u64,
@@ -137,6 +142,7 @@ impl Default for LimitsConfig {
     fn default() -> Self {
         Self {
             max_body_bytes: 8 << 20,
+            max_gateway_connections: 18_000,
             rest_requests_per_window: 50,
             rest_window_ms: 1_000,
             guild_mailbox_capacity: 8_192,
@@ -200,6 +206,7 @@ impl Config {
             "RESUME_WINDOW_MS" => self.gateway.resume_window_ms = p(key, v)?,
             "IDENTIFY_TIMEOUT_MS" => self.gateway.identify_timeout_ms = p(key, v)?,
             "REST_REQUESTS_PER_WINDOW" => self.limits.rest_requests_per_window = p(key, v)?,
+            "MAX_GATEWAY_CONNECTIONS" => self.limits.max_gateway_connections = p(key, v)?,
             // Variables for other tools (e.g. THRONG_BIN in tests) are not ours to reject.
             _ => {}
         }

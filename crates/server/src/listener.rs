@@ -16,7 +16,7 @@ use protocol::CloseCode;
 use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceExt;
 
-use crate::gateway::conn::Conn;
+use crate::gateway::conn::{Conn, ConnSlot};
 use crate::gateway::{connection, ws};
 use crate::node::Node;
 
@@ -132,6 +132,11 @@ fn upgrade(node: Arc<Node>, mut req: Request<Incoming>) -> Response<Body> {
     if !version_ok {
         return plain(StatusCode::BAD_REQUEST, "Unsupported WebSocket version");
     }
+    let Some(slot) = ConnSlot::try_acquire(&node.gateway_connections, node.config.limits.max_gateway_connections) else {
+        let mut r = plain(StatusCode::SERVICE_UNAVAILABLE, "Too many gateway connections on this node, retry shortly");
+        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return r;
+    };
     let q = gateway_query(req.uri().query());
     let on_upgrade = hyper::upgrade::on(&mut req);
     let tasks = node.tasks.clone();
@@ -144,7 +149,7 @@ fn upgrade(node: Arc<Node>, mut req: Request<Incoming>) -> Response<Body> {
             return tracing::error!("upgraded connection is not a TcpStream");
         };
         let hyper::upgrade::Parts { io, read_buf, .. } = parts;
-        let conn = Conn::new(io.into_inner(), &read_buf, q.transport, &CompressParams::default());
+        let conn = Conn::new(slot, io.into_inner(), &read_buf, q.transport, &CompressParams::default());
         // `read_buf` may be a slice of hyper's whole read buffer (8 KiB+):
         // release it now rather than holding it for the session's lifetime.
         drop(read_buf);

@@ -28,6 +28,8 @@ pub struct Node {
     pub rest_limits: RateLimiter,
     /// Bounds IDENTIFYs in flight; `try_acquire` or the client gets op 9 `d:true`.
     pub identify_permits: Semaphore,
+    /// Live gateway sockets of this process (see `limits.max_gateway_connections`).
+    pub gateway_connections: Arc<std::sync::atomic::AtomicUsize>,
     /// Cancelled on shutdown: sessions send RECONNECT and close, actors stop.
     pub shutdown: CancellationToken,
     /// Every connection and session task, so shutdown can wait for them
@@ -45,6 +47,7 @@ impl Node {
             presences: Presences::default(),
             rest_limits: RateLimiter::new(config.limits.rest_requests_per_window, config.limits.rest_window_ms),
             identify_permits: Semaphore::new(config.gateway.identify_concurrency.max(1)),
+            gateway_connections: Arc::default(),
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
             ids,

@@ -65,7 +65,30 @@ pub fn frame_dispatch(out: &mut Vec<u8>, name: &str, seq: u64, body: &[u8]) {
     }
 }
 
+/// One counted gateway socket; the count drops when the `Conn` does.
+pub struct ConnSlot(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl ConnSlot {
+    /// Takes a slot unless `max` are in use.
+    pub fn try_acquire(count: &std::sync::Arc<std::sync::atomic::AtomicUsize>, max: usize) -> Option<ConnSlot> {
+        use std::sync::atomic::Ordering;
+        if count.fetch_add(1, Ordering::AcqRel) >= max {
+            count.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(ConnSlot(count.clone()))
+    }
+}
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 pub struct Conn {
+    /// Held for the socket's lifetime (counts toward the process's cap).
+    _slot: ConnSlot,
     stream: TcpStream,
     /// Bytes of an incomplete frame carried between reads; empty otherwise.
     rbuf: Vec<u8>,
@@ -88,8 +111,15 @@ pub enum ReadStatus {
 }
 
 impl Conn {
-    pub fn new(stream: TcpStream, leftover: &[u8], transport: Transport, params: &CompressParams) -> Result<Conn, ConnError> {
+    pub fn new(
+        slot: ConnSlot,
+        stream: TcpStream,
+        leftover: &[u8],
+        transport: Transport,
+        params: &CompressParams,
+    ) -> Result<Conn, ConnError> {
         Ok(Conn {
+            _slot: slot,
             stream,
             rbuf: leftover.to_vec(),
             reasm: ws::Reassembly::default(),

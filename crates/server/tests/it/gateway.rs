@@ -491,3 +491,21 @@ async fn heartbeat_seq_trims_the_replay_buffer() {
     assert_eq!((m["d"]["content"].as_str(), m["s"].as_u64()), (Some("after"), Some(acked + 1)));
     assert_eq!(g.recv().await["t"], "RESUMED");
 }
+
+#[tokio::test]
+async fn gateway_connections_are_capped_per_process() {
+    let t = TestServer::start_with(|c| c.limits.max_gateway_connections = 2).await;
+    let a = Gw::connect(&t.ws).await;
+    let _b = Gw::connect(&t.ws).await;
+    match tokio_tungstenite::connect_async(t.ws.clone()).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => {
+            assert_eq!(r.status(), 503);
+            assert!(r.headers().contains_key("retry-after"));
+        }
+        other => panic!("expected 503, got {:?}", other.map(|_| ())),
+    }
+    // A closed socket frees its slot.
+    a.close_abruptly().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    Gw::connect(&t.ws).await;
+}
