@@ -142,7 +142,7 @@ impl Default for LimitsConfig {
     fn default() -> Self {
         Self {
             max_body_bytes: 8 << 20,
-            max_gateway_connections: 18_000,
+            max_gateway_connections: 19_500,
             rest_requests_per_window: 50,
             rest_window_ms: 1_000,
             guild_mailbox_capacity: 8_192,

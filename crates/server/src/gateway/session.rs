@@ -178,6 +178,15 @@ impl Session {
     async fn connected(&mut self, mut conn: Box<Conn>, early: Vec<Incoming>) -> Next {
         let hb_timeout = Duration::from_millis(self.node.config.heartbeat_timeout_ms());
         let mut frames = early;
+        // Created once per connected phase, not per loop turn: a fresh
+        // `cancelled()` would lock the node-wide token's waiter list, and a
+        // fresh `sleep_until` would re-arm the runtime's shared timer, on
+        // every event for every session.
+        let node = self.node.clone();
+        let shutdown = node.shutdown.cancelled();
+        tokio::pin!(shutdown);
+        let heartbeat = tokio::time::sleep_until(Instant::from_std(conn.last_heartbeat) + hb_timeout);
+        tokio::pin!(heartbeat);
         loop {
             if !frames.is_empty() {
                 if let Some((code, next)) = self.handle_frames(&mut conn, std::mem::take(&mut frames)) {
@@ -224,9 +233,12 @@ impl Session {
                 }
             }
             let hb_deadline = Instant::from_std(conn.last_heartbeat) + hb_timeout;
+            if heartbeat.deadline() != hb_deadline {
+                heartbeat.as_mut().reset(hb_deadline);
+            }
             tokio::select! {
                 biased;
-                _ = self.node.shutdown.cancelled() => {
+                _ = &mut shutdown => {
                     if conn.send_op(op::RECONNECT, b"null").is_ok() {
                         conn.close(CloseCode::UnknownError).await;
                     }
@@ -253,7 +265,7 @@ impl Session {
                         }
                     }
                 }
-                _ = tokio::time::sleep_until(hb_deadline) => {
+                _ = &mut heartbeat => {
                     conn.close(CloseCode::SessionTimedOut).await;
                     return Next::Detached;
                 }
@@ -360,6 +372,11 @@ impl Session {
     /// Waits for a RESUME while buffering dispatches, until the resume window ends.
     async fn detached(&mut self) -> Next {
         let until = Instant::now() + Duration::from_millis(self.gw().resume_window_ms);
+        let node = self.node.clone();
+        let shutdown = node.shutdown.cancelled();
+        tokio::pin!(shutdown);
+        let expiry = tokio::time::sleep_until(until);
+        tokio::pin!(expiry);
         loop {
             let (controls, dispatches) = self.handle.take();
             let mut controls = controls.into_iter();
@@ -377,9 +394,9 @@ impl Session {
             }
             tokio::select! {
                 biased;
-                _ = self.node.shutdown.cancelled() => return Next::End,
+                _ = &mut shutdown => return Next::End,
                 _ = self.handle.woken() => {}
-                _ = tokio::time::sleep_until(until) => return Next::End,
+                _ = &mut expiry => return Next::End,
             }
         }
     }
