@@ -7,12 +7,11 @@
 
 use std::collections::HashSet;
 
-use protocol::model::{channel_type, permission};
-use protocol::{ChannelId, GuildId, RoleId, SnowflakeGen, UserId};
+use protocol::{ChannelId, GuildId, SnowflakeGen, UserId};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
-use store::{BulkLoad, ChannelRecord, GuildRecord, MemberRecord, NewGuild, RoleRecord, UserRecord};
+use store::{BulkLoad, ChannelRecord, GuildRecord, MemberRecord, NewGuild, UserRecord};
 
 use crate::auth::{new_token, now_ms};
 
@@ -88,18 +87,9 @@ pub fn build(spec: &SeedSpec, ids: &SnowflakeGen) -> (BulkLoad, Fixture) {
     for (n, (members, huge)) in specs.into_iter().enumerate() {
         let gid = GuildId::from(ids.next());
         let channels: Vec<ChannelRecord> = (0..spec.channels_per_guild.max(1))
-            .map(|c| ChannelRecord {
-                id: ids.next().into(),
-                guild_id: Some(gid),
-                kind: channel_type::GUILD_TEXT,
-                name: if c == 0 { "general".into() } else { format!("channel-{c}") },
-                position: c as i32,
-                topic: None,
-                nsfw: false,
-                parent_id: None,
-                rate_limit_per_user: 0,
-                overwrites: Vec::new(),
-                last_message_id: None,
+            .map(|c| {
+                let name = if c == 0 { "general".into() } else { format!("channel-{c}") };
+                crate::guild::text_channel(ids.next().into(), gid, name, c as i32)
             })
             .collect();
         // The first member owns the guild; an empty guild is owned by the first user.
@@ -113,16 +103,7 @@ pub fn build(spec: &SeedSpec, ids: &SnowflakeGen) -> (BulkLoad, Fixture) {
             system_channel_id: channels.first().map(|c| c.id),
             created_at: now,
         };
-        let everyone = RoleRecord {
-            id: RoleId(gid.0),
-            guild_id: gid,
-            name: "@everyone".into(),
-            color: 0,
-            hoist: false,
-            position: 0,
-            permissions: permission::DEFAULT_EVERYONE,
-            mentionable: false,
-        };
+        let everyone = crate::guild::everyone_role(gid);
         fixture.guilds.push(FixtureGuild {
             id: gid,
             channel_ids: channels.iter().map(|c| c.id).collect(),

@@ -141,6 +141,37 @@ impl GuildRouter {
     }
 }
 
+/// The `@everyone` role of a new guild: it shares the guild's id, as on Discord.
+pub fn everyone_role(guild: GuildId) -> store::RoleRecord {
+    store::RoleRecord {
+        id: protocol::RoleId(guild.0),
+        guild_id: guild,
+        name: "@everyone".into(),
+        color: 0,
+        hoist: false,
+        position: 0,
+        permissions: protocol::model::permission::DEFAULT_EVERYONE,
+        mentionable: false,
+    }
+}
+
+/// A plain text channel of a new guild.
+pub fn text_channel(id: ChannelId, guild: GuildId, name: String, position: i32) -> ChannelRecord {
+    ChannelRecord {
+        id,
+        guild_id: Some(guild),
+        kind: protocol::model::channel_type::GUILD_TEXT,
+        name,
+        position,
+        topic: None,
+        nsfw: false,
+        parent_id: None,
+        rate_limit_per_user: 0,
+        overwrites: Vec::new(),
+        last_message_id: None,
+    }
+}
+
 /// Pushes one shared dispatch body to every session in `subs` that has
 /// `intent`: a reference-count bump and a `try_send` each, never a wait.
 /// Returns how many sessions took it.

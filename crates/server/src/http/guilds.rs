@@ -65,30 +65,8 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, JsonBody(b
         system_channel_id: Some(cid),
         created_at: now,
     };
-    // @everyone shares the guild's id, as on Discord.
-    let everyone = RoleRecord {
-        id: RoleId(gid.0),
-        guild_id: gid,
-        name: "@everyone".into(),
-        color: 0,
-        hoist: false,
-        position: 0,
-        permissions: permission::DEFAULT_EVERYONE,
-        mentionable: false,
-    };
-    let general = ChannelRecord {
-        id: cid,
-        guild_id: Some(gid),
-        kind: channel_type::GUILD_TEXT,
-        name: "general".into(),
-        position: 0,
-        topic: None,
-        nsfw: false,
-        parent_id: None,
-        rate_limit_per_user: 0,
-        overwrites: Vec::new(),
-        last_message_id: None,
-    };
+    let everyone = crate::guild::everyone_role(gid);
+    let general = crate::guild::text_channel(cid, gid, "general".into(), 0);
     let owner = MemberRecord { guild_id: gid, user_id: u.id, nick: None, roles: Vec::new(), joined_at: now, flags: 0 };
     let ng = NewGuild { guild, roles: vec![everyone], channels: vec![general], members: vec![owner.clone()] };
     node.store.create_guild(&ng).await?;
