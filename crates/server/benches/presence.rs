@@ -10,7 +10,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use protocol::gateway::{Intents, Status};
 use protocol::{GuildId, UserId};
 use server::gateway::SessionHandle;
-use server::guild::list::{lstatus, Lists, View};
+use server::guild::list::{Lists, View};
 use server::presence::Presence;
 use store::{MemberRecord, UserRecord};
 
@@ -37,10 +37,13 @@ fn bench(c: &mut Criterion) {
     for n in (0..MEMBERS).step_by(10) {
         online.insert(UserId(10 + n), Presence { status: Status::Online, activities: vec![] });
     }
-    let view = View { guild, members: &members, online: &online };
-    let mut lists = Lists::build(&view, &[]);
+    let roles = vec![server::guild::everyone_role(guild)];
+    let view = View { guild, owner: UserId(0), roles: &roles, members: &members, online: &online };
+    let channel = server::guild::text_channel(protocol::ChannelId(2), guild, "general".into(), 0);
+    let mut lists = Lists::default();
     let session = SessionHandle::new("bench".into(), UserId(2), false, Intents::ALL, 250, vec![guild], 1 << 16);
-    lists.subscribe(&view, session.clone(), &[(0, 99)]);
+    lists.subscribe(&view, session.clone(), &[(channel.id, vec![(0, 99)])], std::slice::from_ref(&channel));
+    std::hint::black_box(session.take());
     // A member whose name sorts into the first chunk when online.
     let who = UserId(10 + 1);
     let mut up = true;
@@ -49,8 +52,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             let status = if up { Status::Online } else { Status::Offline };
             up = !up;
-            let changes = lists.list_mut().set_status(who.0, lstatus(status));
-            lists.publish(&view, &changes);
+            lists.status_changed(&view, who, status);
             std::hint::black_box(session.take());
         })
     });

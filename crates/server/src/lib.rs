@@ -23,6 +23,7 @@ pub mod guild;
 pub mod http;
 pub mod listener;
 pub mod node;
+pub mod perm;
 pub mod presence;
 pub mod seed;
 

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use store::{ChannelRecord, GuildRecord, GuildSnapshot, MemberRecord, RoleRecord, UserRecord};
 use tokio::sync::mpsc;
 
-use super::list::{self, Lists, View};
+use super::list::{Lists, View};
 use super::{GuildEvent, GuildMsg};
 use crate::convert;
 use crate::gateway::{Dispatch, SessionHandle};
@@ -32,8 +32,8 @@ pub struct GuildActor {
     subs: HashMap<Arc<str>, Arc<SessionHandle>>,
     /// Events applied so far: the guild's own order.
     seq: u64,
-    /// The lazy member list, built on the first op 14/37 subscription.
-    lists: Option<Lists>,
+    /// The lazy member lists (ops 14/37), each built on its first subscription.
+    lists: Lists,
 }
 
 struct State {
@@ -47,7 +47,7 @@ struct State {
 
 impl GuildActor {
     pub fn new(node: Arc<Node>, id: GuildId, rx: mpsc::Receiver<GuildMsg>) -> Self {
-        Self { node, id, rx, subs: HashMap::new(), seq: 0, lists: None }
+        Self { node, id, rx, subs: HashMap::new(), seq: 0, lists: Lists::default() }
     }
 
     pub async fn run(mut self) {
@@ -86,17 +86,13 @@ impl GuildActor {
             GuildMsg::Subscribe { session } => self.subscribe(st, session),
             GuildMsg::Unsubscribe { session_id } => {
                 self.subs.remove(&session_id);
-                if let Some(l) = &mut self.lists {
-                    l.unsubscribe(&session_id);
-                }
+                self.lists.unsubscribe(&session_id);
             }
             GuildMsg::ListSubscribe { session, channels } => {
                 if !self.subs.contains_key(&session.id) {
                     return true;
                 }
-                let view = st.view();
-                let lists = self.lists.get_or_insert_with(|| Lists::build(&view, &st.roles));
-                lists.subscribe(&view, session, &list::requested_ranges(&channels, &st.channels));
+                self.lists.subscribe(&st.view(), session, &channels, &st.channels);
             }
             GuildMsg::RequestMembers { session, req } => self.request_members(st, &session, req),
             GuildMsg::Presence { user, presence } => {
@@ -108,7 +104,7 @@ impl GuildActor {
                 } else {
                     st.online.insert(user, presence.clone());
                 }
-                self.list_change(st, |l| l.set_status(user.0, list::lstatus(presence.status)));
+                self.lists.status_changed(&st.view(), user, presence.status);
                 let body = encode(&presence_json(self.id, user, &presence));
                 self.seq += 1;
                 // Not echoed to the user's own sessions: they set it.
@@ -192,10 +188,12 @@ impl GuildActor {
                 }
                 st.channels.sort_by_key(|c| (c.position, c.id));
                 self.fan_out("CHANNEL_UPDATE", &body, Intents::GUILDS);
+                self.lists.invalidate_all(&st.view());
             }
             GuildEvent::ChannelDelete(c) => {
                 st.channels.retain(|x| x.id != c.id);
                 self.fan_out("CHANNEL_DELETE", &encode(&convert::channel(&c)), Intents::GUILDS);
+                self.lists.invalidate_all(&st.view());
             }
             GuildEvent::GuildUpdate(g) => {
                 st.guild = g;
@@ -221,12 +219,11 @@ impl GuildActor {
                 let mut m = convert::member(&member, Some(&user));
                 m.guild_id = Some(gid);
                 let p = self.node.presences.get(uid);
-                let lm = list::list_member(&member, &user, p.status);
                 st.members.insert(uid, (member, Arc::new(user)));
                 if p.status != Status::Offline {
                     st.online.insert(uid, p);
                 }
-                self.list_change(st, |l| l.upsert(lm));
+                self.lists.member_changed(&st.view(), uid);
                 if !known {
                     self.fan_out("GUILD_MEMBER_ADD", &encode(&m), Intents::GUILD_MEMBERS);
                 }
@@ -248,15 +245,13 @@ impl GuildActor {
                 *old = member;
                 let mut m = convert::member(old, Some(user));
                 m.guild_id = Some(gid);
-                let status = st.online.get(&uid).map(|p| p.status).unwrap_or(Status::Offline);
-                let lm = list::list_member(old, user, status);
                 self.fan_out("GUILD_MEMBER_UPDATE", &encode(&m), Intents::GUILD_MEMBERS);
-                self.list_change(st, |l| l.upsert(lm));
+                self.lists.member_changed(&st.view(), uid);
             }
             GuildEvent::MemberRemove(uid) => {
                 let Some((_, user)) = st.members.remove(&uid) else { return true };
                 st.online.remove(&uid);
-                self.list_change(st, |l| l.remove(uid.0));
+                self.lists.member_removed(&st.view(), uid);
                 let body = encode(&json!({"guild_id": gid, "user": convert::user(&user)}));
                 self.fan_out("GUILD_MEMBER_REMOVE", &body, Intents::GUILD_MEMBERS);
                 let gone = encode(&json!({"id": gid}));
@@ -268,22 +263,12 @@ impl GuildActor {
                     if s.intents.contains(Intents::GUILDS) {
                         s.push(Dispatch { name: "GUILD_DELETE", body: gone.clone() });
                     }
-                    if let Some(l) = &mut self.lists {
-                        l.unsubscribe(&s.id);
-                    }
+                    self.lists.unsubscribe(&s.id);
                     false
                 });
             }
         }
         true
-    }
-
-    /// Applies a change to the member list (if built) and sends subscribers their ops.
-    fn list_change(&mut self, st: &State, f: impl FnOnce(&mut member_list::MemberList) -> Vec<member_list::Change>) {
-        if let Some(l) = &mut self.lists {
-            let changes = f(l.list_mut());
-            l.publish(&st.view(), &changes);
-        }
     }
 
     fn request_members(&mut self, st: &State, s: &SessionHandle, req: RequestGuildMembers) {
@@ -345,7 +330,7 @@ impl GuildActor {
 
 impl State {
     fn view(&self) -> View<'_> {
-        View { guild: self.guild.id, members: &self.members, online: &self.online }
+        View { guild: self.guild.id, owner: self.guild.owner_id, roles: &self.roles, members: &self.members, online: &self.online }
     }
 
     fn from_snapshot(s: GuildSnapshot) -> State {

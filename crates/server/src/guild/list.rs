@@ -5,9 +5,12 @@
 //! subscriber watches (see `crates/member-list/README.md`). Subscribers with
 //! the same chunks share one encoded body.
 //!
-//! One list, id `everyone`, covers channels whose overwrites do not touch
-//! VIEW_CHANNEL; subscriptions to channels that restrict visibility are not
-//! served yet.
+//! Channels that show the same members share one list: id `everyone` when
+//! `@everyone` may view the channel and no overwrite denies it, otherwise the
+//! unsigned murmurhash3 (x86, 32-bit, seed 0) of the sorted `allow:<id>` /
+//! `deny:<id>` entries of the overwrites that touch VIEW_CHANNEL, joined
+//! with `,`, in decimal. Such a list holds only the members who can view the
+//! channel.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,17 +32,38 @@ pub const MAX_CHUNKS: usize = 15;
 /// Discord's bound on one requested range: `end - start <= 300`.
 pub const MAX_RANGE_SPAN: u64 = 300;
 
+/// Every member list of one guild, by list id. Built lazily per list.
+#[derive(Default)]
 pub struct Lists {
+    lists: HashMap<Arc<str>, OneList>,
+}
+
+struct OneList {
+    id: Arc<str>,
     list: MemberList,
+    /// A channel shown with this list; its overwrites decide who is listed.
+    channel: ChannelRecord,
     /// Session id -> (session, watched chunks).
     subs: HashMap<Arc<str>, (Arc<SessionHandle>, Vec<ListRange>)>,
 }
 
-/// What the list needs to render items: the actor's members and presences.
+/// What the lists need from the actor: its members, presences and roles.
 pub struct View<'a> {
     pub guild: GuildId,
+    pub owner: UserId,
+    pub roles: &'a [RoleRecord],
     pub members: &'a HashMap<UserId, (MemberRecord, Arc<UserRecord>)>,
     pub online: &'a HashMap<UserId, Presence>,
+}
+
+impl View<'_> {
+    fn status(&self, u: UserId) -> Status {
+        self.online.get(&u).map(|p| p.status).unwrap_or(Status::Offline)
+    }
+
+    fn can_view(&self, m: &MemberRecord, c: &ChannelRecord) -> bool {
+        crate::perm::can_view(self.guild, self.owner, self.roles, m, c)
+    }
 }
 
 pub fn lstatus(s: Status) -> LStatus {
@@ -66,27 +90,155 @@ fn hoisted(roles: &[RoleRecord]) -> Vec<(u64, i64)> {
     roles.iter().filter(|r| r.hoist).map(|r| (r.id.0, i64::from(r.position))).collect()
 }
 
-/// Whether a channel is shown with the `everyone` list.
-pub fn uses_everyone_list(c: &ChannelRecord) -> bool {
-    !c.overwrites.iter().any(|o| (o.allow | o.deny) & permission::VIEW_CHANNEL != 0)
+/// MurmurHash3, x86 32-bit variant.
+pub fn murmur3_32(data: &[u8], seed: u32) -> u32 {
+    const C1: u32 = 0xcc9e_2d51;
+    const C2: u32 = 0x1b87_3593;
+    let mut h = seed;
+    let mut chunks = data.chunks_exact(4);
+    for c in &mut chunks {
+        let k = u32::from_le_bytes([c[0], c[1], c[2], c[3]]).wrapping_mul(C1).rotate_left(15).wrapping_mul(C2);
+        h = (h ^ k).rotate_left(13).wrapping_mul(5).wrapping_add(0xe654_6b64);
+    }
+    let tail = chunks.remainder();
+    if !tail.is_empty() {
+        let mut k = 0u32;
+        for (i, b) in tail.iter().enumerate() {
+            k |= u32::from(*b) << (8 * i);
+        }
+        h ^= k.wrapping_mul(C1).rotate_left(15).wrapping_mul(C2);
+    }
+    h ^= data.len() as u32;
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^ (h >> 16)
+}
+
+/// The member-list id of a channel (see the module docs).
+pub fn list_id(guild: GuildId, roles: &[RoleRecord], c: &ChannelRecord) -> String {
+    let view = permission::VIEW_CHANNEL;
+    let everyone_base = roles.iter().find(|r| r.id.0 == guild.0).map(|r| r.permissions).unwrap_or(0);
+    let ow = c.overwrites.iter().find(|o| o.kind == 0 && o.id == guild.0);
+    let everyone_can = (everyone_base & !ow.map(|o| o.deny).unwrap_or(0)) | ow.map(|o| o.allow).unwrap_or(0);
+    if everyone_can & view != 0 && !c.overwrites.iter().any(|o| o.deny & view != 0) {
+        return "everyone".into();
+    }
+    let mut parts: Vec<String> = Vec::new();
+    for o in &c.overwrites {
+        if o.allow & view != 0 {
+            parts.push(format!("allow:{}", o.id));
+        }
+        if o.deny & view != 0 {
+            parts.push(format!("deny:{}", o.id));
+        }
+    }
+    parts.sort();
+    murmur3_32(parts.join(",").as_bytes(), 0).to_string()
 }
 
 impl Lists {
-    pub fn build(view: &View, roles: &[RoleRecord]) -> Lists {
-        let mut list = MemberList::new(hoisted(roles));
-        for (uid, (m, u)) in view.members {
-            let status = view.online.get(uid).map(|p| p.status).unwrap_or(Status::Offline);
-            list.upsert(list_member(m, u, status));
+    /// Replaces a session's subscriptions in this guild with `channels`
+    /// (at most 5 channels, 3 ranges each): SYNC for newly watched chunks,
+    /// INVALIDATE for dropped ones, per list.
+    pub fn subscribe(
+        &mut self,
+        view: &View,
+        session: Arc<SessionHandle>,
+        channels: &[(ChannelId, Vec<(u64, u64)>)],
+        known: &[ChannelRecord],
+    ) {
+        let mut wanted: HashMap<String, (ChannelRecord, Vec<(u64, u64)>)> = HashMap::new();
+        for (cid, ranges) in channels.iter().take(5) {
+            let Some(c) = known.iter().find(|c| c.id == *cid) else { continue };
+            let e = wanted.entry(list_id(view.guild, view.roles, c)).or_insert_with(|| (c.clone(), Vec::new()));
+            e.1.extend(ranges.iter().take(3).copied());
         }
-        Lists { list, subs: HashMap::new() }
+        // Lists this session watched but no longer asks for: drop its chunks there.
+        for one in self.lists.values_mut() {
+            if one.subs.contains_key(&session.id) && !wanted.contains_key(one.id.as_ref()) {
+                one.subscribe(view, session.clone(), &[]);
+            }
+        }
+        for (id, (channel, ranges)) in wanted {
+            let id: Arc<str> = id.into();
+            let one = self.lists.entry(id.clone()).or_insert_with(|| OneList::build(view, id, channel));
+            one.subscribe(view, session.clone(), &ranges);
+        }
     }
 
-    pub fn list_mut(&mut self) -> &mut MemberList {
-        &mut self.list
+    pub fn unsubscribe(&mut self, session_id: &str) {
+        for one in self.lists.values_mut() {
+            one.subs.remove(session_id);
+        }
+    }
+
+    /// A member joined or changed (nick, roles): listed where it can view, removed elsewhere.
+    pub fn member_changed(&mut self, view: &View, uid: UserId) {
+        let Some((m, u)) = view.members.get(&uid) else { return self.member_removed(view, uid) };
+        for one in self.lists.values_mut() {
+            let changes =
+                if view.can_view(m, &one.channel) { one.list.upsert(list_member(m, u, view.status(uid))) } else { one.list.remove(uid.0) };
+            one.publish(view, &changes);
+        }
+    }
+
+    pub fn member_removed(&mut self, view: &View, uid: UserId) {
+        for one in self.lists.values_mut() {
+            let changes = one.list.remove(uid.0);
+            one.publish(view, &changes);
+        }
+    }
+
+    pub fn status_changed(&mut self, view: &View, uid: UserId, status: Status) {
+        for one in self.lists.values_mut() {
+            let changes = one.list.set_status(uid.0, lstatus(status));
+            one.publish(view, &changes);
+        }
+    }
+
+    /// Channel overwrites changed: lists may now hold other members or have
+    /// another id. Subscribers get INVALIDATE for all their chunks and
+    /// subscribe again; lists are rebuilt on demand.
+    pub fn invalidate_all(&mut self, view: &View) {
+        for one in self.lists.values() {
+            for (s, ranges) in one.subs.values() {
+                let ops: Vec<Op> = ranges.iter().map(|&range| Op::Invalidate { range }).collect();
+                if !ops.is_empty() {
+                    s.push(Dispatch { name: "GUILD_MEMBER_LIST_UPDATE", body: one.encode(view, &ops) });
+                }
+            }
+        }
+        self.lists.clear();
+    }
+
+    /// One list's sorted set (benchmarks and tests).
+    pub fn list_mut(&mut self, id: &str) -> Option<&mut MemberList> {
+        self.lists.get_mut(id).map(|o| &mut o.list)
+    }
+
+    /// Sends one list's subscribers the ops for `changes` (benchmarks and tests).
+    pub fn publish(&self, view: &View, id: &str, changes: &[Change]) {
+        if let Some(one) = self.lists.get(id) {
+            one.publish(view, changes);
+        }
+    }
+}
+
+impl OneList {
+    fn build(view: &View, id: Arc<str>, channel: ChannelRecord) -> OneList {
+        let mut list = MemberList::new(hoisted(view.roles));
+        for (uid, (m, u)) in view.members {
+            if view.can_view(m, &channel) {
+                list.upsert(list_member(m, u, view.status(*uid)));
+            }
+        }
+        OneList { id, list, channel, subs: HashMap::new() }
     }
 
     /// Replaces a session's watched chunks: SYNC for new ones, INVALIDATE for dropped ones.
-    pub fn subscribe(&mut self, view: &View, session: Arc<SessionHandle>, requested: &[(u64, u64)]) {
+    fn subscribe(&mut self, view: &View, session: Arc<SessionHandle>, requested: &[(u64, u64)]) {
         let pairs: Vec<(usize, usize)> =
             requested.iter().filter(|(a, b)| a.abs_diff(*b) <= MAX_RANGE_SPAN).map(|&(a, b)| (a as usize, b as usize)).collect();
         let chunks = normalize(&pairs, MAX_CHUNKS);
@@ -104,13 +256,10 @@ impl Lists {
         }
     }
 
-    pub fn unsubscribe(&mut self, session_id: &str) {
-        self.subs.remove(session_id);
-    }
-
-    /// Sends every subscriber the ops `changes` cause in its chunks.
-    /// Call right after the mutation that produced `changes`.
-    pub fn publish(&self, view: &View, changes: &[Change]) {
+    /// Sends every subscriber the ops `changes` cause in its chunks. Call
+    /// right after the mutation that produced `changes`; subscribers with the
+    /// same chunks share one encoded body.
+    fn publish(&self, view: &View, changes: &[Change]) {
         if changes.is_empty() || self.subs.is_empty() {
             return;
         }
@@ -134,7 +283,7 @@ impl Lists {
         let ops: Vec<OpJson> = ops.iter().map(|op| op_json(view, op)).collect();
         let body = UpdateJson {
             guild_id: view.guild,
-            id: "everyone",
+            id: &self.id,
             member_count: self.list.member_count(),
             online_count: self.list.online_count(),
             groups,
@@ -150,7 +299,7 @@ impl Lists {
 #[derive(Serialize)]
 struct UpdateJson<'a> {
     guild_id: GuildId,
-    id: &'static str,
+    id: &'a str,
     member_count: usize,
     online_count: usize,
     groups: Vec<GroupJson>,
@@ -287,39 +436,63 @@ fn op_json<'a>(view: &View<'a>, op: &Op) -> OpJson<'a> {
     }
 }
 
-/// Requested ranges of one session for one guild: every channel that uses
-/// the `everyone` list contributes its ranges (at most 5 channels, 3 ranges each).
-pub fn requested_ranges(channels: &[(ChannelId, Vec<(u64, u64)>)], known: &[ChannelRecord]) -> Vec<(u64, u64)> {
-    channels
-        .iter()
-        .take(5)
-        .filter(|(cid, _)| known.iter().any(|c| c.id == *cid && uses_everyone_list(c)))
-        .flat_map(|(_, r)| r.iter().take(3).copied())
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use protocol::gateway::Intents;
+    use store::OverwriteRecord;
+
+    fn user(id: u64, name: &str) -> (UserId, (MemberRecord, Arc<UserRecord>)) {
+        let u = UserRecord { id: UserId(id), username: name.into(), global_name: None, avatar: None, bot: false, flags: 0, created_at: 0 };
+        (
+            UserId(id),
+            (MemberRecord { guild_id: GuildId(1), user_id: UserId(id), nick: None, roles: vec![], joined_at: 0, flags: 0 }, Arc::new(u)),
+        )
+    }
+
+    fn roles() -> Vec<RoleRecord> {
+        vec![crate::guild::everyone_role(GuildId(1))]
+    }
 
     #[test]
-    fn update_json_has_discords_shape() {
+    fn murmur3_matches_reference_vectors() {
+        assert_eq!(murmur3_32(b"", 0), 0);
+        assert_eq!(murmur3_32(b"", 1), 0x514e_28b7);
+        assert_eq!(murmur3_32(b"hello", 0), 0x248b_fa47);
+        assert_eq!(murmur3_32(b"The quick brown fox jumps over the lazy dog", 0), 0x2e4f_f723);
+    }
+
+    #[test]
+    fn list_ids_follow_view_overwrites() {
         let g = GuildId(1);
-        let mk = |id: u64, name: &str| {
-            let u =
-                UserRecord { id: UserId(id), username: name.into(), global_name: None, avatar: None, bot: false, flags: 0, created_at: 0 };
-            (
-                UserId(id),
-                (MemberRecord { guild_id: g, user_id: UserId(id), nick: None, roles: vec![], joined_at: 0, flags: 0 }, Arc::new(u)),
-            )
-        };
-        let members: HashMap<_, _> = [mk(5, "bob"), mk(6, "amy")].into_iter().collect();
+        let mut c = crate::guild::text_channel(protocol::ChannelId(2), g, "c".into(), 0);
+        assert_eq!(list_id(g, &roles(), &c), "everyone");
+        let view = permission::VIEW_CHANNEL;
+        c.overwrites =
+            vec![OverwriteRecord { id: 1, kind: 0, allow: 0, deny: view }, OverwriteRecord { id: 7, kind: 1, allow: view, deny: 0 }];
+        assert_eq!(list_id(g, &roles(), &c), murmur3_32(b"allow:7,deny:1", 0).to_string());
+        // Overwrites that do not touch VIEW_CHANNEL keep the shared list.
+        c.overwrites = vec![OverwriteRecord { id: 1, kind: 0, allow: 0, deny: permission::SEND_MESSAGES }];
+        assert_eq!(list_id(g, &roles(), &c), "everyone");
+    }
+
+    #[test]
+    fn update_json_has_discords_shape_and_restricted_lists_filter() {
+        let g = GuildId(1);
+        let members: HashMap<_, _> = [user(5, "bob"), user(6, "amy")].into_iter().collect();
         let online: HashMap<_, _> = [(UserId(6), Presence { status: Status::Idle, activities: vec![] })].into_iter().collect();
-        let view = View { guild: g, members: &members, online: &online };
-        let mut lists = Lists::build(&view, &[]);
+        let roles = roles();
+        let view = View { guild: g, owner: UserId(99), roles: &roles, members: &members, online: &online };
+        let open = crate::guild::text_channel(protocol::ChannelId(2), g, "open".into(), 0);
+        let mut secret = crate::guild::text_channel(protocol::ChannelId(3), g, "secret".into(), 1);
+        secret.overwrites = vec![
+            OverwriteRecord { id: 1, kind: 0, allow: 0, deny: permission::VIEW_CHANNEL },
+            OverwriteRecord { id: 6, kind: 1, allow: permission::VIEW_CHANNEL, deny: 0 },
+        ];
+        let known = vec![open.clone(), secret.clone()];
+        let mut lists = Lists::default();
         let s = SessionHandle::new("s".into(), UserId(9), false, Intents::ALL, 50, vec![g], 8);
-        lists.subscribe(&view, s.clone(), &[(0, 99)]);
+        lists.subscribe(&view, s.clone(), &[(open.id, vec![(0, 99)])], &known);
         let sync: Value = serde_json::from_slice(&s.take().1.pop_front().unwrap().body).unwrap();
         assert_eq!(sync["id"], "everyone");
         assert_eq!((sync["member_count"].as_u64(), sync["online_count"].as_u64()), (Some(2), Some(1)));
@@ -331,10 +504,25 @@ mod tests {
         assert_eq!(items[1]["member"]["user"]["username"], "amy");
         assert_eq!(items[1]["member"]["presence"]["status"], "idle");
         assert_eq!(items[3]["member"]["presence"]["status"], "offline");
-        let changes = lists.list_mut().remove(5);
-        lists.publish(&view, &changes);
+
+        // Switching to the restricted channel: INVALIDATE on `everyone`, SYNC on its own list with amy only.
+        lists.subscribe(&view, s.clone(), &[(secret.id, vec![(0, 99)])], &known);
+        let q = s.take().1;
+        let bodies: Vec<Value> = q.iter().map(|d| serde_json::from_slice(&d.body).unwrap()).collect();
+        let inv = bodies.iter().find(|b| b["id"] == "everyone").expect("invalidate of the old list");
+        assert_eq!(inv["ops"][0]["op"], "INVALIDATE");
+        let own = bodies.iter().find(|b| b["id"] != "everyone").expect("sync of the channel's list");
+        assert_eq!(own["id"], list_id(g, &roles, &secret));
+        assert_eq!(own["member_count"], 1);
+        let names: Vec<_> =
+            own["ops"][0]["items"].as_array().unwrap().iter().filter_map(|i| i["member"]["user"]["username"].as_str()).collect();
+        assert_eq!(names, ["amy"]);
+        // A change to a member who cannot see the channel sends nothing.
+        lists.member_removed(&view, UserId(5));
+        assert!(s.take().1.is_empty());
+        lists.status_changed(&view, UserId(6), Status::Offline);
         let upd: Value = serde_json::from_slice(&s.take().1.pop_front().unwrap().body).unwrap();
         let kinds: Vec<_> = upd["ops"].as_array().unwrap().iter().map(|o| o["op"].as_str().unwrap().to_string()).collect();
-        assert!(kinds.iter().all(|k| k == "DELETE" || k == "UPDATE" || k == "INSERT"), "{kinds:?}");
+        assert!(kinds.iter().all(|k| k == "DELETE" || k == "UPDATE" || k == "INSERT") && !kinds.is_empty(), "{kinds:?}");
     }
 }

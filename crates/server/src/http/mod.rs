@@ -91,25 +91,7 @@ impl Access {
 
     /// Permission bits in a channel: guild bits with the channel's overwrites applied.
     pub fn in_channel(&self, c: &ChannelRecord) -> u64 {
-        if self.perms & permission::ADMINISTRATOR != 0 {
-            return permission::ALL;
-        }
-        let mut p = self.perms;
-        let everyone = self.guild.id.0;
-        let apply = |p: &mut u64, o: &store::OverwriteRecord| *p = (*p & !o.deny) | o.allow;
-        if let Some(o) = c.overwrites.iter().find(|o| o.kind == 0 && o.id == everyone) {
-            apply(&mut p, o);
-        }
-        let (mut allow, mut deny) = (0, 0);
-        for o in c.overwrites.iter().filter(|o| o.kind == 0 && self.member.roles.iter().any(|r| r.0 == o.id)) {
-            allow |= o.allow;
-            deny |= o.deny;
-        }
-        p = (p & !deny) | allow;
-        if let Some(o) = c.overwrites.iter().find(|o| o.kind == 1 && o.id == self.member.user_id.0) {
-            apply(&mut p, o);
-        }
-        p
+        crate::perm::in_channel(self.perms, self.guild.id, &self.member, c)
     }
 }
 
@@ -118,12 +100,8 @@ impl Access {
 pub async fn guild_access(node: &Node, guild: GuildId, user: UserId) -> ApiResult<Access> {
     let g = node.store.get_guild(guild).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownGuild))?;
     let member = node.store.get_member(guild, user).await?.ok_or_else(|| ApiError::forbidden(ErrorCode::MissingAccess))?;
-    let perms = if g.owner_id == user {
-        permission::ALL
-    } else {
-        let roles = node.store.roles_of_guild(guild).await?;
-        roles.iter().filter(|r| r.id.0 == guild.0 || member.roles.contains(&r.id)).fold(0, |acc, r| acc | r.permissions)
-    };
+    let roles = node.store.roles_of_guild(guild).await?;
+    let perms = crate::perm::base(guild, g.owner_id, &roles, &member);
     Ok(Access { guild: g, member, perms })
 }
 
