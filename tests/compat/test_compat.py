@@ -642,8 +642,8 @@ def test_6_expired_session_reidentify(env: Env, throng_bin, artifacts_root):
     Uses its own server started with --resume-window-ms (a throng flag beyond the minimal contract)."""
     v = env.variant
     env.require_ready()  # fail fast if the library never worked in the main environment
-    if not _serve_supports(throng_bin, "--resume-window-ms"):
-        pytest.skip("throng serve has no --resume-window-ms flag")
+    # The flag is part of throng's CLI; its absence is a regression, not a reason to skip.
+    assert _serve_supports(throng_bin, "--resume-window-ms"), "throng serve lost its --resume-window-ms flag"
     e2 = build_env(v, throng_bin, artifacts_root / v.name / "expired",
                    server_args=["--resume-window-ms", str(RESUME_WINDOW_MS)])
     try:
