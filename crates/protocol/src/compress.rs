@@ -6,9 +6,12 @@
 //! - `zstd-stream`: one zstd frame for the whole connection, `ZSTD_e_flush`
 //!   after each message (ending the frame breaks python-zstandard).
 //!
-//! Parameters are trimmed for memory: about 36 KiB per zlib context
-//! (window 12, memLevel 5) and about 50 KiB per zstd context (level 1,
-//! window 12), against 300-800 KiB for the libraries' defaults.
+//! Parameters are trimmed for memory: zlib window 11 / memLevel 4 and zstd
+//! level 1 / window 11 / hash 10. Measured per session in a 5,000-session
+//! server (docs/benchmarks.md): 29 KiB with zlib-stream, 50 KiB with
+//! zstd-stream, 7 KiB without, against 300-800 KiB per context for the
+//! libraries' defaults. Windows stay larger than a typical dispatch, which
+//! keeps the ratio (window 10 would halve it).
 
 use std::ffi::{c_int, c_uint, c_void};
 use std::mem::MaybeUninit;
@@ -53,12 +56,12 @@ impl Default for CompressParams {
     fn default() -> Self {
         Self {
             zlib_level: 6,
-            zlib_window_bits: 12,
-            zlib_mem_level: 5,
+            zlib_window_bits: 11,
+            zlib_mem_level: 4,
             zstd_level: 1,
-            zstd_window_log: 12,
-            zstd_hash_log: 12,
-            zstd_chain_log: 12,
+            zstd_window_log: 11,
+            zstd_hash_log: 10,
+            zstd_chain_log: 10,
         }
     }
 }
