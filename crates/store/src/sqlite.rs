@@ -343,6 +343,27 @@ async fn insert_role<'e, E: sqlx::SqliteExecutor<'e>>(e: E, r: &RoleRecord) -> R
     Ok(())
 }
 
+/// The guild row with its roles and channels (members are inserted by the caller).
+async fn insert_guild_shell(tx: &mut sqlx::Transaction<'_, Sqlite>, g: &NewGuild) -> Result<()> {
+    sqlx::query("INSERT INTO guilds (id, name, icon, description, owner_id, system_channel_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)")
+        .bind(i(g.guild.id))
+        .bind(&g.guild.name)
+        .bind(&g.guild.icon)
+        .bind(&g.guild.description)
+        .bind(i(g.guild.owner_id))
+        .bind(g.guild.system_channel_id.map(i))
+        .bind(g.guild.created_at as i64)
+        .execute(&mut **tx)
+        .await?;
+    for r in &g.roles {
+        insert_role(&mut **tx, r).await?;
+    }
+    for c in &g.channels {
+        insert_channel(&mut **tx, c).await?;
+    }
+    Ok(())
+}
+
 #[async_trait]
 impl Store for SqliteStore {
     async fn create_user(&self, u: &UserRecord, password_hash: Option<&str>) -> Result<()> {
@@ -459,24 +480,7 @@ impl Store for SqliteStore {
             q.build().execute(&mut *tx).await?;
         }
         for g in &b.guilds {
-            sqlx::query(
-                "INSERT INTO guilds (id, name, icon, description, owner_id, system_channel_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(i(g.guild.id))
-            .bind(&g.guild.name)
-            .bind(&g.guild.icon)
-            .bind(&g.guild.description)
-            .bind(i(g.guild.owner_id))
-            .bind(g.guild.system_channel_id.map(i))
-            .bind(g.guild.created_at as i64)
-            .execute(&mut *tx)
-            .await?;
-            for r in &g.roles {
-                insert_role(&mut *tx, r).await?;
-            }
-            for c in &g.channels {
-                insert_channel(&mut *tx, c).await?;
-            }
+            insert_guild_shell(&mut tx, g).await?;
             for chunk in g.members.chunks(ROWS) {
                 let mut q = QueryBuilder::<Sqlite>::new("INSERT INTO members (guild_id, user_id, nick, roles, joined_at, flags) ");
                 q.push_values(chunk, |mut r, m| {
@@ -496,24 +500,7 @@ impl Store for SqliteStore {
 
     async fn create_guild(&self, g: &NewGuild) -> Result<()> {
         let mut tx = self.writer.begin().await?;
-        sqlx::query(
-            "INSERT INTO guilds (id, name, icon, description, owner_id, system_channel_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(i(g.guild.id))
-        .bind(&g.guild.name)
-        .bind(&g.guild.icon)
-        .bind(&g.guild.description)
-        .bind(i(g.guild.owner_id))
-        .bind(g.guild.system_channel_id.map(i))
-        .bind(g.guild.created_at as i64)
-        .execute(&mut *tx)
-        .await?;
-        for r in &g.roles {
-            insert_role(&mut *tx, r).await?;
-        }
-        for c in &g.channels {
-            insert_channel(&mut *tx, c).await?;
-        }
+        insert_guild_shell(&mut tx, g).await?;
         for m in &g.members {
             insert_member(&mut *tx, m).await?;
         }
