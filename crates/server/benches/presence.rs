@@ -41,9 +41,11 @@ fn bench(c: &mut Criterion) {
     let view = View { guild, owner: UserId(0), roles: &roles, members: &members, online: &online };
     let channel = server::guild::text_channel(protocol::ChannelId(2), guild, "general".into(), 0);
     let mut lists = Lists::default();
-    let session = SessionHandle::new("bench".into(), UserId(2), false, Intents::ALL, 250, vec![guild], 1 << 16);
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let delivery = server::gateway::delivery::Delivery::standalone(1, rt.handle().clone());
+    let session = SessionHandle::new("bench".into(), UserId(2), false, Intents::ALL, 250, vec![guild], &delivery);
     lists.subscribe(&view, session.clone(), &[(channel.id, vec![(0, 99)])], std::slice::from_ref(&channel));
-    std::hint::black_box(session.take());
+    std::hint::black_box(session.take_replay());
     // A member whose name sorts into the first chunk when online.
     let who = UserId(10 + 1);
     let mut up = true;
@@ -53,7 +55,7 @@ fn bench(c: &mut Criterion) {
             let status = if up { Status::Online } else { Status::Offline };
             up = !up;
             lists.status_changed(&view, who, status);
-            std::hint::black_box(session.take());
+            std::hint::black_box(session.take_replay());
         })
     });
     g.finish();

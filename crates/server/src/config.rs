@@ -47,12 +47,26 @@ pub struct GatewayConfig {
     /// Replay buffer bound per session, in body bytes (shared bodies count
     /// fully, so this is an upper bound on what one session keeps alive).
     pub replay_max_bytes: usize,
-    /// Session inbound queue (guild -> session) capacity in events. When it is
-    /// full the session has lagged: it is closed with 4000 and cannot resume.
-    pub session_queue_capacity: usize,
-    /// Bytes a session may have written but not yet flushed to its socket
-    /// before it is closed with 4000 (resumable: nothing is lost).
+    /// Delivery worker threads (fan-out is split across them per session);
+    /// 0 means one per available core.
+    pub delivery_workers: usize,
+    /// Deliveries (event x recipient) queued to the workers beyond which
+    /// REST refuses new messages with 503 + Retry-After (fail fast instead
+    /// of letting queues grow).
+    pub delivery_backlog_max: usize,
+    /// Bytes queued for a session's socket beyond the frame being written
+    /// before the session counts as a slow consumer: it is closed with 4000
+    /// and stays resumable (its replay buffer holds what it missed).
     pub max_pending_write_bytes: usize,
+    /// How long a session's backlog may stay above `max_pending_write_bytes`
+    /// before it is closed (a RESUME's replay or one burst passes briefly).
+    /// Above the hard cap (the larger of `replay_max_bytes` and 16x the
+    /// bound, plus the bound) it is closed at once.
+    pub slow_consumer_grace_ms: u64,
+    /// SO_SNDBUF of gateway sockets (the kernel doubles it); 0 keeps the
+    /// kernel's autotuning. Bounds kernel memory per socket and lets a slow
+    /// reader be noticed before megabytes pile up in kernel buffers.
+    pub socket_send_buffer_bytes: usize,
     /// Largest client payload accepted (Discord: 4096), else close 4002.
     pub max_client_payload: usize,
     /// Client events allowed per window (Discord: 120 per 60 s), else 4008.
@@ -125,8 +139,11 @@ impl Default for GatewayConfig {
             replay_max_events: 2_000,
             replay_max_age_ms: 300_000,
             replay_max_bytes: 4 << 20,
-            session_queue_capacity: 4_096,
-            max_pending_write_bytes: 1 << 20,
+            delivery_workers: 0,
+            delivery_backlog_max: 2_000_000,
+            max_pending_write_bytes: 128 << 10,
+            slow_consumer_grace_ms: 1_000,
+            socket_send_buffer_bytes: 64 << 10,
             max_client_payload: 4_096,
             client_events_per_window: 120,
             client_event_window_ms: 60_000,
@@ -226,7 +243,7 @@ impl Config {
                 return bad("public_url must be a ws:// or wss:// URL without a query string");
             }
         }
-        if self.gateway.replay_max_events == 0 || self.gateway.session_queue_capacity == 0 || self.limits.guild_mailbox_capacity == 0 {
+        if self.gateway.replay_max_events == 0 || self.gateway.delivery_backlog_max == 0 || self.limits.guild_mailbox_capacity == 0 {
             return bad("queue bounds must be positive");
         }
         if self.gateway.large_threshold_default > self.gateway.large_threshold_max {

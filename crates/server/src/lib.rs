@@ -4,16 +4,20 @@
 //! - [`listener`]: accepts TCP, serves HTTP/1 (REST) and hands WebSocket
 //!   upgrades to the gateway with the raw socket.
 //! - [`gateway`]: WebSocket framing ([`gateway::ws`]), a connection before
-//!   IDENTIFY ([`gateway::connection`]), and the session task that owns a
-//!   client's queue, sequence and replay buffer ([`gateway::session`]).
+//!   IDENTIFY ([`gateway::connection`]), sessions (state behind a lock, a
+//!   small reader task per socket, no task while detached:
+//!   [`gateway::session`]) and the per-core delivery workers that frame and
+//!   write fan-out ([`gateway::delivery`]).
 //! - [`guild`]: one actor task per guild; it owns the guild's state, applies
-//!   events in one order and fans each encoded dispatch out to its sessions.
+//!   events in one order and hands each encoded dispatch to the delivery
+//!   workers, its subscribers already split by worker.
 //!   Sessions reach guilds only through [`guild::GuildRouter`].
 //! - [`http`]: REST routes, Discord's error bodies, rate limits.
 //! - [`node`]: what one process shares between those layers.
 //!
-//! Invariants: a guild actor never awaits a session or a socket; every queue
-//! is bounded; a dispatch body is encoded once per guild event (per variant).
+//! Invariants: a guild actor never awaits a session, a socket or a worker; a
+//! delivery worker never waits on a socket; a dispatch body is encoded once
+//! per guild event (per variant); queues are bounded where work enters.
 
 pub mod auth;
 pub mod config;
@@ -66,6 +70,7 @@ impl Server {
         // Port 0 binds are resolved now, so clients are told the real address.
         config.listen = addr;
         let node = Node::new(config, store);
+        node.tasks.spawn(gateway::session::sweeper(node.clone()));
         let accept = tokio::spawn(listener::serve(node.clone(), listener));
         Ok(Server { node, addr, accept })
     }

@@ -149,7 +149,14 @@ fn upgrade(node: Arc<Node>, mut req: Request<Incoming>) -> Response<Body> {
             return tracing::error!("upgraded connection is not a TcpStream");
         };
         let hyper::upgrade::Parts { io, read_buf, .. } = parts;
-        let conn = Conn::new(slot, io.into_inner(), &read_buf, q.transport, &CompressParams::default());
+        let stream = io.into_inner();
+        let sndbuf = node.config.gateway.socket_send_buffer_bytes;
+        if sndbuf > 0 {
+            if let Err(e) = socket2::SockRef::from(&stream).set_send_buffer_size(sndbuf) {
+                tracing::debug!(error = %e, "SO_SNDBUF not set");
+            }
+        }
+        let conn = Conn::new(slot, stream, &read_buf, q.transport, &CompressParams::default());
         // `read_buf` may be a slice of hyper's whole read buffer (8 KiB+):
         // release it now rather than holding it for the session's lifetime.
         drop(read_buf);

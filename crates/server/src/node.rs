@@ -12,6 +12,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::auth::Auth;
 use crate::config::Config;
+use crate::gateway::delivery::{Delivery, Limits};
 use crate::gateway::registry::Sessions;
 use crate::guild::GuildRouter;
 use crate::http::ratelimit::RateLimiter;
@@ -24,6 +25,8 @@ pub struct Node {
     pub auth: Auth,
     pub guilds: GuildRouter,
     pub sessions: Sessions,
+    /// The delivery workers fan-out runs on (see `gateway::delivery`).
+    pub delivery: Arc<Delivery>,
     pub presences: Presences,
     pub rest_limits: RateLimiter,
     /// Bounds IDENTIFYs in flight; `try_acquire` or the client gets op 9 `d:true`.
@@ -38,9 +41,18 @@ pub struct Node {
 }
 
 impl Node {
+    /// Starts the node's delivery workers; call inside a tokio runtime.
     pub fn new(config: Config, store: Arc<dyn Store>) -> Arc<Node> {
         let ids = SnowflakeGen::new(config.worker_id, config.process_id);
+        let tasks = TaskTracker::new();
+        let gw = &config.gateway;
+        let workers = match gw.delivery_workers {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        };
+        let delivery = Delivery::start(workers, Limits::from_config(gw), tokio::runtime::Handle::current(), tasks.clone());
         Arc::new(Node {
+            delivery,
             auth: Auth::new(store.clone(), config.limits.password_hash_concurrency),
             guilds: GuildRouter::new(config.limits.guild_mailbox_capacity),
             sessions: Sessions::default(),
@@ -49,7 +61,7 @@ impl Node {
             identify_permits: Semaphore::new(config.gateway.identify_concurrency.max(1)),
             gateway_connections: Arc::default(),
             shutdown: CancellationToken::new(),
-            tasks: TaskTracker::new(),
+            tasks,
             ids,
             store,
             config,

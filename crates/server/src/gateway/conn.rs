@@ -2,17 +2,19 @@
 //! buffer, queues outgoing frames in a buffer that exists only while there is
 //! unsent data, and compresses per connection when asked.
 //!
-//! A `Conn` moves between tasks: the connection task owns it until IDENTIFY,
-//! and a RESUME hands it to the session task it resumes.
+//! A `Conn` is owned by its connection task until IDENTIFY or RESUME, then
+//! by the session's state (behind the session's lock), where delivery
+//! workers append frames and write.
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::io;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use protocol::compress::{CompressParams, Compressor, Transport};
 use protocol::gateway::{write_dispatch, write_op};
 use protocol::CloseCode;
-use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use super::ws::{self, Incoming};
@@ -86,15 +88,29 @@ impl Drop for ConnSlot {
     }
 }
 
+/// The socket under a `Conn`: shared so a session's reader task can wait
+/// for readability while delivery workers write through the session's lock.
+#[derive(Clone)]
+pub enum Sock {
+    Tcp(Arc<TcpStream>),
+    /// Discards everything written (in-process benchmarks: no file descriptor).
+    Sink,
+}
+
 pub struct Conn {
     /// Held for the socket's lifetime (counts toward the process's cap).
-    _slot: ConnSlot,
-    stream: TcpStream,
+    _slot: Option<ConnSlot>,
+    sock: Sock,
     /// Bytes of an incomplete frame carried between reads; empty otherwise.
     rbuf: Vec<u8>,
     reasm: ws::Reassembly,
     /// Encoded frames not yet accepted by the socket; empty (unallocated) when idle.
     pending: Vec<u8>,
+    /// Lengths of the frames in `pending`, oldest first; the first may be
+    /// partly written (`head_sent` bytes of it). Lets a slow consumer's queue
+    /// be cut at a frame boundary so its close frame still parses.
+    frames: VecDeque<u32>,
+    head_sent: usize,
     compressor: Option<Compressor>,
     pub transport: Transport,
     /// Client-event rate limit window.
@@ -118,12 +134,24 @@ impl Conn {
         transport: Transport,
         params: &CompressParams,
     ) -> Result<Conn, ConnError> {
+        let c = Conn::with_sock(Some(slot), Sock::Tcp(Arc::new(stream)), transport, params)?;
+        Ok(Conn { rbuf: leftover.to_vec(), ..c })
+    }
+
+    /// A connection whose writes go nowhere (benchmarks of the delivery path).
+    pub fn sink(transport: Transport, params: &CompressParams) -> Result<Conn, ConnError> {
+        Conn::with_sock(None, Sock::Sink, transport, params)
+    }
+
+    fn with_sock(slot: Option<ConnSlot>, sock: Sock, transport: Transport, params: &CompressParams) -> Result<Conn, ConnError> {
         Ok(Conn {
             _slot: slot,
-            stream,
-            rbuf: leftover.to_vec(),
+            sock,
+            rbuf: Vec::new(),
             reasm: ws::Reassembly::default(),
             pending: Vec::new(),
+            frames: VecDeque::new(),
+            head_sent: 0,
             compressor: Compressor::new(transport, params)?,
             transport,
             window_start: Instant::now(),
@@ -132,12 +160,16 @@ impl Conn {
         })
     }
 
+    pub fn sock(&self) -> Sock {
+        self.sock.clone()
+    }
+
     pub async fn readable(&self) -> io::Result<()> {
-        self.stream.readable().await
+        self.sock.readable().await
     }
 
     pub async fn writable(&self) -> io::Result<()> {
-        self.stream.writable().await
+        self.sock.writable().await
     }
 
     pub fn has_pending(&self) -> bool {
@@ -148,6 +180,14 @@ impl Conn {
         self.pending.len()
     }
 
+    /// Queued bytes beyond the frame being written now: what a slow reader
+    /// has let pile up (one large frame, e.g. a big GUILD_CREATE, is not
+    /// slowness by itself).
+    pub fn backlog_len(&self) -> usize {
+        let head = self.frames.front().map_or(0, |&l| l as usize - self.head_sent);
+        self.pending.len() - head
+    }
+
     /// Reads whatever the socket has and parses complete frames into `out`.
     pub fn read_frames(&mut self, max_payload: usize, out: &mut Vec<Incoming>) -> Result<ReadStatus, ConnError> {
         // Frames left over from the handshake read come first.
@@ -155,10 +195,11 @@ impl Conn {
             let n = ws::parse(&self.rbuf, max_payload, &mut self.reasm, out)?;
             self.rbuf.drain(..n);
         }
+        let Sock::Tcp(stream) = &self.sock else { return Ok(ReadStatus::Open) };
         SCRATCH.with(|s| {
             let s = &mut *s.borrow_mut();
             loop {
-                match self.stream.try_read(&mut s.read) {
+                match stream.try_read(&mut s.read) {
                     Ok(0) => return Ok(ReadStatus::Eof),
                     Ok(n) => {
                         if self.rbuf.is_empty() {
@@ -194,8 +235,16 @@ impl Conn {
         self.window_events <= limit
     }
 
+    /// Appends one frame to `pending` through `write`, remembering its length.
+    fn push_frame(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        let before = self.pending.len();
+        write(&mut self.pending);
+        self.frames.push_back((self.pending.len() - before) as u32);
+    }
+
     /// Queues one gateway message (a complete JSON document).
     pub fn send_json(&mut self, json: &[u8]) -> Result<(), ConnError> {
+        let before = self.pending.len();
         match &mut self.compressor {
             None => ws::write_frame(&mut self.pending, ws::OP_TEXT, json),
             Some(c) => SCRATCH.with(|s| {
@@ -206,13 +255,14 @@ impl Conn {
                 Ok::<(), ConnError>(())
             })?,
         }
+        self.frames.push_back((self.pending.len() - before) as u32);
         Ok(())
     }
 
     /// Queues a dispatch: the per-session envelope around a shared body.
     pub fn send_dispatch(&mut self, name: &str, seq: u64, body: &[u8]) -> Result<(), ConnError> {
         if self.compressor.is_none() {
-            frame_dispatch(&mut self.pending, name, seq, body);
+            self.push_frame(|p| frame_dispatch(p, name, seq, body));
             return Ok(());
         }
         let json = SCRATCH.with(|s| {
@@ -234,12 +284,17 @@ impl Conn {
         self.send_json(&v)
     }
 
-    /// Writes as much pending data as the socket takes now. Returns true when
-    /// everything is written (and the buffer is released).
+    /// Writes as much pending data as the socket takes now, in one `write`
+    /// for everything queued (frames coalesce). Returns true when everything
+    /// is written (and the buffer is released).
     pub fn try_flush(&mut self) -> io::Result<bool> {
         let mut off = 0;
         while off < self.pending.len() {
-            match self.stream.try_write(&self.pending[off..]) {
+            let r = match &self.sock {
+                Sock::Tcp(s) => s.try_write(&self.pending[off..]),
+                Sock::Sink => Ok(self.pending.len() - off),
+            };
+            match r {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => off += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -248,47 +303,106 @@ impl Conn {
         }
         if off == self.pending.len() {
             self.pending = Vec::new();
+            self.frames = VecDeque::new();
+            self.head_sent = 0;
             Ok(true)
         } else {
             self.pending.drain(..off);
+            let mut left = self.head_sent + off;
+            while let Some(&len) = self.frames.front() {
+                if (len as usize) > left {
+                    break;
+                }
+                left -= len as usize;
+                self.frames.pop_front();
+            }
+            self.head_sent = left;
             Ok(false)
         }
     }
 
     /// Answers a ping.
     pub fn pong(&mut self, payload: &[u8]) {
-        ws::write_frame(&mut self.pending, ws::OP_PONG, payload);
+        self.push_frame(|p| ws::write_frame(p, ws::OP_PONG, payload));
+    }
+
+    /// Drops every queued frame not yet started, so a close frame can follow
+    /// the partly written one (a slow consumer's queue is abandoned; its
+    /// session replays from the replay buffer on RESUME).
+    pub fn discard_unsent(&mut self) {
+        let head = self.frames.front().map_or(0, |&l| l as usize - self.head_sent);
+        self.pending.truncate(head);
+        self.frames.truncate(1.min(self.frames.len()));
+        if self.pending.is_empty() {
+            self.pending = Vec::new();
+            self.frames = VecDeque::new();
+            self.head_sent = 0;
+        }
+    }
+
+    /// Queues a close frame with `code` (never 1000: clients treat it as a drop anyway).
+    pub fn queue_close(&mut self, code: CloseCode) {
+        self.push_frame(|p| ws::write_close(p, code.code(), code.reason()));
     }
 
     /// Sends a close frame with `code`, waits briefly for it to leave, and
-    /// closes the socket. Never uses 1000 (clients treat it as a drop anyway).
+    /// closes the socket.
     pub async fn close(mut self, code: CloseCode) {
-        ws::write_close(&mut self.pending, code.code(), code.reason());
+        self.queue_close(code);
         self.finish().await;
     }
 
     /// Answers a client's close frame with the same code, then closes.
     pub async fn close_echo(mut self, code: Option<u16>) {
         match code {
-            Some(c) => ws::write_close(&mut self.pending, c, ""),
-            None => ws::write_frame(&mut self.pending, ws::OP_CLOSE, &[]),
+            Some(c) => self.push_frame(|p| ws::write_close(p, c, "")),
+            None => self.push_frame(|p| ws::write_frame(p, ws::OP_CLOSE, &[])),
         }
         self.finish().await;
     }
 
-    async fn finish(&mut self) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    /// Writes what is queued (for at most 5 s: a stalled reader that wakes
+    /// up still gets its close code), then shuts the socket down.
+    pub async fn finish(&mut self) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         while !self.pending.is_empty() {
-            match tokio::time::timeout_at(deadline, self.stream.writable()).await {
-                Ok(Ok(())) => {}
-                _ => break,
-            }
             if self.try_flush().is_err() {
                 break;
             }
+            if self.pending.is_empty() {
+                break;
+            }
+            match tokio::time::timeout_at(deadline, self.sock.writable()).await {
+                Ok(Ok(())) => {}
+                _ => break,
+            }
         }
-        if let Err(e) = self.stream.shutdown().await {
-            tracing::trace!(error = %e, "shutdown after close");
+        self.sock.shutdown();
+    }
+}
+
+impl Sock {
+    pub async fn readable(&self) -> io::Result<()> {
+        match self {
+            Sock::Tcp(s) => s.readable().await,
+            Sock::Sink => std::future::pending().await,
+        }
+    }
+
+    pub async fn writable(&self) -> io::Result<()> {
+        match self {
+            Sock::Tcp(s) => s.writable().await,
+            Sock::Sink => Ok(()),
+        }
+    }
+
+    /// Shuts both directions down now: the peer sees EOF, and a task waiting
+    /// for readability on this socket wakes (and finds it is no longer current).
+    pub fn shutdown(&self) {
+        if let Sock::Tcp(s) = self {
+            if let Err(e) = socket2::SockRef::from(&**s).shutdown(std::net::Shutdown::Both) {
+                tracing::trace!(error = %e, "socket shutdown");
+            }
         }
     }
 }

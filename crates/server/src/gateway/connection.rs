@@ -1,6 +1,7 @@
 //! A gateway connection before it belongs to a session: HELLO, heartbeats,
-//! then IDENTIFY (which starts a session task here) or RESUME (which hands
-//! the socket to the existing session task).
+//! then IDENTIFY (which starts a session) or RESUME (which hands the socket
+//! to the existing session). Either way this task ends there; the session's
+//! own small reader task takes over the socket.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,13 +10,12 @@ use protocol::gateway::{op, ClientFrame, Identify, Intents, Resume};
 use protocol::CloseCode;
 use rand::RngCore;
 use serde_json::json;
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::conn::{Conn, ReadStatus};
 use super::session::{self, Identified};
 use super::ws::Incoming;
-use super::{Control, SessionHandle};
+use super::SessionHandle;
 use crate::auth::AuthError;
 use crate::node::Node;
 use crate::presence::Presence;
@@ -90,7 +90,7 @@ pub async fn serve(node: Arc<Node>, mut conn: Conn) {
                 }
                 op::IDENTIFY => match identify(&node, &mut conn, d).await {
                     Ok(Some(identified)) => {
-                        session::run(node, conn, identified, batch.collect()).await;
+                        session::start(&node, conn, identified, batch.collect());
                         return;
                     }
                     Ok(None) => Step::Continue,
@@ -198,7 +198,7 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
     if let Some(shard) = ident.shard {
         ready["shard"] = json!(shard);
     }
-    let handle = SessionHandle::new(session_id, user.id, user.bot, intents, large_threshold, guilds, gw.session_queue_capacity);
+    let handle = SessionHandle::new(session_id, user.id, user.bot, intents, large_threshold, guilds, &node.delivery);
     let presence = match ident.presence {
         Some(p) => Presence { status: p.status, activities: p.activities.unwrap_or_default() },
         None => Presence { status: protocol::gateway::Status::Online, activities: Vec::new() },
@@ -209,30 +209,12 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
 /// Hands the connection to the session it resumes. On failure the connection
 /// comes back with what to do next.
 async fn resume(node: &Arc<Node>, conn: Conn, d: &str) -> Result<(), (Box<Conn>, Step)> {
-    let conn = Box::new(conn);
-    let Ok(r) = serde_json::from_str::<Resume>(d) else { return Err((conn, Step::Close(CloseCode::DecodeError))) };
+    let Ok(r) = serde_json::from_str::<Resume>(d) else { return Err((Box::new(conn), Step::Close(CloseCode::DecodeError))) };
     let token = r.token.strip_prefix("Bot ").unwrap_or(&r.token);
     let user = match node.auth.user_for_token(token).await {
         Ok(u) => u,
-        Err(AuthError::Unauthorized) => return Err((conn, Step::Close(CloseCode::AuthenticationFailed))),
-        Err(_) => return Err((conn, Step::Close(CloseCode::UnknownError))),
+        Err(AuthError::Unauthorized) => return Err((Box::new(conn), Step::Close(CloseCode::AuthenticationFailed))),
+        Err(_) => return Err((Box::new(conn), Step::Close(CloseCode::UnknownError))),
     };
-    let Some(session) = node.sessions.get(&r.session_id) else { return Err((conn, Step::Continue)) };
-    if session.user_id != user.id {
-        return Err((conn, Step::Continue));
-    }
-    let (reply, answer) = oneshot::channel();
-    if let Err(c) = session.control(Control::Resume { conn, seq: r.seq, reply }) {
-        // The session ended between lookup and hand-over: take the connection back.
-        return match c {
-            Control::Resume { conn, .. } => Err((conn, Step::Continue)),
-            Control::Drop { .. } => unreachable!("we handed over a Resume"),
-        };
-    }
-    match answer.await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(conn)) => Err((conn, Step::Continue)),
-        // The session task ended while holding the connection; it closed it.
-        Err(_) => Ok(()),
-    }
+    session::resume(node, conn, &r, user.id).map_err(|c| (c, Step::Continue))
 }

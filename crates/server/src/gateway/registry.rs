@@ -48,6 +48,11 @@ impl Sessions {
         self.inner.lock().expect("session registry poisoned").by_user.get(&user).cloned().unwrap_or_default()
     }
 
+    /// A snapshot of every session (the sweeper and shutdown walk it without holding the lock).
+    pub fn all(&self) -> Vec<Arc<SessionHandle>> {
+        self.inner.lock().expect("session registry poisoned").by_id.values().cloned().collect()
+    }
+
     pub fn len(&self) -> usize {
         self.inner.lock().expect("session registry poisoned").by_id.len()
     }

@@ -1,20 +1,26 @@
-//! The session task: one per identified session, alive while its socket is
-//! and for the resume window after. It owns the session's sequence, its
-//! replay buffer and its guild subscriptions; sockets come and go (RESUME
-//! hands a new one in).
+//! Sessions without a task of their own.
+//!
+//! A session's state (sequence, replay buffer, current socket) lives behind
+//! its handle's lock. Whoever has something for it writes there: delivery
+//! workers frame dispatches and write the socket; a small reader task per
+//! connected socket waits for readability, reads into a per-thread scratch
+//! buffer and handles the client's frames; RESUME swaps the socket in. An
+//! idle session is its state plus that parked reader; a detached session
+//! (waiting for RESUME) has no task at all. One sweeper per node enforces
+//! heartbeat timeouts and resume windows.
 
 use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use protocol::gateway::{op, ClientFrame, GuildSubscription, GuildSubscriptionsBulk, PresenceUpdate, RequestGuildMembers};
+use protocol::gateway::{op, ClientFrame, GuildSubscription, GuildSubscriptionsBulk, PresenceUpdate, RequestGuildMembers, Resume};
 use protocol::CloseCode;
-use tokio::time::Instant;
 
-use super::conn::{Conn, ReadStatus};
+use super::conn::{Conn, ReadStatus, Sock};
 use super::ws::Incoming;
-use super::{Control, Dispatch, SessionHandle};
+use super::{Dispatch, SessionHandle};
 use crate::guild::GuildMsg;
 use crate::node::Node;
 use crate::presence::Presence;
@@ -27,80 +33,350 @@ pub struct Identified {
     pub presence: Presence,
 }
 
-/// How a connected phase ended.
-enum Next {
-    /// The socket is gone; the session stays resumable.
-    Detached,
-    /// A RESUME brought a new socket; replay after this sequence.
-    Resumed(Box<Conn>, u64),
-    /// The session is over.
-    End,
-}
-
-struct Session {
-    node: Arc<Node>,
-    handle: Arc<SessionHandle>,
+/// A session's mutable state, behind `SessionHandle`'s lock.
+#[derive(Default)]
+pub struct SessionState {
+    /// The current socket; `None` while detached (waiting for RESUME).
+    conn: Option<Conn>,
+    /// Bumped whenever the socket changes, so a reader or flusher of an old
+    /// socket knows to stop.
+    gen: u32,
     /// Last sequence number assigned.
     seq: u64,
-    /// Dispatches the client has not acknowledged yet, for RESUME; bounded
-    /// by count, age and bytes. Trimmed at every heartbeat: a client's
-    /// heartbeat carries the last sequence it received, and it can never
-    /// resume from before that.
-    replay: VecDeque<(u64, Dispatch, Instant)>,
-    /// Body bytes held in `replay`.
-    replay_bytes: usize,
     /// Everything at or below this was acknowledged; resuming below it is refused.
     acked: u64,
+    /// Dispatches the client has not acknowledged, for RESUME; bounded by
+    /// count, age and bytes, trimmed at every heartbeat (a client's
+    /// heartbeat carries the last sequence it received).
+    replay: VecDeque<(u64, Dispatch, Instant)>,
+    replay_bytes: usize,
+    /// When the socket went away (the resume window runs from here).
+    detached_at: Option<Instant>,
+    ended: bool,
+    /// A delivery worker has framed into `conn` and will flush it.
+    dirty: bool,
+    /// A task is waiting for the socket to become writable.
+    flushing: bool,
+    /// Since when the socket's backlog has been above the slow-consumer bound.
+    backlogged_since: Option<Instant>,
 }
 
-/// Runs an identified session to its end, starting on `conn`.
-pub async fn run(node: Arc<Node>, conn: Conn, id: Identified, early: Vec<Incoming>) {
-    let mut s = Session { node: node.clone(), handle: id.handle, seq: 0, replay: VecDeque::new(), replay_bytes: 0, acked: 0 };
-    node.sessions.insert(s.handle.clone());
-    let mut conn = Box::new(conn);
-    s.record_and_send(&mut conn, Dispatch { name: "READY", body: id.ready });
-    let guilds = s.handle.guild_ids();
-    for &g in &guilds {
-        let msg = GuildMsg::Subscribe { session: s.handle.clone() };
-        if let Err(e) = node.guilds.send(&node, g, msg) {
-            tracing::warn!(guild = %g, error = %e, "subscribe failed; guild stays unavailable");
+/// How a batch of client frames ends the connection, if it does.
+enum Outcome {
+    /// Close the socket with this code (or without a frame); the session stays resumable.
+    Detach(Option<CloseCode>),
+    /// Close with this code and end the session.
+    End(CloseCode),
+}
+
+impl SessionHandle {
+    /// Frames one dispatch into the session (recording it for replay).
+    /// Returns (framed into a socket's buffer, first frame since the last flush).
+    pub(crate) fn write_dispatch(&self, name: &'static str, body: &Bytes) -> (bool, bool) {
+        let mut st = self.lock();
+        if st.ended {
+            return (false, false);
+        }
+        let seq = st.record(&self.delivery().shared.limits, Dispatch { name, body: body.clone() });
+        if st.flushing && st.is_slow(&self.delivery().shared) {
+            self.close_slow(&mut st);
+        }
+        let Some(conn) = st.conn.as_mut() else { return (false, false) };
+        if conn.send_dispatch(name, seq, body).is_err() {
+            return (false, false);
+        }
+        let first = !st.dirty;
+        st.dirty = true;
+        (true, first)
+    }
+
+    /// Writes what a delivery worker framed.
+    pub(crate) fn flush(self: &Arc<Self>) {
+        let mut st = self.lock();
+        st.dirty = false;
+        self.flush_locked(&mut st);
+    }
+
+    /// Writes the socket once; hands a backed-up socket to a flusher task,
+    /// closes a slow consumer (resumably).
+    fn flush_locked(self: &Arc<Self>, st: &mut SessionState) {
+        if st.flushing {
+            return;
+        }
+        let Some(conn) = st.conn.as_mut() else { return };
+        if !conn.has_pending() {
+            return;
+        }
+        let shared = &self.delivery().shared;
+        match conn.try_flush() {
+            Ok(true) => {
+                shared.stats.writes.fetch_add(1, Ordering::Relaxed);
+                st.backlogged_since = None;
+            }
+            Ok(false) => {
+                let backlog = conn.backlog_len();
+                shared.stats.pending_bytes_max.fetch_max(backlog, Ordering::Relaxed);
+                let sock = conn.sock();
+                if st.is_slow(shared) {
+                    return self.close_slow(st);
+                }
+                st.flushing = true;
+                let (me, gen) = (self.clone(), st.gen);
+                shared.spawn(async move { me.flusher(sock, gen).await });
+            }
+            Err(_) => st.detach(self, None),
         }
     }
-    if let Some(p) = node.presences.session_started(s.handle.user_id, id.presence) {
-        crate::guild::broadcast_presence(&node, s.handle.user_id, &guilds, p);
+
+    /// Closes a slow consumer's socket with 4000; the session stays resumable.
+    fn close_slow(&self, st: &mut SessionState) {
+        let shared = &self.delivery().shared;
+        shared.stats.slow_consumer_closes.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(session = %self.id, "slow consumer closed");
+        st.detach(self, Some(CloseCode::UnknownError));
     }
-    let mut next = s.connected(conn, early).await;
-    loop {
-        next = match next {
-            Next::Resumed(conn, after) => {
-                let mut conn = conn;
-                s.replay_after(&mut conn, after);
-                s.record_and_send(&mut conn, Dispatch { name: "RESUMED", body: Bytes::from_static(b"{\"_trace\":[\"throng\"]}") });
-                s.connected(conn, Vec::new()).await
+
+    /// Waits for a backed-up socket to drain, writing as it does.
+    async fn flusher(self: Arc<Self>, sock: Sock, gen: u32) {
+        loop {
+            if sock.writable().await.is_err() {
+                let mut st = self.lock();
+                if st.gen == gen {
+                    st.flushing = false;
+                    st.detach(&self, None);
+                }
+                return;
             }
-            Next::Detached => s.detached().await,
-            Next::End => break,
-        };
+            let mut st = self.lock();
+            if st.gen != gen {
+                return;
+            }
+            st.flushing = false;
+            self.flush_locked(&mut st);
+            if !st.flushing {
+                return;
+            }
+        }
     }
-    s.end();
+
+    /// The socket's reader: parks until readable, then handles what arrived.
+    async fn read_loop(self: Arc<Self>, node: Arc<Node>, sock: Sock, gen: u32) {
+        let mut frames = Vec::new();
+        loop {
+            let readable = sock.readable().await;
+            let outcome = {
+                let mut st = self.lock();
+                if st.gen != gen || st.ended {
+                    return;
+                }
+                let Some(conn) = st.conn.as_mut() else { return };
+                let outcome = match readable.map(|()| conn.read_frames(node.config.gateway.max_client_payload, &mut frames)) {
+                    Err(_) | Ok(Err(super::conn::ConnError::Io(_))) => Some(Outcome::Detach(None)),
+                    Ok(Err(_)) => Some(Outcome::Detach(Some(CloseCode::DecodeError))),
+                    Ok(Ok(status)) => {
+                        let o = self.handle_frames(&node, &mut st, &mut frames);
+                        match (o, status) {
+                            (None, ReadStatus::Eof) => Some(Outcome::Detach(None)),
+                            (o, _) => o,
+                        }
+                    }
+                };
+                frames.clear();
+                match outcome {
+                    Some(Outcome::Detach(code)) => {
+                        st.detach(&self, code);
+                        return;
+                    }
+                    Some(Outcome::End(code)) => {
+                        st.detach(&self, Some(code));
+                        true
+                    }
+                    None => {
+                        self.flush_locked(&mut st);
+                        false
+                    }
+                }
+            };
+            if outcome {
+                self.end(&node);
+                return;
+            }
+            if frames.capacity() > 16 {
+                frames = Vec::new();
+            }
+        }
+    }
+
+    /// Handles client frames; `Some` closes the socket.
+    fn handle_frames(self: &Arc<Self>, node: &Arc<Node>, st: &mut SessionState, frames: &mut Vec<Incoming>) -> Option<Outcome> {
+        let gw = &node.config.gateway;
+        for f in frames.drain(..) {
+            let conn = st.conn.as_mut()?;
+            let payload = match f {
+                Incoming::Message { payload, .. } => payload,
+                Incoming::Ping(p) => {
+                    conn.pong(&p);
+                    continue;
+                }
+                Incoming::Pong => continue,
+                // 1000/1001 from the client ends the session (Discord's rule);
+                // any other close keeps it resumable.
+                Incoming::Close(code) => {
+                    return Some(if matches!(code, Some(1000) | Some(1001)) {
+                        Outcome::End(CloseCode::UnknownError)
+                    } else {
+                        Outcome::Detach(Some(CloseCode::UnknownError))
+                    });
+                }
+            };
+            if !conn.count_event(gw.client_events_per_window, Duration::from_millis(gw.client_event_window_ms)) {
+                return Some(Outcome::Detach(Some(CloseCode::RateLimited)));
+            }
+            let Ok(frame) = serde_json::from_slice::<ClientFrame>(&payload) else {
+                return Some(Outcome::Detach(Some(CloseCode::DecodeError)));
+            };
+            let d = frame.d.map(|d| d.get()).unwrap_or("null");
+            match frame.op {
+                op::HEARTBEAT | op::QOS_HEARTBEAT => {
+                    conn.last_heartbeat = Instant::now();
+                    if conn.send_op(op::HEARTBEAT_ACK, b"null").is_err() {
+                        return Some(Outcome::Detach(Some(CloseCode::UnknownError)));
+                    }
+                    if frame.op == op::HEARTBEAT {
+                        if let Ok(Some(acked)) = serde_json::from_str::<Option<u64>>(d) {
+                            st.acknowledge(acked);
+                        }
+                    }
+                }
+                op::IDENTIFY | op::RESUME => return Some(Outcome::Detach(Some(CloseCode::AlreadyAuthenticated))),
+                op::PRESENCE_UPDATE => {
+                    let Ok(p) = serde_json::from_str::<PresenceUpdate>(d) else {
+                        return Some(Outcome::Detach(Some(CloseCode::DecodeError)));
+                    };
+                    let p = Presence { status: p.status, activities: p.activities.unwrap_or_default() };
+                    if let Some(changed) = node.presences.update(self.user_id, p) {
+                        crate::guild::broadcast_presence(node, self.user_id, &self.guild_ids(), changed);
+                    }
+                }
+                op::REQUEST_GUILD_MEMBERS => {
+                    let Ok(req) = serde_json::from_str::<RequestGuildMembers>(d) else {
+                        return Some(Outcome::Detach(Some(CloseCode::DecodeError)));
+                    };
+                    let g = req.guild_id;
+                    if self.guild_ids().contains(&g) {
+                        let msg = GuildMsg::RequestMembers { session: self.clone(), req };
+                        if let Err(e) = node.guilds.send(node, g, msg) {
+                            tracing::debug!(error = %e, "member request dropped");
+                        }
+                    }
+                }
+                op::GUILD_SUBSCRIPTIONS => {
+                    let Ok(sub) = serde_json::from_str::<GuildSubscription>(d) else {
+                        return Some(Outcome::Detach(Some(CloseCode::DecodeError)));
+                    };
+                    self.list_subscribe(node, sub.guild_id, sub.channels);
+                }
+                op::GUILD_SUBSCRIPTIONS_BULK => {
+                    let Ok(bulk) = serde_json::from_str::<GuildSubscriptionsBulk>(d) else {
+                        return Some(Outcome::Detach(Some(CloseCode::DecodeError)));
+                    };
+                    for (g, body) in bulk.subscriptions {
+                        self.list_subscribe(node, g, body.channels);
+                    }
+                }
+                // Known ops this server accepts and has nothing to do for (yet):
+                // voice, deprecated guild sync, client telemetry.
+                op::VOICE_STATE_UPDATE | op::GUILD_SYNC | op::TIME_SPENT | op::REQUEST_CHANNEL_INFO => {}
+                _ => return Some(Outcome::Detach(Some(CloseCode::UnknownOpcode))),
+            }
+        }
+        None
+    }
+
+    /// Forwards a member-list subscription to its guild (ignored for guilds
+    /// the session is not in, or without channels).
+    fn list_subscribe(
+        self: &Arc<Self>,
+        node: &Arc<Node>,
+        guild: protocol::GuildId,
+        channels: Option<std::collections::BTreeMap<protocol::ChannelId, Vec<(u64, u64)>>>,
+    ) {
+        let Some(channels) = channels else { return };
+        if !self.guild_ids().contains(&guild) {
+            return;
+        }
+        let msg = GuildMsg::ListSubscribe { session: self.clone(), channels: channels.into_iter().collect() };
+        if let Err(e) = node.guilds.send(node, guild, msg) {
+            tracing::debug!(guild = %guild, error = %e, "member list subscription dropped");
+        }
+    }
+
+    /// Bytes queued for the socket now.
+    pub fn pending_bytes(&self) -> usize {
+        self.lock().conn.as_ref().map_or(0, Conn::pending_len)
+    }
+
+    /// Puts `conn` in as the session's socket without a reader (benchmarks
+    /// of the delivery path use a sink connection).
+    pub fn attach_for_bench(&self, conn: Conn) {
+        self.lock().attach(conn);
+    }
+
+    /// Takes every dispatch recorded for replay, oldest first (tests and benchmarks).
+    pub fn take_replay(&self) -> Vec<Dispatch> {
+        let mut st = self.lock();
+        st.replay_bytes = 0;
+        std::mem::take(&mut st.replay).into_iter().map(|(_, d, _)| d).collect()
+    }
+
+    /// Closes the current socket with a resumable code and keeps the session
+    /// (operator/test hook). Returns whether there was a socket.
+    pub fn drop_connection(self: &Arc<Self>) -> bool {
+        let mut st = self.lock();
+        let had = st.conn.is_some();
+        st.detach(self, Some(CloseCode::UnknownError));
+        had
+    }
+
+    /// Ends the session: closes its socket, leaves its guilds, updates presence.
+    fn end(self: &Arc<Self>, node: &Arc<Node>) {
+        {
+            let mut st = self.lock();
+            if st.ended {
+                return;
+            }
+            st.detach(self, Some(CloseCode::UnknownError));
+            st.ended = true;
+            st.replay = VecDeque::new();
+            st.replay_bytes = 0;
+        }
+        node.sessions.remove(&self.id);
+        let guilds = self.guild_ids();
+        for &g in &guilds {
+            let msg = GuildMsg::Unsubscribe { session_id: self.id.clone() };
+            if let Err(e) = node.guilds.send(node, g, msg) {
+                tracing::debug!(guild = %g, error = %e, "unsubscribe not delivered");
+            }
+        }
+        if node.shutdown.is_cancelled() {
+            return;
+        }
+        if let Some(p) = node.presences.session_ended(self.user_id) {
+            crate::guild::broadcast_presence(node, self.user_id, &guilds, p);
+        }
+    }
 }
 
-impl Session {
-    fn gw(&self) -> &crate::config::GatewayConfig {
-        &self.node.config.gateway
-    }
-
-    /// Assigns the next sequence, keeps the dispatch for replay.
-    fn record(&mut self, d: Dispatch) -> u64 {
+impl SessionState {
+    /// Assigns the next sequence and keeps the dispatch for replay.
+    fn record(&mut self, limits: &super::delivery::Limits, d: Dispatch) -> u64 {
         self.seq += 1;
         let now = Instant::now();
         self.replay_bytes += d.body.len();
         self.replay.push_back((self.seq, d, now));
-        let max_age = Duration::from_millis(self.gw().replay_max_age_ms);
-        let (max, max_bytes) = (self.gw().replay_max_events, self.gw().replay_max_bytes);
-        while self.replay.len() > max
-            || self.replay_bytes > max_bytes
-            || self.replay.front().is_some_and(|(_, _, t)| now.duration_since(*t) > max_age)
+        while self.replay.len() > limits.replay_max_events
+            || self.replay_bytes > limits.replay_max_bytes
+            || self.replay.front().is_some_and(|(_, _, t)| now.duration_since(*t) > limits.replay_max_age)
         {
             self.pop_replay();
         }
@@ -113,8 +389,7 @@ impl Session {
         }
     }
 
-    /// The client confirmed receiving everything up to `seq` (heartbeat `d`):
-    /// it can never ask for those again, so they leave the replay buffer.
+    /// The client confirmed receiving everything up to `seq` (heartbeat `d`).
     fn acknowledge(&mut self, seq: u64) {
         let seq = seq.min(self.seq);
         self.acked = self.acked.max(seq);
@@ -128,319 +403,192 @@ impl Session {
         }
     }
 
-    fn record_and_send(&mut self, conn: &mut Conn, d: Dispatch) -> bool {
+    fn record_and_send(&mut self, limits: &super::delivery::Limits, d: Dispatch) {
         let (name, body) = (d.name, d.body.clone());
-        let seq = self.record(d);
-        conn.send_dispatch(name, seq, &body).is_ok()
+        let seq = self.record(limits, d);
+        if let Some(conn) = self.conn.as_mut() {
+            if conn.send_dispatch(name, seq, &body).is_err() {
+                tracing::debug!("dispatch could not be framed");
+            }
+        }
     }
 
     /// Whether a client that saw up to `seq` can resume without a gap.
-    fn can_resume(&self, seq: Option<u64>) -> Option<u64> {
+    fn can_resume(&self, seq: Option<u64>) -> bool {
         let seq = seq.unwrap_or(0);
-        if self.handle.is_lagged() || seq > self.seq || seq < self.acked {
-            return None;
+        if self.ended || seq > self.seq || seq < self.acked {
+            return false;
         }
         let oldest = self.replay.front().map(|(s, _, _)| *s).unwrap_or(self.seq + 1);
-        (seq + 1 >= oldest).then_some(seq)
+        seq + 1 >= oldest
     }
 
-    fn replay_after(&mut self, conn: &mut Conn, after: u64) {
-        for (seq, d, _) in self.replay.iter().filter(|(s, _, _)| *s > after) {
-            if conn.send_dispatch(d.name, *seq, &d.body).is_err() {
-                return;
-            }
+    /// Whether the socket's reader is too slow: its backlog has stayed above
+    /// `max_pending_bytes` for the grace period (a RESUME's replay or one
+    /// burst may pass the bound briefly), or passed the hard cap at once.
+    fn is_slow(&mut self, shared: &super::delivery::Shared) -> bool {
+        let Some(conn) = self.conn.as_ref() else { return false };
+        let backlog = conn.backlog_len();
+        let l = &shared.limits;
+        if backlog <= l.max_pending_bytes {
+            self.backlogged_since = None;
+            return false;
         }
+        let since = *self.backlogged_since.get_or_insert_with(Instant::now);
+        backlog > l.max_pending_hard_bytes || since.elapsed() >= l.slow_consumer_grace
     }
 
-    fn on_control(&mut self, c: Control) -> Option<Next> {
-        match c {
-            Control::Resume { conn, seq, reply } => match self.can_resume(seq) {
-                Some(after) => match reply.send(Ok(())) {
-                    Ok(()) => Some(Next::Resumed(conn, after)),
-                    Err(_) => None,
-                },
-                None => {
-                    if let Err(Ok(())) = reply.send(Err(conn)) {
-                        tracing::debug!("resume requester went away");
-                    }
-                    None
-                }
-            },
-            Control::Drop { done } => {
-                if done.send(()).is_err() {
-                    tracing::trace!("drop requester went away");
-                }
-                Some(Next::Detached)
-            }
-        }
+    /// Puts a socket in and returns its generation.
+    fn attach(&mut self, conn: Conn) -> u32 {
+        self.conn = Some(conn);
+        self.gen = self.gen.wrapping_add(1);
+        self.detached_at = None;
+        self.dirty = false;
+        self.flushing = false;
+        self.backlogged_since = None;
+        self.gen
     }
 
-    async fn connected(&mut self, mut conn: Box<Conn>, early: Vec<Incoming>) -> Next {
-        let hb_timeout = Duration::from_millis(self.node.config.heartbeat_timeout_ms());
-        let mut frames = early;
-        // Created once per connected phase, not per loop turn: a fresh
-        // `cancelled()` would lock the node-wide token's waiter list, and a
-        // fresh `sleep_until` would re-arm the runtime's shared timer, on
-        // every event for every session.
-        let node = self.node.clone();
-        let shutdown = node.shutdown.cancelled();
-        tokio::pin!(shutdown);
-        let heartbeat = tokio::time::sleep_until(Instant::from_std(conn.last_heartbeat) + hb_timeout);
-        tokio::pin!(heartbeat);
-        loop {
-            if !frames.is_empty() {
-                if let Some((code, next)) = self.handle_frames(&mut conn, std::mem::take(&mut frames)) {
-                    conn.close(code).await;
-                    return next;
-                }
-            }
-            // Everything queued for this session: controls first, then dispatches
-            // (coalesced into one write below).
-            let (controls, dispatches) = self.handle.take();
-            let mut controls = controls.into_iter();
-            while let Some(c) = controls.next() {
-                if let Control::Drop { done } = c {
-                    self.requeue(controls);
-                    conn.close(CloseCode::UnknownError).await;
-                    if done.send(()).is_err() {
-                        tracing::trace!("drop requester went away");
-                    }
-                    return Next::Detached;
-                }
-                if let Some(next) = self.on_control(c) {
-                    self.requeue(controls);
-                    conn.close(CloseCode::UnknownError).await;
-                    return next;
-                }
-            }
-            for d in dispatches {
-                self.record_and_send(&mut conn, d);
-            }
-            if self.handle.is_lagged() {
-                conn.close(CloseCode::UnknownError).await;
-                return Next::End;
-            }
-            if conn.has_pending() {
+    /// Takes the socket out (closing it with `code`, if any); the session
+    /// stays resumable for the resume window.
+    fn detach(&mut self, s: &SessionHandle, code: Option<CloseCode>) {
+        let Some(mut conn) = self.conn.take() else { return };
+        self.gen = self.gen.wrapping_add(1);
+        self.detached_at = Some(Instant::now());
+        self.dirty = false;
+        self.flushing = false;
+        match code {
+            None => conn.sock().shutdown(),
+            Some(code) => {
+                conn.discard_unsent();
+                conn.queue_close(code);
                 match conn.try_flush() {
-                    Ok(_) if conn.pending_len() > self.gw().max_pending_write_bytes => {
-                        // Slow reader: drop the socket, keep the session; it can RESUME.
-                        tracing::debug!(session = %self.handle.id, "slow consumer closed");
-                        conn.close(CloseCode::UnknownError).await;
-                        return Next::Detached;
-                    }
-                    Ok(_) => {}
-                    Err(_) => return Next::Detached,
+                    Ok(true) | Err(_) => conn.sock().shutdown(),
+                    // The close frame waits (briefly) behind a full socket.
+                    Ok(false) => s.delivery().shared.spawn(async move { conn.finish().await }),
                 }
             }
-            let hb_deadline = Instant::from_std(conn.last_heartbeat) + hb_timeout;
-            if heartbeat.deadline() != hb_deadline {
-                heartbeat.as_mut().reset(hb_deadline);
-            }
-            tokio::select! {
-                biased;
-                _ = &mut shutdown => {
-                    if conn.send_op(op::RECONNECT, b"null").is_ok() {
-                        conn.close(CloseCode::UnknownError).await;
-                    }
-                    return Next::End;
-                }
-                _ = self.handle.woken() => {}
-                r = conn.writable(), if conn.has_pending() => if r.is_err() { return Next::Detached },
-                r = conn.readable() => {
-                    if r.is_err() {
-                        return Next::Detached;
-                    }
-                    match conn.read_frames(self.gw().max_client_payload, &mut frames) {
-                        Ok(ReadStatus::Open) => {}
-                        Ok(ReadStatus::Eof) => {
-                            if let Some((code, next)) = self.handle_frames(&mut conn, std::mem::take(&mut frames)) {
-                                conn.close(code).await;
-                                return next;
-                            }
-                            return Next::Detached;
-                        }
-                        Err(_) => {
-                            conn.close(CloseCode::DecodeError).await;
-                            return Next::Detached;
-                        }
-                    }
-                }
-                _ = &mut heartbeat => {
-                    conn.close(CloseCode::SessionTimedOut).await;
-                    return Next::Detached;
-                }
-            }
-        }
-    }
-
-    /// Handles client frames. `Some((code, next))` closes the socket.
-    fn handle_frames(&mut self, conn: &mut Conn, frames: Vec<Incoming>) -> Option<(CloseCode, Next)> {
-        for f in frames {
-            let payload = match f {
-                Incoming::Message { payload, .. } => payload,
-                Incoming::Ping(p) => {
-                    conn.pong(&p);
-                    continue;
-                }
-                Incoming::Pong => continue,
-                // 1000/1001 from the client ends the session (Discord's rule);
-                // any other close keeps it resumable. The echo is best effort.
-                Incoming::Close(code) => {
-                    let next = if matches!(code, Some(1000) | Some(1001)) { Next::End } else { Next::Detached };
-                    return Some((CloseCode::UnknownError, next));
-                }
-            };
-            let gw = self.gw();
-            if !conn.count_event(gw.client_events_per_window, Duration::from_millis(gw.client_event_window_ms)) {
-                return Some((CloseCode::RateLimited, Next::Detached));
-            }
-            let Ok(frame) = serde_json::from_slice::<ClientFrame>(&payload) else {
-                return Some((CloseCode::DecodeError, Next::Detached));
-            };
-            let d = frame.d.map(|d| d.get()).unwrap_or("null");
-            match frame.op {
-                op::HEARTBEAT | op::QOS_HEARTBEAT => {
-                    conn.last_heartbeat = std::time::Instant::now();
-                    if frame.op == op::HEARTBEAT {
-                        if let Ok(Some(acked)) = serde_json::from_str::<Option<u64>>(d) {
-                            self.acknowledge(acked);
-                        }
-                    }
-                    if conn.send_op(op::HEARTBEAT_ACK, b"null").is_err() {
-                        return Some((CloseCode::UnknownError, Next::Detached));
-                    }
-                }
-                op::IDENTIFY => return Some((CloseCode::AlreadyAuthenticated, Next::Detached)),
-                op::RESUME => return Some((CloseCode::AlreadyAuthenticated, Next::Detached)),
-                op::PRESENCE_UPDATE => {
-                    let Ok(p) = serde_json::from_str::<PresenceUpdate>(d) else {
-                        return Some((CloseCode::DecodeError, Next::Detached));
-                    };
-                    let p = Presence { status: p.status, activities: p.activities.unwrap_or_default() };
-                    if let Some(changed) = self.node.presences.update(self.handle.user_id, p) {
-                        crate::guild::broadcast_presence(&self.node, self.handle.user_id, &self.handle.guild_ids(), changed);
-                    }
-                }
-                op::REQUEST_GUILD_MEMBERS => {
-                    let Ok(req) = serde_json::from_str::<RequestGuildMembers>(d) else {
-                        return Some((CloseCode::DecodeError, Next::Detached));
-                    };
-                    let g = req.guild_id;
-                    if self.handle.guild_ids().contains(&g) {
-                        let msg = GuildMsg::RequestMembers { session: self.handle.clone(), req };
-                        if let Err(e) = self.node.guilds.send(&self.node, g, msg) {
-                            tracing::debug!(error = %e, "member request dropped");
-                        }
-                    }
-                }
-                op::GUILD_SUBSCRIPTIONS => {
-                    let Ok(sub) = serde_json::from_str::<GuildSubscription>(d) else {
-                        return Some((CloseCode::DecodeError, Next::Detached));
-                    };
-                    self.list_subscribe(sub.guild_id, sub.channels);
-                }
-                op::GUILD_SUBSCRIPTIONS_BULK => {
-                    let Ok(bulk) = serde_json::from_str::<GuildSubscriptionsBulk>(d) else {
-                        return Some((CloseCode::DecodeError, Next::Detached));
-                    };
-                    for (g, body) in bulk.subscriptions {
-                        self.list_subscribe(g, body.channels);
-                    }
-                }
-                // Known ops this server accepts and has nothing to do for (yet):
-                // voice, deprecated guild sync, client telemetry.
-                op::VOICE_STATE_UPDATE | op::GUILD_SYNC | op::TIME_SPENT | op::REQUEST_CHANNEL_INFO => {}
-                _ => return Some((CloseCode::UnknownOpcode, Next::Detached)),
-            }
-        }
-        None
-    }
-
-    /// Forwards a member-list subscription to its guild (ignored for guilds
-    /// the session is not in, or without channels).
-    fn list_subscribe(&self, guild: protocol::GuildId, channels: Option<std::collections::BTreeMap<protocol::ChannelId, Vec<(u64, u64)>>>) {
-        let Some(channels) = channels else { return };
-        if !self.handle.guild_ids().contains(&guild) {
-            return;
-        }
-        let msg = GuildMsg::ListSubscribe { session: self.handle.clone(), channels: channels.into_iter().collect() };
-        if let Err(e) = self.node.guilds.send(&self.node, guild, msg) {
-            tracing::debug!(guild = %guild, error = %e, "member list subscription dropped");
-        }
-    }
-
-    /// Waits for a RESUME while buffering dispatches, until the resume window ends.
-    async fn detached(&mut self) -> Next {
-        let until = Instant::now() + Duration::from_millis(self.gw().resume_window_ms);
-        let node = self.node.clone();
-        let shutdown = node.shutdown.cancelled();
-        tokio::pin!(shutdown);
-        let expiry = tokio::time::sleep_until(until);
-        tokio::pin!(expiry);
-        loop {
-            let (controls, dispatches) = self.handle.take();
-            let mut controls = controls.into_iter();
-            while let Some(c) = controls.next() {
-                if let Some(next @ Next::Resumed(..)) = self.on_control(c) {
-                    self.requeue(controls);
-                    return next;
-                }
-            }
-            for d in dispatches {
-                self.record(d);
-            }
-            if self.handle.is_lagged() {
-                return Next::End;
-            }
-            tokio::select! {
-                biased;
-                _ = &mut shutdown => return Next::End,
-                _ = self.handle.woken() => {}
-                _ = &mut expiry => return Next::End,
-            }
-        }
-    }
-
-    /// Puts back controls that arrived in the same batch as one that changed state.
-    fn requeue(&self, rest: impl Iterator<Item = Control>) {
-        for c in rest {
-            if let Err(c) = self.handle.control(c) {
-                answer_ended(c);
-            }
-        }
-    }
-
-    fn end(self) {
-        for c in self.handle.close() {
-            answer_ended(c);
-        }
-        self.node.sessions.remove(&self.handle.id);
-        let guilds = self.handle.guild_ids();
-        for &g in &guilds {
-            let msg = GuildMsg::Unsubscribe { session_id: self.handle.id.clone() };
-            if let Err(e) = self.node.guilds.send(&self.node, g, msg) {
-                tracing::debug!(guild = %g, error = %e, "unsubscribe not delivered");
-            }
-        }
-        if let Some(p) = self.node.presences.session_ended(self.handle.user_id) {
-            crate::guild::broadcast_presence(&self.node, self.handle.user_id, &guilds, p);
         }
     }
 }
 
-/// Answers a control message for a session that has ended: a RESUME gets
-/// its connection back (the client will get op 9), a drop is simply done.
-fn answer_ended(c: Control) {
-    match c {
-        Control::Resume { conn, reply, .. } => {
-            if reply.send(Err(conn)).is_err() {
-                tracing::trace!("resume requester went away");
+/// Starts an identified session on `conn`: READY, guild subscriptions,
+/// presence, then its reader task.
+pub fn start(node: &Arc<Node>, conn: Conn, id: Identified, mut early: Vec<Incoming>) {
+    let s = id.handle;
+    node.sessions.insert(s.clone());
+    let limits = &s.delivery().shared.limits;
+    let (sock, gen) = {
+        let mut st = s.lock();
+        let sock = conn.sock();
+        let gen = st.attach(conn);
+        st.record_and_send(limits, Dispatch { name: "READY", body: id.ready });
+        s.flush_locked(&mut st);
+        (sock, gen)
+    };
+    let guilds = s.guild_ids();
+    for &g in &guilds {
+        let msg = GuildMsg::Subscribe { session: s.clone() };
+        if let Err(e) = node.guilds.send(node, g, msg) {
+            tracing::warn!(guild = %g, error = %e, "subscribe failed; guild stays unavailable");
+        }
+    }
+    if let Some(p) = node.presences.session_started(s.user_id, id.presence) {
+        crate::guild::broadcast_presence(node, s.user_id, &guilds, p);
+    }
+    if !early.is_empty() {
+        let mut st = s.lock();
+        match s.handle_frames(node, &mut st, &mut early) {
+            Some(Outcome::Detach(code)) => return st.detach(&s, code),
+            Some(Outcome::End(code)) => {
+                st.detach(&s, Some(code));
+                drop(st);
+                return s.end(node);
+            }
+            None => s.flush_locked(&mut st),
+        }
+    }
+    node.tasks.spawn(s.read_loop(node.clone(), sock, gen));
+}
+
+/// Hands `conn` to the session `r` resumes and replays what the client
+/// missed; gives the connection back if the session cannot be resumed (the
+/// caller answers op 9 `d:false`).
+pub fn resume(node: &Arc<Node>, conn: Conn, r: &Resume, user: protocol::UserId) -> Result<(), Box<Conn>> {
+    let Some(s) = node.sessions.get(&r.session_id).filter(|s| s.user_id == user) else { return Err(Box::new(conn)) };
+    let limits = &s.delivery().shared.limits;
+    let (sock, gen) = {
+        let mut st = s.lock();
+        if !st.can_resume(r.seq) {
+            return Err(Box::new(conn));
+        }
+        // A socket still attached is replaced (the client has moved on).
+        st.detach(&s, Some(CloseCode::UnknownError));
+        let sock = conn.sock();
+        let gen = st.attach(conn);
+        let after = r.seq.unwrap_or(0);
+        let st = &mut *st;
+        if let Some(conn) = st.conn.as_mut() {
+            for (seq, d, _) in st.replay.iter().filter(|(q, _, _)| *q > after) {
+                if conn.send_dispatch(d.name, *seq, &d.body).is_err() {
+                    break;
+                }
             }
         }
-        Control::Drop { done } => {
-            if done.send(()).is_err() {
-                tracing::trace!("drop requester went away");
+        st.record_and_send(limits, Dispatch { name: "RESUMED", body: Bytes::from_static(b"{\"_trace\":[\"throng\"]}") });
+        s.flush_locked(st);
+        (sock, gen)
+    };
+    node.tasks.spawn(s.read_loop(node.clone(), sock, gen));
+    Ok(())
+}
+
+/// Enforces heartbeat timeouts (4009) and resume windows for every session
+/// of the node, until shutdown; then closes every session with RECONNECT.
+pub async fn sweeper(node: Arc<Node>) {
+    let hb_timeout = Duration::from_millis(node.config.heartbeat_timeout_ms());
+    let window = Duration::from_millis(node.config.gateway.resume_window_ms);
+    let every = (hb_timeout.min(window) / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = node.shutdown.cancelled() => break,
+            _ = tick.tick() => {}
+        }
+        let now = Instant::now();
+        for s in node.sessions.all() {
+            let expired = {
+                let mut st = s.lock();
+                if let Some(conn) = st.conn.as_ref() {
+                    if now.duration_since(conn.last_heartbeat) > hb_timeout {
+                        st.detach(&s, Some(CloseCode::SessionTimedOut));
+                    }
+                    false
+                } else {
+                    st.detached_at.is_some_and(|t| now.duration_since(t) > window)
+                }
+            };
+            if expired {
+                s.end(&node);
             }
         }
+    }
+    // Shutdown: every socket gets RECONNECT and a resumable close.
+    for s in node.sessions.all() {
+        {
+            let mut st = s.lock();
+            if let Some(conn) = st.conn.as_mut() {
+                if conn.send_op(op::RECONNECT, b"null").is_err() {
+                    tracing::trace!("reconnect not framed");
+                }
+                // Keep RECONNECT: only frames queued before it may be cut.
+                if let Err(e) = conn.try_flush() {
+                    tracing::trace!(error = %e, "reconnect not written");
+                }
+            }
+            st.detach(&s, Some(CloseCode::UnknownError));
+        }
+        s.end(&node);
     }
 }

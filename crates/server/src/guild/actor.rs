@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 use super::list::{Lists, View};
 use super::{GuildEvent, GuildMsg};
 use crate::convert;
+use crate::gateway::delivery::{FanEvent, Filter, Subscribers};
 use crate::gateway::{Dispatch, SessionHandle};
 use crate::node::Node;
 use crate::presence::Presence;
@@ -28,8 +29,8 @@ pub struct GuildActor {
     node: Arc<Node>,
     id: GuildId,
     rx: mpsc::Receiver<GuildMsg>,
-    /// Sessions receiving this guild's events, by session id.
-    subs: HashMap<Arc<str>, Arc<SessionHandle>>,
+    /// Sessions receiving this guild's events, by id and split by delivery worker.
+    subs: Subscribers,
     /// Events applied so far: the guild's own order.
     seq: u64,
     /// The lazy member lists (ops 14/37), each built on its first subscription.
@@ -47,7 +48,8 @@ struct State {
 
 impl GuildActor {
     pub fn new(node: Arc<Node>, id: GuildId, rx: mpsc::Receiver<GuildMsg>) -> Self {
-        Self { node, id, rx, subs: HashMap::new(), seq: 0, lists: Lists::default() }
+        let subs = Subscribers::new(node.delivery.workers());
+        Self { node, id, rx, subs, seq: 0, lists: Lists::default() }
     }
 
     pub async fn run(mut self) {
@@ -89,7 +91,7 @@ impl GuildActor {
                 self.lists.unsubscribe(&session_id);
             }
             GuildMsg::ListSubscribe { session, channels } => {
-                if !self.subs.contains_key(&session.id) {
+                if !self.subs.contains(&session.id) {
                     return true;
                 }
                 self.lists.subscribe(&st.view(), session, &channels, &st.channels);
@@ -106,11 +108,8 @@ impl GuildActor {
                 }
                 self.lists.status_changed(&st.view(), user, presence.status);
                 let body = encode(&presence_json(self.id, user, &presence));
-                self.seq += 1;
                 // Not echoed to the user's own sessions: they set it.
-                for s in self.subs.values().filter(|s| s.user_id != user && s.intents.contains(Intents::GUILD_PRESENCES)) {
-                    s.push(Dispatch { name: "PRESENCE_UPDATE", body: body.clone() });
-                }
+                self.publish(FanEvent::new("PRESENCE_UPDATE", body, Filter::IntentNotUser(Intents::GUILD_PRESENCES, user)));
             }
             GuildMsg::Event(ev) => return self.apply(st, ev),
         }
@@ -120,47 +119,39 @@ impl GuildActor {
     fn subscribe(&mut self, st: &State, session: Arc<SessionHandle>) {
         // A session may be subscribed both by its IDENTIFY and by a MemberAdd
         // that was queued while the actor loaded: only the first counts.
-        if self.subs.contains_key(&session.id) {
+        if self.subs.contains(&session.id) {
             return;
         }
         if session.intents.contains(Intents::GUILDS) {
             let body = st.guild_create(&session);
-            if !session.push(Dispatch { name: "GUILD_CREATE", body }) {
-                return;
-            }
+            session.push(Dispatch { name: "GUILD_CREATE", body });
         }
-        self.subs.insert(session.id.clone(), session);
+        self.subs.insert(session);
     }
 
-    /// Pushes one shared body to every subscriber with `intent`.
-    fn fan_out(&mut self, name: &'static str, body: &Bytes, intent: u64) {
+    /// Hands one encoded event to the delivery workers, each with its share
+    /// of the subscribers. Never waits.
+    fn publish(&mut self, event: Arc<FanEvent>) {
         self.seq += 1;
-        super::deliver(self.subs.values(), name, body, intent);
+        self.node.delivery.fan_out(&event, self.subs.partitions());
+    }
+
+    /// Sends one shared body to every subscriber with `intent`.
+    fn fan_out(&mut self, name: &'static str, body: &Bytes, intent: u64) {
+        self.publish(FanEvent::new(name, body.clone(), Filter::Intent(intent)));
     }
 
     /// MESSAGE_CREATE/UPDATE: full content to those entitled to it, the
     /// redacted variant (encoded at most once) to bots without MESSAGE_CONTENT.
-    fn fan_out_message(&mut self, name: &'static str, m: &model::Message, body: &Bytes) {
-        self.seq += 1;
-        let mut redacted: Option<Bytes> = None;
-        for s in self.subs.values() {
-            if !s.intents.contains(Intents::GUILD_MESSAGES) {
-                continue;
-            }
-            let entitled = !s.bot
-                || s.intents.contains(Intents::MESSAGE_CONTENT)
-                || s.user_id == m.author.id
-                || m.mentions.iter().any(|u| u.id == s.user_id);
-            let body = if entitled { body.clone() } else { redacted.get_or_insert_with(|| encode(&m.redacted())).clone() };
-            s.push(Dispatch { name, body });
-        }
+    fn fan_out_message(&mut self, name: &'static str, m: Arc<model::Message>, body: &Bytes) {
+        self.publish(FanEvent::new(name, body.clone(), Filter::Message { message: m, redacted: Default::default() }));
     }
 
     fn apply(&mut self, st: &mut State, ev: GuildEvent) -> bool {
         let gid = self.id;
         match ev {
-            GuildEvent::MessageCreate { message, body } => self.fan_out_message("MESSAGE_CREATE", &message, &body),
-            GuildEvent::MessageUpdate { message, body } => self.fan_out_message("MESSAGE_UPDATE", &message, &body),
+            GuildEvent::MessageCreate { message, body } => self.fan_out_message("MESSAGE_CREATE", message, &body),
+            GuildEvent::MessageUpdate { message, body } => self.fan_out_message("MESSAGE_UPDATE", message, &body),
             GuildEvent::MessageDelete { id, channel_id } => {
                 let body = encode(&json!({"id": id, "channel_id": channel_id, "guild_id": gid}));
                 self.fan_out("MESSAGE_DELETE", &body, Intents::GUILD_MESSAGES);
@@ -229,7 +220,7 @@ impl GuildActor {
                 }
                 // The new member's own sessions on this node start receiving the guild.
                 for s in self.node.sessions.of_user(uid) {
-                    if !self.subs.contains_key(&s.id) {
+                    if !self.subs.contains(&s.id) {
                         let mut gs = s.guilds.lock().expect("session guild list poisoned");
                         if !gs.contains(&gid) {
                             gs.push(gid);
@@ -255,23 +246,19 @@ impl GuildActor {
                 let body = encode(&json!({"guild_id": gid, "user": convert::user(&user)}));
                 self.fan_out("GUILD_MEMBER_REMOVE", &body, Intents::GUILD_MEMBERS);
                 let gone = encode(&json!({"id": gid}));
-                self.subs.retain(|_, s| {
-                    if s.user_id != uid {
-                        return true;
-                    }
+                for s in self.subs.remove_user(uid) {
                     s.guilds.lock().expect("session guild list poisoned").retain(|g| *g != gid);
                     if s.intents.contains(Intents::GUILDS) {
                         s.push(Dispatch { name: "GUILD_DELETE", body: gone.clone() });
                     }
                     self.lists.unsubscribe(&s.id);
-                    false
-                });
+                }
             }
         }
         true
     }
 
-    fn request_members(&mut self, st: &State, s: &SessionHandle, req: RequestGuildMembers) {
+    fn request_members(&mut self, st: &State, s: &Arc<SessionHandle>, req: RequestGuildMembers) {
         let query = req.query.unwrap_or_default().to_lowercase();
         let limit = req.limit.unwrap_or(0) as usize;
         let mut not_found = Vec::new();

@@ -124,6 +124,17 @@ impl GuildRouter {
         }
     }
 
+    /// Reserves a place in the guild's mailbox before a change is committed,
+    /// so a committed change is never dropped for a full mailbox: a busy
+    /// guild refuses the write (503) instead.
+    pub fn reserve(&self, node: &Arc<Node>, id: GuildId) -> Result<mpsc::OwnedPermit<GuildMsg>, RouteError> {
+        match self.mailbox(node, id).try_reserve_owned() {
+            Ok(p) => Ok(p),
+            Err(mpsc::error::TrySendError::Full(_)) => Err(RouteError::Busy(id)),
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(RouteError::Gone(id)),
+        }
+    }
+
     /// Forgets an actor that stopped (guild deleted or missing).
     fn remove(&self, id: GuildId) {
         let mut map = self.map.lock().expect("guild router poisoned");
@@ -170,19 +181,6 @@ pub fn text_channel(id: ChannelId, guild: GuildId, name: String, position: i32) 
         overwrites: Vec::new(),
         last_message_id: None,
     }
-}
-
-/// Pushes one shared dispatch body to every session in `subs` that has
-/// `intent`: a reference-count bump and a `try_send` each, never a wait.
-/// Returns how many sessions took it.
-pub fn deliver<'a>(subs: impl IntoIterator<Item = &'a Arc<SessionHandle>>, name: &'static str, body: &Bytes, intent: u64) -> usize {
-    let mut n = 0;
-    for s in subs {
-        if s.intents.contains(intent) && s.push(crate::gateway::Dispatch { name, body: body.clone() }) {
-            n += 1;
-        }
-    }
-    n
 }
 
 /// Tells each of `guilds` that `user`'s visible presence changed.

@@ -1,5 +1,6 @@
 //! Operator and test hooks, enabled only when `admin_token` is configured.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -8,10 +9,8 @@ use axum::response::Response;
 use protocol::{ErrorCode, UserId};
 use serde::Deserialize;
 use serde_json::json;
-use tokio::sync::oneshot;
 
 use super::{json_bytes, ApiError, ApiResult, JsonBody};
-use crate::gateway::Control;
 use crate::node::Node;
 
 #[derive(Deserialize)]
@@ -19,10 +18,8 @@ pub struct DropSessions {
     user_id: UserId,
 }
 
-/// `POST /_throng/admin/drop-sessions {"user_id"}`: closes every gateway
-/// socket of the user with 4000 (resumable) and keeps the sessions for their
-/// resume window. Answers once the sockets are closed.
-pub async fn drop_sessions(State(node): State<Arc<Node>>, headers: HeaderMap, JsonBody(b): JsonBody<DropSessions>) -> ApiResult<Response> {
+/// Checks the `X-Throng-Admin-Token` header; the routes do not exist without a configured token.
+fn authorize(node: &Node, headers: &HeaderMap) -> ApiResult<()> {
     let Some(expected) = node.config.admin_token.as_deref() else {
         return Err(ApiError::not_found(ErrorCode::UnknownRoute));
     };
@@ -30,18 +27,36 @@ pub async fn drop_sessions(State(node): State<Arc<Node>>, headers: HeaderMap, Js
     if given != Some(expected) {
         return Err(ApiError::unauthorized());
     }
-    let mut waits = Vec::new();
-    for s in node.sessions.of_user(b.user_id) {
-        let (done, wait) = oneshot::channel();
-        if s.control(Control::Drop { done }).is_ok() {
-            waits.push(wait);
-        }
-    }
-    let mut dropped = 0;
-    for w in waits {
-        if w.await.is_ok() {
-            dropped += 1;
-        }
-    }
+    Ok(())
+}
+
+/// `POST /_throng/admin/drop-sessions {"user_id"}`: closes every gateway
+/// socket of the user with 4000 (resumable) and keeps the sessions for their
+/// resume window.
+pub async fn drop_sessions(State(node): State<Arc<Node>>, headers: HeaderMap, JsonBody(b): JsonBody<DropSessions>) -> ApiResult<Response> {
+    authorize(&node, &headers)?;
+    let dropped = node.sessions.of_user(b.user_id).iter().filter(|s| s.drop_connection()).count();
     Ok(json_bytes(StatusCode::OK, json!({ "dropped": dropped }).to_string()))
+}
+
+/// `GET /_throng/admin/stats`: the node's gateway counters (sessions, open
+/// sockets, delivery backlog, write-queue bytes now and the largest seen,
+/// slow-consumer closes, dispatches delivered, socket writes).
+pub async fn stats(State(node): State<Arc<Node>>, headers: HeaderMap) -> ApiResult<Response> {
+    authorize(&node, &headers)?;
+    let sessions = node.sessions.all();
+    let pending: usize = sessions.iter().map(|s| s.pending_bytes()).sum();
+    let st = node.delivery.stats();
+    let body = json!({
+        "sessions": sessions.len(),
+        "connections": node.gateway_connections.load(Ordering::Relaxed),
+        "delivery_workers": node.delivery.workers(),
+        "delivery_backlog": node.delivery.backlog(),
+        "pending_bytes": pending,
+        "pending_bytes_max": st.pending_bytes_max.load(Ordering::Relaxed),
+        "slow_consumer_closes": st.slow_consumer_closes.load(Ordering::Relaxed),
+        "delivered": st.delivered.load(Ordering::Relaxed),
+        "writes": st.writes.load(Ordering::Relaxed),
+    });
+    Ok(json_bytes(StatusCode::OK, body.to_string()))
 }

@@ -20,7 +20,7 @@ use store::{MessageRecord, MessageWindow, UserRecord};
 use super::{channel_access, json_bytes, parse_id, parse_json, publish, Access, ApiError, ApiResult, Caller};
 use crate::auth::now_ms;
 use crate::convert;
-use crate::guild::GuildEvent;
+use crate::guild::{GuildEvent, GuildMsg};
 use crate::node::Node;
 
 /// Discord's limit on message content.
@@ -163,6 +163,12 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
             }
         }
     }
+    // Fail fast before committing: the delivery workers are too far behind,
+    // or the guild's mailbox has no room for the event.
+    if node.delivery.backlog() > node.config.gateway.delivery_backlog_max {
+        return Err(ApiError::Busy);
+    }
+    let slot = node.guilds.reserve(&node, guild_id)?;
     let mut mention_ids = parse_mentions(&content);
     mention_ids.truncate(100);
     let mentions = node.store.get_users(&mention_ids).await?;
@@ -190,7 +196,7 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
     let member = Some(member_partial(&access));
     let message = Arc::new(convert::message(&rec, &u, &mentions, member));
     let body = encode_message(&message)?;
-    publish(&node, guild_id, GuildEvent::MessageCreate { message, body: body.clone() });
+    slot.send(GuildMsg::Event(GuildEvent::MessageCreate { message, body: body.clone() }));
     Ok(json_bytes(StatusCode::OK, body))
 }
 

@@ -151,6 +151,7 @@ fn api(node: &Arc<Node>) -> Router<Arc<Node>> {
         .route("/channels/{channel_id}/invites", post(channels::create_invite))
         .route("/invites/{code}", get(channels::get_invite).post(channels::accept_invite).delete(channels::delete_invite))
         .route("/_throng/admin/drop-sessions", post(admin::drop_sessions))
+        .route("/_throng/admin/stats", get(admin::stats))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(node.clone(), ratelimit::middleware))
 }

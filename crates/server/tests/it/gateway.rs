@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use protocol::compress::Transport;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::common::*;
 
@@ -436,32 +436,62 @@ async fn graceful_shutdown_sends_reconnect_then_resumable_close() {
 
 #[tokio::test]
 async fn slow_consumer_is_closed_resumably_and_catches_up_on_resume() {
-    let t = TestServer::start_with(|c| c.gateway.max_pending_write_bytes = 64 * 1024).await;
+    let t = TestServer::start_with(|c| {
+        c.gateway.max_pending_write_bytes = 64 * 1024;
+        c.gateway.slow_consumer_grace_ms = 100;
+    })
+    .await;
     let w = t.world().await;
     let mut slow = Gw::connect(&t.ws).await;
     let session = slow.identify(&w.bot_token, BOT_INTENTS).await["d"]["session_id"].as_str().unwrap().to_string();
     slow.until("GUILD_CREATE").await;
     let seen = slow.seq.unwrap();
+    // A reader that keeps up, to show the slow one does not hold it back.
+    let mut fast = Gw::connect(&t.ws).await;
+    fast.identify(&w.owner, BOT_INTENTS).await;
+    fast.until("GUILD_CREATE").await;
     // Stop reading; post enough to overflow the socket buffers and the pending bound.
     let big = "y".repeat(1900);
+    let stats = || async {
+        let r = t.http.get(format!("{}/_throng/admin/stats", t.base)).header("x-throng-admin-token", "admin").send().await.unwrap();
+        r.json::<Value>().await.unwrap()
+    };
     let mut posted = 0;
-    for _ in 0..400 {
+    while posted < 2000 {
         t.say(&w.owner, &w.channel, &big).await;
         posted += 1;
+        assert_eq!(fast.until("MESSAGE_CREATE").await["d"]["content"], big.as_str(), "the fast reader gets every message in order");
+        if posted % 50 == 0 && stats().await["slow_consumer_closes"] == 1 {
+            break;
+        }
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    // Whatever was delivered before the close, the session resumes from `seen` and gets all.
-    drop(slow);
+    let st = stats().await;
+    assert_eq!(st["slow_consumer_closes"], 1, "the stalled session was closed: {st}");
+    // Memory stayed bounded: the queue never held much more than the bound before the close.
+    assert!(st["pending_bytes_max"].as_u64().unwrap() < 1 << 20, "{st}");
+    // Reading again, the client gets what was in flight, then the resumable close code.
+    let end = loop {
+        match slow.next().await {
+            Ok(_) => continue,
+            Err(c) => break c,
+        }
+    };
+    assert_eq!(end, Closed::Code(4000));
+    // The session resumes from `seen` and gets every message exactly once, in order.
     let mut g = Gw::connect(&t.ws).await;
     g.send(json!({"op": 6, "d": {"token": w.bot_token, "session_id": session, "seq": seen}})).await;
-    let mut got = 0;
+    let (mut got, mut next) = (0, seen + 1);
     loop {
         let v = g.recv().await;
         if v["t"] == "RESUMED" {
             break;
         }
-        assert_eq!(v["t"], "MESSAGE_CREATE");
-        got += 1;
+        assert_eq!(v["s"].as_u64(), Some(next), "replay in sequence order, no gaps");
+        next += 1;
+        // The fast reader's own presence is in the stream too.
+        if v["t"] == "MESSAGE_CREATE" {
+            got += 1;
+        }
     }
     assert_eq!(got, posted, "every message replayed exactly once");
 }
@@ -488,7 +518,7 @@ async fn heartbeat_seq_trims_the_replay_buffer() {
     let mut g = Gw::connect(&t.ws).await;
     g.send(json!({"op": 6, "d": {"token": w.bot_token, "session_id": session, "seq": acked}})).await;
     let m = g.recv().await;
-    assert_eq!((m["d"]["content"].as_str(), m["s"].as_u64()), (Some("after"), Some(acked + 1)));
+    assert_eq!((m["d"]["content"].as_str(), m["s"].as_u64()), (Some("after"), Some(acked + 1)), "{m}");
     assert_eq!(g.recv().await["t"], "RESUMED");
 }
 

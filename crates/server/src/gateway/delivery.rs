@@ -1,0 +1,367 @@
+//! Delivery workers: the per-core half of fan-out.
+//!
+//! A guild actor encodes each event once and hands it, with its recipients
+//! already split by worker, to every worker at once (one job per worker,
+//! a reference-count bump each). A worker frames the event into each of its
+//! sessions' write buffers under the session's lock and then writes every
+//! touched socket once, so when events pile up (a burst) everything queued
+//! for a socket leaves in one `write`. Sessions are pinned to a worker, so
+//! each session still sees its guild's events in the guild's order.
+//!
+//! Workers never wait on a socket: writes are non-blocking, the unsent rest
+//! stays in the session's buffer, and a small task waits for writability
+//! only while a socket is backed up. Work is bounded where it enters: the
+//! backlog of queued deliveries is counted, and REST refuses new messages
+//! (503) while it is above `gateway.delivery_backlog_max`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use protocol::gateway::Intents;
+use protocol::{model, UserId};
+use tokio_util::task::TaskTracker;
+
+use super::{Dispatch, SessionHandle};
+
+/// Who gets an event's body, and which variant.
+pub enum Filter {
+    /// Sessions with this intent.
+    Intent(u64),
+    /// Sessions with this intent, except the user's own (presence: they set it).
+    IntentNotUser(u64, UserId),
+    /// MESSAGE_CREATE/UPDATE: sessions with GUILD_MESSAGES; bots without
+    /// MESSAGE_CONTENT get the redacted variant unless they wrote or are
+    /// mentioned in the message. The redacted body is encoded at most once.
+    Message { message: Arc<model::Message>, redacted: OnceLock<Bytes> },
+}
+
+/// One guild event, encoded once, for all of its recipients.
+pub struct FanEvent {
+    pub name: &'static str,
+    pub body: Bytes,
+    pub filter: Filter,
+}
+
+impl FanEvent {
+    pub fn new(name: &'static str, body: Bytes, filter: Filter) -> Arc<FanEvent> {
+        Arc::new(FanEvent { name, body, filter })
+    }
+
+    /// The body `s` gets, if any.
+    pub fn body_for(&self, s: &SessionHandle) -> Option<&Bytes> {
+        match &self.filter {
+            Filter::Intent(i) => s.intents.contains(*i).then_some(&self.body),
+            Filter::IntentNotUser(i, u) => (s.intents.contains(*i) && s.user_id != *u).then_some(&self.body),
+            Filter::Message { message: m, redacted } => {
+                if !s.intents.contains(Intents::GUILD_MESSAGES) {
+                    return None;
+                }
+                let entitled = !s.bot
+                    || s.intents.contains(Intents::MESSAGE_CONTENT)
+                    || s.user_id == m.author.id
+                    || m.mentions.iter().any(|u| u.id == s.user_id);
+                Some(if entitled { &self.body } else { redacted.get_or_init(|| crate::guild::actor::encode(&m.redacted())) })
+            }
+        }
+    }
+}
+
+enum Job {
+    Fanout {
+        event: Arc<FanEvent>,
+        to: Arc<[Arc<SessionHandle>]>,
+    },
+    One {
+        to: Arc<SessionHandle>,
+        d: Dispatch,
+    },
+    /// Answered once everything queued before it on this worker is written.
+    Barrier(mpsc::Sender<()>),
+}
+
+/// Bounds and timings the session state applies.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    pub replay_max_events: usize,
+    pub replay_max_age: Duration,
+    pub replay_max_bytes: usize,
+    /// Queued bytes (beyond the frame being written) that make a session a
+    /// slow consumer once they have stayed queued for `slow_consumer_grace`.
+    pub max_pending_bytes: usize,
+    pub slow_consumer_grace: Duration,
+    /// Queued bytes that make a session a slow consumer at once: room for a
+    /// full replay on RESUME plus the normal bound.
+    pub max_pending_hard_bytes: usize,
+}
+
+impl Limits {
+    pub fn from_config(gw: &crate::config::GatewayConfig) -> Limits {
+        Limits {
+            replay_max_events: gw.replay_max_events,
+            replay_max_age: Duration::from_millis(gw.replay_max_age_ms),
+            replay_max_bytes: gw.replay_max_bytes,
+            max_pending_bytes: gw.max_pending_write_bytes,
+            slow_consumer_grace: Duration::from_millis(gw.slow_consumer_grace_ms),
+            max_pending_hard_bytes: gw.replay_max_bytes.max(16 * gw.max_pending_write_bytes) + gw.max_pending_write_bytes,
+        }
+    }
+}
+
+/// Counters for operators and benchmarks (`/_throng/admin/stats`).
+#[derive(Default)]
+pub struct Stats {
+    /// Deliveries queued to workers and not yet framed.
+    pub backlog: AtomicUsize,
+    /// Dispatches framed into a connected session's buffer.
+    pub delivered: AtomicU64,
+    /// Largest write backlog one session has had, in bytes.
+    pub pending_bytes_max: AtomicUsize,
+    /// Sessions closed (resumably) because they did not read fast enough.
+    pub slow_consumer_closes: AtomicU64,
+    /// `write` calls that sent at least one frame.
+    pub writes: AtomicU64,
+}
+
+/// What workers and session state share: bounds, counters, and where to
+/// spawn the short-lived tasks that wait on backed-up sockets.
+pub struct Shared {
+    pub limits: Limits,
+    pub stats: Stats,
+    rt: tokio::runtime::Handle,
+    tasks: TaskTracker,
+}
+
+impl Shared {
+    /// Spawns a task tracked for shutdown.
+    pub fn spawn<F: std::future::Future<Output = ()> + Send + 'static>(&self, f: F) {
+        self.tasks.spawn_on(f, &self.rt);
+    }
+}
+
+pub struct Delivery {
+    queues: Vec<mpsc::Sender<Job>>,
+    next: AtomicUsize,
+    pub shared: Arc<Shared>,
+}
+
+impl Delivery {
+    /// Starts `workers` delivery threads (at least one).
+    pub fn start(workers: usize, limits: Limits, rt: tokio::runtime::Handle, tasks: TaskTracker) -> Arc<Delivery> {
+        let shared = Arc::new(Shared { limits, stats: Stats::default(), rt, tasks });
+        let queues = (0..workers.max(1))
+            .map(|i| {
+                let (tx, rx) = mpsc::channel();
+                let sh = shared.clone();
+                std::thread::Builder::new()
+                    .name(format!("throng-deliver-{i}"))
+                    .spawn(move || worker(sh, rx))
+                    .expect("cannot start a delivery thread");
+                tx
+            })
+            .collect();
+        Arc::new(Delivery { queues, next: AtomicUsize::new(0), shared })
+    }
+
+    /// A delivery outside a node (tests and benchmarks): default limits,
+    /// except that replay buffers keep only the last 64 events.
+    pub fn standalone(workers: usize, rt: tokio::runtime::Handle) -> Arc<Delivery> {
+        let limits = Limits { replay_max_events: 64, ..Limits::from_config(&crate::config::GatewayConfig::default()) };
+        Delivery::start(workers, limits, rt, TaskTracker::new())
+    }
+
+    pub fn workers(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// The worker for a new session (round robin).
+    pub(crate) fn next_shard(&self) -> u16 {
+        (self.next.fetch_add(1, Ordering::Relaxed) % self.queues.len()) as u16
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.shared.stats
+    }
+
+    fn send(&self, shard: usize, job: Job) {
+        // A worker only stops when every sender is gone, so this cannot fail
+        // while `self` exists; a failure would mean the thread panicked.
+        if self.queues[shard].send(job).is_err() {
+            tracing::error!(shard, "delivery worker is gone");
+        }
+    }
+
+    /// Hands `event` to every worker with its share of the recipients.
+    pub fn fan_out(&self, event: &Arc<FanEvent>, recipients: &Partitions) {
+        for (shard, to) in recipients.0.iter().enumerate() {
+            if to.is_empty() {
+                continue;
+            }
+            self.shared.stats.backlog.fetch_add(to.len(), Ordering::Relaxed);
+            self.send(shard, Job::Fanout { event: event.clone(), to: to.clone() });
+        }
+    }
+
+    /// Queues one dispatch for one session, behind what its worker already has.
+    pub fn one(&self, to: Arc<SessionHandle>, d: Dispatch) {
+        self.shared.stats.backlog.fetch_add(1, Ordering::Relaxed);
+        self.send(to.shard as usize, Job::One { to, d });
+    }
+
+    /// Deliveries queued and not yet framed.
+    pub fn backlog(&self) -> usize {
+        self.shared.stats.backlog.load(Ordering::Relaxed)
+    }
+
+    /// Blocks until everything queued so far has been framed and written
+    /// (benchmarks and tests; never call it from a runtime thread).
+    pub fn barrier(&self) {
+        let waits: Vec<_> = self
+            .queues
+            .iter()
+            .map(|q| {
+                let (tx, rx) = mpsc::channel();
+                let sent = q.send(Job::Barrier(tx)).is_ok();
+                (sent, rx)
+            })
+            .collect();
+        for (sent, rx) in waits {
+            if sent && rx.recv().is_err() {
+                tracing::error!("delivery worker ended during a barrier");
+            }
+        }
+    }
+}
+
+/// A guild's subscribers split by delivery worker, shared with the workers
+/// (one `Arc` per worker per event).
+#[derive(Clone, Default)]
+pub struct Partitions(Vec<Arc<[Arc<SessionHandle>]>>);
+
+/// A guild actor's subscribers: looked up by session id, and partitioned
+/// for fan-out. The partitions are rebuilt lazily, once per batch of changes.
+pub struct Subscribers {
+    by_id: HashMap<Arc<str>, Arc<SessionHandle>>,
+    parts: Option<Partitions>,
+    workers: usize,
+}
+
+impl Subscribers {
+    pub fn new(workers: usize) -> Self {
+        Self { by_id: HashMap::new(), parts: None, workers: workers.max(1) }
+    }
+
+    pub fn contains(&self, id: &str) -> bool {
+        self.by_id.contains_key(id)
+    }
+
+    pub fn insert(&mut self, s: Arc<SessionHandle>) {
+        self.parts = None;
+        self.by_id.insert(s.id.clone(), s);
+    }
+
+    pub fn remove(&mut self, id: &str) -> Option<Arc<SessionHandle>> {
+        let r = self.by_id.remove(id);
+        if r.is_some() {
+            self.parts = None;
+        }
+        r
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &Arc<SessionHandle>> {
+        self.by_id.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    /// Removes (and returns) the sessions of `user`.
+    pub fn remove_user(&mut self, user: UserId) -> Vec<Arc<SessionHandle>> {
+        let ids: Vec<Arc<str>> = self.by_id.values().filter(|s| s.user_id == user).map(|s| s.id.clone()).collect();
+        ids.iter().filter_map(|id| self.remove(id)).collect()
+    }
+
+    pub fn clear(&mut self) {
+        self.by_id.clear();
+        self.parts = None;
+    }
+
+    /// The subscribers split by worker.
+    pub fn partitions(&mut self) -> &Partitions {
+        let (by_id, workers) = (&self.by_id, self.workers);
+        self.parts.get_or_insert_with(|| {
+            let mut split: Vec<Vec<Arc<SessionHandle>>> = vec![Vec::new(); workers];
+            for s in by_id.values() {
+                split[s.shard as usize % workers].push(s.clone());
+            }
+            Partitions(split.into_iter().map(Arc::from).collect())
+        })
+    }
+}
+
+/// Most deliveries one worker frames before it writes what it has framed.
+const BATCH_DELIVERIES: usize = 32 * 1024;
+
+fn worker(shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
+    let mut batch: Vec<Job> = Vec::new();
+    let mut dirty: Vec<Arc<SessionHandle>> = Vec::new();
+    while let Ok(first) = rx.recv() {
+        batch.push(first);
+        let mut size = 0;
+        while size < BATCH_DELIVERIES {
+            match rx.try_recv() {
+                Ok(j) => {
+                    size += match &j {
+                        Job::Fanout { to, .. } => to.len(),
+                        _ => 1,
+                    };
+                    batch.push(j);
+                }
+                Err(_) => break,
+            }
+        }
+        let mut delivered = 0u64;
+        for job in batch.drain(..) {
+            match job {
+                Job::Fanout { event, to } => {
+                    for s in to.iter() {
+                        if let Some(body) = event.body_for(s) {
+                            let (framed, first) = s.write_dispatch(event.name, body);
+                            delivered += framed as u64;
+                            if first {
+                                dirty.push(s.clone());
+                            }
+                        }
+                    }
+                    shared.stats.backlog.fetch_sub(to.len(), Ordering::Relaxed);
+                }
+                Job::One { to, d } => {
+                    let (framed, first) = to.write_dispatch(d.name, &d.body);
+                    delivered += framed as u64;
+                    if first {
+                        dirty.push(to);
+                    }
+                    shared.stats.backlog.fetch_sub(1, Ordering::Relaxed);
+                }
+                Job::Barrier(done) => {
+                    for s in dirty.drain(..) {
+                        s.flush();
+                    }
+                    let _ = done.send(());
+                }
+            }
+        }
+        for s in dirty.drain(..) {
+            s.flush();
+        }
+        shared.stats.delivered.fetch_add(delivered, Ordering::Relaxed);
+    }
+}
