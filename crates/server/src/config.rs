@@ -50,6 +50,10 @@ pub struct GatewayConfig {
     /// Delivery worker threads (fan-out is split across them per session);
     /// 0 means one per available core.
     pub delivery_workers: usize,
+    /// Nice increment of the delivery threads (0-19): under saturation,
+    /// REST, heartbeats and reads go first, and fan-out batches grow, which
+    /// coalesces writes.
+    pub delivery_nice: i32,
     /// Deliveries (event x recipient) queued to the workers beyond which
     /// REST refuses new messages with 503 + Retry-After (fail fast instead
     /// of letting queues grow).
@@ -140,6 +144,7 @@ impl Default for GatewayConfig {
             replay_max_age_ms: 300_000,
             replay_max_bytes: 4 << 20,
             delivery_workers: 0,
+            delivery_nice: 0,
             delivery_backlog_max: 2_000_000,
             max_pending_write_bytes: 128 << 10,
             slow_consumer_grace_ms: 1_000,

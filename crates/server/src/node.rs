@@ -50,7 +50,8 @@ impl Node {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
         };
-        let delivery = Delivery::start(workers, Limits::from_config(gw), tokio::runtime::Handle::current(), tasks.clone());
+        let delivery =
+            Delivery::start(workers, gw.delivery_nice, Limits::from_config(gw), tokio::runtime::Handle::current(), tasks.clone());
         Arc::new(Node {
             delivery,
             auth: Auth::new(store.clone(), config.limits.password_hash_concurrency),

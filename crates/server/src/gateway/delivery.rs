@@ -150,7 +150,7 @@ pub struct Delivery {
 
 impl Delivery {
     /// Starts `workers` delivery threads (at least one).
-    pub fn start(workers: usize, limits: Limits, rt: tokio::runtime::Handle, tasks: TaskTracker) -> Arc<Delivery> {
+    pub fn start(workers: usize, nice: i32, limits: Limits, rt: tokio::runtime::Handle, tasks: TaskTracker) -> Arc<Delivery> {
         let shared = Arc::new(Shared { limits, stats: Stats::default(), rt, tasks });
         let queues = (0..workers.max(1))
             .map(|i| {
@@ -158,7 +158,7 @@ impl Delivery {
                 let sh = shared.clone();
                 std::thread::Builder::new()
                     .name(format!("throng-deliver-{i}"))
-                    .spawn(move || worker(sh, rx))
+                    .spawn(move || worker(sh, rx, nice))
                     .expect("cannot start a delivery thread");
                 tx
             })
@@ -170,7 +170,7 @@ impl Delivery {
     /// except that replay buffers keep only the last 64 events.
     pub fn standalone(workers: usize, rt: tokio::runtime::Handle) -> Arc<Delivery> {
         let limits = Limits { replay_max_events: 64, ..Limits::from_config(&crate::config::GatewayConfig::default()) };
-        Delivery::start(workers, limits, rt, TaskTracker::new())
+        Delivery::start(workers, 0, limits, rt, TaskTracker::new())
     }
 
     pub fn workers(&self) -> usize {
@@ -307,10 +307,25 @@ impl Subscribers {
     }
 }
 
+/// Raises this thread's nice value by `nice`: bulk fan-out yields the CPU to
+/// REST handlers, heartbeats and readers when the cores are saturated, and
+/// while it waits, more events queue up and leave in fewer writes.
+fn lower_priority(nice: i32) {
+    #[cfg(target_os = "linux")]
+    if nice > 0 {
+        // SAFETY: gettid and setpriority on the calling thread have no preconditions.
+        let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) };
+        if r != 0 {
+            tracing::debug!(error = %std::io::Error::last_os_error(), "delivery thread priority unchanged");
+        }
+    }
+}
+
 /// Most deliveries one worker frames before it writes what it has framed.
 const BATCH_DELIVERIES: usize = 32 * 1024;
 
-fn worker(shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
+fn worker(shared: Arc<Shared>, rx: mpsc::Receiver<Job>, nice: i32) {
+    lower_priority(nice);
     let mut batch: Vec<Job> = Vec::new();
     let mut dirty: Vec<Arc<SessionHandle>> = Vec::new();
     while let Ok(first) = rx.recv() {
@@ -329,12 +344,13 @@ fn worker(shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
             }
         }
         let mut delivered = 0u64;
+        let now = std::time::Instant::now();
         for job in batch.drain(..) {
             match job {
                 Job::Fanout { event, to } => {
                     for s in to.iter() {
                         if let Some(body) = event.body_for(s) {
-                            let (framed, first) = s.write_dispatch(event.name, body);
+                            let (framed, first) = s.write_dispatch(event.name, body, now);
                             delivered += framed as u64;
                             if first {
                                 dirty.push(s.clone());
@@ -344,7 +360,7 @@ fn worker(shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
                     shared.stats.backlog.fetch_sub(to.len(), Ordering::Relaxed);
                 }
                 Job::One { to, d } => {
-                    let (framed, first) = to.write_dispatch(d.name, &d.body);
+                    let (framed, first) = to.write_dispatch(d.name, &d.body, now);
                     delivered += framed as u64;
                     if first {
                         dirty.push(to);
