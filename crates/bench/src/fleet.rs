@@ -173,6 +173,11 @@ impl Fleet {
             t.duplicates_seq += l.duplicates_seq;
             t.decode_errors += l.decode_errors;
             t.recovered += l.recovered;
+            t.seq_gaps += l.seq_gaps;
+            t.inflight_sends += l.inflight_sends;
+            t.late_deliveries += l.late_deliveries;
+            t.sequences_done += l.sequences_done;
+            t.stall_outcomes += l.stall_outcomes;
         }
         t
     }

@@ -8,7 +8,7 @@
 //! - [`worker`]: a worker process running thousands of sessions on one thread.
 //! - [`wire`]: the JSON-lines protocol between coordinator and workers.
 //! - [`fleet`]: the coordinator's handle on its workers; merging, sampling.
-//! - [`scenario`]: connect, chat, broadcast, storm, capacity.
+//! - [`scenario`]: connect, chat, broadcast, storm, capacity; [`slow`]: slow consumers.
 //! - [`report`]: JSON, Markdown and PNG output; [`progress`]: live output.
 //! - [`setup`]: builds a fixture through REST; [`fixture`]: its format.
 //!
@@ -24,6 +24,7 @@ mod rest;
 mod scenario;
 mod session;
 mod setup;
+mod slow;
 mod wire;
 mod worker;
 mod ws;
@@ -57,6 +58,9 @@ enum Cmd {
     Storm(RunArgs),
     /// Add users at the chat rate until failures or p99 exceed thresholds (top speed).
     Capacity(RunArgs),
+    /// Slow consumers: K of N sessions in one guild stop reading while M messages
+    /// are posted; readers' order and latency, stalled sessions' close and RESUME, server memory.
+    Slow(RunArgs),
     /// Internal: a worker process driven by the coordinator over stdin/stdout.
     #[command(hide = true)]
     Worker,
@@ -72,6 +76,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Broadcast(a) => run(Scenario::Broadcast, a),
         Cmd::Storm(a) => run(Scenario::Storm, a),
         Cmd::Capacity(a) => run(Scenario::Capacity, a),
+        Cmd::Slow(a) => run(Scenario::Slow, a),
     };
     match result {
         Ok(code) => std::process::ExitCode::from(code as u8),

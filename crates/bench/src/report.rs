@@ -45,14 +45,28 @@ impl Pcts {
 pub struct Delivery {
     /// Messages accepted by the server (2xx).
     pub messages: u64,
-    /// Receipts the member lists and session lives call for, and those seen.
+    /// Receipts the member lists and session lives call for, and those seen
+    /// by the end of the run (late ones included).
     pub expected: u64,
     pub received: u64,
+    /// Expected receipts that never arrived, not even in the late window.
     pub lost: u64,
     pub messages_with_loss: u64,
+    /// Received receipts that arrived after the delivery window closed
+    /// (after --drain/--drain-max; a shorter run would have called them lost).
+    pub late: u64,
+    pub messages_with_late: u64,
+    /// Accepted messages whose 2xx came after the delivery window closed.
+    pub accepted_after_window: u64,
+    /// Sends still in flight when the run ended (not counted as messages),
+    /// and the receipts that arrived for them anyway.
+    pub unanswered_sends: u64,
+    pub receipts_of_unanswered: u64,
     /// Extra receipts, including dispatches whose `s` was already seen.
     pub duplicates: u64,
     pub duplicates_seq: u64,
+    /// Dispatches whose `s` skipped ahead (events the server never sent to that session).
+    pub seq_gaps: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -101,6 +115,125 @@ pub struct CapacityRes {
     pub stop_reason: String,
     pub top_speed: Option<CapacityStep>,
     pub steps: Vec<CapacityStep>,
+}
+
+/// What `GET /api/v10/_throng/admin/stats` said during the run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct AdminStats {
+    pub url: String,
+    pub polls: u64,
+    /// Polls answered 200 with JSON.
+    pub answered: u64,
+    pub last_status: Option<u16>,
+    pub last_error: Option<String>,
+    /// Largest `pending_bytes` seen, and the last `pending_bytes_max` and `slow_consumer_closes`.
+    pub pending_bytes_peak: Option<u64>,
+    pub pending_bytes_max: Option<u64>,
+    pub slow_consumer_closes: Option<u64>,
+    pub sessions_peak: Option<u64>,
+    pub connections_peak: Option<u64>,
+    /// The last answer as sent.
+    pub last: Option<serde_json::Value>,
+    /// (seconds since the run started, pending_bytes).
+    pub pending_bytes_series: Vec<(f64, u64)>,
+}
+
+/// One pass/fail line of a scenario's verdict.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Criterion {
+    pub name: String,
+    /// PASS, FAIL or n/a.
+    pub verdict: String,
+    pub detail: String,
+}
+
+/// One stalled session of `slow`.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StalledDetail {
+    pub user: u32,
+    /// How the stalled socket ended once read again.
+    pub end: String,
+    pub close_code: Option<u16>,
+    /// Bytes in the client's receive queue when it read again.
+    pub queued_bytes_at_unstall: Option<u64>,
+    /// Numbered messages read from the old socket after that.
+    pub read_after_unstall: u32,
+    pub resumed: bool,
+    pub invalid_sessions: u32,
+    /// Time from the old socket's end to RESUMED.
+    pub resume_ms: Option<f64>,
+    /// Numbered messages on the new connection (the replay and anything after).
+    pub after_resume: u32,
+    pub received: u32,
+    /// Accepted messages this session never got.
+    pub missing: u64,
+    pub out_of_order: u32,
+    pub duplicates: u32,
+}
+
+/// `slow`: slow consumers in one guild.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SlowRes {
+    pub sessions: u64,
+    pub stalled: u64,
+    /// Members taking turns posting (one POST at a time overall).
+    pub posters: u64,
+    pub messages_requested: u32,
+    pub messages_accepted: u64,
+    pub post_errors: u64,
+    pub post_s: f64,
+    pub post_rate: f64,
+    /// Content bytes per message.
+    pub message_size: usize,
+    /// How long the stalled sessions did not read.
+    pub stall_s: f64,
+    /// The reading sessions.
+    pub readers: u64,
+    /// Readers with every accepted message exactly once, in order.
+    pub readers_complete: u64,
+    pub readers_missing: u64,
+    pub readers_with_loss: u64,
+    /// Numbered messages whose POST got no 2xx but which arrived anyway.
+    pub readers_unexpected: u64,
+    pub readers_out_of_order: u64,
+    pub readers_duplicates: u64,
+    /// Readers whose connection ended during the run (they should not).
+    pub readers_disconnected: u64,
+    pub readers_ok: bool,
+    /// e2e (post start -> receipt) of numbered messages at readers, and at stalled sessions.
+    pub readers_e2e: Option<Pcts>,
+    pub stalled_e2e: Option<Pcts>,
+    pub baseline_report: Option<String>,
+    pub baseline_p50_ms: Option<f64>,
+    pub baseline_p99_ms: Option<f64>,
+    /// Readers' p99 / baseline p99.
+    pub p99_ratio: Option<f64>,
+    /// How the stalled sockets ended: label -> count.
+    pub stalled_ends: BTreeMap<String, u64>,
+    pub stalled_closed_resumable: u64,
+    pub stalled_closed_other: u64,
+    /// EOF or reset without a close frame.
+    pub stalled_no_close_frame: u64,
+    /// The server never closed them (the client dropped them to RESUME).
+    pub stalled_still_open: u64,
+    pub stalled_resumed: u64,
+    pub stalled_invalid_session: u64,
+    pub stalled_gave_up: u64,
+    /// Stalled sessions with every accepted message exactly once, in order, by the end.
+    pub stalled_complete: u64,
+    pub stalled_missing: u64,
+    pub stalled_out_of_order: u64,
+    pub stalled_duplicates: u64,
+    pub stalled_detail: Vec<StalledDetail>,
+    pub rss_after_ramp_mib: Option<f64>,
+    /// Server RSS just before the first post, the peak from then until the replays were read, and the difference.
+    pub rss_before_messages_mib: Option<f64>,
+    pub rss_peak_mib: Option<f64>,
+    pub rss_growth_mib: Option<f64>,
+    pub baseline_rss_growth_mib: Option<f64>,
+    pub queue_bound_bytes: u64,
+    pub admin: Option<AdminStats>,
+    pub criteria: Vec<Criterion>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -163,6 +296,9 @@ pub struct Results {
     pub broadcast: Option<BroadcastRes>,
     pub storm: Option<StormRes>,
     pub capacity: Option<CapacityRes>,
+    pub slow: Option<SlowRes>,
+    /// Admin stats polled during a run other than slow (slow keeps them in `slow`).
+    pub admin: Option<AdminStats>,
     pub server: Option<ServerRes>,
     pub client: ClientCost,
     pub errors: Vec<(String, u64)>,
@@ -202,6 +338,8 @@ impl Default for Results {
             broadcast: None,
             storm: None,
             capacity: None,
+            slow: None,
+            admin: None,
             server: None,
             client: ClientCost::default(),
             errors: Vec::new(),
@@ -218,6 +356,7 @@ pub fn name(s: Scenario) -> &'static str {
         Scenario::Broadcast => "broadcast",
         Scenario::Storm => "storm",
         Scenario::Capacity => "capacity",
+        Scenario::Slow => "slow",
     }
 }
 
@@ -251,9 +390,14 @@ pub fn summary_text(r: &Results) -> String {
     if let Some(d) = &r.delivery {
         let _ = write!(
             s,
-            "\n  delivery: {} messages, {}/{} receipts, lost {}, duplicates {}",
-            d.messages, d.received, d.expected, d.lost, d.duplicates
+            "\n  delivery: {} messages, {}/{} receipts, lost (never arrived) {}, late {}, duplicates {}",
+            d.messages, d.received, d.expected, d.lost, d.late, d.duplicates
         );
+    }
+    if let Some(sl) = &r.slow {
+        for c in &sl.criteria {
+            let _ = write!(s, "\n  {:<4} {}: {}", c.verdict, c.name, c.detail);
+        }
     }
     if let Some(st) = &r.storm {
         let _ = write!(
@@ -311,7 +455,18 @@ fn markdown(r: &Results) -> String {
     }
     m.push('\n');
     if let Some(d) = &r.delivery {
-        let _ = writeln!(m, "Delivery: {} messages accepted; {} of {} expected receipts arrived; **lost {}** (in {} messages); **duplicates {}** ({} seen by sequence).\n", d.messages, d.received, d.expected, d.lost, d.messages_with_loss, d.duplicates, d.duplicates_seq);
+        let _ = writeln!(m, "Delivery: {} messages accepted; {} of {} expected receipts arrived; **lost {}** (never arrived, in {} messages); **duplicates {}** ({} seen by sequence); {} sequence gaps.\n", d.messages, d.received, d.expected, d.lost, d.messages_with_loss, d.duplicates, d.duplicates_seq, d.seq_gaps);
+        let _ = writeln!(
+            m,
+            "Late: {} receipts (in {} messages) arrived after the delivery window closed and are counted as received, not lost; {} messages were accepted (2xx) after the window; {} sends were still unanswered at the end (not counted as messages; {} receipts arrived for them).\n",
+            d.late, d.messages_with_late, d.accepted_after_window, d.unanswered_sends, d.receipts_of_unanswered
+        );
+    }
+    if let Some(sl) = &r.slow {
+        slow_markdown(&mut m, sl);
+    }
+    if let Some(a) = &r.admin {
+        admin_markdown(&mut m, a);
     }
     if let Some(b) = &r.broadcast {
         let _ = writeln!(m, "Broadcast: {} messages to {} members each, {} complete.", b.messages, b.recipients_per_message, b.complete);
@@ -392,6 +547,106 @@ fn markdown(r: &Results) -> String {
         if r.server.is_some() { ", `server_vs_sessions.png`" } else { "" }
     );
     m
+}
+
+fn slow_markdown(m: &mut String, s: &SlowRes) {
+    let _ = writeln!(
+        m,
+        "## Slow consumers\n\n{} sessions in one guild, {} of them stopped reading for {:.1} s; {} of {} numbered messages ({} content bytes, {} posters in turn, one POST at a time) accepted in {:.1} s ({:.0}/s), {} post errors.\n",
+        s.sessions,
+        s.stalled,
+        s.stall_s,
+        s.messages_accepted,
+        s.messages_requested,
+        s.message_size,
+        s.posters,
+        s.post_s,
+        s.post_rate,
+        s.post_errors
+    );
+    let _ = writeln!(m, "| criterion | verdict | detail |\n|---|---|---|");
+    for c in &s.criteria {
+        let _ = writeln!(m, "| {} | **{}** | {} |", c.name, c.verdict, c.detail);
+    }
+    m.push('\n');
+    let _ = writeln!(m, "| e2e of numbered messages (ms) | n | p50 | p90 | p99 | p99.9 | max |\n|---|---|---|---|---|---|---|");
+    for (k, p) in [("readers", &s.readers_e2e), ("stalled (incl. replay)", &s.stalled_e2e)] {
+        if let Some(p) = p {
+            let _ = writeln!(m, "| {k} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |", p.count, p.p50, p.p90, p.p99, p.p999, p.max);
+        }
+    }
+    if let Some(bp) = s.baseline_p99_ms {
+        let _ = writeln!(
+            m,
+            "| baseline readers (`{}`) | | {} | | {bp:.2} | | |",
+            s.baseline_report.as_deref().unwrap_or("-"),
+            opt(s.baseline_p50_ms, 2)
+        );
+    }
+    m.push('\n');
+    let _ = writeln!(
+        m,
+        "Server memory: RSS {} MiB after the ramp, {} MiB before the first post, peak {} MiB until the replays were read (+{} MiB; baseline +{} MiB).\n",
+        opt(s.rss_after_ramp_mib, 1),
+        opt(s.rss_before_messages_mib, 1),
+        opt(s.rss_peak_mib, 1),
+        opt(s.rss_growth_mib, 1),
+        opt(s.baseline_rss_growth_mib, 1)
+    );
+    if let Some(a) = &s.admin {
+        admin_markdown(m, a);
+    }
+    if !s.stalled_detail.is_empty() {
+        let _ = writeln!(
+            m,
+            "| stalled user | socket ended | queued bytes when read again | read from old socket | RESUMED | op 9 | resume ms | after RESUME | received | missing | out of order |\n|---|---|---|---|---|---|---|---|---|---|---|"
+        );
+        for d in &s.stalled_detail {
+            let _ = writeln!(
+                m,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                d.user,
+                d.end,
+                d.queued_bytes_at_unstall.map(|b| b.to_string()).unwrap_or_else(|| "-".into()),
+                d.read_after_unstall,
+                if d.resumed { "yes" } else { "no" },
+                d.invalid_sessions,
+                opt(d.resume_ms, 0),
+                d.after_resume,
+                d.received,
+                d.missing,
+                d.out_of_order
+            );
+        }
+        m.push('\n');
+    }
+}
+
+fn admin_markdown(m: &mut String, a: &AdminStats) {
+    if a.answered == 0 {
+        let _ = writeln!(
+            m,
+            "Admin stats (`{}`): {} polls, none answered with JSON (last status {}{}).\n",
+            a.url,
+            a.polls,
+            a.last_status.map(|s| s.to_string()).unwrap_or_else(|| "-".into()),
+            a.last_error.as_ref().map(|e| format!(", last error: {e}")).unwrap_or_default()
+        );
+        return;
+    }
+    let o = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+    let _ = writeln!(
+        m,
+        "Admin stats (`{}`, {} of {} polls answered): max pending_bytes {}, last pending_bytes_max {}, last slow_consumer_closes {}, peak sessions {}, peak connections {}.\n",
+        a.url,
+        a.answered,
+        a.polls,
+        o(a.pending_bytes_peak),
+        o(a.pending_bytes_max),
+        o(a.slow_consumer_closes),
+        o(a.sessions_peak),
+        o(a.connections_peak)
+    );
 }
 
 const FONT: &str = "dejavu";

@@ -1,6 +1,12 @@
 //! The scenarios, run by the coordinator: each is a sequence of phases
-//! (connect ramp, chat, broadcast, storm, capacity steps), every phase with
-//! its own deadline, so a run always ends by itself.
+//! (connect ramp, chat, broadcast, storm, capacity steps, slow consumers),
+//! every phase with its own deadline, so a run always ends by itself.
+//!
+//! Delivery windows: after the last send, `drain` waits until no REST send
+//! is in flight and no delivery arrived for 2 s (up to --drain-max). Then the
+//! window closes (Cutoff): receipts after it count as *late*, not lost, and
+//! the sessions keep reading for up to --late-window while deliveries still
+//! arrive. Lost means never arrived by the end of the run.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -17,6 +23,7 @@ use crate::procfs;
 use crate::progress::Progress;
 use crate::report::{self, BroadcastRes, CapacityRes, CapacityStep, ClientCost, Delivery, Pcts, Results, ServerRes, StormRes};
 use crate::rest::Rest;
+use crate::slow;
 use crate::wire::{new_hist, Command, Final, GatewayTarget, WorkerConfig};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -27,6 +34,7 @@ pub enum Scenario {
     Broadcast,
     Storm,
     Capacity,
+    Slow,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -54,8 +62,8 @@ pub struct RunArgs {
     /// Transport compression: zlib-stream or zstd-stream.
     #[arg(long)]
     pub compress: Option<String>,
-    /// Most sessions this run opens (0: every fixture user; for broadcast, every member).
-    #[arg(long, default_value_t = 0)]
+    /// Most sessions this run opens (0: every fixture user; for broadcast and slow, every member).
+    #[arg(long, alias = "sessions", default_value_t = 0)]
     pub max_sessions: usize,
     /// New sessions per second, over all workers.
     #[arg(long, default_value_t = 500.0)]
@@ -69,17 +77,25 @@ pub struct RunArgs {
     /// Time to keep receiving after the last send (at least).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub drain: Duration,
-    /// After --drain, keep receiving while deliveries still arrive, up to this
-    /// long in total: a late message is not a lost one.
+    /// After --drain, keep receiving while deliveries still arrive or sends
+    /// are in flight, up to this long in total.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub drain_max: Duration,
+    /// After the delivery window closes, keep reading up to this long while
+    /// deliveries still arrive; they are counted as late, not lost (0: stop at once).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub late_window: Duration,
     /// Seconds between two messages of one user (chat, capacity, storm).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub interval: Duration,
     /// Bytes of padding in each message content.
     #[arg(long, default_value_t = 0)]
     pub message_padding: usize,
-    /// Gateway intents (default GUILDS | GUILD_MESSAGES | MESSAGE_CONTENT).
+    /// Pad each message content up to this many bytes (slow: default 200).
+    #[arg(long)]
+    pub message_size: Option<usize>,
+    /// Gateway intents (default GUILDS | GUILD_MESSAGES | MESSAGE_CONTENT;
+    /// slow: GUILD_MESSAGES | MESSAGE_CONTENT, so no GUILD_CREATE).
     #[arg(long)]
     pub intents: Option<u64>,
     /// Sessions per worker process (a process holds ~19,900 sockets here).
@@ -97,15 +113,35 @@ pub struct RunArgs {
     /// Report directory (default: bench-reports/<scenario>-<unix time>).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// broadcast: guild index in the fixture (default: the largest).
+    /// broadcast, slow: guild index in the fixture (default: the largest).
     #[arg(long)]
     pub guild: Option<usize>,
-    /// broadcast: messages to send.
-    #[arg(long, default_value_t = 20)]
-    pub messages: u32,
-    /// broadcast: time between two messages.
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
-    pub broadcast_interval: Duration,
+    /// broadcast, slow: messages to send (default 20; slow: 1000).
+    #[arg(long)]
+    pub messages: Option<u32>,
+    /// broadcast, slow: time between two messages (default 1s; slow: 10ms).
+    #[arg(long, value_parser = parse_duration)]
+    pub broadcast_interval: Option<Duration>,
+    /// slow: sessions that stop reading their sockets.
+    #[arg(long, default_value_t = 10)]
+    pub stalled: usize,
+    /// slow: members that take turns posting (one POST at a time overall), so
+    /// each stays under a per-user REST limit (throng: 50 requests/s per route).
+    #[arg(long, default_value_t = 4)]
+    pub posters: usize,
+    /// slow: after the last post, time before the stalled sessions read again.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub settle: Duration,
+    /// slow: the server's bound on queued bytes per session (throng's
+    /// max_pending_write_bytes, 1 MiB by default); judges "memory stays bounded".
+    #[arg(long, default_value_t = 1 << 20)]
+    pub queue_bound: u64,
+    /// slow: a report.json of the same run with --stalled 0, for the p99 and memory comparisons.
+    #[arg(long)]
+    pub baseline_report: Option<PathBuf>,
+    /// Polls GET /api/v10/_throng/admin/stats with this X-Throng-Admin-Token every 500 ms.
+    #[arg(long)]
+    pub admin_token: Option<String>,
     /// capacity: sessions added per step.
     #[arg(long, default_value_t = 1000)]
     pub step_users: usize,
@@ -138,7 +174,7 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
 
     // Who connects.
     let (users, bguild): (Vec<u32>, Option<u32>) = match kind {
-        Scenario::Broadcast => {
+        Scenario::Broadcast | Scenario::Slow => {
             let g = match a.guild {
                 Some(g) if g < ix.members_of.len() => g as u32,
                 Some(g) => bail!("--guild {g}: the fixture has {} guilds", ix.members_of.len()),
@@ -180,16 +216,28 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
     if users.len() > n_workers * a.sessions_per_worker {
         bail!("{} sessions need more than {n_workers} workers of {} sessions", users.len(), a.sessions_per_worker);
     }
+    let is_slow = kind == Scenario::Slow;
+    let messages = a.messages.unwrap_or(if is_slow { 1000 } else { 20 });
+    let msg_interval = a.broadcast_interval.unwrap_or(if is_slow { Duration::from_millis(10) } else { Duration::from_secs(1) });
+    if is_slow && a.stalled >= users.len() {
+        bail!("--stalled {} leaves no reading session among {} members", a.stalled, users.len());
+    }
     let cfg = WorkerConfig {
         worker: 0,
         fixture: a.fixture.clone(),
         gateways: gateways.clone(),
         rest: a.servers.clone(),
         sources: sources.clone(),
-        intents: a.intents.unwrap_or(Intents::GUILDS | Intents::GUILD_MESSAGES | Intents::MESSAGE_CONTENT),
+        intents: a.intents.unwrap_or(if is_slow {
+            Intents::GUILD_MESSAGES | Intents::MESSAGE_CONTENT
+        } else {
+            Intents::GUILDS | Intents::GUILD_MESSAGES | Intents::MESSAGE_CONTENT
+        }),
         message_padding: a.message_padding,
+        message_size: a.message_size.unwrap_or(if is_slow { 200 } else { 0 }),
         max_attempts: a.max_attempts.max(1),
         max_inflight_sends: 2048,
+        track_messages: if is_slow { messages } else { 0 },
     };
     let progress = Progress::new(users.len() as u64, a.quiet);
     let mut fleet = Fleet::spawn(n_workers, &cfg, a.server_pids.clone(), progress).await?;
@@ -202,6 +250,7 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
     let server_base = procfs::sample_sum(&a.server_pids);
     let client_base = procfs::sample_sum(&fleet.worker_pids()).0;
     fleet.sample();
+    let admin = a.admin_token.as_ref().map(|t| slow::AdminPoller::start(&a.servers[0], t, fleet.t0));
 
     let mut r = Results {
         scenario: kind,
@@ -216,6 +265,8 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
     };
     let mut phase_ok = true;
     let mut chat_window: Option<(f64, u64, f64, u64)> = None;
+    let mut cutoff_us: Option<u64> = None;
+    let mut slow_run: Option<slow::Phases> = None;
     let mut rss_after_ramp = None;
     let mut client_after_ramp = None;
 
@@ -254,6 +305,7 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
             drain(&mut fleet, a.drain, a.drain_max).await?;
             let c1 = client_mark(&fleet);
             chat_window = Some((c0.0, c0.1, c1.0, c1.1));
+            cutoff_us = Some(close_window(&mut fleet, a.late_window).await?);
         }
         Scenario::Broadcast => {
             let g = bguild.expect("set for broadcast");
@@ -267,25 +319,39 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
             // The sender is the first member; its worker holds it (contiguous split).
             let sender = users[0];
             let c0 = client_mark(&fleet);
-            let iv = a.broadcast_interval.as_millis() as u64;
-            fleet.send(0, &Command::Broadcast { user: sender, guild: g, count: a.messages, interval_ms: iv }).await?;
-            fleet.progress.line(&format!("broadcast: {} messages into guild #{g} ({} members)", a.messages, users.len()));
-            let send_time = a.broadcast_interval * a.messages;
+            let iv = msg_interval.as_millis() as u64;
+            fleet.send(0, &Command::Broadcast { user: sender, guild: g, count: messages, interval_ms: iv }).await?;
+            fleet.progress.line(&format!("broadcast: {messages} messages into guild #{g} ({} members)", users.len()));
+            let send_time = msg_interval * messages;
             fleet.phase = "broadcast";
             fleet.pump(Instant::now() + send_time, false, |_| false).await?;
             fleet.phase = "drain";
             drain(&mut fleet, a.drain, a.drain_max).await?;
             let c1 = client_mark(&fleet);
             chat_window = Some((c0.0, c0.1, c1.0, c1.1));
+            cutoff_us = Some(close_window(&mut fleet, a.late_window).await?);
         }
         Scenario::Capacity => {
             let (cap_res, c) = capacity_phase(&mut fleet, &users, &a).await?;
             r.capacity = Some(cap_res);
             chat_window = Some(c);
+            cutoff_us = Some(close_window(&mut fleet, a.late_window).await?);
+        }
+        Scenario::Slow => {
+            let g = bguild.expect("set for slow");
+            let (ramp, all) = connect_phase(&mut fleet, &users, a.rate, a.ready_timeout).await?;
+            r.ramp_s = Some(ramp);
+            phase_ok &= all;
+            rss_after_ramp = Some(procfs::sample_sum(&a.server_pids).0);
+            client_after_ramp = Some(procfs::sample_sum(&fleet.worker_pids()).0);
+            let p = slow::run_phases(&mut fleet, &users, g, &a, messages, msg_interval).await?;
+            chat_window = Some(p.client_window);
+            slow_run = Some(p);
         }
     }
 
     let server_end = procfs::sample_sum(&a.server_pids);
+    let admin = admin.map(|p| p.stop());
     let finals = fleet.finish().await?;
     fleet.progress.finish();
     let run_failed = finals.is_empty() || finals.len() < fleet.len();
@@ -331,8 +397,9 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
         }
     }
     r.latency = lat;
-    if matches!(kind, Scenario::Chat | Scenario::Storm | Scenario::Broadcast | Scenario::Capacity) {
-        let (d, b) = account(&ix, &finals, t.duplicates_seq);
+    if matches!(kind, Scenario::Chat | Scenario::Storm | Scenario::Broadcast | Scenario::Capacity | Scenario::Slow) {
+        let (mut d, b) = account(&ix, &finals, t.duplicates_seq, cutoff_us);
+        d.seq_gaps = t.seq_gaps;
         if kind == Scenario::Broadcast {
             r.broadcast = Some(b);
         }
@@ -392,10 +459,28 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
     if !phase_ok {
         problems.push("not every session became ready before --ready-timeout".to_owned());
     }
-    if let Some(d) = &r.delivery {
+    if let (Some(d), false) = (&r.delivery, is_slow) {
         if d.lost > 0 || d.duplicates > 0 {
             problems.push(format!("{} receipts lost, {} duplicated", d.lost, d.duplicates));
         }
+    }
+    let mut readers_failed = false;
+    if let Some(p) = slow_run {
+        let baseline = match &a.baseline_report {
+            Some(path) => Some(slow::Baseline::load(path)?),
+            None => None,
+        };
+        let res = slow::evaluate(&finals, p, admin, baseline, &a, r.server.as_ref(), messages);
+        readers_failed = !res.readers_ok;
+        for c in res.criteria.iter().filter(|c| c.verdict == "FAIL") {
+            problems.push(format!("{}: {}", c.name, c.detail));
+        }
+        if let Some(e) = res.readers_e2e.clone() {
+            r.latency.insert("e2e_readers".to_owned(), e);
+        }
+        r.slow = Some(res);
+    } else if let Some(ad) = admin {
+        r.admin = Some(ad);
     }
     r.problems = problems;
     let out = a.out.clone().unwrap_or_else(|| PathBuf::from(format!("bench-reports/{}-{started_unix}", report::name(kind))));
@@ -405,33 +490,59 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
     if run_failed || r.sessions_ready == 0 {
         return Ok(2);
     }
-    if a.strict && r.delivery.as_ref().is_some_and(|d| d.lost > 0 || d.duplicates > 0) {
+    if readers_failed {
+        return Ok(3);
+    }
+    if a.strict && (r.delivery.as_ref().is_some_and(|d| !is_slow && (d.lost > 0 || d.duplicates > 0)) || !r.problems.is_empty()) {
         return Ok(3);
     }
     Ok(0)
 }
 
-/// Receives for at least `min`, then until no delivery arrived for a whole
-/// second (or `max` passed), so slow deliveries are counted, not lost.
-async fn drain(fleet: &mut Fleet, min: Duration, max: Duration) -> anyhow::Result<()> {
+/// Receives for at least `min`, then until no delivery arrived for two
+/// seconds and no REST send is in flight (or `max` passed), so slow
+/// deliveries and messages still being posted are waited for.
+pub async fn drain(fleet: &mut Fleet, min: Duration, max: Duration) -> anyhow::Result<()> {
     let t = Instant::now();
     fleet.pump(t + min, false, |_| false).await?;
     loop {
         let before = fleet.totals().deliveries;
         // Worker reports come once a second: wait for two of them.
         fleet.pump(Instant::now() + Duration::from_millis(2100), false, |_| false).await?;
-        if fleet.totals().deliveries == before {
+        let x = fleet.totals();
+        if x.deliveries == before && x.inflight_sends == 0 {
             return Ok(());
         }
         if t.elapsed() >= max {
-            fleet.progress.line("deliveries still arriving at --drain-max; counting what arrived");
+            fleet.progress.line(&format!(
+                "{} at the end of the window ({} sends in flight); later receipts count as late",
+                if x.deliveries == before { "no deliveries" } else { "deliveries still arriving" },
+                x.inflight_sends
+            ));
             return Ok(());
         }
     }
 }
 
+/// Closes the delivery window: receipts from now on count as late. Then
+/// keeps reading, up to `late_window`, while deliveries still arrive, so a
+/// late receipt is told apart from one that never came. Returns the cutoff (µs).
+async fn close_window(fleet: &mut Fleet, late_window: Duration) -> anyhow::Result<u64> {
+    let at = crate::worker::now_us();
+    fleet.send_all(&Command::Cutoff { at_us: at }).await?;
+    if !late_window.is_zero() {
+        fleet.phase = "late";
+        drain(fleet, Duration::ZERO, late_window).await?;
+        let late = fleet.totals().late_deliveries;
+        if late > 0 {
+            fleet.progress.line(&format!("{late} deliveries arrived after the delivery window (counted as late)"));
+        }
+    }
+    Ok(at)
+}
+
 /// CPU seconds of the workers and deliveries so far.
-fn client_mark(fleet: &Fleet) -> (f64, u64) {
+pub fn client_mark(fleet: &Fleet) -> (f64, u64) {
     (procfs::sample_sum(&fleet.worker_pids()).1, fleet.totals().deliveries)
 }
 
@@ -455,7 +566,7 @@ async fn gateway_target(url: &str, compress: &str) -> anyhow::Result<GatewayTarg
 
 /// Starts `users` (split over the workers) and waits until each is ready or
 /// has failed. Returns (seconds, whether all became ready).
-async fn connect_phase(fleet: &mut Fleet, users: &[u32], rate: f64, timeout: Duration) -> anyhow::Result<(f64, bool)> {
+pub async fn connect_phase(fleet: &mut Fleet, users: &[u32], rate: f64, timeout: Duration) -> anyhow::Result<(f64, bool)> {
     let before = fleet.totals();
     fleet.phase = "ramp";
     let parts = split_ranges(users, fleet.len());
@@ -583,35 +694,49 @@ async fn capacity_phase(fleet: &mut Fleet, users: &[u32], a: &RunArgs) -> anyhow
 }
 
 /// Expected receipts per message from the fixture's member lists and each
-/// user's session life; compared with what the workers counted.
-fn account(ix: &Index, finals: &[Final], duplicates_seq: u64) -> (Delivery, BroadcastRes) {
+/// user's session life; compared with what the workers counted. Receipts
+/// after `cutoff_us` are late (a subset of received); lost never arrived.
+fn account(ix: &Index, finals: &[Final], duplicates_seq: u64, cutoff_us: Option<u64>) -> (Delivery, BroadcastRes) {
     let mut life: HashMap<u32, (u64, Option<u64>)> = HashMap::new();
     for f in finals {
         for s in &f.sessions {
             life.insert(s.user, (s.ready_at_us, s.broken_at_us));
         }
     }
-    let mut recv: HashMap<u64, (u32, u64)> = HashMap::new();
+    let mut recv: HashMap<u64, (u32, u64, u32)> = HashMap::new();
     for f in finals {
-        for &(k, n, last) in &f.received {
-            let e = recv.entry(k).or_insert((0, 0));
+        for &(k, n, last, late) in &f.received {
+            let e = recv.entry(k).or_insert((0, 0, 0));
             e.0 += n;
             e.1 = e.1.max(last);
+            e.2 += late;
         }
     }
     let mut d = Delivery { duplicates: duplicates_seq, duplicates_seq, ..Delivery::default() };
     let mut completion = new_hist();
     let mut b = BroadcastRes::default();
     for f in finals {
+        for m in f.sent.iter().filter(|m| !m.ok && m.answered_us.is_none()) {
+            // Still in flight when the run ended: neither accepted nor refused.
+            d.unanswered_sends += 1;
+            d.receipts_of_unanswered += recv.get(&m.key).map(|r| u64::from(r.0)).unwrap_or(0);
+        }
         for m in f.sent.iter().filter(|m| m.ok) {
             d.messages += 1;
+            if cutoff_us.is_some_and(|c| m.answered_us.is_some_and(|a| a > c)) {
+                d.accepted_after_window += 1;
+            }
             let expected = ix.members_of[m.guild as usize]
                 .iter()
                 .filter(|u| life.get(u).is_some_and(|&(ready, broken)| ready <= m.ts_us && broken.is_none_or(|b| m.ts_us < b)))
                 .count() as u64;
-            let (got, last) = recv.get(&m.key).map(|&(n, l)| (u64::from(n), l)).unwrap_or((0, 0));
+            let (got, last, late) = recv.get(&m.key).map(|&(n, l, late)| (u64::from(n), l, u64::from(late))).unwrap_or((0, 0, 0));
             d.expected += expected;
             d.received += got.min(expected);
+            if late > 0 {
+                d.late += late.min(got.min(expected));
+                d.messages_with_late += 1;
+            }
             if got < expected {
                 d.lost += expected - got;
                 d.messages_with_loss += 1;

@@ -6,6 +6,12 @@
 //!
 //! A session is one task that owns its socket. While idle it holds the
 //! socket, a few ids and a timer: reads go through a per-thread buffer.
+//!
+//! For `slow`, a session can be told to stall: it then neither reads its
+//! socket nor heartbeats (the kernel buffers fill, the server sees a slow
+//! consumer). Told to read again, it reads what the socket still holds until
+//! the socket ends (close frame, EOF or reset; if the server never closes it,
+//! the client drops it after [`CATCH_UP`]) and then RESUMEs.
 
 use std::borrow::Cow;
 use std::rc::Rc;
@@ -17,13 +23,16 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::sync::watch;
 
-use crate::worker::{now_us, Control, RecordUs, Worker};
+use crate::worker::{now_us, Control, RecordUs, StallPhase, Worker};
 use crate::ws::{tcp_connect, Event, WsConn};
 
 /// Time allowed for TCP connect plus the WebSocket upgrade.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Time allowed from the upgrade until READY (or RESUMED) arrives.
 const IDENTIFY_TIMEOUT: Duration = Duration::from_secs(60);
+/// A stalled session reading again drops a socket the server has not closed
+/// after this long, and RESUMEs.
+pub const CATCH_UP: Duration = Duration::from_secs(5);
 
 #[derive(Deserialize)]
 struct Frame<'a> {
@@ -92,12 +101,23 @@ struct State {
     /// The Drop generation this session last reacted to, and when.
     drop_gen: u64,
     drop_at: Option<Instant>,
+    /// How the last connection ended, and the close code if a close frame came.
+    end: (Cow<'static, str>, Option<u16>),
 }
 
 pub async fn run(w: Rc<Worker>, user: u32, nth: usize, mut ctl: watch::Receiver<Control>) {
     let target = &w.cfg.gateways[nth % w.cfg.gateways.len()];
     let source = (!w.cfg.sources.is_empty()).then(|| w.cfg.sources[nth % w.cfg.sources.len()]);
-    let mut st = State { user, session_id: None, seq: None, ever_ready: false, live: false, drop_gen: 0, drop_at: None };
+    let mut st = State {
+        user,
+        session_id: None,
+        seq: None,
+        ever_ready: false,
+        live: false,
+        drop_gen: 0,
+        drop_at: None,
+        end: (Cow::Borrowed(""), None),
+    };
     if let Control::Drop(g) = *ctl.borrow_and_update() {
         st.drop_gen = g;
     }
@@ -136,10 +156,14 @@ pub async fn run(w: Rc<Worker>, user: u32, nth: usize, mut ctl: watch::Receiver<
             }
         };
         w.stats.borrow_mut().connect_us.record_us(t0.elapsed());
+        st.end = (Cow::Borrowed("ended by the client"), None);
         let next = drive(&w, &mut st, conn, &mut ctl, t0).await;
         if st.live {
             st.live = false;
             w.stats.borrow_mut().counters.ready -= 1;
+        }
+        if !matches!(next, Next::Finish) {
+            w.track_conn_end(st.user, &st.end.0, st.end.1);
         }
         match next {
             Next::Finish => break,
@@ -197,6 +221,9 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
     let mut acked = true;
     let mut pending_guilds: Option<usize> = None;
     let deadline = tokio::time::Instant::now() + IDENTIFY_TIMEOUT;
+    // Slow consumer: not reading at all, or reading again until `catch_up`.
+    let mut stalled = false;
+    let mut catch_up: Option<tokio::time::Instant> = None;
     loop {
         let beat_at = beat.map(|(_, at)| at).unwrap_or(deadline);
         tokio::select! {
@@ -221,16 +248,37 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
                         drop(conn);
                         return Next::Reconnect { delay: Duration::ZERO };
                     }
+                    Control::Poke(_) => match w.stall_phase(st.user) {
+                        StallPhase::Stalled if !stalled && st.live => stalled = true,
+                        StallPhase::Reading if stalled => {
+                            stalled = false;
+                            w.track_unstalled(st.user, conn.queued_bytes());
+                            // Whatever was owed before the stall is forgiven: read first.
+                            acked = true;
+                            if let Some((iv, at)) = beat.as_mut() {
+                                *at = tokio::time::Instant::now() + *iv;
+                            }
+                            catch_up = Some(tokio::time::Instant::now() + CATCH_UP);
+                        }
+                        _ => {}
+                    },
                     _ => {}
                 }
             }
-            _ = tokio::time::sleep_until(beat_at), if beat.is_some() => {
+            _ = tokio::time::sleep_until(catch_up.unwrap_or(deadline)), if catch_up.is_some() => {
+                st.end = (Cow::Owned(format!("still open {} s after reading again (dropped by the client)", CATCH_UP.as_secs())), None);
+                drop(conn);
+                return Next::Reconnect { delay: Duration::ZERO };
+            }
+            _ = tokio::time::sleep_until(beat_at), if beat.is_some() && !stalled => {
                 if !acked {
                     w.stats.borrow_mut().counters.zombies += 1;
+                    st.end = (Cow::Borrowed("no heartbeat ACK (closed by the client)"), None);
                     conn.close(4000).await;
                     return Next::Reconnect { delay: Duration::ZERO };
                 }
                 if send_heartbeat(&mut conn, st.seq).await.is_err() {
+                    st.end = (Cow::Borrowed("heartbeat write failed"), None);
                     return Next::Reconnect { delay: Duration::ZERO };
                 }
                 acked = false;
@@ -243,20 +291,40 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
                 conn.close(4000).await;
                 return Next::Reconnect { delay: backoff(1) };
             }
-            r = conn.readable() => {
-                if r.is_err() {
+            r = conn.readable(), if !stalled => {
+                if let Err(e) = r {
+                    st.end = (Cow::Owned(io_end(&e)), None);
                     return Next::Reconnect { delay: Duration::ZERO };
                 }
                 let open = match conn.read_events(&mut events) {
                     Ok(open) => open,
-                    Err(_) => {
+                    Err(crate::ws::WsError::Io(e)) => {
+                        // Messages read before the error still count.
+                        st.end = (Cow::Owned(io_end(&e)), None);
+                        for ev in events.drain(..) {
+                            match ev {
+                                Event::Message { binary: false, payload } => on_text(w, st, &payload),
+                                Event::Close(code) => {
+                                    st.end = (Cow::Owned(format!("{} (then {})", close_label(code), io_end(&e))), code);
+                                    break;
+                                }
+                                Event::Message { .. } => {}
+                            }
+                        }
+                        return Next::Reconnect { delay: Duration::ZERO };
+                    }
+                    Err(e) => {
+                        st.end = (Cow::Owned(e.to_string()), None);
                         w.stats.borrow_mut().counters.decode_errors += 1;
                         return Next::Reconnect { delay: Duration::ZERO };
                     }
                 };
                 for ev in events.drain(..) {
                     let payload = match ev {
-                        Event::Close(code) => return on_close(w, code),
+                        Event::Close(code) => {
+                            st.end = (Cow::Owned(close_label(code)), code);
+                            return on_close(w, code);
+                        }
                         Event::Message { binary, payload } => match (&mut decomp, binary) {
                             (Some(d), true) => {
                                 plain.clear();
@@ -293,15 +361,19 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
                         }
                         op::HEARTBEAT_ACK => acked = true,
                         op::HEARTBEAT if send_heartbeat(&mut conn, st.seq).await.is_err() => {
+                            st.end = (Cow::Borrowed("heartbeat write failed"), None);
                             return Next::Reconnect { delay: Duration::ZERO };
                         }
                         op::RECONNECT => {
+                            st.end = (Cow::Borrowed("op 7 RECONNECT"), None);
                             conn.close(4000).await;
                             return Next::Reconnect { delay: Duration::ZERO };
                         }
                         op::INVALID_SESSION => {
                             w.stats.borrow_mut().counters.invalid_sessions += 1;
                             let resumable = f.d.is_some_and(|d| d.get() == "true");
+                            st.end = (Cow::Borrowed("op 9 INVALID_SESSION"), None);
+                            w.track_invalid(st.user, resumable && st.session_id.is_some());
                             conn.close(4000).await;
                             return if resumable && st.session_id.is_some() {
                                 Next::Reconnect { delay: Duration::from_millis(200 + rand::random::<u64>() % 800) }
@@ -318,6 +390,9 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
                                     // Already seen: a replay overlap or a server bug.
                                     w.stats.borrow_mut().counters.duplicates_seq += 1;
                                     continue;
+                                }
+                                if st.seq.is_some_and(|last| s > last + 1) {
+                                    w.stats.borrow_mut().counters.seq_gaps += 1;
                                 }
                                 st.seq = Some(s);
                             }
@@ -357,6 +432,7 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
                                 }
                                 "RESUMED" => {
                                     w.stats.borrow_mut().counters.resumes += 1;
+                                    w.track_resumed(st.user);
                                     became_ready(w, st, t0, true);
                                 }
                                 _ => {}
@@ -366,10 +442,45 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
                     }
                 }
                 if !open {
+                    st.end = (Cow::Borrowed("EOF without a close frame"), None);
                     return Next::Reconnect { delay: Duration::ZERO };
                 }
             }
         }
+    }
+}
+
+/// A text message read before the socket failed: only MESSAGE_CREATE
+/// dispatches are counted (the connection is over anyway).
+fn on_text(w: &Worker, st: &mut State, payload: &[u8]) {
+    let Ok(f) = serde_json::from_slice::<Frame>(payload) else { return };
+    if f.op != op::DISPATCH || f.t.as_deref() != Some("MESSAGE_CREATE") {
+        return;
+    }
+    if let Some(s) = f.s {
+        if st.seq.is_some_and(|last| s <= last) {
+            w.stats.borrow_mut().counters.duplicates_seq += 1;
+            return;
+        }
+        if st.seq.is_some_and(|last| s > last + 1) {
+            w.stats.borrow_mut().counters.seq_gaps += 1;
+        }
+        st.seq = Some(s);
+    }
+    if let Some(m) = f.d.and_then(|d| serde_json::from_str::<MessageCreate>(d.get()).ok()) {
+        w.on_message(st.user, &m.content);
+    }
+}
+
+fn close_label(code: Option<u16>) -> String {
+    code.map(|c| format!("close {c}")).unwrap_or_else(|| "close (no code)".into())
+}
+
+/// A socket error as a connection end.
+fn io_end(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::ConnectionReset => "reset (RST)".to_owned(),
+        _ => format!("socket error: {e}"),
     }
 }
 

@@ -26,6 +26,11 @@ pub struct WorkerConfig {
     pub max_attempts: u32,
     /// Cap on concurrent REST sends per worker (beyond: the send is skipped and counted).
     pub max_inflight_sends: usize,
+    /// Pad every message content with 'x' up to this many bytes (0: only `message_padding`).
+    pub message_size: usize,
+    /// `slow`: the number of numbered messages whose per-session order and
+    /// completeness are tracked (0: no per-session tracking).
+    pub track_messages: u32,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -45,8 +50,19 @@ pub enum Command {
     Chat { interval_ms: u64 },
     /// `user` sends `count` messages to `channel_idx` of guild `guild`, one per `interval_ms`.
     Broadcast { user: u32, guild: u32, count: u32, interval_ms: u64 },
+    /// `users` take turns posting `count` numbered messages (content
+    /// `tb:<key>:<µs>:<n>`) to the first channel of `guild`, one at a time:
+    /// each POST waits for the previous one's answer, so posting order is the
+    /// server's order. Several posters keep each under a per-user REST limit.
+    Sequence { users: Vec<u32>, guild: u32, count: u32, interval_ms: u64 },
     /// Stop sending chat messages (deliveries keep being counted).
     StopSending,
+    /// These users' sessions stop reading their sockets (and heartbeating).
+    Stall { users: Vec<u32> },
+    /// Stalled sessions read again; once the old socket ends they RESUME.
+    Unstall,
+    /// The end of the delivery window: receipts after `at_us` count as late.
+    Cutoff { at_us: u64 },
     /// Drop every socket at once (no close frame) and reconnect with RESUME.
     Drop,
     /// Close every session, send the final report and exit.
@@ -82,8 +98,18 @@ pub struct Tick {
     pub deliveries: u64,
     pub duplicates_seq: u64,
     pub decode_errors: u64,
+    /// Dispatches whose `s` skipped ahead of the last one seen (a gap in the stream).
+    pub seq_gaps: u64,
     /// Sessions that recovered (RESUMED or READY) since the last Drop command.
     pub recovered: u64,
+    /// REST sends started and not yet answered (now, not cumulative).
+    pub inflight_sends: u64,
+    /// Deliveries counted after the Cutoff.
+    pub late_deliveries: u64,
+    /// Sequence commands that have posted their last message.
+    pub sequences_done: u64,
+    /// Stalled sessions with a final outcome (RESUMED, op 9 or given up).
+    pub stall_outcomes: u64,
     pub e2e_us: Hist,
     pub connect_us: Hist,
     pub ready_us: Hist,
@@ -96,7 +122,12 @@ pub struct SentMsg {
     pub key: u64,
     pub guild: u32,
     pub ts_us: u64,
+    /// The server answered 2xx.
     pub ok: bool,
+    /// When the answer (any status) arrived; None: still in flight at the end.
+    pub answered_us: Option<u64>,
+    /// Position in a Sequence, if the message is numbered.
+    pub number: Option<u32>,
 }
 
 /// One user's session continuity: first fully-ready time and the time its
@@ -113,8 +144,14 @@ pub struct Final {
     pub tick: Tick,
     pub sessions: Vec<SessionLife>,
     pub sent: Vec<SentMsg>,
-    /// (message key, receipts by eligible sessions, last receipt time µs).
-    pub received: Vec<(u64, u32, u64)>,
+    /// (message key, receipts by eligible sessions, last receipt time µs,
+    /// receipts among them that came after the Cutoff).
+    pub received: Vec<(u64, u32, u64, u32)>,
+    /// `slow`: one entry per tracked session.
+    pub tracks: Vec<TrackReport>,
+    /// `slow`: e2e of numbered messages at sessions that kept reading, and at stalled ones.
+    pub readers_e2e_us: Hist,
+    pub stalled_e2e_us: Hist,
     /// Time from the Drop command until this worker's last session recovered.
     pub storm_recovery_us: Option<u64>,
     /// Full-run histograms.
@@ -125,6 +162,37 @@ pub struct Final {
     pub storm_us: Hist,
     /// Failure reasons with counts.
     pub errors: Vec<(String, u64)>,
+}
+
+/// How one tracked session (`slow`) saw the numbered messages.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct TrackReport {
+    pub user: u32,
+    pub stalled: bool,
+    /// Bitset of the message numbers received (bit n of byte n/8), base64.
+    pub seen: String,
+    pub received: u32,
+    /// Numbered messages that came with a number not above the last one seen.
+    pub out_of_order: u32,
+    /// Numbered messages seen before (a subset of out_of_order).
+    pub duplicates: u32,
+    /// Connections of this session that ended before the Finish.
+    pub connection_ends: u32,
+    /// Stalled only: bytes waiting in the client's socket receive queue when
+    /// it started reading again, and the messages read from that socket after.
+    pub queued_bytes_at_unstall: Option<u64>,
+    pub read_after_unstall: u32,
+    /// Stalled only: how the stalled socket ended, and the close code if a close frame came.
+    pub end: Option<String>,
+    pub close_code: Option<u16>,
+    /// Stalled only: RESUMED after the stalled socket ended, op 9 answers, time to RESUMED.
+    pub resumed: bool,
+    pub invalid_sessions: u32,
+    pub resume_ms: Option<f64>,
+    /// Stalled only: numbered messages received after RESUMED (the replay and what followed).
+    pub after_resume: u32,
+    /// Stalled only: given up (fatal close or too many failed connects).
+    pub gave_up: bool,
 }
 
 /// An HdrHistogram in its V2 encoding, base64 on the wire.

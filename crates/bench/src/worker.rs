@@ -9,7 +9,12 @@
 //! session was fully ready before the message was sent and has not been lost
 //! (re-identified or given up); the coordinator applies the same rule to the
 //! fixture's member lists to get the expected receipts, so losses and
-//! duplicates are exact per message.
+//! duplicates are exact per message. Receipts after the coordinator's Cutoff
+//! (the end of the delivery window) are counted apart as late.
+//!
+//! `slow` adds per-session tracking: numbered messages (`tb:<key>:<µs>:<n>`)
+//! land in a bitset per session with an order check, and some sessions stop
+//! reading their sockets on command (see [`StallPhase`]).
 
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
@@ -27,7 +32,7 @@ use tokio::task::LocalSet;
 
 use crate::fixture::{Fixture, Index};
 use crate::rest::{Rest, Sent};
-use crate::wire::{new_hist, Command, Final, Hist, Report, SentMsg, SessionLife, Tick, WorkerConfig};
+use crate::wire::{new_hist, Command, Final, Hist, Report, SentMsg, SessionLife, Tick, TrackReport, WorkerConfig};
 
 /// What every session of a worker watches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,7 +40,95 @@ pub enum Control {
     Run,
     /// Drop the socket and resume; the number is the drop generation.
     Drop(u64),
+    /// Look at your own entry in the worker's stall table (the number only
+    /// makes each poke a new value).
+    Poke(u64),
     Finish,
+}
+
+/// Where a tracked session is in the slow-consumer script.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StallPhase {
+    /// Reads normally (every session that was never stalled).
+    Normal,
+    /// Does not read its socket at all (nor heartbeat).
+    Stalled,
+    /// Reads the stalled socket again, until the socket ends.
+    Reading,
+    /// The stalled socket ended; reconnecting with RESUME.
+    Resuming,
+    /// RESUMED, re-identified or given up.
+    Done,
+}
+
+/// One tracked session's view of the numbered messages (`slow`).
+struct Track {
+    phase: StallPhase,
+    was_stalled: bool,
+    /// Bit n set: message number n arrived.
+    seen: Vec<u8>,
+    received: u32,
+    last: Option<u32>,
+    out_of_order: u32,
+    duplicates: u32,
+    connection_ends: u32,
+    queued_bytes_at_unstall: Option<u64>,
+    read_after_unstall: u32,
+    end: Option<String>,
+    close_code: Option<u16>,
+    ended_at: Option<Instant>,
+    resumed: bool,
+    invalid_sessions: u32,
+    resume_ms: Option<f64>,
+    after_resume: u32,
+    gave_up: bool,
+}
+
+impl Track {
+    fn new(messages: u32) -> Track {
+        Track {
+            phase: StallPhase::Normal,
+            was_stalled: false,
+            seen: vec![0; (messages as usize).div_ceil(8)],
+            received: 0,
+            last: None,
+            out_of_order: 0,
+            duplicates: 0,
+            connection_ends: 0,
+            queued_bytes_at_unstall: None,
+            read_after_unstall: 0,
+            end: None,
+            close_code: None,
+            ended_at: None,
+            resumed: false,
+            invalid_sessions: 0,
+            resume_ms: None,
+            after_resume: 0,
+            gave_up: false,
+        }
+    }
+
+    fn report(&self, user: u32) -> TrackReport {
+        use base64::Engine;
+        TrackReport {
+            user,
+            stalled: self.was_stalled,
+            seen: base64::engine::general_purpose::STANDARD.encode(&self.seen),
+            received: self.received,
+            out_of_order: self.out_of_order,
+            duplicates: self.duplicates,
+            connection_ends: self.connection_ends,
+            queued_bytes_at_unstall: self.queued_bytes_at_unstall,
+            read_after_unstall: self.read_after_unstall,
+            end: self.end.clone(),
+            close_code: self.close_code,
+            resumed: self.resumed,
+            invalid_sessions: self.invalid_sessions,
+            resume_ms: self.resume_ms,
+            after_resume: self.after_resume,
+            gave_up: self.gave_up,
+        }
+    }
 }
 
 /// How long the worker waits for its sessions to close at the end.
@@ -83,8 +176,15 @@ pub struct Worker {
     pub stats: RefCell<Stats>,
     /// Indexed by user; only the users of this worker are ever touched.
     lives: RefCell<Vec<Life>>,
-    /// Receipts per message key: (eligible receipts, last receipt µs).
-    received: RefCell<HashMap<u64, (u32, u64)>>,
+    /// Receipts per message key: (eligible receipts, last receipt µs, late among them).
+    received: RefCell<HashMap<u64, (u32, u64, u32)>>,
+    /// Receipts after this time count as late (set by the Cutoff command).
+    cutoff_us: Cell<Option<u64>>,
+    /// `slow`: per-session tracking of numbered messages, by user.
+    tracks: RefCell<HashMap<u32, Track>>,
+    reader_e2e: RefCell<Histogram<u64>>,
+    stalled_e2e: RefCell<Histogram<u64>>,
+    poke: Cell<u64>,
     sent: RefCell<Vec<SentMsg>>,
     next_key: Cell<u64>,
     /// Users that became ready and are not yet scheduled to chat.
@@ -135,22 +235,141 @@ impl Worker {
     /// The user's session was given up on: it no longer chats.
     pub fn mark_failed(&self, user: u32) {
         self.lives.borrow_mut()[user as usize].failed = true;
+        self.track_gave_up(user);
     }
 
     /// A MESSAGE_CREATE arrived for `user`.
     pub fn on_message(&self, user: u32, content: &str) {
         let now = now_us();
+        let late = self.cutoff_us.get().is_some_and(|c| now > c);
         let mut s = self.stats.borrow_mut();
         s.counters.deliveries += 1;
+        if late {
+            s.counters.late_deliveries += 1;
+        }
         let Some((key, ts)) = parse_content(content) else { return };
-        s.e2e_us.saturating_record(now.saturating_sub(ts).max(1));
+        let e2e = now.saturating_sub(ts).max(1);
+        s.e2e_us.saturating_record(e2e);
         drop(s);
+        if let Some(n) = parse_number(content) {
+            self.on_numbered(user, n, e2e);
+        }
         let l = self.lives.borrow()[user as usize];
         if l.ready_at_us != 0 && l.broken_at_us.is_none() && l.ready_at_us <= ts {
             let mut r = self.received.borrow_mut();
-            let e = r.entry(key).or_insert((0, 0));
+            let e = r.entry(key).or_insert((0, 0, 0));
             e.0 += 1;
             e.1 = e.1.max(now);
+            if late {
+                e.2 += 1;
+            }
+        }
+    }
+
+    /// A numbered message `n` reached `user`: bitset, order, per-group e2e.
+    fn on_numbered(&self, user: u32, n: u32, e2e_us: u64) {
+        let mut tracks = self.tracks.borrow_mut();
+        let Some(t) = tracks.get_mut(&user) else { return };
+        let (byte, bit) = ((n / 8) as usize, 1u8 << (n % 8));
+        if byte < t.seen.len() {
+            if t.seen[byte] & bit != 0 {
+                t.duplicates += 1;
+            }
+            t.seen[byte] |= bit;
+        }
+        if t.last.is_some_and(|l| n <= l) {
+            t.out_of_order += 1;
+        } else {
+            t.last = Some(n);
+        }
+        t.received += 1;
+        match t.phase {
+            StallPhase::Reading => t.read_after_unstall += 1,
+            StallPhase::Resuming | StallPhase::Done if t.was_stalled => t.after_resume += 1,
+            _ => {}
+        }
+        let h = if t.was_stalled { &self.stalled_e2e } else { &self.reader_e2e };
+        h.borrow_mut().saturating_record(e2e_us);
+    }
+
+    /// Where `user` is in the stall script (Normal if untracked).
+    pub fn stall_phase(&self, user: u32) -> StallPhase {
+        self.tracks.borrow().get(&user).map(|t| t.phase).unwrap_or(StallPhase::Normal)
+    }
+
+    /// A stalled session reads again; `queued` bytes were waiting in its socket.
+    pub fn track_unstalled(&self, user: u32, queued: Option<u64>) {
+        if let Some(t) = self.tracks.borrow_mut().get_mut(&user) {
+            t.queued_bytes_at_unstall = queued;
+        }
+    }
+
+    /// A connection of `user` ended (not at Finish): how, and the close code if any.
+    pub fn track_conn_end(&self, user: u32, end: &str, code: Option<u16>) {
+        let mut tracks = self.tracks.borrow_mut();
+        let Some(t) = tracks.get_mut(&user) else { return };
+        t.connection_ends += 1;
+        if t.phase == StallPhase::Reading {
+            t.end = Some(end.to_owned());
+            t.close_code = code;
+            t.ended_at = Some(Instant::now());
+            t.phase = StallPhase::Resuming;
+        }
+    }
+
+    /// `user` got RESUMED.
+    pub fn track_resumed(&self, user: u32) {
+        let mut tracks = self.tracks.borrow_mut();
+        let Some(t) = tracks.get_mut(&user) else { return };
+        if t.phase == StallPhase::Resuming {
+            t.resumed = true;
+            t.resume_ms = t.ended_at.map(|at| at.elapsed().as_secs_f64() * 1000.0);
+            t.phase = StallPhase::Done;
+            self.stats.borrow_mut().counters.stall_outcomes += 1;
+        }
+    }
+
+    /// `user` got op 9; unless it may resume again, its stalled session is over.
+    pub fn track_invalid(&self, user: u32, will_resume: bool) {
+        let mut tracks = self.tracks.borrow_mut();
+        let Some(t) = tracks.get_mut(&user) else { return };
+        if t.phase == StallPhase::Resuming {
+            t.invalid_sessions += 1;
+            if !will_resume {
+                t.phase = StallPhase::Done;
+                self.stats.borrow_mut().counters.stall_outcomes += 1;
+            }
+        }
+    }
+
+    fn track_gave_up(&self, user: u32) {
+        let mut tracks = self.tracks.borrow_mut();
+        let Some(t) = tracks.get_mut(&user) else { return };
+        if t.was_stalled && t.phase != StallPhase::Done {
+            t.gave_up = true;
+            t.phase = StallPhase::Done;
+            self.stats.borrow_mut().counters.stall_outcomes += 1;
+        }
+    }
+
+    /// Starts tracking `user` (slow), before its session starts.
+    fn track(&self, user: u32) {
+        if self.cfg.track_messages > 0 {
+            self.tracks.borrow_mut().entry(user).or_insert_with(|| Track::new(self.cfg.track_messages));
+        }
+    }
+
+    /// Moves this worker's tracked sessions among `users` (all of them if None)
+    /// from one phase to the next and pokes every session.
+    fn set_phase(&self, users: Option<&[u32]>, from: StallPhase, to: StallPhase) {
+        let mut tracks = self.tracks.borrow_mut();
+        for (u, t) in tracks.iter_mut() {
+            if t.phase == from && users.is_none_or(|us| us.contains(u)) {
+                t.phase = to;
+                if to == StallPhase::Stalled {
+                    t.was_stalled = true;
+                }
+            }
         }
     }
 
@@ -171,52 +390,91 @@ impl Worker {
             return;
         }
         let channel = chans[rand::random::<usize>() % chans.len()].clone();
+        let (idx, content) = self.prepare(g, None);
+        tokio::task::spawn_local(self.clone().post(idx, user, channel, content));
+    }
+
+    /// A new message: its key, send time and content, recorded as sent (not yet answered).
+    fn prepare(&self, guild: u32, number: Option<u32>) -> (usize, String) {
         let key = (u64::from(self.cfg.worker) << 40) | self.next_key.get();
         self.next_key.set(self.next_key.get() + 1);
         let ts = now_us();
-        let mut content = format!("tb:{key}:{ts}");
-        content.extend(std::iter::repeat_n('x', self.cfg.message_padding));
-        let idx = {
-            let mut sent = self.sent.borrow_mut();
-            sent.push(SentMsg { key, guild: g, ts_us: ts, ok: false });
-            sent.len() - 1
+        let mut content = match number {
+            Some(n) => format!("tb:{key}:{ts}:{n}"),
+            None => format!("tb:{key}:{ts}"),
         };
+        content.extend(std::iter::repeat_n('x', self.cfg.message_padding));
+        if content.len() < self.cfg.message_size {
+            content.extend(std::iter::repeat_n('x', self.cfg.message_size - content.len()));
+        }
+        let mut sent = self.sent.borrow_mut();
+        sent.push(SentMsg { key, guild, ts_us: ts, ok: false, answered_us: None, number });
+        (sent.len() - 1, content)
+    }
+
+    /// POSTs a prepared message and counts the answer.
+    async fn post(self: Rc<Self>, idx: usize, user: u32, channel: String, content: String) {
         self.inflight_sends.set(self.inflight_sends.get() + 1);
-        let w = self.clone();
-        tokio::task::spawn_local(async move {
-            let rest = &w.rest[user as usize % w.rest.len()];
-            let token = w.token(user);
-            let t0 = Instant::now();
-            let r = rest.send_message(&token, &channel, &content).await;
-            w.inflight_sends.set(w.inflight_sends.get() - 1);
-            let mut s = w.stats.borrow_mut();
-            s.rest_us.record_us(t0.elapsed());
-            match r {
-                Sent::Ok => {
-                    s.counters.sent += 1;
-                    w.sent.borrow_mut()[idx].ok = true;
-                }
-                Sent::Failed(code) => {
-                    s.counters.send_errors += 1;
-                    drop(s);
-                    w.note_error(&format!("send: HTTP {code}"));
-                }
-                Sent::Transport => {
-                    s.counters.send_errors += 1;
-                    drop(s);
-                    w.note_error("send: transport error");
-                }
+        let rest = &self.rest[user as usize % self.rest.len()];
+        let token = self.token(user);
+        let t0 = Instant::now();
+        let r = rest.send_message(&token, &channel, &content).await;
+        self.inflight_sends.set(self.inflight_sends.get() - 1);
+        self.sent.borrow_mut()[idx].answered_us = Some(now_us());
+        let mut s = self.stats.borrow_mut();
+        s.rest_us.record_us(t0.elapsed());
+        match r {
+            Sent::Ok => {
+                s.counters.sent += 1;
+                self.sent.borrow_mut()[idx].ok = true;
             }
-        });
+            Sent::Failed(code) => {
+                s.counters.send_errors += 1;
+                drop(s);
+                self.note_error(&format!("send: HTTP {code}"));
+            }
+            Sent::Transport => {
+                s.counters.send_errors += 1;
+                drop(s);
+                self.note_error("send: transport error");
+            }
+        }
+    }
+
+    /// Posts `count` numbered messages from `users` in turn to the first
+    /// channel of `guild`, one at a time, paced at `interval_ms`.
+    async fn sequence(self: Rc<Self>, users: Vec<u32>, guild: u32, count: u32, interval_ms: u64) {
+        let channel = self.ix.fixture.guilds.get(guild as usize).and_then(|g| g.channel_ids.first()).cloned();
+        if let (Some(channel), false) = (channel, users.is_empty()) {
+            let mut iv = tokio::time::interval(Duration::from_millis(interval_ms.max(1)));
+            iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            for n in 0..count {
+                iv.tick().await;
+                let (idx, content) = self.prepare(guild, Some(n));
+                let user = users[n as usize % users.len()];
+                self.clone().post(idx, user, channel.clone(), content).await;
+            }
+        } else {
+            self.note_error("sequence: guild has no channel");
+        }
+        self.stats.borrow_mut().counters.sequences_done += 1;
     }
 }
 
-/// `tb:<key>:<µs><padding>` -> (key, µs).
+/// `tb:<key>:<µs>[:<n>]<padding>` -> (key, µs).
 fn parse_content(c: &str) -> Option<(u64, u64)> {
     let rest = c.strip_prefix("tb:")?;
     let (key, rest) = rest.split_once(':')?;
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
     Some((key.parse().ok()?, rest[..digits].parse().ok()?))
+}
+
+/// `tb:<key>:<µs>:<n><padding>` -> n (numbered messages only).
+fn parse_number(c: &str) -> Option<u32> {
+    let rest = c.strip_prefix("tb:")?.split_once(':')?.1;
+    let rest = rest.trim_start_matches(|ch: char| ch.is_ascii_digit()).strip_prefix(':')?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    rest[..digits].parse().ok()
 }
 
 /// Lets this process open as many sockets as the hard limit allows.
@@ -262,6 +520,11 @@ async fn run() -> anyhow::Result<()> {
         }),
         lives: RefCell::new(vec![Life::default(); n_users]),
         received: RefCell::new(HashMap::new()),
+        cutoff_us: Cell::new(None),
+        tracks: RefCell::new(HashMap::new()),
+        reader_e2e: RefCell::new(new_hist()),
+        stalled_e2e: RefCell::new(new_hist()),
+        poke: Cell::new(0),
         sent: RefCell::new(Vec::new()),
         next_key: Cell::new(0),
         newly_ready: RefCell::new(Vec::new()),
@@ -308,7 +571,19 @@ async fn run() -> anyhow::Result<()> {
                     }
                 });
             }
+            Command::Sequence { users, guild, count, interval_ms } => {
+                tokio::task::spawn_local(w.clone().sequence(users, guild, count, interval_ms));
+            }
             Command::StopSending => w.chat_interval_ms.set(None),
+            Command::Stall { users } => {
+                w.set_phase(Some(&users), StallPhase::Normal, StallPhase::Stalled);
+                poke(&w, &ctl_tx);
+            }
+            Command::Unstall => {
+                w.set_phase(None, StallPhase::Stalled, StallPhase::Reading);
+                poke(&w, &ctl_tx);
+            }
+            Command::Cutoff { at_us } => w.cutoff_us.set(Some(at_us)),
             Command::Drop => {
                 drop_gen += 1;
                 w.stats.borrow_mut().storm_last = Duration::ZERO;
@@ -341,7 +616,15 @@ async fn run() -> anyhow::Result<()> {
         tick,
         sessions,
         sent: std::mem::take(&mut *w.sent.borrow_mut()),
-        received: w.received.borrow().iter().map(|(k, (n, t))| (*k, *n, *t)).collect(),
+        received: w.received.borrow().iter().map(|(k, (n, t, late))| (*k, *n, *t, *late)).collect(),
+        tracks: {
+            let tracks = w.tracks.borrow();
+            let mut v: Vec<TrackReport> = tracks.iter().map(|(u, t)| t.report(*u)).collect();
+            v.sort_by_key(|t| t.user);
+            v
+        },
+        readers_e2e_us: Hist::encode(&w.reader_e2e.borrow()),
+        stalled_e2e_us: Hist::encode(&w.stalled_e2e.borrow()),
         storm_recovery_us: (drop_gen > 0).then_some(storm_last.as_micros() as u64),
         e2e_us: Hist::encode(&full.e2e),
         connect_us: Hist::encode(&full.connect),
@@ -375,6 +658,7 @@ fn take_tick(w: &Worker) -> Tick {
     let full = &mut *w.full.borrow_mut();
     let mut t = s.counters.clone();
     t.worker = w.cfg.worker;
+    t.inflight_sends = w.inflight_sends.get() as u64;
     t.e2e_us = Hist::encode(&s.e2e_us);
     t.connect_us = Hist::encode(&s.connect_us);
     t.ready_us = Hist::encode(&s.ready_us);
@@ -391,6 +675,14 @@ fn take_tick(w: &Worker) -> Tick {
     s.rest_us.reset();
     s.storm_us.reset();
     t
+}
+
+/// Tells every session to look at the stall table again.
+fn poke(w: &Worker, ctl: &watch::Sender<Control>) {
+    w.poke.set(w.poke.get() + 1);
+    if ctl.send(Control::Poke(w.poke.get())).is_err() {
+        eprintln!("worker {}: no sessions to poke", w.cfg.worker);
+    }
 }
 
 fn emit(r: &Report) {
@@ -418,6 +710,7 @@ async fn ramp(w: Rc<Worker>, ranges: Vec<(u32, u32)>, rate: f64, ctl: watch::Rec
             }
         }
         budget -= 1.0;
+        w.track(user);
         w.stats.borrow_mut().counters.started += 1;
         w.live_tasks.set(w.live_tasks.get() + 1);
         let (w2, ctl) = (w.clone(), ctl.clone());
@@ -465,5 +758,9 @@ mod tests {
         assert_eq!(parse_content("tb:12:345xxxx"), Some((12, 345)));
         assert_eq!(parse_content("tb:12:345"), Some((12, 345)));
         assert_eq!(parse_content("hello"), None);
+        assert_eq!(parse_content("tb:12:345:7xx"), Some((12, 345)));
+        assert_eq!(parse_number("tb:12:345:7xx"), Some(7));
+        assert_eq!(parse_number("tb:12:345xx"), None);
+        assert_eq!(parse_number("tb:12:345"), None);
     }
 }

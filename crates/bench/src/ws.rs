@@ -149,35 +149,48 @@ impl WsConn {
     }
 
     /// Reads what the socket has and appends complete messages to `out`.
-    /// Returns false on EOF.
+    /// Returns false on EOF. On a socket error (a reset), the messages that
+    /// arrived before it are still appended to `out`, then the error returns.
     pub fn read_events(&mut self, out: &mut Vec<Event>) -> Result<bool, WsError> {
         let mut open = true;
-        SCRATCH.with(|s| -> Result<(), WsError> {
+        let failed = SCRATCH.with(|s| -> Option<io::Error> {
             let s = &mut *s.borrow_mut();
             loop {
                 match self.stream.try_read(s) {
                     Ok(0) => {
                         open = false;
-                        return Ok(());
+                        return None;
                     }
                     Ok(n) => {
                         self.rbuf.extend_from_slice(&s[..n]);
                         if n < s.len() {
-                            return Ok(());
+                            return None;
                         }
                     }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                    Err(e) => return Err(e.into()),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
+                    Err(e) => return Some(e),
                 }
             }
-        })?;
+        });
         let used = self.parse(out)?;
         self.rbuf.drain(..used);
         if self.rbuf.is_empty() {
             // Release the buffer: idle connections keep nothing.
             self.rbuf = Vec::new();
         }
-        Ok(open)
+        match failed {
+            Some(e) => Err(e.into()),
+            None => Ok(open),
+        }
+    }
+
+    /// Bytes received but not yet read: the kernel's receive queue (FIONREAD)
+    /// plus an incomplete frame held here.
+    pub fn queued_bytes(&self) -> Option<u64> {
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD on a valid socket fd writes one c_int through the pointer.
+        let rc = unsafe { libc::ioctl(self.stream.as_raw_fd(), libc::FIONREAD, &mut n as *mut libc::c_int) };
+        (rc == 0).then(|| n.max(0) as u64 + self.rbuf.len() as u64)
     }
 
     fn parse(&mut self, out: &mut Vec<Event>) -> Result<usize, WsError> {
