@@ -1,6 +1,6 @@
 //! Self-checks of throng-bench against a real throng server: the tool must
-//! count every delivery exactly (no false losses or duplicates) and must
-//! RESUME sessions the server drops.
+//! count every delivery exactly (no false losses or duplicates), must
+//! RESUME sessions the server drops, and must account for slow consumers.
 //!
 //! The server binary comes from `THRONG_BIN`, or `target/debug/throng` of
 //! the workspace (`cargo build -p server` first).
@@ -63,12 +63,34 @@ fn http(url_hostport: &str, method: &str, path: &str, headers: &[(&str, &str)], 
 }
 
 fn start_server() -> Server {
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    start_server_in(tempfile::tempdir().unwrap())
+}
+
+/// A server on a data directory seeded with `throng seed` (no REST
+/// registration, so hundreds of users take no time); returns the fixture.
+fn start_seeded_server(seed: &[&str]) -> (Server, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
+    let fixture = dir.path().join("fixture.json");
+    let st = Command::new(throng_bin())
+        .arg("seed")
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .args(seed)
+        .arg("--out")
+        .arg(&fixture)
+        .stdout(Stdio::null())
+        .status()
+        .expect("running throng seed");
+    assert!(st.success(), "throng seed failed");
+    (start_server_in(dir), fixture)
+}
+
+fn start_server_in(dir: tempfile::TempDir) -> Server {
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let child = Command::new(throng_bin())
         .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--admin-token", ADMIN_TOKEN, "--heartbeat-interval-ms", "1000"])
         .arg("--data-dir")
-        .arg(dir.path())
+        .arg(dir.path().join("data"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -185,4 +207,40 @@ fn sessions_dropped_by_the_server_are_resumed_without_loss() {
     assert!(d["messages"].as_u64().unwrap() > 20, "{d}");
     assert_eq!(d["lost"], 0, "{d}");
     assert_eq!(d["duplicates"], 0, "{d}");
+}
+
+#[test]
+fn slow_consumers_readers_get_everything_in_order_and_stalled_sessions_are_accounted() {
+    let (server, fixture) =
+        start_seeded_server(&["--users", "100", "--guilds", "1", "--memberships-per-user", "0", "--huge-guild-members", "100"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("report");
+    // The server's heartbeat is 1 s here, so the stalled sessions also miss
+    // heartbeats: whatever ends their sockets, the tool must record it and RESUME.
+    let st = bench()
+        .args(["slow", "--server", &server.url, "--fixture"])
+        .arg(&fixture)
+        .args(["--stalled", "2", "--messages", "200", "--rate", "500", "--admin-token", ADMIN_TOKEN, "--quiet", "--out"])
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(st.success(), "slow run failed (exit 3 means a reader lost or reordered messages): {st}");
+    let r = report(&out);
+    let s = &r["slow"];
+    assert_eq!(r["sessions_ready"], 100, "{r:#}");
+    assert_eq!(s["messages_accepted"], 200, "{s:#}");
+    assert_eq!(s["readers"], 98, "{s:#}");
+    assert_eq!(s["readers_complete"], 98, "{s:#}");
+    assert_eq!(s["readers_ok"], true, "{s:#}");
+    assert!(s["readers_e2e"]["count"].as_u64().unwrap() >= 98 * 200, "{s:#}");
+    assert_eq!(s["criteria"].as_array().unwrap().len(), 6, "{s:#}");
+    let stalled = s["stalled_detail"].as_array().unwrap();
+    assert_eq!(stalled.len(), 2, "{s:#}");
+    for d in stalled {
+        assert!(!d["end"].as_str().unwrap().starts_with("did not end"), "{d}");
+        assert!(d["resumed"] == true || d["invalid_sessions"].as_u64().unwrap() > 0, "no RESUME outcome: {d}");
+        // Every accepted message is either received (once) or counted missing.
+        let distinct = d["received"].as_u64().unwrap() - d["duplicates"].as_u64().unwrap();
+        assert_eq!(distinct + d["missing"].as_u64().unwrap(), 200, "{d}");
+    }
 }
