@@ -77,6 +77,8 @@ pub struct GatewayConfig {
     pub client_events_per_window: u32,
     pub client_event_window_ms: u64,
     /// IDENTIFYs processed at once; beyond that the client gets op 9 `d:true`.
+    /// At 256, a 3,000/s ramp here answered 39,739 op 9s and reached only
+    /// 860 READY/s (every retry costs a new upgrade); at 2,048, 476 and 2,104/s.
     pub identify_concurrency: usize,
     /// Default and maximum `large_threshold`.
     pub large_threshold_default: u32,
@@ -152,7 +154,7 @@ impl Default for GatewayConfig {
             max_client_payload: 4_096,
             client_events_per_window: 120,
             client_event_window_ms: 60_000,
-            identify_concurrency: 256,
+            identify_concurrency: 2_048,
             large_threshold_default: 50,
             large_threshold_max: 250,
             shutdown_grace_ms: 3_000,
