@@ -1,4 +1,5 @@
-//! Resident memory and CPU time of a process, from /proc (Linux only).
+//! Resident memory and CPU time of a process, and kernel socket queues,
+//! from /proc (Linux only).
 
 /// (RSS in bytes, CPU time user+system in seconds), or None if the process is gone.
 pub fn sample(pid: u32) -> Option<(u64, f64)> {
@@ -21,6 +22,31 @@ pub fn sample_sum(pids: &[u32]) -> (u64, f64) {
     pids.iter().filter_map(|&p| sample(p)).fold((0, 0.0), |(r, c), (r2, c2)| (r + r2, c + c2))
 }
 
+/// Send-queue bytes (`tx_queue`: written, not yet acknowledged by the peer)
+/// of every TCP socket whose local port is `port` except the listener, from
+/// /proc/net/tcp and tcp6: on a local server, its connections, including
+/// ones it has closed whose data the kernel is still trying to deliver.
+pub fn tcp_send_queues(port: u16) -> Vec<u64> {
+    let mut out = Vec::new();
+    for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(file) else { continue };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // sl local_address rem_address st tx_queue:rx_queue ...
+            let (Some(local), Some(st), Some(q)) = (f.get(1), f.get(3), f.get(4)) else { continue };
+            let local_port = local.rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok());
+            // 0A: LISTEN.
+            if local_port != Some(port) || *st == "0A" {
+                continue;
+            }
+            if let Some(tx) = q.split(':').next().and_then(|t| u64::from_str_radix(t, 16).ok()) {
+                out.push(tx);
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -28,5 +54,14 @@ mod tests {
         let (rss, cpu) = super::sample(std::process::id()).unwrap();
         assert!(rss > 1 << 20);
         assert!(cpu >= 0.0);
+    }
+
+    #[test]
+    fn sees_a_listening_port_s_established_sockets() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let _c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (_s, _) = l.accept().unwrap();
+        assert_eq!(super::tcp_send_queues(port), vec![0]);
     }
 }

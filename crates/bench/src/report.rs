@@ -232,6 +232,12 @@ pub struct SlowRes {
     pub rss_growth_mib: Option<f64>,
     pub baseline_rss_growth_mib: Option<f64>,
     pub queue_bound_bytes: u64,
+    /// Kernel send-queue bytes of the server's gateway sockets (open, or
+    /// closed and still draining) that were not empty just before the stalled
+    /// sessions read again (largest first; local servers only), and the most
+    /// any stalled client had in its receive queue.
+    pub server_send_queues: Vec<u64>,
+    pub client_queued_max: Option<u64>,
     pub admin: Option<AdminStats>,
     pub criteria: Vec<Criterion>,
 }
@@ -593,6 +599,17 @@ fn slow_markdown(m: &mut String, s: &SlowRes) {
         opt(s.rss_growth_mib, 1),
         opt(s.baseline_rss_growth_mib, 1)
     );
+    if s.stalled > 0 {
+        let q = &s.server_send_queues;
+        let _ = writeln!(
+            m,
+            "Where the stalled sessions' bytes were just before they read again: up to {} bytes in a stalled client's receive queue; {} server gateway sockets (open, or closed and still draining) with a non-empty kernel send queue (largest {}, total {} bytes); anything else they had not read was in the server's process or dropped with the socket.\n",
+            s.client_queued_max.map(|b| b.to_string()).unwrap_or_else(|| "-".into()),
+            q.len(),
+            q.first().copied().unwrap_or(0),
+            q.iter().sum::<u64>()
+        );
+    }
     if let Some(a) = &s.admin {
         admin_markdown(m, a);
     }

@@ -344,7 +344,8 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
             phase_ok &= all;
             rss_after_ramp = Some(procfs::sample_sum(&a.server_pids).0);
             client_after_ramp = Some(procfs::sample_sum(&fleet.worker_pids()).0);
-            let p = slow::run_phases(&mut fleet, &users, g, &a, messages, msg_interval).await?;
+            let port = gateways[0].addr.port();
+            let p = slow::run_phases(&mut fleet, &users, g, &a, messages, msg_interval, port).await?;
             chat_window = Some(p.client_window);
             slow_run = Some(p);
         }

@@ -45,6 +45,9 @@ pub struct Phases {
     pub rss_peak: Option<u64>,
     /// Whether every stalled session reached an outcome before the deadline.
     pub outcomes_complete: bool,
+    /// Kernel send queues of the server's gateway sockets just before the
+    /// stalled sessions read again (local servers only): non-empty ones.
+    pub server_send_queues: Vec<u64>,
 }
 
 /// K sessions spread evenly over the members, never one of the posters
@@ -66,6 +69,7 @@ pub async fn run_phases(
     a: &RunArgs,
     messages: u32,
     interval: Duration,
+    gateway_port: u16,
 ) -> anyhow::Result<Phases> {
     // Subscriptions follow READY; let them settle before anything happens.
     fleet.pump(Instant::now() + Duration::from_secs(1), false, |_| false).await?;
@@ -106,6 +110,11 @@ pub async fn run_phases(
     let c1 = client_mark(fleet);
     let mut outcomes_complete = true;
     let mut stall_s = 0.0;
+    let mut server_send_queues = Vec::new();
+    if !fleet.server_pids.is_empty() {
+        server_send_queues = procfs::tcp_send_queues(gateway_port).into_iter().filter(|&q| q > 0).collect();
+        server_send_queues.sort_unstable_by(|a, b| b.cmp(a));
+    }
     if !stalled.is_empty() {
         stall_s = t_stall.elapsed().as_secs_f64();
         fleet.progress.line(&format!("slow: stalled sessions read again after {stall_s:.1} s"));
@@ -136,6 +145,7 @@ pub async fn run_phases(
         rss_before_messages: rss_before,
         rss_peak,
         outcomes_complete,
+        server_send_queues,
     })
 }
 
@@ -382,6 +392,9 @@ pub fn evaluate(
         }
     }
     res.admin = admin;
+    res.server_send_queues = p.server_send_queues;
+    let queued: Vec<u64> = res.stalled_detail.iter().filter_map(|d| d.queued_bytes_at_unstall).collect();
+    res.client_queued_max = queued.iter().copied().max();
 
     // Criteria.
     let k = res.stalled;
