@@ -52,10 +52,16 @@ pub struct Delivery {
     /// Expected receipts that never arrived, not even in the late window.
     pub lost: u64,
     pub messages_with_loss: u64,
+    /// Lost receipts of messages accepted after the window: nobody waited for
+    /// them unless --late-window was long enough, so they may only be late.
+    pub lost_of_messages_after_window: u64,
     /// Received receipts that arrived after the delivery window closed
     /// (after --drain/--drain-max; a shorter run would have called them lost).
     pub late: u64,
     pub messages_with_late: u64,
+    /// Late receipts of messages accepted inside the window: a tool that
+    /// stops reading when the window closes counts exactly these as lost.
+    pub late_of_messages_in_window: u64,
     /// Accepted messages whose 2xx came after the delivery window closed.
     pub accepted_after_window: u64,
     /// Sends still in flight when the run ended (not counted as messages),
@@ -464,8 +470,15 @@ fn markdown(r: &Results) -> String {
         let _ = writeln!(m, "Delivery: {} messages accepted; {} of {} expected receipts arrived; **lost {}** (never arrived, in {} messages); **duplicates {}** ({} seen by sequence); {} sequence gaps.\n", d.messages, d.received, d.expected, d.lost, d.messages_with_loss, d.duplicates, d.duplicates_seq, d.seq_gaps);
         let _ = writeln!(
             m,
-            "Late: {} receipts (in {} messages) arrived after the delivery window closed and are counted as received, not lost; {} messages were accepted (2xx) after the window; {} sends were still unanswered at the end (not counted as messages; {} receipts arrived for them).\n",
-            d.late, d.messages_with_late, d.accepted_after_window, d.unanswered_sends, d.receipts_of_unanswered
+            "Late: {} receipts (in {} messages) arrived after the delivery window closed and are counted as received, not lost; {} of them belong to messages accepted inside the window (a tool that stopped reading at the window's end would have called these lost). {} messages were accepted (2xx) after the window; {} sends were still unanswered at the end (not counted as messages; {} receipts arrived for them).\n",
+            d.late, d.messages_with_late, d.late_of_messages_in_window, d.accepted_after_window, d.unanswered_sends, d.receipts_of_unanswered
+        );
+    }
+    if let Some(d) = r.delivery.as_ref().filter(|d| d.lost_of_messages_after_window > 0) {
+        let _ = writeln!(
+            m,
+            "**Caution:** {} of the lost receipts belong to messages accepted after the delivery window closed; the run stopped reading before they could arrive, so they may be late rather than lost (use a longer --late-window).\n",
+            d.lost_of_messages_after_window
         );
     }
     if let Some(sl) = &r.slow {

@@ -724,7 +724,8 @@ fn account(ix: &Index, finals: &[Final], duplicates_seq: u64, cutoff_us: Option<
         }
         for m in f.sent.iter().filter(|m| m.ok) {
             d.messages += 1;
-            if cutoff_us.is_some_and(|c| m.answered_us.is_some_and(|a| a > c)) {
+            let after_window = cutoff_us.is_some_and(|c| m.answered_us.is_some_and(|a| a > c));
+            if after_window {
                 d.accepted_after_window += 1;
             }
             let expected = ix.members_of[m.guild as usize]
@@ -735,12 +736,19 @@ fn account(ix: &Index, finals: &[Final], duplicates_seq: u64, cutoff_us: Option<
             d.expected += expected;
             d.received += got.min(expected);
             if late > 0 {
-                d.late += late.min(got.min(expected));
+                let late = late.min(got.min(expected));
+                d.late += late;
                 d.messages_with_late += 1;
+                if !after_window {
+                    d.late_of_messages_in_window += late;
+                }
             }
             if got < expected {
                 d.lost += expected - got;
                 d.messages_with_loss += 1;
+                if after_window {
+                    d.lost_of_messages_after_window += expected - got;
+                }
             } else if got > expected {
                 d.duplicates += got - expected;
             }
