@@ -67,6 +67,10 @@ pub struct GatewayConfig {
     /// Above the hard cap (the larger of `replay_max_bytes` and 16x the
     /// bound, plus the bound) it is closed at once.
     pub slow_consumer_grace_ms: u64,
+    /// How long a session's socket, once closed (slow consumer, timeout,
+    /// shutdown), may wait for room to send its close frame before it is cut
+    /// without one: a reader that was only paused still learns the code.
+    pub close_linger_ms: u64,
     /// SO_SNDBUF of gateway sockets (the kernel doubles it); 0 keeps the
     /// kernel's autotuning. Bounds kernel memory per socket and lets a slow
     /// reader be noticed before megabytes pile up in kernel buffers.
@@ -150,6 +154,7 @@ impl Default for GatewayConfig {
             delivery_backlog_max: 2_000_000,
             max_pending_write_bytes: 128 << 10,
             slow_consumer_grace_ms: 1_000,
+            close_linger_ms: 30_000,
             socket_send_buffer_bytes: 64 << 10,
             max_client_payload: 4_096,
             client_events_per_window: 120,

@@ -198,3 +198,6 @@ async fn shutdown_signal() {
         tracing::error!(error = %e, "waiting for Ctrl-C failed");
     }
 }
+
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

@@ -349,7 +349,7 @@ impl Conn {
     /// closes the socket.
     pub async fn close(mut self, code: CloseCode) {
         self.queue_close(code);
-        self.finish().await;
+        self.finish(Duration::from_secs(2)).await;
     }
 
     /// Answers a client's close frame with the same code, then closes.
@@ -358,13 +358,12 @@ impl Conn {
             Some(c) => self.push_frame(|p| ws::write_close(p, c, "")),
             None => self.push_frame(|p| ws::write_frame(p, ws::OP_CLOSE, &[])),
         }
-        self.finish().await;
+        self.finish(Duration::from_secs(2)).await;
     }
 
-    /// Writes what is queued (for at most 5 s: a stalled reader that wakes
-    /// up still gets its close code), then shuts the socket down.
-    pub async fn finish(&mut self) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    /// Writes what is queued (for at most `linger`), then shuts the socket down.
+    pub async fn finish(&mut self, linger: Duration) {
+        let deadline = tokio::time::Instant::now() + linger;
         while !self.pending.is_empty() {
             if self.try_flush().is_err() {
                 break;

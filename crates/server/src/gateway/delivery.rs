@@ -96,6 +96,8 @@ pub struct Limits {
     /// Queued bytes that make a session a slow consumer at once: room for a
     /// full replay on RESUME plus the normal bound.
     pub max_pending_hard_bytes: usize,
+    /// How long a closed session's socket may wait to write its close frame.
+    pub close_linger: Duration,
 }
 
 impl Limits {
@@ -107,6 +109,7 @@ impl Limits {
             max_pending_bytes: gw.max_pending_write_bytes,
             slow_consumer_grace: Duration::from_millis(gw.slow_consumer_grace_ms),
             max_pending_hard_bytes: gw.replay_max_bytes.max(16 * gw.max_pending_write_bytes) + gw.max_pending_write_bytes,
+            close_linger: Duration::from_millis(gw.close_linger_ms),
         }
     }
 }

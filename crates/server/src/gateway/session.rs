@@ -317,6 +317,12 @@ impl SessionHandle {
         self.lock().conn.as_ref().map_or(0, Conn::pending_len)
     }
 
+    /// Dispatches and body bytes held for RESUME.
+    pub fn replay_size(&self) -> (usize, usize) {
+        let st = self.lock();
+        (st.replay.len(), st.replay_bytes)
+    }
+
     /// Puts `conn` in as the session's socket without a reader (benchmarks
     /// of the delivery path use a sink connection).
     pub fn attach_for_bench(&self, conn: Conn) {
@@ -465,7 +471,10 @@ impl SessionState {
                 match conn.try_flush() {
                     Ok(true) | Err(_) => conn.sock().shutdown(),
                     // The close frame waits (briefly) behind a full socket.
-                    Ok(false) => s.delivery().shared.spawn(async move { conn.finish().await }),
+                    Ok(false) => {
+                        let linger = s.delivery().shared.limits.close_linger;
+                        s.delivery().shared.spawn(async move { conn.finish(linger).await })
+                    }
                 }
             }
         }

@@ -55,7 +55,9 @@ impl GuildActor {
     pub async fn run(mut self) {
         let node = self.node.clone();
         let id = self.id;
-        match node.store.load_guild(id).await {
+        // Boxed: the store's future is large and would otherwise stay part
+        // of this task's allocation for the guild's lifetime.
+        match Box::pin(node.store.load_guild(id)).await {
             Ok(Some(snap)) => {
                 let mut state = State::from_snapshot(snap);
                 for uid in state.members.keys() {
@@ -401,7 +403,27 @@ fn presence_json(guild: GuildId, user: UserId, p: &Presence) -> Value {
     })
 }
 
+thread_local! {
+    /// Where bodies are serialised before they are copied out at their exact size.
+    static ENCODE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Serialises a dispatch body once. Our own types always serialise.
+///
+/// The JSON is built in a per-thread buffer and copied into one allocation
+/// of its exact size: serialising straight into a fresh `Vec` grows it by
+/// doubling, and the freed intermediate blocks of thousands of per-session
+/// GUILD_CREATEs during an identify ramp were measured as ~40 MiB of heap
+/// fragmentation at 19,000 sessions.
 pub(crate) fn encode<T: Serialize>(v: &T) -> Bytes {
-    serde_json::to_vec(v).expect("dispatch bodies are plain data and always serialise").into()
+    ENCODE.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        buf.clear();
+        serde_json::to_writer(&mut *buf, v).expect("dispatch bodies are plain data and always serialise");
+        let out = Bytes::copy_from_slice(&buf);
+        if buf.capacity() > 1 << 20 {
+            *buf = Vec::new();
+        }
+        out
+    })
 }
