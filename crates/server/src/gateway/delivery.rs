@@ -278,14 +278,6 @@ impl Subscribers {
         self.by_id.values()
     }
 
-    pub fn len(&self) -> usize {
-        self.by_id.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.by_id.is_empty()
-    }
-
     /// Removes (and returns) the sessions of `user`.
     pub fn remove_user(&mut self, user: UserId) -> Vec<Arc<SessionHandle>> {
         let ids: Vec<Arc<str>> = self.by_id.values().filter(|s| s.user_id == user).map(|s| s.id.clone()).collect();

@@ -447,8 +447,14 @@ impl SessionState {
     /// Puts a socket in and returns its generation.
     fn attach(&mut self, conn: Conn) -> u32 {
         self.conn = Some(conn);
-        self.gen = self.gen.wrapping_add(1);
         self.detached_at = None;
+        self.new_socket_generation()
+    }
+
+    /// The socket changed: readers and flushers of the old one stop, and its
+    /// write bookkeeping is forgotten.
+    fn new_socket_generation(&mut self) -> u32 {
+        self.gen = self.gen.wrapping_add(1);
         self.dirty = false;
         self.flushing = false;
         self.backlogged_since = None;
@@ -459,10 +465,8 @@ impl SessionState {
     /// stays resumable for the resume window.
     fn detach(&mut self, s: &SessionHandle, code: Option<CloseCode>) {
         let Some(mut conn) = self.conn.take() else { return };
-        self.gen = self.gen.wrapping_add(1);
+        self.new_socket_generation();
         self.detached_at = Some(Instant::now());
-        self.dirty = false;
-        self.flushing = false;
         match code {
             None => conn.sock().shutdown(),
             Some(code) => {
@@ -552,21 +556,6 @@ pub fn resume(node: &Arc<Node>, conn: Conn, r: &Resume, user: protocol::UserId) 
     Ok(())
 }
 
-/// How often the sweeper hands freed heap pages back to the kernel.
-const TRIM_EVERY: Duration = Duration::from_secs(10);
-
-/// Returns free heap pages to the kernel. Identify bursts allocate and free
-/// many short-lived buffers (READY and per-session GUILD_CREATE bodies, store
-/// rows) across threads; glibc keeps those pages otherwise, and they would
-/// count as per-session memory. Takes a few milliseconds on a 200 MiB heap.
-fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks glibc's own arenas; it has no preconditions.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 /// Enforces heartbeat timeouts (4009) and resume windows for every session
 /// of the node, until shutdown; then closes every session with RECONNECT.
 pub async fn sweeper(node: Arc<Node>) {
@@ -575,17 +564,12 @@ pub async fn sweeper(node: Arc<Node>) {
     let every = (hb_timeout.min(window) / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last_trim = Instant::now();
     loop {
         tokio::select! {
             _ = node.shutdown.cancelled() => break,
             _ = tick.tick() => {}
         }
         let now = Instant::now();
-        if now.duration_since(last_trim) >= TRIM_EVERY {
-            last_trim = now;
-            release_free_memory();
-        }
         for s in node.sessions.all() {
             let expired = {
                 let mut st = s.lock();

@@ -56,23 +56,10 @@ pub async fn stats(State(node): State<Arc<Node>>, headers: HeaderMap) -> ApiResu
         "pending_bytes": pending,
         "replay_events": replay_events,
         "replay_bytes": replay_bytes,
-        "heap": heap(),
         "pending_bytes_max": st.pending_bytes_max.load(Ordering::Relaxed),
         "slow_consumer_closes": st.slow_consumer_closes.load(Ordering::Relaxed),
         "delivered": st.delivered.load(Ordering::Relaxed),
         "writes": st.writes.load(Ordering::Relaxed),
     });
     Ok(json_bytes(StatusCode::OK, body.to_string()))
-}
-
-/// glibc's view of the heap: bytes in use and bytes free but kept (fragmentation).
-fn heap() -> serde_json::Value {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: mallinfo2 only reads glibc's arena statistics.
-        let m = unsafe { libc::mallinfo2() };
-        json!({ "in_use_bytes": m.uordblks + m.hblkhd, "free_bytes": m.fordblks, "mmapped_bytes": m.hblkhd })
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    serde_json::Value::Null
 }
