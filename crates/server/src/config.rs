@@ -58,6 +58,12 @@ pub struct GatewayConfig {
     /// REST refuses new messages with 503 + Retry-After (fail fast instead
     /// of letting queues grow).
     pub delivery_backlog_max: usize,
+    /// Deliveries one delivery worker may have framed into session buffers
+    /// and not yet written. Events that arrive while a worker writes are
+    /// framed into the sockets it has not reached yet (one write carries
+    /// them all); this bounds the memory that coalescing holds. Beyond it,
+    /// jobs wait in the worker's queue and count toward `delivery_backlog_max`.
+    pub delivery_coalesce_max: usize,
     /// Bytes queued for a session's socket beyond the frame being written
     /// before the session counts as a slow consumer: it is closed with 4000
     /// and stays resumable (its replay buffer holds what it missed).
@@ -152,6 +158,7 @@ impl Default for GatewayConfig {
             delivery_workers: 0,
             delivery_nice: 0,
             delivery_backlog_max: 2_000_000,
+            delivery_coalesce_max: 131_072,
             max_pending_write_bytes: 128 << 10,
             slow_consumer_grace_ms: 1_000,
             close_linger_ms: 30_000,
@@ -255,7 +262,11 @@ impl Config {
                 return bad("public_url must be a ws:// or wss:// URL without a query string");
             }
         }
-        if self.gateway.replay_max_events == 0 || self.gateway.delivery_backlog_max == 0 || self.limits.guild_mailbox_capacity == 0 {
+        if self.gateway.replay_max_events == 0
+            || self.gateway.delivery_backlog_max == 0
+            || self.gateway.delivery_coalesce_max == 0
+            || self.limits.guild_mailbox_capacity == 0
+        {
             return bad("queue bounds must be positive");
         }
         if self.gateway.large_threshold_default > self.gateway.large_threshold_max {

@@ -40,32 +40,65 @@ pub enum ConnError {
     Compress(#[from] protocol::compress::CompressError),
 }
 
-/// Appends one uncompressed dispatch as a WebSocket text frame: header,
-/// the per-session envelope `{"op":0,"t":"NAME","s":SEQ,"d":`, the shared
-/// body, and the closing brace. No allocation beyond growing `out`.
-pub fn frame_dispatch(out: &mut Vec<u8>, name: &str, seq: u64, body: &[u8]) {
-    const A: &[u8] = b"{\"op\":0,\"t\":\"";
-    const B: &[u8] = b"\",\"s\":";
-    const C: &[u8] = b",\"d\":";
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    let mut v = seq;
+const ENV_A: &[u8] = b"{\"op\":0,\"t\":\"";
+const ENV_B: &[u8] = b"\",\"s\":";
+const ENV_C: &[u8] = b",\"d\":";
+
+/// The decimal digits of `v`, right-aligned in `buf`; returns the slice.
+fn digits(v: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    let mut v = v;
     loop {
         i -= 1;
-        digits[i] = b'0' + (v % 10) as u8;
+        buf[i] = b'0' + (v % 10) as u8;
         v /= 10;
         if v == 0 {
             break;
         }
     }
-    let seq = &digits[i..];
-    let len = A.len() + name.len() + B.len() + seq.len() + C.len() + body.len() + 1;
-    out.reserve(len + 10);
+    &buf[i..]
+}
+
+fn dispatch_payload_len(name: &str, seq: u64, body_len: usize) -> usize {
+    let mut buf = [0u8; 20];
+    ENV_A.len() + name.len() + ENV_B.len() + digits(seq, &mut buf).len() + ENV_C.len() + body_len + 1
+}
+
+/// Bytes of the WebSocket frame that carries dispatch `seq` (see `frame_dispatch`).
+pub fn dispatch_frame_len(name: &str, seq: u64, body_len: usize) -> usize {
+    let len = dispatch_payload_len(name, seq, body_len);
+    len + ws::header_len(len)
+}
+
+/// Appends what precedes the shared body in a dispatch frame: the header
+/// and the per-session envelope `{"op":0,"t":"NAME","s":SEQ,"d":`. The
+/// frame ends with the body and a closing brace.
+pub fn dispatch_prefix(out: &mut Vec<u8>, name: &str, seq: u64, body_len: usize) {
+    let mut buf = [0u8; 20];
+    let seq = digits(seq, &mut buf);
+    let len = ENV_A.len() + name.len() + ENV_B.len() + seq.len() + ENV_C.len() + body_len + 1;
     ws::write_header(out, ws::OP_TEXT, len);
-    for part in [A, name.as_bytes(), B, seq, C, body, b"}"] {
+    for part in [ENV_A, name.as_bytes(), ENV_B, seq, ENV_C] {
         out.extend_from_slice(part);
     }
 }
+
+/// Appends one uncompressed dispatch as a WebSocket text frame: header,
+/// the per-session envelope, the shared body, and the closing brace.
+pub fn frame_dispatch(out: &mut Vec<u8>, name: &str, seq: u64, body: &[u8]) {
+    out.reserve(dispatch_frame_len(name, seq, body.len()));
+    dispatch_prefix(out, name, seq, body.len());
+    out.extend_from_slice(body);
+    out.push(b'}');
+}
+
+/// Most bytes one direct write is offered (about the socket's send buffer;
+/// what it does not take is rendered again next time).
+const MAX_WRITE: usize = 64 * 1024;
+
+/// A session's dispatches by sequence number, for direct writes: the
+/// replay buffer, which holds every dispatch not yet written.
+pub type ReplayQueue = VecDeque<(u64, super::Dispatch, Instant)>;
 
 /// One counted gateway socket; the count drops when the `Conn` does.
 pub struct ConnSlot(std::sync::Arc<std::sync::atomic::AtomicUsize>);
@@ -106,11 +139,16 @@ pub struct Conn {
     reasm: ws::Reassembly,
     /// Encoded frames not yet accepted by the socket; empty (unallocated) when idle.
     pending: Vec<u8>,
-    /// Lengths of the frames in `pending`, oldest first; the first may be
-    /// partly written (`head_sent` bytes of it). Lets a slow consumer's queue
-    /// be cut at a frame boundary so its close frame still parses.
-    frames: VecDeque<u32>,
+    /// The frames in `pending`, oldest first: length, and the last dispatch
+    /// queued before it (direct writes send dispatches up to that one
+    /// first). The head element of the outgoing stream (a frame of
+    /// `pending` or, in direct mode, a dispatch) may be partly written
+    /// (`head_sent` bytes of it). Lets a slow consumer's queue be cut at a
+    /// frame boundary so its close frame still parses.
+    frames: VecDeque<(u32, u64)>,
     head_sent: usize,
+    /// The last dispatch queued (direct mode): frames queued now follow it.
+    mark: u64,
     compressor: Option<Compressor>,
     pub transport: Transport,
     /// Client-event rate limit window.
@@ -152,6 +190,7 @@ impl Conn {
             pending: Vec::new(),
             frames: VecDeque::new(),
             head_sent: 0,
+            mark: 0,
             compressor: Compressor::new(transport, params)?,
             transport,
             window_start: Instant::now(),
@@ -176,6 +215,11 @@ impl Conn {
         !self.pending.is_empty()
     }
 
+    /// Frames queued (the first may be partly written).
+    pub fn queued_frames(&self) -> usize {
+        self.frames.len()
+    }
+
     pub fn pending_len(&self) -> usize {
         self.pending.len()
     }
@@ -184,8 +228,20 @@ impl Conn {
     /// has let pile up (one large frame, e.g. a big GUILD_CREATE, is not
     /// slowness by itself).
     pub fn backlog_len(&self) -> usize {
-        let head = self.frames.front().map_or(0, |&l| l as usize - self.head_sent);
-        self.pending.len() - head
+        let head = self.frames.front().map_or(0, |&(l, _)| l as usize).saturating_sub(self.head_sent);
+        self.pending.len() - head.min(self.pending.len())
+    }
+
+    /// Whether dispatches are written straight from the session's replay
+    /// buffer (no compression: every session's frame is its envelope
+    /// around the shared body) instead of being framed into `pending`.
+    pub fn is_direct(&self) -> bool {
+        self.compressor.is_none()
+    }
+
+    /// Direct mode: dispatch `seq` was queued; frames queued from now on follow it.
+    pub fn mark_dispatch(&mut self, seq: u64) {
+        self.mark = seq;
     }
 
     /// Reads whatever the socket has and parses complete frames into `out`.
@@ -239,7 +295,7 @@ impl Conn {
     fn push_frame(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
         let before = self.pending.len();
         write(&mut self.pending);
-        self.frames.push_back((self.pending.len() - before) as u32);
+        self.frames.push_back(((self.pending.len() - before) as u32, self.mark));
     }
 
     /// Queues one gateway message (a complete JSON document).
@@ -255,7 +311,7 @@ impl Conn {
                 Ok::<(), ConnError>(())
             })?,
         }
-        self.frames.push_back((self.pending.len() - before) as u32);
+        self.frames.push_back(((self.pending.len() - before) as u32, self.mark));
         Ok(())
     }
 
@@ -290,11 +346,7 @@ impl Conn {
     pub fn try_flush(&mut self) -> io::Result<bool> {
         let mut off = 0;
         while off < self.pending.len() {
-            let r = match &self.sock {
-                Sock::Tcp(s) => s.try_write(&self.pending[off..]),
-                Sock::Sink => Ok(self.pending.len() - off),
-            };
-            match r {
+            match self.sock.try_write(&self.pending[off..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => off += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -309,7 +361,7 @@ impl Conn {
         } else {
             self.pending.drain(..off);
             let mut left = self.head_sent + off;
-            while let Some(&len) = self.frames.front() {
+            while let Some(&(len, _)) = self.frames.front() {
                 if (len as usize) > left {
                     break;
                 }
@@ -321,6 +373,128 @@ impl Conn {
         }
     }
 
+    /// Direct mode: writes the outgoing stream (the frames of `pending`,
+    /// each after the dispatch it was queued behind, and dispatches
+    /// `sent + 1 ..= last` framed from `replay`, whose front is at or
+    /// before `sent + 1`), as much as the socket takes. Dispatches are
+    /// framed into a per-thread buffer at write time, so nothing waits
+    /// framed per session. Advances `sent` and `unsent` (bytes of unwritten
+    /// dispatch frames); returns true when everything is written.
+    pub fn flush_direct(&mut self, replay: &ReplayQueue, sent: &mut u64, last: u64, unsent: &mut usize) -> io::Result<bool> {
+        let front = replay.front().map_or(last + 1, |(q, _, _)| *q);
+        debug_assert!(*sent + 1 >= front || *sent == last, "unwritten dispatches left the replay buffer");
+        SCRATCH.with(|s| {
+            let s = &mut *s.borrow_mut();
+            loop {
+                // Render one write into the per-thread stage buffer: the
+                // copy is a few hundred hot bytes per frame, cheaper than
+                // the kernel walking three slices per frame of a vectored
+                // write, and nothing is held per session.
+                s.stage.clear();
+                let (mut fi, mut poff, mut d) = (0usize, 0usize, *sent + 1);
+                let mut skip = self.head_sent;
+                while s.stage.len() < MAX_WRITE {
+                    if fi < self.frames.len() && self.frames[fi].1 < d {
+                        let len = self.frames[fi].0 as usize - skip;
+                        s.stage.extend_from_slice(&self.pending[poff..poff + len]);
+                        poff += len;
+                        fi += 1;
+                    } else if d <= last {
+                        let (_, disp, _) = &replay[(d - front) as usize];
+                        let start = s.stage.len();
+                        frame_dispatch(&mut s.stage, disp.name, d, &disp.body);
+                        // Drop what an earlier write sent of this frame.
+                        if skip > 0 {
+                            s.stage.drain(start..start + skip);
+                        }
+                        d += 1;
+                    } else {
+                        break;
+                    }
+                    skip = 0;
+                }
+                if s.stage.is_empty() {
+                    return Ok(true);
+                }
+                let bytes = s.stage.len();
+                let wrote = match self.sock.try_write(&s.stage) {
+                    Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                    Err(e) => return Err(e),
+                };
+                // Consume whole elements, in the order they were planned.
+                let mut left = wrote;
+                let mut pend_done = 0usize;
+                let mut first = true;
+                loop {
+                    let head_frame = self.frames.front().is_some_and(|f| f.1 < *sent + 1);
+                    let skip = if first { self.head_sent } else { 0 };
+                    let len = if head_frame {
+                        self.frames[0].0 as usize
+                    } else if *sent < last {
+                        let (_, disp, _) = &replay[(*sent + 1 - front) as usize];
+                        dispatch_frame_len(disp.name, *sent + 1, disp.body.len())
+                    } else {
+                        break;
+                    };
+                    let rem = len - skip;
+                    if left < rem {
+                        self.head_sent = skip + left;
+                        if head_frame {
+                            pend_done += left;
+                        }
+                        left = 0;
+                        break;
+                    }
+                    left -= rem;
+                    if head_frame {
+                        pend_done += rem;
+                        self.frames.pop_front();
+                    } else {
+                        *sent += 1;
+                        *unsent = unsent.saturating_sub(len);
+                    }
+                    self.head_sent = 0;
+                    first = false;
+                    if left == 0 {
+                        break;
+                    }
+                }
+                debug_assert_eq!(left, 0);
+                if pend_done == self.pending.len() {
+                    self.pending = Vec::new();
+                } else {
+                    self.pending.drain(..pend_done);
+                }
+                if self.frames.is_empty() {
+                    self.frames = VecDeque::new();
+                }
+                if wrote < bytes {
+                    return Ok(false);
+                }
+            }
+        })
+    }
+
+    /// Direct mode, before a close: keeps only the rest of a partly written
+    /// head element (rendering a dispatch's rest into `pending`), so the
+    /// close frame that follows starts at a frame boundary.
+    pub fn cut_direct(&mut self, replay: &ReplayQueue, sent: u64, last: u64) {
+        let head_frame = self.frames.front().is_some_and(|f| f.1 < sent + 1);
+        if head_frame || self.head_sent == 0 || sent >= last {
+            return self.discard_unsent();
+        }
+        let front = replay.front().map_or(last + 1, |(q, _, _)| *q);
+        let Some((_, d, _)) = replay.get((sent + 1).wrapping_sub(front) as usize) else { return self.discard_unsent() };
+        let mut v = Vec::new();
+        frame_dispatch(&mut v, d.name, sent + 1, &d.body);
+        let len = v.len();
+        v.drain(..self.head_sent);
+        self.pending = v;
+        self.frames = VecDeque::from([(len as u32, 0)]);
+    }
+
     /// Answers a ping.
     pub fn pong(&mut self, payload: &[u8]) {
         self.push_frame(|p| ws::write_frame(p, ws::OP_PONG, payload));
@@ -330,7 +504,7 @@ impl Conn {
     /// the partly written one (a slow consumer's queue is abandoned; its
     /// session replays from the replay buffer on RESUME).
     pub fn discard_unsent(&mut self) {
-        let head = self.frames.front().map_or(0, |&l| l as usize - self.head_sent);
+        let head = self.frames.front().map_or(0, |&(l, _)| l as usize - self.head_sent);
         self.pending.truncate(head);
         self.frames.truncate(1.min(self.frames.len()));
         if self.pending.is_empty() {
@@ -395,6 +569,13 @@ impl Sock {
         }
     }
 
+    fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Sock::Tcp(s) => s.try_write(buf),
+            Sock::Sink => Ok(buf.len()),
+        }
+    }
+
     /// Shuts both directions down now: the peer sees EOF, and a task waiting
     /// for readability on this socket wakes (and finds it is no longer current).
     pub fn shutdown(&self) {
@@ -422,5 +603,57 @@ mod tests {
             ws::write_frame(&mut expect, ws::OP_TEXT, &json);
             assert_eq!(framed, expect);
         }
+    }
+
+    /// Direct writes through a socket that takes a little at a time: the
+    /// peer gets exactly the frames in order (dispatches rendered from the
+    /// replay queue, a pong queued between them), whatever the write sizes.
+    #[tokio::test]
+    async fn direct_writes_survive_partial_writes_in_order() {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        socket2::SockRef::from(&server).set_send_buffer_size(4096).unwrap();
+        let mut conn = Conn::with_sock(None, Sock::Tcp(Arc::new(server)), Transport::None, &CompressParams::default()).unwrap();
+        assert!(conn.is_direct());
+
+        let mut replay = ReplayQueue::new();
+        let mut expect = Vec::new();
+        let now = Instant::now();
+        let (mut sent, mut unsent) = (0u64, 0usize);
+        for seq in 1..=400u64 {
+            let body = bytes::Bytes::from(format!("{{\"n\":\"{}\"}}", "x".repeat((seq as usize * 37) % 3000)));
+            frame_dispatch(&mut expect, "MESSAGE_CREATE", seq, &body);
+            unsent += dispatch_frame_len("MESSAGE_CREATE", seq, body.len());
+            replay.push_back((seq, crate::gateway::Dispatch { name: "MESSAGE_CREATE", body }, now));
+            conn.mark_dispatch(seq);
+            if seq == 150 {
+                conn.pong(b"between");
+                ws::write_frame(&mut expect, ws::OP_PONG, b"between");
+            }
+        }
+        let want = expect.len();
+        let reader = tokio::spawn(async move {
+            let mut got = Vec::new();
+            let mut buf = vec![0u8; 1000];
+            while got.len() < want {
+                let n = client.read(&mut buf).await.unwrap();
+                assert!(n > 0, "stream ended early");
+                got.extend_from_slice(&buf[..n]);
+            }
+            got
+        });
+        let mut partial_writes = 0;
+        while !conn.flush_direct(&replay, &mut sent, 400, &mut unsent).unwrap() {
+            partial_writes += 1;
+            conn.writable().await.unwrap();
+        }
+        assert!(partial_writes > 10, "the socket should have pushed back ({partial_writes} partial writes)");
+        assert_eq!((sent, unsent), (400, 0));
+        assert!(!conn.has_pending());
+        let got = reader.await.unwrap();
+        assert_eq!(got.len(), expect.len());
+        assert!(got == expect, "the byte stream differs from the frames in order");
     }
 }

@@ -14,7 +14,7 @@
 //! backlog of queued deliveries is counted, and REST refuses new messages
 //! (503) while it is above `gateway.delivery_backlog_max`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, OnceLock};
@@ -98,6 +98,8 @@ pub struct Limits {
     pub max_pending_hard_bytes: usize,
     /// How long a closed session's socket may wait to write its close frame.
     pub close_linger: Duration,
+    /// Framed deliveries a worker may hold unwritten while it coalesces.
+    pub coalesce_max: usize,
 }
 
 impl Limits {
@@ -110,6 +112,7 @@ impl Limits {
             slow_consumer_grace: Duration::from_millis(gw.slow_consumer_grace_ms),
             max_pending_hard_bytes: gw.replay_max_bytes.max(16 * gw.max_pending_write_bytes) + gw.max_pending_write_bytes,
             close_linger: Duration::from_millis(gw.close_linger_ms),
+            coalesce_max: gw.delivery_coalesce_max,
         }
     }
 }
@@ -316,63 +319,75 @@ fn lower_priority(nice: i32) {
     }
 }
 
-/// Most deliveries one worker frames before it writes what it has framed.
-const BATCH_DELIVERIES: usize = 32 * 1024;
+/// Touched sockets a worker writes before it looks for new jobs again.
+/// Jobs that arrive meanwhile are framed into the sockets not yet written,
+/// so a burst leaves in few, large writes; a slice is a few milliseconds.
+const FLUSH_SLICE: usize = 256;
 
+/// Frames one job into its sessions; returns how many were framed.
+fn run(shared: &Shared, job: Job, now: std::time::Instant, dirty: &mut VecDeque<Arc<SessionHandle>>) -> usize {
+    let mut framed = 0;
+    match job {
+        Job::Fanout { event, to } => {
+            for s in to.iter() {
+                if let Some(body) = event.body_for(s) {
+                    let (ok, first) = s.write_dispatch(event.name, body, now);
+                    framed += ok as usize;
+                    if first {
+                        dirty.push_back(s.clone());
+                    }
+                }
+            }
+            shared.stats.backlog.fetch_sub(to.len(), Ordering::Relaxed);
+        }
+        Job::One { to, d } => {
+            let (ok, first) = to.write_dispatch(d.name, &d.body, now);
+            framed += ok as usize;
+            if first {
+                dirty.push_back(to);
+            }
+            shared.stats.backlog.fetch_sub(1, Ordering::Relaxed);
+        }
+        Job::Barrier(done) => {
+            for s in dirty.drain(..) {
+                s.flush();
+            }
+            let _ = done.send(());
+        }
+    }
+    shared.stats.delivered.fetch_add(framed as u64, Ordering::Relaxed);
+    framed
+}
+
+/// A delivery thread. It frames queued jobs into its sessions' buffers and
+/// writes the touched sockets in slices, taking in new jobs between slices:
+/// a socket is written once per pass however many events reached it. At
+/// most `coalesce_max` framed deliveries wait unwritten; beyond that, jobs
+/// stay queued and count toward the backlog REST checks.
 fn worker(shared: Arc<Shared>, rx: mpsc::Receiver<Job>, nice: i32) {
     lower_priority(nice);
-    let mut batch: Vec<Job> = Vec::new();
-    let mut dirty: Vec<Arc<SessionHandle>> = Vec::new();
-    while let Ok(first) = rx.recv() {
-        batch.push(first);
-        let mut size = 0;
-        while size < BATCH_DELIVERIES {
-            match rx.try_recv() {
-                Ok(j) => {
-                    size += match &j {
-                        Job::Fanout { to, .. } => to.len(),
-                        _ => 1,
-                    };
-                    batch.push(j);
-                }
-                Err(_) => break,
-            }
+    let cap = shared.limits.coalesce_max.max(1);
+    let mut dirty: VecDeque<Arc<SessionHandle>> = VecDeque::new();
+    // Framed deliveries not yet written (approximate: reset when all are).
+    let mut unwritten = 0usize;
+    let mut open = true;
+    loop {
+        if dirty.is_empty() {
+            unwritten = 0;
+            let Ok(job) = (if open { rx.recv().map_err(|_| ()) } else { Err(()) }) else { break };
+            unwritten += run(&shared, job, std::time::Instant::now(), &mut dirty);
         }
-        let mut delivered = 0u64;
         let now = std::time::Instant::now();
-        for job in batch.drain(..) {
-            match job {
-                Job::Fanout { event, to } => {
-                    for s in to.iter() {
-                        if let Some(body) = event.body_for(s) {
-                            let (framed, first) = s.write_dispatch(event.name, body, now);
-                            delivered += framed as u64;
-                            if first {
-                                dirty.push(s.clone());
-                            }
-                        }
-                    }
-                    shared.stats.backlog.fetch_sub(to.len(), Ordering::Relaxed);
-                }
-                Job::One { to, d } => {
-                    let (framed, first) = to.write_dispatch(d.name, &d.body, now);
-                    delivered += framed as u64;
-                    if first {
-                        dirty.push(to);
-                    }
-                    shared.stats.backlog.fetch_sub(1, Ordering::Relaxed);
-                }
-                Job::Barrier(done) => {
-                    for s in dirty.drain(..) {
-                        s.flush();
-                    }
-                    let _ = done.send(());
-                }
+        while open && unwritten < cap {
+            match rx.try_recv() {
+                Ok(job) => unwritten += run(&shared, job, now, &mut dirty),
+                Err(mpsc::TryRecvError::Empty) => break,
+                Err(mpsc::TryRecvError::Disconnected) => open = false,
             }
         }
-        for s in dirty.drain(..) {
-            s.flush();
+        for _ in 0..FLUSH_SLICE {
+            let Some(s) = dirty.pop_front() else { break };
+            unwritten = unwritten.saturating_sub(s.flush());
         }
-        shared.stats.delivered.fetch_add(delivered, Ordering::Relaxed);
     }
 }

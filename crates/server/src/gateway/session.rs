@@ -43,6 +43,12 @@ pub struct SessionState {
     gen: u32,
     /// Last sequence number assigned.
     seq: u64,
+    /// Last dispatch handed to the current socket: written (direct mode,
+    /// where the replay buffer is the write queue) or framed into its
+    /// buffer (compressed sockets).
+    sent: u64,
+    /// Direct mode: bytes of the frames of dispatches `sent + 1 ..= seq`.
+    unsent_bytes: usize,
     /// Everything at or below this was acknowledged; resuming below it is refused.
     acked: u64,
     /// Dispatches the client has not acknowledged, for RESUME; bounded by
@@ -78,12 +84,11 @@ impl SessionHandle {
         if st.ended {
             return (false, false);
         }
-        let seq = st.record(&self.delivery().shared.limits, Dispatch { name, body: body.clone() }, now);
+        st.record(&self.delivery().shared.limits, Dispatch { name, body: body.clone() }, now);
         if st.flushing && st.is_slow(&self.delivery().shared) {
             self.close_slow(&mut st);
         }
-        let Some(conn) = st.conn.as_mut() else { return (false, false) };
-        if conn.send_dispatch(name, seq, body).is_err() {
+        if st.conn.is_none() || !st.queue_last() {
             return (false, false);
         }
         let first = !st.dirty;
@@ -91,33 +96,31 @@ impl SessionHandle {
         (true, first)
     }
 
-    /// Writes what a delivery worker framed.
-    pub(crate) fn flush(self: &Arc<Self>) {
+    /// Writes what a delivery worker framed; returns how many frames were
+    /// queued (written now, or left to the socket's flusher task).
+    pub(crate) fn flush(self: &Arc<Self>) -> usize {
         let mut st = self.lock();
         st.dirty = false;
+        let frames = st.conn.as_ref().map_or(0, Conn::queued_frames) + (st.seq - st.sent) as usize;
         self.flush_locked(&mut st);
+        frames
     }
 
     /// Writes the socket once; hands a backed-up socket to a flusher task,
     /// closes a slow consumer (resumably).
     fn flush_locked(self: &Arc<Self>, st: &mut SessionState) {
-        if st.flushing {
-            return;
-        }
-        let Some(conn) = st.conn.as_mut() else { return };
-        if !conn.has_pending() {
+        if st.flushing || !st.has_output() {
             return;
         }
         let shared = &self.delivery().shared;
-        match conn.try_flush() {
+        match st.try_write() {
             Ok(true) => {
                 shared.stats.writes.fetch_add(1, Ordering::Relaxed);
                 st.backlogged_since = None;
             }
             Ok(false) => {
-                let backlog = conn.backlog_len();
-                shared.stats.pending_bytes_max.fetch_max(backlog, Ordering::Relaxed);
-                let sock = conn.sock();
+                let Some(sock) = st.conn.as_ref().map(Conn::sock) else { return };
+                shared.stats.pending_bytes_max.fetch_max(st.backlog(), Ordering::Relaxed);
                 if st.is_slow(shared) {
                     return self.close_slow(st);
                 }
@@ -314,7 +317,8 @@ impl SessionHandle {
 
     /// Bytes queued for the socket now.
     pub fn pending_bytes(&self) -> usize {
-        self.lock().conn.as_ref().map_or(0, Conn::pending_len)
+        let st = self.lock();
+        st.conn.as_ref().map_or(0, Conn::pending_len) + st.unsent_bytes
     }
 
     /// Dispatches and body bytes held for RESUME.
@@ -376,17 +380,65 @@ impl SessionHandle {
 
 impl SessionState {
     /// Assigns the next sequence and keeps the dispatch for replay.
+    /// Assigns the next sequence number to `d` and keeps it for RESUME
+    /// (and, in direct mode, as the socket's write queue). Trims the
+    /// replay buffer to its bounds, but never below a dispatch the current
+    /// socket has not been handed yet: those are bounded by the
+    /// slow-consumer rule instead.
     fn record(&mut self, limits: &super::delivery::Limits, d: Dispatch, now: Instant) -> u64 {
         self.seq += 1;
         self.replay_bytes += d.body.len();
+        if let Some(conn) = self.conn.as_mut().filter(|c| c.is_direct()) {
+            self.unsent_bytes += super::conn::dispatch_frame_len(d.name, self.seq, d.body.len());
+            conn.mark_dispatch(self.seq);
+        }
         self.replay.push_back((self.seq, d, now));
-        while self.replay.len() > limits.replay_max_events
-            || self.replay_bytes > limits.replay_max_bytes
-            || self.replay.front().is_some_and(|(_, _, t)| now.duration_since(*t) > limits.replay_max_age)
-        {
+        let keep = if self.conn.is_some() { self.sent + 1 } else { u64::MAX };
+        while self.replay.front().is_some_and(|(q, _, t)| {
+            *q < keep
+                && (self.replay.len() > limits.replay_max_events
+                    || self.replay_bytes > limits.replay_max_bytes
+                    || now.duration_since(*t) > limits.replay_max_age)
+        }) {
             self.pop_replay();
         }
         self.seq
+    }
+
+    /// Hands the last recorded dispatch to the socket: nothing to do in
+    /// direct mode (the next write frames it from the replay buffer);
+    /// compressed sockets compress it into their buffer. False if it could
+    /// not be framed.
+    fn queue_last(&mut self) -> bool {
+        let Some(conn) = self.conn.as_mut() else { return false };
+        if !conn.is_direct() {
+            let Some((seq, d, _)) = self.replay.back() else { return false };
+            if conn.send_dispatch(d.name, *seq, &d.body).is_err() {
+                return false;
+            }
+            self.sent = *seq;
+        }
+        true
+    }
+
+    /// Whether the socket has anything to write.
+    fn has_output(&self) -> bool {
+        self.conn.as_ref().is_some_and(|c| c.has_pending() || (c.is_direct() && self.sent < self.seq))
+    }
+
+    /// Writes as much as the socket takes; true when everything is written.
+    fn try_write(&mut self) -> std::io::Result<bool> {
+        let Some(conn) = self.conn.as_mut() else { return Ok(true) };
+        if conn.is_direct() {
+            conn.flush_direct(&self.replay, &mut self.sent, self.seq, &mut self.unsent_bytes)
+        } else {
+            conn.try_flush()
+        }
+    }
+
+    /// Bytes queued for the socket beyond the frame being written (about).
+    fn backlog(&self) -> usize {
+        self.conn.as_ref().map_or(0, |c| c.backlog_len() + self.unsent_bytes)
     }
 
     fn pop_replay(&mut self) {
@@ -397,7 +449,8 @@ impl SessionState {
 
     /// The client confirmed receiving everything up to `seq` (heartbeat `d`).
     fn acknowledge(&mut self, seq: u64) {
-        let seq = seq.min(self.seq);
+        // A client cannot have received what was not handed to its socket.
+        let seq = seq.min(if self.conn.is_some() { self.sent } else { self.seq });
         self.acked = self.acked.max(seq);
         while self.replay.front().is_some_and(|(s, _, _)| *s <= seq) {
             self.pop_replay();
@@ -410,12 +463,9 @@ impl SessionState {
     }
 
     fn record_and_send(&mut self, limits: &super::delivery::Limits, d: Dispatch) {
-        let (name, body) = (d.name, d.body.clone());
-        let seq = self.record(limits, d, Instant::now());
-        if let Some(conn) = self.conn.as_mut() {
-            if conn.send_dispatch(name, seq, &body).is_err() {
-                tracing::debug!("dispatch could not be framed");
-            }
+        self.record(limits, d, Instant::now());
+        if self.conn.is_some() && !self.queue_last() {
+            tracing::debug!("dispatch could not be framed");
         }
     }
 
@@ -433,8 +483,10 @@ impl SessionState {
     /// `max_pending_bytes` for the grace period (a RESUME's replay or one
     /// burst may pass the bound briefly), or passed the hard cap at once.
     fn is_slow(&mut self, shared: &super::delivery::Shared) -> bool {
-        let Some(conn) = self.conn.as_ref() else { return false };
-        let backlog = conn.backlog_len();
+        if self.conn.is_none() {
+            return false;
+        }
+        let backlog = self.backlog();
         let l = &shared.limits;
         if backlog <= l.max_pending_bytes {
             self.backlogged_since = None;
@@ -445,10 +497,37 @@ impl SessionState {
     }
 
     /// Puts a socket in and returns its generation.
-    fn attach(&mut self, conn: Conn) -> u32 {
+    /// Every dispatch recorded so far counts as handed to it; RESUME
+    /// moves `sent` back to what the client has (see `replay_from`).
+    fn attach(&mut self, mut conn: Conn) -> u32 {
+        conn.mark_dispatch(self.seq);
         self.conn = Some(conn);
+        self.sent = self.seq;
+        self.unsent_bytes = 0;
         self.detached_at = None;
         self.new_socket_generation()
+    }
+
+    /// The attached socket gets every dispatch after `after` (RESUME; the
+    /// caller checked `can_resume`): direct sockets write them from the
+    /// replay buffer, compressed ones get them framed now.
+    fn replay_from(&mut self, after: u64) {
+        let Some(conn) = self.conn.as_mut() else { return };
+        if conn.is_direct() {
+            self.sent = after;
+            self.unsent_bytes = self
+                .replay
+                .iter()
+                .filter(|(q, _, _)| *q > after)
+                .map(|(q, d, _)| super::conn::dispatch_frame_len(d.name, *q, d.body.len()))
+                .sum();
+            return;
+        }
+        for (seq, d, _) in self.replay.iter().filter(|(q, _, _)| *q > after) {
+            if conn.send_dispatch(d.name, *seq, &d.body).is_err() {
+                break;
+            }
+        }
     }
 
     /// The socket changed: readers and flushers of the old one stop, and its
@@ -467,10 +546,16 @@ impl SessionState {
         let Some(mut conn) = self.conn.take() else { return };
         self.new_socket_generation();
         self.detached_at = Some(Instant::now());
+        let (sent, last) = (self.sent, self.seq);
+        self.unsent_bytes = 0;
         match code {
             None => conn.sock().shutdown(),
             Some(code) => {
-                conn.discard_unsent();
+                if conn.is_direct() {
+                    conn.cut_direct(&self.replay, sent, last);
+                } else {
+                    conn.discard_unsent();
+                }
                 conn.queue_close(code);
                 match conn.try_flush() {
                     Ok(true) | Err(_) => conn.sock().shutdown(),
@@ -539,15 +624,8 @@ pub fn resume(node: &Arc<Node>, conn: Conn, r: &Resume, user: protocol::UserId) 
         st.detach(&s, Some(CloseCode::UnknownError));
         let sock = conn.sock();
         let gen = st.attach(conn);
-        let after = r.seq.unwrap_or(0);
+        st.replay_from(r.seq.unwrap_or(0));
         let st = &mut *st;
-        if let Some(conn) = st.conn.as_mut() {
-            for (seq, d, _) in st.replay.iter().filter(|(q, _, _)| *q > after) {
-                if conn.send_dispatch(d.name, *seq, &d.body).is_err() {
-                    break;
-                }
-            }
-        }
         st.record_and_send(limits, Dispatch { name: "RESUMED", body: Bytes::from_static(b"{\"_trace\":[\"throng\"]}") });
         s.flush_locked(st);
         (sock, gen)
@@ -596,7 +674,7 @@ pub async fn sweeper(node: Arc<Node>) {
                     tracing::trace!("reconnect not framed");
                 }
                 // Keep RECONNECT: only frames queued before it may be cut.
-                if let Err(e) = conn.try_flush() {
+                if let Err(e) = st.try_write() {
                     tracing::trace!(error = %e, "reconnect not written");
                 }
             }

@@ -25,6 +25,17 @@ pub fn accept_key(key: &str) -> String {
 }
 
 /// Appends a server (unmasked) frame header for a payload of `len` bytes.
+/// Bytes of the header `write_header` writes for a payload of `len`.
+pub fn header_len(len: usize) -> usize {
+    if len < 126 {
+        2
+    } else if len <= 0xffff {
+        4
+    } else {
+        10
+    }
+}
+
 pub fn write_header(out: &mut Vec<u8>, opcode: u8, len: usize) {
     out.push(0x80 | opcode);
     if len < 126 {
