@@ -50,10 +50,16 @@ pub struct GatewayConfig {
     /// Delivery worker threads (fan-out is split across them per session);
     /// 0 means one per available core.
     pub delivery_workers: usize,
-    /// Nice increment of the delivery threads (0-19): under saturation,
-    /// REST, heartbeats and reads go first, and fan-out batches grow, which
-    /// coalesces writes.
+    /// Nice value of the delivery threads (0-19) while they keep up.
     pub delivery_nice: i32,
+    /// Nice value a delivery thread takes while events keep arriving during
+    /// its passes (a burst): REST and the guild actors that feed it go
+    /// first, so more events are queued by the time each socket is written
+    /// and they leave in fewer writes. It returns to `delivery_nice` when
+    /// its queue is empty. Needs the right to lower a nice value again
+    /// (root or RLIMIT_NICE); without it, or when equal to `delivery_nice`,
+    /// threads stay at `delivery_nice`.
+    pub delivery_burst_nice: i32,
     /// Deliveries (event x recipient) queued to the workers beyond which
     /// REST refuses new messages with 503 + Retry-After (fail fast instead
     /// of letting queues grow).
@@ -157,6 +163,7 @@ impl Default for GatewayConfig {
             replay_max_bytes: 4 << 20,
             delivery_workers: 0,
             delivery_nice: 0,
+            delivery_burst_nice: 5,
             delivery_backlog_max: 2_000_000,
             delivery_coalesce_max: 131_072,
             max_pending_write_bytes: 128 << 10,

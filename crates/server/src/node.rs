@@ -12,7 +12,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::auth::Auth;
 use crate::config::Config;
-use crate::gateway::delivery::{Delivery, Limits};
+use crate::gateway::delivery::{Delivery, Limits, Nice};
 use crate::gateway::registry::Sessions;
 use crate::guild::GuildRouter;
 use crate::http::ratelimit::RateLimiter;
@@ -50,8 +50,13 @@ impl Node {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
         };
-        let delivery =
-            Delivery::start(workers, gw.delivery_nice, Limits::from_config(gw), tokio::runtime::Handle::current(), tasks.clone());
+        let delivery = Delivery::start(
+            workers,
+            Nice { base: gw.delivery_nice, burst: gw.delivery_burst_nice },
+            Limits::from_config(gw),
+            tokio::runtime::Handle::current(),
+            tasks.clone(),
+        );
         Arc::new(Node {
             delivery,
             auth: Auth::new(store.clone(), config.limits.password_hash_concurrency),

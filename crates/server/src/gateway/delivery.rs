@@ -156,7 +156,7 @@ pub struct Delivery {
 
 impl Delivery {
     /// Starts `workers` delivery threads (at least one).
-    pub fn start(workers: usize, nice: i32, limits: Limits, rt: tokio::runtime::Handle, tasks: TaskTracker) -> Arc<Delivery> {
+    pub fn start(workers: usize, nice: Nice, limits: Limits, rt: tokio::runtime::Handle, tasks: TaskTracker) -> Arc<Delivery> {
         let shared = Arc::new(Shared { limits, stats: Stats::default(), rt, tasks });
         let queues = (0..workers.max(1))
             .map(|i| {
@@ -176,7 +176,7 @@ impl Delivery {
     /// except that replay buffers keep only the last 64 events.
     pub fn standalone(workers: usize, rt: tokio::runtime::Handle) -> Arc<Delivery> {
         let limits = Limits { replay_max_events: 64, ..Limits::from_config(&crate::config::GatewayConfig::default()) };
-        Delivery::start(workers, 0, limits, rt, TaskTracker::new())
+        Delivery::start(workers, Nice { base: 0, burst: 0 }, limits, rt, TaskTracker::new())
     }
 
     pub fn workers(&self) -> usize {
@@ -305,17 +305,65 @@ impl Subscribers {
     }
 }
 
-/// Raises this thread's nice value by `nice`: bulk fan-out yields the CPU to
-/// REST handlers, heartbeats and readers when the cores are saturated, and
-/// while it waits, more events queue up and leave in fewer writes.
-fn lower_priority(nice: i32) {
+/// Nice values of a delivery thread: `base` normally, `burst` while events
+/// keep arriving during its passes (see `gateway.delivery_burst_nice`).
+#[derive(Clone, Copy, Debug)]
+pub struct Nice {
+    pub base: i32,
+    pub burst: i32,
+}
+
+/// A delivery thread's current nice value.
+struct Priority {
+    nice: Nice,
+    current: i32,
+    /// Whether this thread may switch to `burst` and back.
+    adaptive: bool,
+}
+
+impl Priority {
+    fn start(nice: Nice) -> Priority {
+        let mut p = Priority { nice, current: 0, adaptive: false };
+        if nice.base != 0 && set_nice(nice.base) {
+            p.current = nice.base;
+        }
+        // Going back down needs a privilege: probe it once.
+        p.adaptive = nice.burst > p.current && set_nice(p.current + 1) && set_nice(p.current);
+        p
+    }
+
+    fn burst(&mut self) {
+        if self.adaptive && self.current != self.nice.burst && set_nice(self.nice.burst) {
+            self.current = self.nice.burst;
+        }
+    }
+
+    fn calm(&mut self) {
+        if self.adaptive && self.current != self.nice.base {
+            if set_nice(self.nice.base) {
+                self.current = self.nice.base;
+            } else {
+                self.adaptive = false;
+            }
+        }
+    }
+}
+
+/// Sets the calling thread's nice value; false if refused.
+fn set_nice(nice: i32) -> bool {
     #[cfg(target_os = "linux")]
-    if nice > 0 {
+    {
         // SAFETY: gettid and setpriority on the calling thread have no preconditions.
         let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) };
         if r != 0 {
-            tracing::debug!(error = %std::io::Error::last_os_error(), "delivery thread priority unchanged");
+            tracing::debug!(nice, error = %std::io::Error::last_os_error(), "delivery thread priority unchanged");
         }
+        r == 0
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = nice;
+        false
     }
 }
 
@@ -364,8 +412,8 @@ fn run(shared: &Shared, job: Job, now: std::time::Instant, dirty: &mut VecDeque<
 /// a socket is written once per pass however many events reached it. At
 /// most `coalesce_max` framed deliveries wait unwritten; beyond that, jobs
 /// stay queued and count toward the backlog REST checks.
-fn worker(shared: Arc<Shared>, rx: mpsc::Receiver<Job>, nice: i32) {
-    lower_priority(nice);
+fn worker(shared: Arc<Shared>, rx: mpsc::Receiver<Job>, nice: Nice) {
+    let mut prio = Priority::start(nice);
     let cap = shared.limits.coalesce_max.max(1);
     let mut dirty: VecDeque<Arc<SessionHandle>> = VecDeque::new();
     // Framed deliveries not yet written (approximate: reset when all are).
@@ -374,13 +422,18 @@ fn worker(shared: Arc<Shared>, rx: mpsc::Receiver<Job>, nice: i32) {
     loop {
         if dirty.is_empty() {
             unwritten = 0;
+            prio.calm();
             let Ok(job) = (if open { rx.recv().map_err(|_| ()) } else { Err(()) }) else { break };
             unwritten += run(&shared, job, std::time::Instant::now(), &mut dirty);
         }
         let now = std::time::Instant::now();
         while open && unwritten < cap {
             match rx.try_recv() {
-                Ok(job) => unwritten += run(&shared, job, now, &mut dirty),
+                Ok(job) => {
+                    // Events arriving while sockets wait for their write: a burst.
+                    prio.burst();
+                    unwritten += run(&shared, job, now, &mut dirty);
+                }
                 Err(mpsc::TryRecvError::Empty) => break,
                 Err(mpsc::TryRecvError::Disconnected) => open = false,
             }
