@@ -58,6 +58,8 @@ async fn bulk(s: &dyn Store) {
     assert_eq!(s.load_guild(GuildId(9_000)).await.unwrap().unwrap().members.len(), 5000);
     assert_eq!(s.user_by_token(&[(10_000u64 % 251) as u8; 32]).await.unwrap().unwrap().id, UserId(10_000));
     assert_eq!(s.guilds_of_user(UserId(14_999)).await.unwrap(), vec![GuildId(9_000)]);
+    let who = s.identify_lookup(&[(10_000u64 % 251) as u8; 32]).await.unwrap().unwrap();
+    assert_eq!((who.user.id, who.guilds, who.application), (UserId(10_000), vec![GuildId(9_000)], None));
 }
 
 async fn users_and_tokens(s: &dyn Store) {
@@ -90,6 +92,9 @@ async fn users_and_tokens(s: &dyn Store) {
     s.create_application(&app).await.unwrap();
     assert_eq!(s.application_of_bot(UserId(3)).await.unwrap(), Some(app));
     assert!(s.application_of_bot(UserId(1)).await.unwrap().is_none());
+    let bot = s.identify_lookup(&tok).await.unwrap().expect("identify lookup");
+    assert_eq!((bot.user.username.as_str(), bot.guilds.len(), bot.application), ("robot", 0, Some((protocol::ApplicationId(3), 0))));
+    assert!(s.identify_lookup(&[8u8; 32]).await.unwrap().is_none());
 }
 
 async fn guilds_channels_members(s: &dyn Store) {

@@ -123,6 +123,16 @@ pub struct NewGuild {
     pub members: Vec<MemberRecord>,
 }
 
+/// What IDENTIFY needs about a token's user, read in one query.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IdentifyRecord {
+    pub user: UserRecord,
+    /// Guilds the user is a member of, ascending.
+    pub guilds: Vec<GuildId>,
+    /// A bot's application: id and flags.
+    pub application: Option<(ApplicationId, u64)>,
+}
+
 /// A guild's full state as its actor loads it.
 #[derive(Clone, Debug)]
 pub struct GuildSnapshot {

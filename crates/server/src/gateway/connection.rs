@@ -143,14 +143,15 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
         return Ok(None);
     };
     let token = ident.token.strip_prefix("Bot ").unwrap_or(&ident.token);
-    let user = match node.auth.user_for_token(token).await {
-        Ok(u) => u,
-        Err(AuthError::Unauthorized) => return Err(CloseCode::AuthenticationFailed),
+    let who = match node.store.identify_lookup(&crate::auth::hash_token(token)).await {
+        Ok(Some(w)) => w,
+        Ok(None) => return Err(CloseCode::AuthenticationFailed),
         Err(e) => {
             tracing::error!(error = %e, "identify: token lookup failed");
             return Err(CloseCode::UnknownError);
         }
     };
+    let (user, mut guilds, application) = (who.user, who.guilds, who.application);
     let intents = match ident.intents {
         Some(bits) => Intents(bits),
         None if user.bot => return Err(CloseCode::InvalidIntents),
@@ -167,14 +168,9 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
     }
     let gw = &node.config.gateway;
     let large_threshold = ident.large_threshold.unwrap_or(gw.large_threshold_default).clamp(50, gw.large_threshold_max);
-    let mut guilds = node.store.guilds_of_user(user.id).await.map_err(|e| {
-        tracing::error!(error = %e, "identify: guild lookup failed");
-        CloseCode::UnknownError
-    })?;
     if let Some([id, count]) = ident.shard {
         guilds.retain(|g| (g.0 >> 22) % u64::from(count) == u64::from(id));
     }
-    let application = if user.bot { node.store.application_of_bot(user.id).await.map_err(|_| CloseCode::UnknownError)? } else { None };
     let session_id = new_session_id();
     let mut ready = json!({
         "v": 10,
@@ -192,8 +188,8 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
         "auth": {},
         "_trace": ["throng"],
     });
-    if let Some(app) = application {
-        ready["application"] = json!({ "id": app.id, "flags": app.flags });
+    if let Some((id, flags)) = application.filter(|_| user.bot) {
+        ready["application"] = json!({ "id": id, "flags": flags });
     }
     if let Some(shard) = ident.shard {
         ready["shard"] = json!(shard);

@@ -253,11 +253,14 @@ pub struct Subscribers {
     by_id: HashMap<Arc<str>, Arc<SessionHandle>>,
     parts: Option<Partitions>,
     workers: usize,
+    /// Subscribers per intent bit: events no subscriber asked for are
+    /// neither encoded nor handed to the workers.
+    intents: [u32; 32],
 }
 
 impl Subscribers {
     pub fn new(workers: usize) -> Self {
-        Self { by_id: HashMap::new(), parts: None, workers: workers.max(1) }
+        Self { by_id: HashMap::new(), parts: None, workers: workers.max(1), intents: [0; 32] }
     }
 
     pub fn contains(&self, id: &str) -> bool {
@@ -266,15 +269,32 @@ impl Subscribers {
 
     pub fn insert(&mut self, s: Arc<SessionHandle>) {
         self.parts = None;
-        self.by_id.insert(s.id.clone(), s);
+        self.count_intents(s.intents.0, true);
+        if let Some(old) = self.by_id.insert(s.id.clone(), s) {
+            self.count_intents(old.intents.0, false);
+        }
     }
 
     pub fn remove(&mut self, id: &str) -> Option<Arc<SessionHandle>> {
         let r = self.by_id.remove(id);
-        if r.is_some() {
+        if let Some(s) = &r {
             self.parts = None;
+            self.count_intents(s.intents.0, false);
         }
         r
+    }
+
+    fn count_intents(&mut self, bits: u64, add: bool) {
+        for (bit, n) in self.intents.iter_mut().enumerate() {
+            if bits & (1 << bit) != 0 {
+                *n = if add { *n + 1 } else { n.saturating_sub(1) };
+            }
+        }
+    }
+
+    /// Whether any subscriber has one of `intent`'s bits.
+    pub fn wants(&self, intent: u64) -> bool {
+        self.intents.iter().enumerate().any(|(bit, n)| *n > 0 && intent & (1 << bit) != 0)
     }
 
     pub fn values(&self) -> impl Iterator<Item = &Arc<SessionHandle>> {
@@ -290,6 +310,7 @@ impl Subscribers {
     pub fn clear(&mut self) {
         self.by_id.clear();
         self.parts = None;
+        self.intents = [0; 32];
     }
 
     /// The subscribers split by worker.

@@ -109,6 +109,10 @@ impl GuildActor {
                     st.online.insert(user, presence.clone());
                 }
                 self.lists.status_changed(&st.view(), user, presence.status);
+                if !self.subs.wants(Intents::GUILD_PRESENCES) {
+                    self.seq += 1;
+                    return true;
+                }
                 let body = encode(&presence_json(self.id, user, &presence));
                 // Not echoed to the user's own sessions: they set it.
                 self.publish(FanEvent::new("PRESENCE_UPDATE", body, Filter::IntentNotUser(Intents::GUILD_PRESENCES, user)));
@@ -135,7 +139,13 @@ impl GuildActor {
     /// of the subscribers. Never waits.
     fn publish(&mut self, event: Arc<FanEvent>) {
         self.seq += 1;
-        self.node.delivery.fan_out(&event, self.subs.partitions());
+        let wanted = match &event.filter {
+            Filter::Intent(i) | Filter::IntentNotUser(i, _) => self.subs.wants(*i),
+            Filter::Message { .. } => self.subs.wants(Intents::GUILD_MESSAGES),
+        };
+        if wanted {
+            self.node.delivery.fan_out(&event, self.subs.partitions());
+        }
     }
 
     /// Sends one shared body to every subscriber with `intent`.
