@@ -70,6 +70,12 @@ pub struct GatewayConfig {
     /// them all); this bounds the memory that coalescing holds. Beyond it,
     /// jobs wait in the worker's queue and count toward `delivery_backlog_max`.
     pub delivery_coalesce_max: usize,
+    /// How long a delivery worker that was idle waits after its first new
+    /// job before it frames and writes (microseconds; 0: at once). Jobs
+    /// that arrive meanwhile cost their senders no wake-up and share its
+    /// writes: an IDENTIFY's READY and its guilds' GUILD_CREATEs, a burst's
+    /// events. It adds at most this much latency.
+    pub delivery_linger_us: u64,
     /// Bytes queued for a session's socket beyond the frame being written
     /// before the session counts as a slow consumer: it is closed with 4000
     /// and stays resumable (its replay buffer holds what it missed).
@@ -94,7 +100,11 @@ pub struct GatewayConfig {
     pub client_event_window_ms: u64,
     /// IDENTIFYs processed at once; beyond that the client gets op 9 `d:true`.
     /// At 256, a 3,000/s ramp here answered 39,739 op 9s and reached only
-    /// 860 READY/s (every retry costs a new upgrade); at 2,048, 476 and 2,104/s.
+    /// 860 READY/s (every retry costs a new upgrade); at 2,048, 476 and
+    /// 2,104/s. With batched lookups, a 5,000-6,000/s ramp (latency p99
+    /// 0.7-0.8 s on a saturated box) still hit 2,048 in flight: 447-4,519
+    /// op 9s; at 8,192, none. An IDENTIFY in flight holds little more than
+    /// its socket, which `max_gateway_connections` bounds anyway.
     pub identify_concurrency: usize,
     /// Default and maximum `large_threshold`.
     pub large_threshold_default: u32,
@@ -166,6 +176,7 @@ impl Default for GatewayConfig {
             delivery_burst_nice: 5,
             delivery_backlog_max: 2_000_000,
             delivery_coalesce_max: 131_072,
+            delivery_linger_us: 500,
             max_pending_write_bytes: 128 << 10,
             slow_consumer_grace_ms: 1_000,
             close_linger_ms: 30_000,
@@ -173,7 +184,7 @@ impl Default for GatewayConfig {
             max_client_payload: 4_096,
             client_events_per_window: 120,
             client_event_window_ms: 60_000,
-            identify_concurrency: 2_048,
+            identify_concurrency: 8_192,
             large_threshold_default: 50,
             large_threshold_max: 250,
             shutdown_grace_ms: 3_000,

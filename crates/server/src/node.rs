@@ -29,6 +29,8 @@ pub struct Node {
     pub delivery: Arc<Delivery>,
     pub presences: Presences,
     pub rest_limits: RateLimiter,
+    /// IDENTIFY's token/guild lookups, batched.
+    pub identify_lookups: crate::gateway::lookup::IdentifyLookups,
     /// Bounds IDENTIFYs in flight; `try_acquire` or the client gets op 9 `d:true`.
     pub identify_permits: Semaphore,
     /// Live gateway sockets of this process (see `limits.max_gateway_connections`).
@@ -64,6 +66,7 @@ impl Node {
             sessions: Sessions::default(),
             presences: Presences::default(),
             rest_limits: RateLimiter::new(config.limits.rest_requests_per_window, config.limits.rest_window_ms),
+            identify_lookups: crate::gateway::lookup::IdentifyLookups::start(store.clone()),
             identify_permits: Semaphore::new(config.gateway.identify_concurrency.max(1)),
             gateway_connections: Arc::default(),
             shutdown: CancellationToken::new(),

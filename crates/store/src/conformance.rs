@@ -38,7 +38,7 @@ pub async fn run_all(s: &dyn Store) {
 
 async fn bulk(s: &dyn Store) {
     let users: Vec<UserRecord> = (0..5000u64).map(|n| user(10_000 + n, &format!("bulk{n}"), false)).collect();
-    let tokens = users.iter().map(|u| ([(u.id.0 % 251) as u8; 32], u.id)).take(1).collect();
+    let tokens = users.iter().map(|u| ([(u.id.0 % 251) as u8; 32], u.id)).take(2).collect();
     let g = GuildRecord {
         id: GuildId(9_000),
         name: "bulk".into(),
@@ -58,8 +58,12 @@ async fn bulk(s: &dyn Store) {
     assert_eq!(s.load_guild(GuildId(9_000)).await.unwrap().unwrap().members.len(), 5000);
     assert_eq!(s.user_by_token(&[(10_000u64 % 251) as u8; 32]).await.unwrap().unwrap().id, UserId(10_000));
     assert_eq!(s.guilds_of_user(UserId(14_999)).await.unwrap(), vec![GuildId(9_000)]);
-    let who = s.identify_lookup(&[(10_000u64 % 251) as u8; 32]).await.unwrap().unwrap();
-    assert_eq!((who.user.id, who.guilds, who.application), (UserId(10_000), vec![GuildId(9_000)], None));
+    // A batch: two known tokens (in any order) and an unknown one.
+    let (a, b) = ([(10_000u64 % 251) as u8; 32], [(10_001u64 % 251) as u8; 32]);
+    let mut found = s.identify_lookup(&[b, [250u8; 32], a]).await.unwrap();
+    found.sort_by_key(|(_, w)| w.user.id);
+    let got: Vec<_> = found.into_iter().map(|(h, w)| (h, w.user.id, w.guilds, w.application)).collect();
+    assert_eq!(got, vec![(a, UserId(10_000), vec![GuildId(9_000)], None), (b, UserId(10_001), vec![GuildId(9_000)], None)]);
 }
 
 async fn users_and_tokens(s: &dyn Store) {
@@ -92,9 +96,9 @@ async fn users_and_tokens(s: &dyn Store) {
     s.create_application(&app).await.unwrap();
     assert_eq!(s.application_of_bot(UserId(3)).await.unwrap(), Some(app));
     assert!(s.application_of_bot(UserId(1)).await.unwrap().is_none());
-    let bot = s.identify_lookup(&tok).await.unwrap().expect("identify lookup");
+    let bot = s.identify_lookup(&[tok]).await.unwrap().pop().expect("identify lookup").1;
     assert_eq!((bot.user.username.as_str(), bot.guilds.len(), bot.application), ("robot", 0, Some((protocol::ApplicationId(3), 0))));
-    assert!(s.identify_lookup(&[8u8; 32]).await.unwrap().is_none());
+    assert!(s.identify_lookup(&[[8u8; 32]]).await.unwrap().is_empty());
 }
 
 async fn guilds_channels_members(s: &dyn Store) {

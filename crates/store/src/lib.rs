@@ -55,8 +55,10 @@ pub trait Store: Send + Sync + 'static {
     async fn user_by_token(&self, hash: &[u8; 32]) -> Result<Option<UserRecord>>;
     async fn create_application(&self, app: &ApplicationRecord) -> Result<()>;
     async fn application_of_bot(&self, bot: UserId) -> Result<Option<ApplicationRecord>>;
-    /// A token's user, guild ids and (for bots) application, in one round trip.
-    async fn identify_lookup(&self, hash: &[u8; 32]) -> Result<Option<IdentifyRecord>>;
+    /// For each token hash that exists: its user, guild ids and (for bots)
+    /// application, all in one round trip (IDENTIFYs arriving together are
+    /// looked up together).
+    async fn identify_lookup(&self, hashes: &[[u8; 32]]) -> Result<Vec<([u8; 32], IdentifyRecord)>>;
 
     /// Inserts users, tokens and whole guilds in one transaction (seeding).
     async fn bulk_load(&self, b: &BulkLoad) -> Result<()>;

@@ -424,37 +424,52 @@ impl Store for SqliteStore {
         Ok(sqlx::query_as::<_, UserRow>(q).bind(&hash[..]).fetch_optional(&self.reader).await?.map(Into::into))
     }
 
-    async fn identify_lookup(&self, hash: &[u8; 32]) -> Result<Option<IdentifyRecord>> {
-        // One statement, one row: each row and statement is a round trip to
-        // the connection's worker thread, which dominated IDENTIFY's cost.
-        let q = "SELECT u.id, u.username, u.global_name, u.avatar, u.bot, u.flags, u.created_at,
-                        (SELECT group_concat(guild_id) FROM (SELECT guild_id FROM members WHERE user_id = u.id ORDER BY guild_id)) AS guilds,
-                        a.id AS app_id, a.flags AS app_flags
-                 FROM tokens t JOIN users u ON u.id = t.user_id
-                 LEFT JOIN applications a ON a.bot_user_id = u.id
-                 WHERE t.hash = ?";
-        let Some(r) = sqlx::query(q).bind(&hash[..]).fetch_optional(&self.reader).await? else { return Ok(None) };
-        let user = UserRow {
-            id: r.try_get("id")?,
-            username: r.try_get("username")?,
-            global_name: r.try_get("global_name")?,
-            avatar: r.try_get("avatar")?,
-            bot: r.try_get("bot")?,
-            flags: r.try_get("flags")?,
-            created_at: r.try_get("created_at")?,
-        };
-        let guilds = match r.try_get::<Option<String>, _>("guilds")? {
-            None => Vec::new(),
-            Some(list) => list
-                .split(',')
-                .map(|g| g.parse::<u64>().map(GuildId).map_err(|e| StoreError::Db(sqlx::Error::Decode(Box::new(e)))))
-                .collect::<Result<_>>()?,
-        };
-        let application = match r.try_get::<Option<i64>, _>("app_id")? {
-            Some(id) => Some((ApplicationId(id as u64), r.try_get::<i64, _>("app_flags")? as u64)),
-            None => None,
-        };
-        Ok(Some(IdentifyRecord { user: user.into(), guilds, application }))
+    async fn identify_lookup(&self, hashes: &[[u8; 32]]) -> Result<Vec<([u8; 32], IdentifyRecord)>> {
+        if hashes.is_empty() {
+            return Ok(Vec::new());
+        }
+        // One statement for the whole batch: each statement and row is a
+        // round trip to the connection's worker thread, which dominated
+        // IDENTIFY's cost when done per query.
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "SELECT t.hash, u.id, u.username, u.global_name, u.avatar, u.bot, u.flags, u.created_at,
+                    (SELECT group_concat(guild_id) FROM (SELECT guild_id FROM members WHERE user_id = u.id ORDER BY guild_id)) AS guilds,
+                    a.id AS app_id, a.flags AS app_flags
+             FROM tokens t JOIN users u ON u.id = t.user_id
+             LEFT JOIN applications a ON a.bot_user_id = u.id
+             WHERE t.hash IN (",
+        );
+        let mut list = q.separated(", ");
+        for h in hashes {
+            list.push_bind(&h[..]);
+        }
+        q.push(")");
+        let rows = q.build().fetch_all(&self.reader).await?;
+        let decode = |e: std::num::ParseIntError| StoreError::Db(sqlx::Error::Decode(Box::new(e)));
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            let hash: Vec<u8> = r.try_get("hash")?;
+            let Ok(hash) = <[u8; 32]>::try_from(hash.as_slice()) else { continue };
+            let user = UserRow {
+                id: r.try_get("id")?,
+                username: r.try_get("username")?,
+                global_name: r.try_get("global_name")?,
+                avatar: r.try_get("avatar")?,
+                bot: r.try_get("bot")?,
+                flags: r.try_get("flags")?,
+                created_at: r.try_get("created_at")?,
+            };
+            let guilds = match r.try_get::<Option<String>, _>("guilds")? {
+                None => Vec::new(),
+                Some(list) => list.split(',').map(|g| g.parse::<u64>().map(GuildId).map_err(decode)).collect::<Result<_>>()?,
+            };
+            let application = match r.try_get::<Option<i64>, _>("app_id")? {
+                Some(id) => Some((ApplicationId(id as u64), r.try_get::<i64, _>("app_flags")? as u64)),
+                None => None,
+            };
+            out.push((hash, IdentifyRecord { user: user.into(), guilds, application }));
+        }
+        Ok(out)
     }
 
     async fn create_application(&self, a: &ApplicationRecord) -> Result<()> {

@@ -100,6 +100,8 @@ pub struct Limits {
     pub close_linger: Duration,
     /// Framed deliveries a worker may hold unwritten while it coalesces.
     pub coalesce_max: usize,
+    /// How long an idle worker waits after its first new job.
+    pub linger: Duration,
 }
 
 impl Limits {
@@ -113,6 +115,7 @@ impl Limits {
             max_pending_hard_bytes: gw.replay_max_bytes.max(16 * gw.max_pending_write_bytes) + gw.max_pending_write_bytes,
             close_linger: Duration::from_millis(gw.close_linger_ms),
             coalesce_max: gw.delivery_coalesce_max,
+            linger: Duration::from_micros(gw.delivery_linger_us),
         }
     }
 }
@@ -173,9 +176,11 @@ impl Delivery {
     }
 
     /// A delivery outside a node (tests and benchmarks): default limits,
-    /// except that replay buffers keep only the last 64 events.
+    /// except that replay buffers keep only the last 64 events and workers
+    /// do not linger (the micro-benchmark measures the path itself).
     pub fn standalone(workers: usize, rt: tokio::runtime::Handle) -> Arc<Delivery> {
-        let limits = Limits { replay_max_events: 64, ..Limits::from_config(&crate::config::GatewayConfig::default()) };
+        let limits =
+            Limits { replay_max_events: 64, linger: Duration::ZERO, ..Limits::from_config(&crate::config::GatewayConfig::default()) };
         Delivery::start(workers, Nice { base: 0, burst: 0 }, limits, rt, TaskTracker::new())
     }
 
@@ -445,6 +450,9 @@ fn worker(shared: Arc<Shared>, rx: mpsc::Receiver<Job>, nice: Nice) {
             unwritten = 0;
             prio.calm();
             let Ok(job) = (if open { rx.recv().map_err(|_| ()) } else { Err(()) }) else { break };
+            if !shared.limits.linger.is_zero() {
+                std::thread::sleep(shared.limits.linger);
+            }
             unwritten += run(&shared, job, std::time::Instant::now(), &mut dirty);
         }
         let now = std::time::Instant::now();
