@@ -218,15 +218,27 @@ pub struct GuildSubscriptionsBulk {
 /// Writes `{"op":0,"t":"NAME","s":SEQ,"d":` + body + `}` into `out`.
 /// `body` must be a complete JSON value.
 pub fn write_dispatch(out: &mut Vec<u8>, name: &str, seq: u64, body: &[u8]) {
-    out.reserve(body.len() + name.len() + 40);
-    out.extend_from_slice(b"{\"op\":0,\"t\":\"");
-    out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(b"\",\"s\":");
-    let mut n = [0u8; 20];
-    out.extend_from_slice(fmt_u64(seq, &mut n));
-    out.extend_from_slice(b",\"d\":");
+    out.reserve(dispatch_envelope_len(name, seq) + body.len() + 1);
+    write_dispatch_envelope(out, name, seq);
     out.extend_from_slice(body);
     out.push(b'}');
+}
+
+const ENVELOPE: [&[u8]; 3] = [b"{\"op\":0,\"t\":\"", b"\",\"s\":", b",\"d\":"];
+
+/// Writes what precedes the body of a dispatch: `{"op":0,"t":"NAME","s":SEQ,"d":`
+/// (the dispatch ends with the body and `}`).
+pub fn write_dispatch_envelope(out: &mut Vec<u8>, name: &str, seq: u64) {
+    let mut n = [0u8; 20];
+    for part in [ENVELOPE[0], name.as_bytes(), ENVELOPE[1], fmt_u64(seq, &mut n), ENVELOPE[2]] {
+        out.extend_from_slice(part);
+    }
+}
+
+/// Bytes `write_dispatch_envelope` writes.
+pub fn dispatch_envelope_len(name: &str, seq: u64) -> usize {
+    let mut n = [0u8; 20];
+    ENVELOPE.iter().map(|p| p.len()).sum::<usize>() + name.len() + fmt_u64(seq, &mut n).len()
 }
 
 /// Writes a non-dispatch frame `{"op":OP,"d":D,"s":null,"t":null}`.

@@ -450,15 +450,7 @@ impl Store for SqliteStore {
         for r in rows {
             let hash: Vec<u8> = r.try_get("hash")?;
             let Ok(hash) = <[u8; 32]>::try_from(hash.as_slice()) else { continue };
-            let user = UserRow {
-                id: r.try_get("id")?,
-                username: r.try_get("username")?,
-                global_name: r.try_get("global_name")?,
-                avatar: r.try_get("avatar")?,
-                bot: r.try_get("bot")?,
-                flags: r.try_get("flags")?,
-                created_at: r.try_get("created_at")?,
-            };
+            let user = UserRow::from_row(&r)?;
             let guilds = match r.try_get::<Option<String>, _>("guilds")? {
                 None => Vec::new(),
                 Some(list) => list.split(',').map(|g| g.parse::<u64>().map(GuildId).map_err(decode)).collect::<Result<_>>()?,

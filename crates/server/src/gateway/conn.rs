@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use protocol::compress::{CompressParams, Compressor, Transport};
-use protocol::gateway::{write_dispatch, write_op};
+use protocol::gateway::{dispatch_envelope_len, write_dispatch, write_dispatch_envelope, write_op};
 use protocol::CloseCode;
 use tokio::net::TcpStream;
 
@@ -40,28 +40,8 @@ pub enum ConnError {
     Compress(#[from] protocol::compress::CompressError),
 }
 
-const ENV_A: &[u8] = b"{\"op\":0,\"t\":\"";
-const ENV_B: &[u8] = b"\",\"s\":";
-const ENV_C: &[u8] = b",\"d\":";
-
-/// The decimal digits of `v`, right-aligned in `buf`; returns the slice.
-fn digits(v: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
-    let mut v = v;
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    &buf[i..]
-}
-
 fn dispatch_payload_len(name: &str, seq: u64, body_len: usize) -> usize {
-    let mut buf = [0u8; 20];
-    ENV_A.len() + name.len() + ENV_B.len() + digits(seq, &mut buf).len() + ENV_C.len() + body_len + 1
+    dispatch_envelope_len(name, seq) + body_len + 1
 }
 
 /// Bytes of the WebSocket frame that carries dispatch `seq` (see `frame_dispatch`).
@@ -73,14 +53,9 @@ pub fn dispatch_frame_len(name: &str, seq: u64, body_len: usize) -> usize {
 /// Appends what precedes the shared body in a dispatch frame: the header
 /// and the per-session envelope `{"op":0,"t":"NAME","s":SEQ,"d":`. The
 /// frame ends with the body and a closing brace.
-pub fn dispatch_prefix(out: &mut Vec<u8>, name: &str, seq: u64, body_len: usize) {
-    let mut buf = [0u8; 20];
-    let seq = digits(seq, &mut buf);
-    let len = ENV_A.len() + name.len() + ENV_B.len() + seq.len() + ENV_C.len() + body_len + 1;
-    ws::write_header(out, ws::OP_TEXT, len);
-    for part in [ENV_A, name.as_bytes(), ENV_B, seq, ENV_C] {
-        out.extend_from_slice(part);
-    }
+fn dispatch_prefix(out: &mut Vec<u8>, name: &str, seq: u64, body_len: usize) {
+    ws::write_header(out, ws::OP_TEXT, dispatch_payload_len(name, seq, body_len));
+    write_dispatch_envelope(out, name, seq);
 }
 
 /// Appends one uncompressed dispatch as a WebSocket text frame: header,
