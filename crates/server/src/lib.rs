@@ -30,6 +30,7 @@ pub mod node;
 pub mod perm;
 pub mod presence;
 pub mod seed;
+pub mod users;
 
 pub use config::Config;
 pub use node::Node;

@@ -201,3 +201,12 @@ async fn shutdown_signal() {
 
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc options, read once at start (`_RJEM_MALLOC_CONF` in the
+/// environment still overrides them). Without a background thread jemalloc
+/// returns freed pages only while the program allocates, so an idle server
+/// kept the identify ramp's transient buffers resident: 152 MB resident for
+/// 89 MB allocated at 19,000 idle sessions. The background thread purges
+/// dirty pages after `dirty_decay_ms` even when nothing allocates.
+#[export_name = "_rjem_malloc_conf"]
+pub static MALLOC_CONF: &[u8; 43] = b"background_thread:true,dirty_decay_ms:2000\0";

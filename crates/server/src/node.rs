@@ -28,6 +28,8 @@ pub struct Node {
     /// The delivery workers fan-out runs on (see `gateway::delivery`).
     pub delivery: Arc<Delivery>,
     pub presences: Presences,
+    /// One shared record per user for every guild actor (see `users`).
+    pub users: crate::users::UserCache,
     pub rest_limits: RateLimiter,
     /// IDENTIFY's token/guild lookups, batched.
     pub identify_lookups: crate::gateway::lookup::IdentifyLookups,
@@ -65,6 +67,7 @@ impl Node {
             guilds: GuildRouter::new(config.limits.guild_mailbox_capacity),
             sessions: Sessions::default(),
             presences: Presences::default(),
+            users: Default::default(),
             rest_limits: RateLimiter::new(config.limits.rest_requests_per_window, config.limits.rest_window_ms),
             identify_lookups: crate::gateway::lookup::IdentifyLookups::start(store.clone()),
             identify_permits: Semaphore::new(config.gateway.identify_concurrency.max(1)),

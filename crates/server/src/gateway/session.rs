@@ -268,7 +268,7 @@ impl SessionHandle {
                     };
                     let g = req.guild_id;
                     if self.guild_ids().contains(&g) {
-                        let msg = GuildMsg::RequestMembers { session: self.clone(), req };
+                        let msg = GuildMsg::RequestMembers { session: self.clone(), req: Box::new(req) };
                         if let Err(e) = node.guilds.send(node, g, msg) {
                             tracing::debug!(error = %e, "member request dropped");
                         }

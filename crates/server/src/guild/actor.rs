@@ -59,7 +59,7 @@ impl GuildActor {
         // of this task's allocation for the guild's lifetime.
         match Box::pin(node.store.load_guild(id)).await {
             Ok(Some(snap)) => {
-                let mut state = State::from_snapshot(snap);
+                let mut state = State::from_snapshot(snap, &node.users);
                 for uid in state.members.keys() {
                     let p = node.presences.get(*uid);
                     if p.status != Status::Offline {
@@ -98,7 +98,7 @@ impl GuildActor {
                 }
                 self.lists.subscribe(&st.view(), session, &channels, &st.channels);
             }
-            GuildMsg::RequestMembers { session, req } => self.request_members(st, &session, req),
+            GuildMsg::RequestMembers { session, req } => self.request_members(st, &session, *req),
             GuildMsg::Presence { user, presence } => {
                 if !st.members.contains_key(&user) {
                     return true;
@@ -117,7 +117,7 @@ impl GuildActor {
                 // Not echoed to the user's own sessions: they set it.
                 self.publish(FanEvent::new("PRESENCE_UPDATE", body, Filter::IntentNotUser(Intents::GUILD_PRESENCES, user)));
             }
-            GuildMsg::Event(ev) => return self.apply(st, ev),
+            GuildMsg::Event(ev) => return self.apply(st, *ev),
         }
         true
     }
@@ -222,7 +222,7 @@ impl GuildActor {
                 let mut m = convert::member(&member, Some(&user));
                 m.guild_id = Some(gid);
                 let p = self.node.presences.get(uid);
-                st.members.insert(uid, (member, Arc::new(user)));
+                st.members.insert(uid, (member, self.node.users.intern(user)));
                 if p.status != Status::Offline {
                     st.online.insert(uid, p);
                 }
@@ -332,12 +332,12 @@ impl State {
         View { guild: self.guild.id, owner: self.guild.owner_id, roles: &self.roles, members: &self.members, online: &self.online }
     }
 
-    fn from_snapshot(s: GuildSnapshot) -> State {
+    fn from_snapshot(s: GuildSnapshot, users: &crate::users::UserCache) -> State {
         State {
             guild: s.guild,
             roles: s.roles,
             channels: s.channels,
-            members: s.members.into_iter().map(|(m, u)| (m.user_id, (m, Arc::new(u)))).collect(),
+            members: s.members.into_iter().map(|(m, u)| (m.user_id, (m, users.intern(u)))).collect(),
             online: HashMap::new(),
         }
     }

@@ -32,7 +32,7 @@ pub enum GuildMsg {
     /// op 8: answer with GUILD_MEMBERS_CHUNK dispatches.
     RequestMembers {
         session: Arc<SessionHandle>,
-        req: RequestGuildMembers,
+        req: Box<RequestGuildMembers>,
     },
     /// op 14/37: the channels' member-list ranges this session watches now.
     ListSubscribe {
@@ -44,8 +44,11 @@ pub enum GuildMsg {
         user: UserId,
         presence: Presence,
     },
-    /// A change already committed to the store.
-    Event(GuildEvent),
+    /// A change already committed to the store. Boxed, as is the op 8
+    /// request: a mailbox holds its capacity in blocks of 32 messages, so the
+    /// largest variant sets the size of every slot of every guild's mailbox
+    /// (GuildEvent is about 190 bytes, the other variants at most 40).
+    Event(Box<GuildEvent>),
 }
 
 /// Committed changes, applied to the actor's state and fanned out in order.
@@ -189,5 +192,16 @@ pub fn broadcast_presence(node: &Arc<Node>, user: UserId, guilds: &[GuildId], pr
         if let Err(e) = node.guilds.send(node, g, GuildMsg::Presence { user, presence: presence.clone() }) {
             tracing::debug!(guild = %g, error = %e, "presence update dropped");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mailbox_slots_stay_small() {
+        // Every guild's mailbox allocates slots of this size in blocks of 32.
+        assert!(std::mem::size_of::<GuildMsg>() <= 48, "GuildMsg is {} bytes", std::mem::size_of::<GuildMsg>());
     }
 }

@@ -60,6 +60,27 @@ pub async fn stats(State(node): State<Arc<Node>>, headers: HeaderMap) -> ApiResu
         "slow_consumer_closes": st.slow_consumer_closes.load(Ordering::Relaxed),
         "delivered": st.delivered.load(Ordering::Relaxed),
         "writes": st.writes.load(Ordering::Relaxed),
+        "heap": heap_stats(),
     });
     Ok(json_bytes(StatusCode::OK, body.to_string()))
+}
+
+/// jemalloc's view of the heap (bytes): `allocated` by the program, `active`
+/// in pages holding allocations, `resident` in physical memory (also metadata
+/// and pages not yet returned), `retained` mapped but returned. `null` when
+/// the statistics cannot be read.
+fn heap_stats() -> serde_json::Value {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    let read = || -> Result<serde_json::Value, tikv_jemalloc_ctl::Error> {
+        epoch::advance()?;
+        Ok(json!({
+            "allocated": stats::allocated::read()?,
+            "active": stats::active::read()?,
+            "metadata": stats::metadata::read()?,
+            "resident": stats::resident::read()?,
+            "retained": stats::retained::read()?,
+            "background_thread": tikv_jemalloc_ctl::background_thread::read()?,
+        }))
+    };
+    read().unwrap_or(serde_json::Value::Null)
 }
