@@ -60,15 +60,7 @@ mod tests {
     use super::*;
 
     fn user(id: u64, name: &str) -> UserRecord {
-        UserRecord {
-            id: UserId(id),
-            username: name.into(),
-            global_name: None,
-            avatar: None,
-            bot: false,
-            flags: 0,
-            created_at: 0,
-        }
+        UserRecord { id: UserId(id), username: name.into(), global_name: None, avatar: None, bot: false, flags: 0, created_at: 0 }
     }
 
     #[test]

@@ -85,6 +85,12 @@ pub enum GuildEvent {
     MemberRemove(UserId),
 }
 
+impl From<GuildEvent> for GuildMsg {
+    fn from(ev: GuildEvent) -> Self {
+        GuildMsg::Event(Box::new(ev))
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum RouteError {
     /// The guild's mailbox is full: fail fast, the caller answers 503 / retries.
@@ -203,5 +209,34 @@ mod tests {
     fn mailbox_slots_stay_small() {
         // Every guild's mailbox allocates slots of this size in blocks of 32.
         assert!(std::mem::size_of::<GuildMsg>() <= 48, "GuildMsg is {} bytes", std::mem::size_of::<GuildMsg>());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_full_mailbox_refuses_at_once_and_rest_answers_503() {
+        use axum::response::IntoResponse;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(store::sqlite::SqliteStore::open(dir.path(), &Default::default()).await.unwrap());
+        let mut config = crate::config::Config::default();
+        config.limits.guild_mailbox_capacity = 2;
+        let node = Node::new(config, store);
+        let g = GuildId(42);
+        let msg = || GuildMsg::Unsubscribe { session_id: "s".into() };
+        // The actor is spawned on this single-threaded runtime but cannot run
+        // before the test yields, so nothing drains the mailbox.
+        node.guilds.send(&node, g, msg()).unwrap();
+        let permit = node.guilds.reserve(&node, g).unwrap();
+        assert!(matches!(node.guilds.send(&node, g, msg()), Err(RouteError::Busy(id)) if id == g));
+        assert!(matches!(node.guilds.reserve(&node, g), Err(RouteError::Busy(_))));
+        // A released reservation frees its place.
+        drop(permit);
+        node.guilds.send(&node, g, msg()).unwrap();
+        // What a REST caller gets for it: 503, Retry-After and Discord's error body.
+        let resp = crate::http::error::ApiError::from(RouteError::Busy(g)).into_response();
+        assert_eq!(resp.status(), 503);
+        assert_eq!(resp.headers()["retry-after"], "1");
+        let body = axum::body::to_bytes(resp.into_body(), 1 << 16).await.unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["code"], 0);
+        assert!(v["retry_after"].is_number());
     }
 }

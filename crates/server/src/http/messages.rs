@@ -196,7 +196,7 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
     let member = Some(member_partial(&access));
     let message = Arc::new(convert::message(&rec, &u, &mentions, member));
     let body = encode_message(&message)?;
-    slot.send(GuildMsg::Event(Box::new(GuildEvent::MessageCreate { message, body: body.clone() })));
+    slot.send(GuildMsg::from(GuildEvent::MessageCreate { message, body: body.clone() }));
     Ok(json_bytes(StatusCode::OK, body))
 }
 

@@ -552,3 +552,20 @@ async fn gateway_connections_are_capped_per_process() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     Gw::connect(&t.ws).await;
 }
+
+#[tokio::test]
+async fn identify_admission_is_bounded_and_answers_op9_true() {
+    let t = TestServer::start_with(|c| c.gateway.identify_concurrency = 2).await;
+    let w = t.world().await;
+    // Every admission slot taken, as by IDENTIFYs in flight.
+    let held = t.node().identify_permits.try_acquire_many(2).unwrap();
+    let mut g = Gw::connect(&t.ws).await;
+    g.send(json!({"op": 2, "d": {"token": w.bot_token, "intents": BOT_INTENTS, "properties": {}}})).await;
+    let busy = g.recv().await;
+    assert_eq!(busy["op"], 9);
+    assert_eq!(busy["d"], true, "resumable/retryable: the client may identify again");
+    // The socket stays open, and once a slot is free the retry succeeds.
+    drop(held);
+    let ready = g.identify(&w.bot_token, BOT_INTENTS).await;
+    assert_eq!(ready["t"], "READY");
+}

@@ -231,11 +231,11 @@ async fn member_list_ranges_stay_equal_to_a_fresh_sync() {
                 present.push(next_id);
                 next_id += 1;
                 let m = MemberRecord { guild_id: gid, user_id: u.id, nick: None, roles: vec![], joined_at: 2, flags: 0 };
-                GuildMsg::Event(GuildEvent::MemberAdd { member: m, user: u })
+                GuildMsg::from(GuildEvent::MemberAdd { member: m, user: u })
             }
             1 => {
                 let uid = present.swap_remove(rng.gen_range(0..present.len()));
-                GuildMsg::Event(GuildEvent::MemberRemove(UserId(uid)))
+                GuildMsg::from(GuildEvent::MemberRemove(UserId(uid)))
             }
             2 => {
                 let uid = present[rng.gen_range(0..present.len())];
@@ -249,7 +249,7 @@ async fn member_list_ranges_stay_equal_to_a_fresh_sync() {
                     Some(format!("{}nick{}", ["a", "M", "z", "_"][rng.gen_range(0..4)], rng.gen_range(0..1000)))
                 };
                 let roles = if rng.gen_bool(0.05) { vec![mods] } else { vec![] };
-                GuildMsg::Event(GuildEvent::MemberUpdate(MemberRecord {
+                GuildMsg::from(GuildEvent::MemberUpdate(MemberRecord {
                     guild_id: gid,
                     user_id: UserId(uid),
                     nick,
