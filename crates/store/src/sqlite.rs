@@ -60,13 +60,10 @@ impl SqliteStore {
             .pragma("cache_size", "-16000");
         let writer = SqlitePoolOptions::new().max_connections(1).min_connections(1).connect_with(connect.clone()).await?;
         sqlx::migrate!("./migrations/sqlite").run(&writer).await?;
-        let reader =
-            SqlitePoolOptions::new().max_connections(opts.readers.max(1)).connect_with(connect.clone().read_only(true)).await?;
+        let reader = SqlitePoolOptions::new().max_connections(opts.readers.max(1)).connect_with(connect.clone().read_only(true)).await?;
         // It reads tokens, users and memberships only: a smaller page cache.
-        let lookup = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(connect.read_only(true).pragma("cache_size", "-4000"))
-            .await?;
+        let lookup =
+            SqlitePoolOptions::new().max_connections(1).connect_with(connect.read_only(true).pragma("cache_size", "-4000")).await?;
         Ok(Self { writer, reader, lookup })
     }
 
