@@ -46,12 +46,9 @@ impl UserCache {
     }
 
     /// Entries in the cache, live or not yet swept.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.inner.lock().expect("user cache poisoned").map.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
