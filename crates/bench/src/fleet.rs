@@ -178,6 +178,7 @@ impl Fleet {
             t.late_deliveries += l.late_deliveries;
             t.sequences_done += l.sequences_done;
             t.stall_outcomes += l.stall_outcomes;
+            t.last_ready_at_us = t.last_ready_at_us.max(l.last_ready_at_us);
         }
         t
     }

@@ -570,6 +570,7 @@ async fn gateway_target(url: &str, compress: &str) -> anyhow::Result<GatewayTarg
 pub async fn connect_phase(fleet: &mut Fleet, users: &[u32], rate: f64, timeout: Duration) -> anyhow::Result<(f64, bool)> {
     let before = fleet.totals();
     fleet.phase = "ramp";
+    let start_us = crate::worker::now_us();
     let parts = split_ranges(users, fleet.len());
     let active = parts.iter().filter(|p| !p.is_empty()).count().max(1);
     for (w, ranges) in parts.into_iter().enumerate() {
@@ -586,9 +587,11 @@ pub async fn connect_phase(fleet: &mut Fleet, users: &[u32], rate: f64, timeout:
             x.ready >= target_ready || x.ready + (x.failed - before.failed) >= target_ready
         })
         .await?;
-    let took = t.elapsed().as_secs_f64();
     let x = fleet.totals();
     let all = x.ready >= target_ready;
+    // Workers report once a second: time the ramp by when its last session
+    // became ready (same host, same clock), not by when that was reported.
+    let took = if all && x.last_ready_at_us > start_us { (x.last_ready_at_us - start_us) as f64 / 1e6 } else { t.elapsed().as_secs_f64() };
     fleet.progress.line(&format!("all {} sessions ready in {took:.1} s ({} failed)", x.ready - before.ready, x.failed - before.failed));
     Ok((took, all))
 }

@@ -491,6 +491,7 @@ fn became_ready(w: &Worker, st: &mut State, t0: Instant, resumed: bool) {
     st.live = true;
     let mut s = w.stats.borrow_mut();
     s.counters.ready += 1;
+    s.counters.last_ready_at_us = crate::worker::now_us();
     if !resumed {
         s.ready_us.record_us(t0.elapsed());
     }

@@ -110,6 +110,10 @@ pub struct Tick {
     pub sequences_done: u64,
     /// Stalled sessions with a final outcome (RESUMED, op 9 or given up).
     pub stall_outcomes: u64,
+    /// Wall clock (µs since the Unix epoch) when a session of this worker
+    /// last became ready: ramps are timed by it, not by when the 1 s tick
+    /// that reports it arrives.
+    pub last_ready_at_us: u64,
     pub e2e_us: Hist,
     pub connect_us: Hist,
     pub ready_us: Hist,

@@ -20,6 +20,7 @@
 //! per guild event (per variant); queues are bounded where work enters.
 
 pub mod auth;
+pub mod batch;
 pub mod config;
 pub mod convert;
 pub mod gateway;

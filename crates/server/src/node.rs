@@ -4,13 +4,15 @@
 
 use std::sync::Arc;
 
+use protocol::GuildId;
 use protocol::SnowflakeGen;
-use store::Store;
+use store::{GuildSnapshot, IdentifyRecord, Store};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::auth::Auth;
+use crate::batch::{self, Batcher};
 use crate::config::Config;
 use crate::gateway::delivery::{Delivery, Limits, Nice};
 use crate::gateway::registry::Sessions;
@@ -31,8 +33,10 @@ pub struct Node {
     /// One shared record per user for every guild actor (see `users`).
     pub users: crate::users::UserCache,
     pub rest_limits: RateLimiter,
-    /// IDENTIFY's token/guild lookups, batched.
-    pub identify_lookups: crate::gateway::lookup::IdentifyLookups,
+    /// IDENTIFY's token/guild lookups, batched (see `batch`).
+    pub identify_lookups: Batcher<[u8; 32], IdentifyRecord>,
+    /// Guild actors' loads, batched (see `batch`).
+    pub guild_loads: Batcher<GuildId, GuildSnapshot>,
     /// Bounds IDENTIFYs in flight; `try_acquire` or the client gets op 9 `d:true`.
     pub identify_permits: Semaphore,
     /// Live gateway sockets of this process (see `limits.max_gateway_connections`).
@@ -69,7 +73,8 @@ impl Node {
             presences: Presences::default(),
             users: Default::default(),
             rest_limits: RateLimiter::new(config.limits.rest_requests_per_window, config.limits.rest_window_ms),
-            identify_lookups: crate::gateway::lookup::IdentifyLookups::start(store.clone()),
+            identify_lookups: batch::identify_lookups(store.clone()),
+            guild_loads: batch::guild_loads(store.clone()),
             identify_permits: Semaphore::new(config.gateway.identify_concurrency.max(1)),
             gateway_connections: Arc::default(),
             shutdown: CancellationToken::new(),

@@ -34,6 +34,7 @@ pub async fn run_all(s: &dyn Store) {
     messages(s).await;
     invites(s).await;
     bulk(s).await;
+    batched_guild_loads(s).await;
 }
 
 async fn bulk(s: &dyn Store) {
@@ -64,6 +65,95 @@ async fn bulk(s: &dyn Store) {
     found.sort_by_key(|(_, w)| w.user.id);
     let got: Vec<_> = found.into_iter().map(|(h, w)| (h, w.user.id, w.guilds, w.application)).collect();
     assert_eq!(got, vec![(a, UserId(10_000), vec![GuildId(9_000)], None), (b, UserId(10_001), vec![GuildId(9_000)], None)]);
+}
+
+/// `load_guilds` returns, for each guild that exists, exactly what was
+/// stored: text that needs escaping, ids past 2^53, roles and channels of
+/// the right guild in position order, members ordered by user id.
+async fn batched_guild_loads(s: &dyn Store) {
+    const BIG: u64 = (1 << 62) + 12_345;
+    let odd = UserRecord {
+        id: UserId(20_002),
+        username: "quo\"te\\slash\u{1F980}\ttab".into(),
+        global_name: Some("Ünïcødé [1,2]".into()),
+        avatar: Some("a_0123".into()),
+        bot: true,
+        flags: BIG,
+        created_at: BIG,
+    };
+    let plain = user(20_001, "plain", false);
+    let snapshot = |gid: u64, members: Vec<(MemberRecord, UserRecord)>| {
+        let guild = GuildRecord {
+            id: GuildId(gid),
+            name: format!("batch {gid}"),
+            icon: Some("i".into()),
+            description: None,
+            owner_id: UserId(20_001),
+            system_channel_id: Some(ChannelId(gid * 10)),
+            created_at: 7,
+        };
+        let role = |n: u64, position: i32| RoleRecord {
+            id: RoleId(gid * 10 + n),
+            guild_id: GuildId(gid),
+            name: format!("r{n}"),
+            color: 0xff00ff,
+            hoist: n == 2,
+            position,
+            permissions: BIG,
+            mentionable: true,
+        };
+        let channel = |n: u64, position: i32| ChannelRecord {
+            id: ChannelId(gid * 10 + n),
+            guild_id: Some(GuildId(gid)),
+            kind: 0,
+            name: format!("c{n}"),
+            position,
+            topic: Some("it's \"quoted\"".into()),
+            nsfw: false,
+            parent_id: None,
+            rate_limit_per_user: 5,
+            overwrites: vec![],
+            last_message_id: None,
+        };
+        GuildSnapshot { guild, roles: vec![role(2, 0), role(1, 3)], channels: vec![channel(1, 0), channel(2, 1)], members }
+    };
+    let member = |gid: u64, u: &UserRecord, nick: Option<&str>, roles: Vec<RoleId>| MemberRecord {
+        guild_id: GuildId(gid),
+        user_id: u.id,
+        nick: nick.map(Into::into),
+        roles,
+        joined_at: 9,
+        flags: 2,
+    };
+    let a = snapshot(
+        300,
+        vec![
+            (member(300, &plain, None, vec![]), plain.clone()),
+            (member(300, &odd, Some("n\"ick\\"), vec![RoleId(3001), RoleId(BIG)]), odd.clone()),
+        ],
+    );
+    let b = snapshot(301, vec![(member(301, &odd, None, vec![RoleId(3012)]), odd.clone())]);
+    let empty = snapshot(302, vec![]);
+    let new_guild = |g: &GuildSnapshot| NewGuild {
+        guild: g.guild.clone(),
+        // Inserted out of position order: loads sort them.
+        roles: g.roles.iter().rev().cloned().collect(),
+        channels: g.channels.iter().rev().cloned().collect(),
+        members: g.members.iter().rev().map(|(m, _)| m.clone()).collect(),
+    };
+    s.bulk_load(&BulkLoad {
+        users: vec![odd.clone(), plain.clone()],
+        tokens: vec![],
+        guilds: vec![new_guild(&a), new_guild(&b), new_guild(&empty)],
+    })
+    .await
+    .unwrap();
+    let mut got = s.load_guilds(&[GuildId(301), GuildId(999_999), GuildId(302), GuildId(300)]).await.unwrap();
+    got.sort_by_key(|g| g.guild.id);
+    assert_eq!(got, vec![a.clone(), b, empty], "a batch returns every existing guild whole and skips a missing one");
+    assert_eq!(s.load_guild(GuildId(300)).await.unwrap(), Some(a), "one guild loads the same alone");
+    assert!(s.load_guilds(&[]).await.unwrap().is_empty());
+    assert!(s.load_guilds(&[GuildId(999_999)]).await.unwrap().is_empty());
 }
 
 async fn users_and_tokens(s: &dyn Store) {

@@ -134,7 +134,7 @@ pub struct IdentifyRecord {
 }
 
 /// A guild's full state as its actor loads it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GuildSnapshot {
     pub guild: GuildRecord,
     pub roles: Vec<RoleRecord>,

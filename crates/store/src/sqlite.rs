@@ -8,6 +8,7 @@
 //! one connection (SQLite has one writer anyway; this avoids busy retries
 //! inside the process), reads through a small pool.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
@@ -226,6 +227,40 @@ impl TryFrom<MemberRow> for MemberRecord {
             joined_at: r.joined_at as u64,
             flags: r.flags as u64,
         })
+    }
+}
+
+/// One member as `load_guilds` aggregates it: a JSON array in this order.
+#[derive(serde::Deserialize)]
+struct MemberJson(
+    i64,            // user_id
+    Option<String>, // nick
+    Vec<u64>,       // roles
+    i64,            // joined_at
+    i64,            // member flags
+    String,         // username
+    Option<String>, // global_name
+    Option<String>, // avatar
+    i64,            // bot
+    i64,            // user flags
+    i64,            // created_at
+);
+
+impl MemberJson {
+    fn into_records(self, guild_id: GuildId) -> (MemberRecord, UserRecord) {
+        let MemberJson(user_id, nick, roles, joined_at, mflags, username, global_name, avatar, bot, flags, created_at) = self;
+        let user_id = UserId(user_id as u64);
+        let member = MemberRecord {
+            guild_id,
+            user_id,
+            nick,
+            roles: roles.into_iter().map(RoleId).collect(),
+            joined_at: joined_at as u64,
+            flags: mflags as u64,
+        };
+        let user =
+            UserRecord { id: user_id, username, global_name, avatar, bot: bot != 0, flags: flags as u64, created_at: created_at as u64 };
+        (member, user)
     }
 }
 
@@ -588,31 +623,69 @@ impl Store for SqliteStore {
         Ok(r.rows_affected() == 1)
     }
 
-    async fn load_guild(&self, id: GuildId) -> Result<Option<GuildSnapshot>> {
-        let Some(guild) = self.get_guild(id).await? else { return Ok(None) };
-        let roles = self.roles_of_guild(id).await?;
-        let channels = self.channels_of_guild(id).await?;
-        let rows = sqlx::query(
-            "SELECT m.guild_id, m.user_id, m.nick, m.roles, m.joined_at, m.flags AS mflags,
-                    u.id, u.username, u.global_name, u.avatar, u.bot, u.flags, u.created_at
-             FROM members m JOIN users u ON u.id = m.user_id WHERE m.guild_id = ? ORDER BY m.user_id",
-        )
-        .bind(i(id))
-        .fetch_all(&self.reader)
-        .await?;
-        let mut members = Vec::with_capacity(rows.len());
-        for r in rows {
-            let m = MemberRow {
-                guild_id: r.try_get("guild_id")?,
-                user_id: r.try_get("user_id")?,
-                nick: r.try_get("nick")?,
-                roles: r.try_get("roles")?,
-                joined_at: r.try_get("joined_at")?,
-                flags: r.try_get("mflags")?,
-            };
-            members.push((MemberRecord::try_from(m)?, UserRow::from_row(&r)?.into()));
+    async fn load_guilds(&self, ids: &[GuildId]) -> Result<Vec<GuildSnapshot>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
         }
-        Ok(Some(GuildSnapshot { guild, roles, channels, members }))
+        // Four statements for the whole batch, and one row per guild for its
+        // members (aggregated to JSON by SQLite): every statement and every
+        // row is a round trip to the connection's worker thread, which cost
+        // more than the query itself when 1,000 guilds loaded one by one with
+        // a row per member (~10 µs of CPU per member, half of it in the kernel).
+        let in_list = |sql: &str| {
+            let mut q = QueryBuilder::<Sqlite>::new(sql);
+            q.push(" IN (");
+            let mut list = q.separated(", ");
+            for &id in ids {
+                list.push_bind(i(id));
+            }
+            q.push(")");
+            q
+        };
+        let mut q = in_list("SELECT id, name, icon, description, owner_id, system_channel_id, created_at FROM guilds WHERE id");
+        let guilds: Vec<GuildRow> = q.build_query_as().fetch_all(&self.reader).await?;
+        if guilds.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut snaps: Vec<GuildSnapshot> = guilds
+            .into_iter()
+            .map(|g| GuildSnapshot { guild: g.into(), roles: Vec::new(), channels: Vec::new(), members: Vec::new() })
+            .collect();
+        let mut q = in_list("SELECT id, guild_id, name, color, hoist, position, permissions, mentionable FROM roles WHERE guild_id");
+        q.push(" ORDER BY guild_id, position, id");
+        let roles: Vec<RoleRow> = q.build_query_as().fetch_all(&self.reader).await?;
+        let mut q = in_list(&format!("SELECT {CHANNEL_COLS} FROM channels WHERE guild_id"));
+        q.push(" ORDER BY guild_id, position, id");
+        let channels: Vec<ChannelRow> = q.build_query_as().fetch_all(&self.reader).await?;
+        let mut q = in_list(
+            "SELECT m.guild_id,
+                    json_group_array(json_array(m.user_id, m.nick, json(m.roles), m.joined_at, m.flags,
+                                                u.username, u.global_name, u.avatar, u.bot, u.flags, u.created_at)
+                                     ORDER BY m.user_id) AS members
+             FROM members m JOIN users u ON u.id = m.user_id WHERE m.guild_id",
+        );
+        q.push(" GROUP BY m.guild_id");
+        let members = q.build().fetch_all(&self.reader).await?;
+        let index: HashMap<u64, usize> = snaps.iter().enumerate().map(|(n, s)| (s.guild.id.0, n)).collect();
+        let slot = |guild_id: i64| index.get(&(guild_id as u64)).copied();
+        for r in roles {
+            if let Some(n) = slot(r.guild_id) {
+                snaps[n].roles.push(r.into());
+            }
+        }
+        for c in channels {
+            if let Some(n) = c.guild_id.and_then(slot) {
+                snaps[n].channels.push(c.try_into()?);
+            }
+        }
+        for r in members {
+            let Some(n) = slot(r.try_get("guild_id")?) else { continue };
+            let json: &str = r.try_get("members")?;
+            let guild_id = snaps[n].guild.id;
+            let rows: Vec<MemberJson> = serde_json::from_str(json)?;
+            snaps[n].members = rows.into_iter().map(|m| m.into_records(guild_id)).collect();
+        }
+        Ok(snaps)
     }
 
     async fn guilds_of_user(&self, user: UserId) -> Result<Vec<GuildId>> {

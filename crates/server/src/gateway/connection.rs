@@ -143,7 +143,7 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
         return Ok(None);
     };
     let token = ident.token.strip_prefix("Bot ").unwrap_or(&ident.token);
-    let who = match node.identify_lookups.lookup(crate::auth::hash_token(token)).await {
+    let who = match node.identify_lookups.get(crate::auth::hash_token(token)).await {
         Ok(Some(w)) => w,
         Ok(None) => return Err(CloseCode::AuthenticationFailed),
         Err(e) => {

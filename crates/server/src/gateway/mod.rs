@@ -3,7 +3,6 @@
 pub mod conn;
 pub mod connection;
 pub mod delivery;
-pub mod lookup;
 pub mod registry;
 pub mod session;
 pub mod ws;

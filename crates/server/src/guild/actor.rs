@@ -55,9 +55,10 @@ impl GuildActor {
     pub async fn run(mut self) {
         let node = self.node.clone();
         let id = self.id;
-        // Boxed: the store's future is large and would otherwise stay part
-        // of this task's allocation for the guild's lifetime.
-        match Box::pin(node.store.load_guild(id)).await {
+        // Batched with other actors' loads (see `batch`); boxed, so the
+        // future does not stay part of this task's allocation for the
+        // guild's lifetime.
+        match Box::pin(node.guild_loads.get(id)).await {
             Ok(Some(snap)) => {
                 let mut state = State::from_snapshot(snap, &node.users);
                 for uid in state.members.keys() {
