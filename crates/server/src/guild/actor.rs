@@ -369,13 +369,17 @@ impl State {
         let large = self.members.len() > s.large_threshold as usize;
         // Large guilds: online members only, and only for sessions that get
         // presences (as Discord does); everyone else gets just their own member.
+        // Built from the session's own entry and the online map, never by
+        // scanning every member: a guild of N members subscribing N sessions
+        // would otherwise cost N² checks.
         let with_online = s.intents.contains(Intents::GUILD_PRESENCES);
-        let members = self
-            .members
-            .values()
-            .filter(|(m, _)| !large || m.user_id == s.user_id || (with_online && self.online.contains_key(&m.user_id)))
-            .map(|(m, u)| convert::member(m, Some(u)))
-            .collect();
+        let members = if large {
+            let own = self.members.get(&s.user_id);
+            let online = self.online.keys().filter(|&&u| with_online && u != s.user_id).filter_map(|u| self.members.get(u));
+            own.into_iter().chain(online).map(|(m, u)| convert::member(m, Some(u))).collect()
+        } else {
+            self.members.values().map(|(m, u)| convert::member(m, Some(u))).collect()
+        };
         let presences = if s.intents.contains(Intents::GUILD_PRESENCES) {
             self.online.iter().map(|(u, p)| presence_json(self.guild.id, *u, p)).collect()
         } else {

@@ -113,7 +113,7 @@ async fn member_list_ranges_stay_equal_to_a_fresh_sync() {
     // Observers (with tokens) and 100,000 members, a few with a hoisted role.
     let mut load = BulkLoad::default();
     let mut tokens = Vec::new();
-    for o in 0..3u64 {
+    for o in 0..4u64 {
         let u = user(10 + o, format!("observer{o}"));
         let (tok, hash) = server::auth::new_token(u.id);
         tokens.push(tok);
@@ -185,7 +185,7 @@ async fn member_list_ranges_stay_equal_to_a_fresh_sync() {
     a.identify(&tokens[0], 1).await;
     // Above large_threshold, GUILD_CREATE lists only online members and the session's own.
     let gc = a.until("GUILD_CREATE").await;
-    assert_eq!(gc["d"]["member_count"], MEMBERS + 3);
+    assert_eq!(gc["d"]["member_count"], MEMBERS + 4);
     assert_eq!(gc["d"]["large"], true);
     let listed: Vec<_> = gc["d"]["members"].as_array().unwrap().iter().map(|m| m["user"]["id"].as_str().unwrap().to_string()).collect();
     assert_eq!(listed, vec!["10".to_string()]);
@@ -206,6 +206,21 @@ async fn member_list_ranges_stay_equal_to_a_fresh_sync() {
     fresh.wait = slow;
     fresh.identify(&tokens[2], 1).await;
     fresh.until("GUILD_CREATE").await;
+    // With GUILD_PRESENCES, a large guild's GUILD_CREATE lists the online
+    // members (each with its presence) and the session's own, nobody else.
+    let mut watcher = Gw::connect(&t.ws).await;
+    watcher.wait = slow;
+    watcher.identify(&tokens[3], 1 | 1 << 8).await;
+    let gc = watcher.until("GUILD_CREATE").await;
+    let ids = |v: &Value, path: &str| -> std::collections::BTreeSet<u64> {
+        v.as_array().unwrap().iter().map(|m| m[path]["id"].as_str().unwrap().parse().unwrap()).collect()
+    };
+    let listed = ids(&gc["d"]["members"], "user");
+    let mut online = ids(&gc["d"]["presences"], "user");
+    assert!((0..2_000u64).all(|n| online.contains(&(1_000 + n * 37))), "every member set online is in presences");
+    online.insert(13);
+    assert_eq!(listed, online, "members are exactly the online ones and the session's own");
+    drop(watcher);
     let (mut ca, mut cb) = (Copy::default(), Copy::default());
     ca.apply(&a.until("GUILD_MEMBER_LIST_UPDATE").await["d"]);
     cb.apply(&b.until("GUILD_MEMBER_LIST_UPDATE").await["d"]);
