@@ -569,3 +569,45 @@ async fn identify_admission_is_bounded_and_answers_op9_true() {
     let ready = g.identify(&w.bot_token, BOT_INTENTS).await;
     assert_eq!(ready["t"], "READY");
 }
+
+#[tokio::test]
+async fn a_delivery_backlog_over_its_bound_refuses_messages_with_503_and_commits_nothing() {
+    // Workers hold each batch for 1.5 s, so a fanned-out message stays in
+    // the backlog long enough to be seen; one message to two sessions is
+    // more than the bound.
+    let t = TestServer::start_with(|c| {
+        c.gateway.delivery_backlog_max = 1;
+        c.gateway.delivery_linger_us = 1_500_000;
+        // The clients do not heartbeat.
+        c.gateway.heartbeat_interval_ms = 600_000;
+    })
+    .await;
+    let w = t.world().await;
+    let mut g = Gw::connect(&t.ws).await;
+    g.identify(&w.bot_token, BOT_INTENTS).await;
+    g.until("GUILD_CREATE").await;
+    let mut owner = Gw::connect(&t.ws).await;
+    owner.identify(&w.owner, ALL_INTENTS).await;
+    owner.until("GUILD_CREATE").await;
+    let path = format!("/channels/{}/messages", w.channel);
+    t.say(&w.owner, &w.channel, "first").await;
+    let node = t.node().clone();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while node.delivery.backlog() < 2 {
+        assert!(std::time::Instant::now() < deadline, "the first message never reached the delivery queue");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (s, v, h) = t.req(reqwest::Method::POST, &path, Some(&w.owner), Some(json!({"content": "refused"}))).await;
+    assert_eq!(s, 503, "{v}");
+    assert_eq!(h.get("retry-after").map(|v| v.to_str().unwrap()), Some("1"));
+    assert!(v["retry_after"].is_number() && v["message"].is_string(), "Discord's error body: {v}");
+    // Once the backlog is written the first message arrives, and a retry goes through.
+    assert_eq!(g.until("MESSAGE_CREATE").await["d"]["content"], "first");
+    t.say(&w.owner, &w.channel, "retried").await;
+    assert_eq!(g.until("MESSAGE_CREATE").await["d"]["content"], "retried");
+    // The refused message was never committed.
+    let (s, v) = t.get(&format!("{path}?limit=10"), &w.owner).await;
+    assert_eq!(s, 200, "{v}");
+    let contents: Vec<&str> = v.as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap()).collect();
+    assert_eq!(contents, vec!["retried", "first"]);
+}
