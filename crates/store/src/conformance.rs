@@ -260,6 +260,8 @@ async fn guilds_channels_members(s: &dyn Store) {
     assert_eq!(page.iter().map(|m| m.user_id).collect::<Vec<_>>(), vec![UserId(3)]);
     let snap = s.load_guild(GuildId(100)).await.unwrap().unwrap();
     assert_eq!(snap.members.len(), 2);
+    assert_eq!(s.count_members(GuildId(100)).await.unwrap(), 2);
+    assert_eq!(s.count_members(GuildId(999)).await.unwrap(), 0);
     assert_eq!(snap.members[1].1.username, "robot");
     assert!(s.load_guild(GuildId(999)).await.unwrap().is_none());
 

@@ -95,6 +95,7 @@ pub trait Store: Send + Sync + 'static {
     async fn remove_member(&self, guild: GuildId, user: UserId) -> Result<bool>;
     /// Members ordered by user id, starting after `after`.
     async fn list_members(&self, guild: GuildId, after: UserId, limit: u32) -> Result<Vec<MemberRecord>>;
+    async fn count_members(&self, guild: GuildId) -> Result<u64>;
 
     // Messages.
     async fn create_message(&self, m: &MessageRecord) -> Result<()>;

@@ -779,6 +779,11 @@ impl Store for SqliteStore {
         Ok(r.rows_affected() == 1)
     }
 
+    async fn count_members(&self, guild: GuildId) -> Result<u64> {
+        let (n,): (i64,) = sqlx::query_as("SELECT count(*) FROM members WHERE guild_id = ?").bind(i(guild)).fetch_one(&self.reader).await?;
+        Ok(n as u64)
+    }
+
     async fn list_members(&self, guild: GuildId, after: UserId, limit: u32) -> Result<Vec<MemberRecord>> {
         sqlx::query_as::<_, MemberRow>(
             "SELECT guild_id, user_id, nick, roles, joined_at, flags FROM members WHERE guild_id = ? AND user_id > ? ORDER BY user_id LIMIT ?",

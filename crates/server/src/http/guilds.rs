@@ -91,7 +91,7 @@ pub async fn get(
     let a = guild_access(&node, gid, u.id).await?;
     let roles = node.store.roles_of_guild(gid).await?;
     let extra = if q.with_counts.unwrap_or(false) {
-        let count = node.store.load_guild(gid).await?.map(|s| s.members.len()).unwrap_or(0);
+        let count = node.store.count_members(gid).await?;
         json!({ "approximate_member_count": count, "approximate_presence_count": 0 })
     } else {
         json!({})

@@ -64,6 +64,8 @@ async fn guild_permissions() {
     let (stranger, _) = t.user("stranger").await;
     let g = format!("/guilds/{}", w.guild);
     assert_eq!(t.get(&g, &w.owner).await.0, 200);
+    let (s, v) = t.get(&format!("{g}?with_counts=true"), &w.owner).await;
+    assert_eq!((s, v["approximate_member_count"].as_u64()), (200, Some(2)), "owner and bot: {v}");
     let (s, v) = t.get(&g, &stranger).await;
     assert_eq!((s, v["code"].as_u64()), (403, Some(50001)));
     let (s, v) = t.get("/guilds/123", &w.owner).await;
