@@ -41,3 +41,101 @@ pub fn in_channel(base: u64, guild: GuildId, member: &MemberRecord, c: &ChannelR
 pub fn can_view(guild: GuildId, owner: UserId, roles: &[RoleRecord], member: &MemberRecord, c: &ChannelRecord) -> bool {
     in_channel(base(guild, owner, roles, member), guild, member, c) & permission::VIEW_CHANNEL != 0
 }
+
+/// Whether every member may see `c`, whatever their roles: `@everyone` may
+/// after the channel's `@everyone` overwrite, and no other overwrite denies
+/// VIEW_CHANNEL (roles and overwrites can then only add it). The common
+/// case, checked per event so that fan-out to a public channel needs no
+/// per-member work.
+pub fn everyone_can_view(guild: GuildId, roles: &[RoleRecord], c: &ChannelRecord) -> bool {
+    let everyone = roles.iter().find(|r| r.id.0 == guild.0).map_or(0, |r| r.permissions);
+    if everyone & permission::ADMINISTRATOR != 0 {
+        return true;
+    }
+    let mut p = everyone;
+    if let Some(o) = c.overwrites.iter().find(|o| o.kind == 0 && o.id == guild.0) {
+        p = (p & !o.deny) | o.allow;
+    }
+    p & permission::VIEW_CHANNEL != 0
+        && !c.overwrites.iter().any(|o| o.deny & permission::VIEW_CHANNEL != 0 && !(o.kind == 0 && o.id == guild.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use protocol::{ChannelId, RoleId};
+
+    const G: GuildId = GuildId(10);
+    const VIEW: u64 = permission::VIEW_CHANNEL;
+
+    fn role(id: u64, permissions: u64) -> RoleRecord {
+        RoleRecord { id: RoleId(id), guild_id: G, name: "r".into(), color: 0, hoist: false, position: 0, permissions, mentionable: false }
+    }
+
+    fn channel(overwrites: Vec<OverwriteRecord>) -> ChannelRecord {
+        ChannelRecord {
+            id: ChannelId(11),
+            guild_id: Some(G),
+            kind: 0,
+            name: "c".into(),
+            position: 0,
+            topic: None,
+            nsfw: false,
+            parent_id: None,
+            rate_limit_per_user: 0,
+            overwrites,
+            last_message_id: None,
+        }
+    }
+
+    fn member(user: u64, roles: &[u64]) -> MemberRecord {
+        MemberRecord {
+            guild_id: G,
+            user_id: UserId(user),
+            nick: None,
+            roles: roles.iter().map(|&r| RoleId(r)).collect(),
+            joined_at: 0,
+            flags: 0,
+        }
+    }
+
+    fn ow(id: u64, kind: u8, allow: u64, deny: u64) -> OverwriteRecord {
+        OverwriteRecord { id, kind, allow, deny }
+    }
+
+    /// `everyone_can_view` never says yes where some member cannot see the
+    /// channel, over every mix of these overwrites and members.
+    #[test]
+    fn everyone_can_view_is_never_wrong_about_a_member() {
+        let roles = [role(10, VIEW | 2048), role(20, 0), role(30, VIEW)];
+        let members = [member(1, &[]), member(2, &[20]), member(3, &[30]), member(4, &[20, 30]), member(99, &[])];
+        let pool = [
+            ow(10, 0, 0, VIEW),
+            ow(10, 0, VIEW, 0),
+            ow(10, 0, 0, 2048),
+            ow(20, 0, 0, VIEW),
+            ow(30, 0, VIEW, 0),
+            ow(2, 1, 0, VIEW),
+            ow(3, 1, VIEW, 0),
+        ];
+        let mut public = 0;
+        for mask in 0u32..(1 << pool.len()) {
+            let ows: Vec<_> = pool.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, o)| o.clone()).collect();
+            // One overwrite per target, as Discord stores them.
+            if ows.iter().enumerate().any(|(i, a)| ows[..i].iter().any(|b| (b.id, b.kind) == (a.id, a.kind))) {
+                continue;
+            }
+            let c = channel(ows);
+            let all = members.iter().all(|m| can_view(G, UserId(99), &roles, m, &c));
+            if everyone_can_view(G, &roles, &c) {
+                public += 1;
+                assert!(all, "said public, but a member cannot see it: {:?}", c.overwrites);
+            }
+        }
+        assert!(public > 0, "the plain cases are recognised");
+        // A channel without overwrites in a guild whose @everyone can view is public,
+        // one that denies @everyone is not, even if a role may see it.
+        assert!(everyone_can_view(G, &roles, &channel(vec![])));
+        assert!(!everyone_can_view(G, &roles, &channel(vec![ow(10, 0, 0, VIEW), ow(30, 0, VIEW, 0)])));
+    }
+}

@@ -321,14 +321,21 @@ impl Subscribers {
     /// The subscribers split by worker.
     pub fn partitions(&mut self) -> &Partitions {
         let (by_id, workers) = (&self.by_id, self.workers);
-        self.parts.get_or_insert_with(|| {
-            let mut split: Vec<Vec<Arc<SessionHandle>>> = vec![Vec::new(); workers];
-            for s in by_id.values() {
-                split[s.shard as usize % workers].push(s.clone());
-            }
-            Partitions(split.into_iter().map(Arc::from).collect())
-        })
+        self.parts.get_or_insert_with(|| split(by_id.values(), workers))
     }
+
+    /// The subscribers `keep` accepts, split by worker (not cached here).
+    pub fn partitions_where(&self, keep: impl Fn(&SessionHandle) -> bool) -> Partitions {
+        split(self.by_id.values().filter(|s| keep(s)), self.workers)
+    }
+}
+
+fn split<'a>(sessions: impl Iterator<Item = &'a Arc<SessionHandle>>, workers: usize) -> Partitions {
+    let mut split: Vec<Vec<Arc<SessionHandle>>> = vec![Vec::new(); workers];
+    for s in sessions {
+        split[s.shard as usize % workers].push(s.clone());
+    }
+    Partitions(split.into_iter().map(Arc::from).collect())
 }
 
 /// Nice values of a delivery thread: `base` normally, `burst` while events

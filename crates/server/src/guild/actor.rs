@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use protocol::gateway::{Intents, RequestGuildMembers, Status};
 use protocol::model::{self, iso8601};
-use protocol::{GuildId, UserId};
+use protocol::{ChannelId, GuildId, UserId};
 use serde::Serialize;
 use serde_json::{json, Value};
 use store::{ChannelRecord, GuildRecord, GuildSnapshot, MemberRecord, RoleRecord, UserRecord};
@@ -16,11 +16,11 @@ use tokio::sync::mpsc;
 
 use super::list::{Lists, View};
 use super::{GuildEvent, GuildMsg};
-use crate::convert;
-use crate::gateway::delivery::{FanEvent, Filter, Subscribers};
+use crate::gateway::delivery::{FanEvent, Filter, Partitions, Subscribers};
 use crate::gateway::{Dispatch, SessionHandle};
 use crate::node::Node;
 use crate::presence::Presence;
+use crate::{convert, perm};
 
 /// Members per GUILD_MEMBERS_CHUNK, as Discord sends them.
 const CHUNK_SIZE: usize = 1000;
@@ -35,6 +35,10 @@ pub struct GuildActor {
     seq: u64,
     /// The lazy member lists (ops 14/37), each built on its first subscription.
     lists: Lists,
+    /// Channels not every member may see: the subscribers who can, split by
+    /// worker. Built on a channel's first event, dropped whenever
+    /// subscribers, members or channels change.
+    hidden: HashMap<ChannelId, Partitions>,
 }
 
 struct State {
@@ -49,7 +53,7 @@ struct State {
 impl GuildActor {
     pub fn new(node: Arc<Node>, id: GuildId, rx: mpsc::Receiver<GuildMsg>) -> Self {
         let subs = Subscribers::new(node.delivery.workers());
-        Self { node, id, rx, subs, seq: 0, lists: Lists::default() }
+        Self { node, id, rx, subs, seq: 0, lists: Lists::default(), hidden: HashMap::new() }
     }
 
     pub async fn run(mut self) {
@@ -91,6 +95,7 @@ impl GuildActor {
             GuildMsg::Subscribe { session } => self.subscribe(st, session),
             GuildMsg::Unsubscribe { session_id } => {
                 self.subs.remove(&session_id);
+                self.hidden.clear();
                 self.lists.unsubscribe(&session_id);
             }
             GuildMsg::ListSubscribe { session, channels } => {
@@ -134,18 +139,41 @@ impl GuildActor {
             session.push(Dispatch { name: "GUILD_CREATE", body });
         }
         self.subs.insert(session);
+        self.hidden.clear();
     }
 
     /// Hands one encoded event to the delivery workers, each with its share
     /// of the subscribers. Never waits.
     fn publish(&mut self, event: Arc<FanEvent>) {
         self.seq += 1;
-        let wanted = match &event.filter {
+        if self.wanted(&event) {
+            self.node.delivery.fan_out(&event, self.subs.partitions());
+        }
+    }
+
+    /// `publish` for an event of channel `c`: when not every member may see
+    /// it, only to the subscribers who can (their split is cached per
+    /// channel until subscribers, members or channels change).
+    fn publish_in(&mut self, st: &State, c: &ChannelRecord, event: Arc<FanEvent>) {
+        if perm::everyone_can_view(self.id, &st.roles, c) {
+            return self.publish(event);
+        }
+        self.seq += 1;
+        if !self.wanted(&event) {
+            return;
+        }
+        let (subs, gid, owner) = (&self.subs, self.id, st.guild.owner_id);
+        let parts = self.hidden.entry(c.id).or_insert_with(|| {
+            subs.partitions_where(|s| st.members.get(&s.user_id).is_some_and(|(m, _)| perm::can_view(gid, owner, &st.roles, m, c)))
+        });
+        self.node.delivery.fan_out(&event, parts);
+    }
+
+    /// Whether any subscriber would get `event` at all.
+    fn wanted(&self, event: &FanEvent) -> bool {
+        match &event.filter {
             Filter::Intent(i) | Filter::IntentNotUser(i, _) => self.subs.wants(*i),
             Filter::Message { .. } => self.subs.wants(Intents::GUILD_MESSAGES),
-        };
-        if wanted {
-            self.node.delivery.fan_out(&event, self.subs.partitions());
         }
     }
 
@@ -154,20 +182,37 @@ impl GuildActor {
         self.publish(FanEvent::new(name, body.clone(), Filter::Intent(intent)));
     }
 
-    /// MESSAGE_CREATE/UPDATE: full content to those entitled to it, the
-    /// redacted variant (encoded at most once) to bots without MESSAGE_CONTENT.
-    fn fan_out_message(&mut self, name: &'static str, m: Arc<model::Message>, body: &Bytes) {
-        self.publish(FanEvent::new(name, body.clone(), Filter::Message { message: m, redacted: Default::default() }));
+    /// `fan_out` for an event of one channel: to those who may see it. An
+    /// event of a channel this guild does not (or no longer) have goes to
+    /// nobody rather than to everyone.
+    fn fan_out_in(&mut self, st: &State, channel: ChannelId, name: &'static str, body: &Bytes, intent: u64) {
+        let event = FanEvent::new(name, body.clone(), Filter::Intent(intent));
+        match st.channels.iter().find(|c| c.id == channel) {
+            Some(c) => self.publish_in(st, c, event),
+            None => self.seq += 1,
+        }
+    }
+
+    /// MESSAGE_CREATE/UPDATE: to those who may see the channel; full content
+    /// to those entitled to it, the redacted variant (encoded at most once)
+    /// to bots without MESSAGE_CONTENT.
+    fn fan_out_message(&mut self, st: &State, name: &'static str, m: Arc<model::Message>, body: &Bytes) {
+        let channel = m.channel_id;
+        let event = FanEvent::new(name, body.clone(), Filter::Message { message: m, redacted: Default::default() });
+        match st.channels.iter().find(|c| c.id == channel) {
+            Some(c) => self.publish_in(st, c, event),
+            None => self.seq += 1,
+        }
     }
 
     fn apply(&mut self, st: &mut State, ev: GuildEvent) -> bool {
         let gid = self.id;
         match ev {
-            GuildEvent::MessageCreate { message, body } => self.fan_out_message("MESSAGE_CREATE", message, &body),
-            GuildEvent::MessageUpdate { message, body } => self.fan_out_message("MESSAGE_UPDATE", message, &body),
+            GuildEvent::MessageCreate { message, body } => self.fan_out_message(st, "MESSAGE_CREATE", message, &body),
+            GuildEvent::MessageUpdate { message, body } => self.fan_out_message(st, "MESSAGE_UPDATE", message, &body),
             GuildEvent::MessageDelete { id, channel_id } => {
                 let body = encode(&json!({"id": id, "channel_id": channel_id, "guild_id": gid}));
-                self.fan_out("MESSAGE_DELETE", &body, Intents::GUILD_MESSAGES);
+                self.fan_out_in(st, channel_id, "MESSAGE_DELETE", &body, Intents::GUILD_MESSAGES);
             }
             GuildEvent::TypingStart { channel_id, user_id, timestamp } => {
                 let member = st.members.get(&user_id).map(|(m, u)| convert::member(m, Some(u)));
@@ -175,32 +220,41 @@ impl GuildActor {
                     "channel_id": channel_id, "guild_id": gid, "user_id": user_id,
                     "timestamp": timestamp, "member": member,
                 }));
-                self.fan_out("TYPING_START", &body, Intents::GUILD_MESSAGE_TYPING);
+                self.fan_out_in(st, channel_id, "TYPING_START", &body, Intents::GUILD_MESSAGE_TYPING);
             }
             GuildEvent::ChannelCreate(c) => {
                 let body = encode(&convert::channel(&c));
                 // The load may already have seen this commit.
                 st.channels.retain(|x| x.id != c.id);
+                self.hidden.clear();
+                let event = FanEvent::new("CHANNEL_CREATE", body, Filter::Intent(Intents::GUILDS));
+                self.publish_in(st, &c, event);
                 st.channels.push(c);
                 st.channels.sort_by_key(|c| (c.position, c.id));
-                self.fan_out("CHANNEL_CREATE", &body, Intents::GUILDS);
             }
             GuildEvent::ChannelUpdate(c) => {
                 let body = encode(&convert::channel(&c));
+                self.hidden.clear();
+                // To those who may see it now (Discord would also send
+                // CHANNEL_DELETE to those who just lost it; not done here).
+                let event = FanEvent::new("CHANNEL_UPDATE", body, Filter::Intent(Intents::GUILDS));
+                self.publish_in(st, &c, event);
                 if let Some(old) = st.channels.iter_mut().find(|x| x.id == c.id) {
                     *old = c;
                 }
                 st.channels.sort_by_key(|c| (c.position, c.id));
-                self.fan_out("CHANNEL_UPDATE", &body, Intents::GUILDS);
                 self.lists.invalidate_all(&st.view());
             }
             GuildEvent::ChannelDelete(c) => {
                 st.channels.retain(|x| x.id != c.id);
-                self.fan_out("CHANNEL_DELETE", &encode(&convert::channel(&c)), Intents::GUILDS);
+                self.hidden.clear();
+                let event = FanEvent::new("CHANNEL_DELETE", encode(&convert::channel(&c)), Filter::Intent(Intents::GUILDS));
+                self.publish_in(st, &c, event);
                 self.lists.invalidate_all(&st.view());
             }
             GuildEvent::GuildUpdate(g) => {
                 st.guild = g;
+                self.hidden.clear();
                 let body = encode(&convert::guild(&st.guild, &st.roles));
                 self.fan_out("GUILD_UPDATE", &body, Intents::GUILDS);
             }
@@ -224,6 +278,7 @@ impl GuildActor {
                 m.guild_id = Some(gid);
                 let p = self.node.presences.get(uid);
                 st.members.insert(uid, (member, self.node.users.intern(user)));
+                self.hidden.clear();
                 if p.status != Status::Offline {
                     st.online.insert(uid, p);
                 }
@@ -247,6 +302,7 @@ impl GuildActor {
                 let uid = member.user_id;
                 let Some((old, user)) = st.members.get_mut(&uid) else { return true };
                 *old = member;
+                self.hidden.clear();
                 let mut m = convert::member(old, Some(user));
                 m.guild_id = Some(gid);
                 self.fan_out("GUILD_MEMBER_UPDATE", &encode(&m), Intents::GUILD_MEMBERS);
@@ -254,6 +310,7 @@ impl GuildActor {
             }
             GuildEvent::MemberRemove(uid) => {
                 let Some((_, user)) = st.members.remove(&uid) else { return true };
+                self.hidden.clear();
                 st.online.remove(&uid);
                 self.lists.member_removed(&st.view(), uid);
                 let body = encode(&json!({"guild_id": gid, "user": convert::user(&user)}));

@@ -233,6 +233,16 @@ impl Gw {
         }
     }
 
+    /// The next dispatch not named in `skip` (other opcodes are skipped too).
+    pub async fn until_not(&mut self, skip: &[&str]) -> Value {
+        loop {
+            let v = self.recv().await;
+            if v["op"] == 0 && !skip.iter().any(|t| v["t"] == *t) {
+                return v;
+            }
+        }
+    }
+
     /// Skips payloads until the connection closes; returns the close.
     pub async fn closed(&mut self) -> Closed {
         loop {

@@ -611,3 +611,53 @@ async fn a_delivery_backlog_over_its_bound_refuses_messages_with_503_and_commits
     let contents: Vec<&str> = v.as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap()).collect();
     assert_eq!(contents, vec!["retried", "first"]);
 }
+
+/// Events of a channel reach only the sessions that may see it: messages,
+/// typing and the channel's own create/update follow VIEW_CHANNEL after
+/// overwrites, as REST reads already did.
+#[tokio::test]
+async fn events_of_a_hidden_channel_reach_only_those_who_may_see_it() {
+    let t = TestServer::start_with(|c| c.gateway.heartbeat_interval_ms = 600_000).await;
+    let w = t.world().await;
+    let (s, inv) = t.post(&format!("/channels/{}/invites", w.channel), &w.owner, json!({})).await;
+    assert_eq!(s, 200, "{inv}");
+    let (member, _) = t.user("member").await;
+    assert_eq!(t.post(&format!("/invites/{}", inv["code"].as_str().unwrap()), &member, json!({})).await.0, 200);
+    let mut bot = Gw::connect(&t.ws).await;
+    bot.identify(&w.bot_token, BOT_INTENTS | 1 << 11).await;
+    bot.until("GUILD_CREATE").await;
+    let mut m = Gw::connect(&t.ws).await;
+    m.identify(&member, ALL_INTENTS).await;
+    m.until("GUILD_CREATE").await;
+
+    // @everyone may not view it; the bot may, by a member overwrite.
+    let hidden = json!([
+        {"id": w.guild, "type": 0, "allow": "0", "deny": "1024"},
+        {"id": w.bot_id, "type": 1, "allow": "1024", "deny": "0"},
+    ]);
+    let (s, c) =
+        t.post(&format!("/guilds/{}/channels", w.guild), &w.owner, json!({"name": "secret", "permission_overwrites": hidden})).await;
+    assert_eq!(s, 201, "{c}");
+    let secret = c["id"].as_str().unwrap().to_string();
+    t.say(&w.owner, &secret, "secret words").await;
+    assert_eq!(t.post(&format!("/channels/{secret}/typing"), &w.owner, json!({})).await.0, 204);
+    t.say(&w.owner, &w.channel, "public words").await;
+
+    // The bot sees all of it, in order.
+    assert_eq!(bot.until("CHANNEL_CREATE").await["d"]["id"], secret.as_str());
+    assert_eq!(bot.until("MESSAGE_CREATE").await["d"]["content"], "secret words");
+    assert_eq!(bot.until("TYPING_START").await["d"]["channel_id"], secret.as_str());
+    assert_eq!(bot.until("MESSAGE_CREATE").await["d"]["content"], "public words");
+    // The member sees none of it: the next event it gets is the public message.
+    let next = m.until_not(&["PRESENCE_UPDATE", "GUILD_MEMBER_LIST_UPDATE"]).await;
+    assert_eq!((next["t"].as_str(), next["d"]["content"].as_str()), (Some("MESSAGE_CREATE"), Some("public words")), "{next}");
+
+    // Opened to everyone: the member gets the update and what follows.
+    let (s, v, _) =
+        t.req(reqwest::Method::PATCH, &format!("/channels/{secret}"), Some(&w.owner), Some(json!({"permission_overwrites": []}))).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(m.until("CHANNEL_UPDATE").await["d"]["id"], secret.as_str());
+    t.say(&w.owner, &secret, "now public").await;
+    let got = m.until("MESSAGE_CREATE").await;
+    assert_eq!((got["d"]["channel_id"].as_str(), got["d"]["content"].as_str()), (Some(secret.as_str()), Some("now public")));
+}
