@@ -98,7 +98,8 @@ pub struct GatewayConfig {
     /// Client events allowed per window (Discord: 120 per 60 s), else 4008.
     pub client_events_per_window: u32,
     pub client_event_window_ms: u64,
-    /// IDENTIFYs processed at once; beyond that the client gets op 9 `d:true`.
+    /// IDENTIFYs and RESUMEs processed at once; beyond that the client gets
+    /// op 9 `d:true` (retry; a session being resumed is kept).
     /// At 256, a 3,000/s ramp here answered 39,739 op 9s and reached only
     /// 860 READY/s (every retry costs a new upgrade); at 2,048, 476 and
     /// 2,104/s. With batched lookups, a 5,000-6,000/s ramp (latency p99

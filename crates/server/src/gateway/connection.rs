@@ -16,7 +16,6 @@ use super::conn::{Conn, ReadStatus};
 use super::session::{self, Identified};
 use super::ws::Incoming;
 use super::SessionHandle;
-use crate::auth::AuthError;
 use crate::node::Node;
 use crate::presence::Presence;
 
@@ -96,19 +95,30 @@ pub async fn serve(node: Arc<Node>, mut conn: Conn) {
                     Ok(None) => Step::Continue,
                     Err(code) => Step::Close(code),
                 },
-                op::RESUME => match resume(&node, conn, d).await {
-                    Ok(()) => return,
-                    Err((c, step)) => {
-                        conn = *c;
-                        if let Step::Continue = step {
-                            // Not resumable: the client will IDENTIFY (usually on a new socket).
-                            if conn.send_op(op::INVALID_SESSION, b"false").is_err() {
-                                return;
-                            }
+                op::RESUME => {
+                    // RESUMEs share IDENTIFY's admission: a reconnect storm is
+                    // bounded the same way. Busy: op 9 `d:true`, the client
+                    // retries and its session is still there.
+                    let Ok(_permit) = node.identify_permits.try_acquire() else {
+                        if conn.send_op(op::INVALID_SESSION, b"true").is_err() {
+                            return;
                         }
-                        step
+                        continue;
+                    };
+                    match resume(&node, conn, d).await {
+                        Ok(()) => return,
+                        Err((c, step)) => {
+                            conn = *c;
+                            if let Step::Continue = step {
+                                // Not resumable: the client will IDENTIFY (usually on a new socket).
+                                if conn.send_op(op::INVALID_SESSION, b"false").is_err() {
+                                    return;
+                                }
+                            }
+                            step
+                        }
                     }
-                },
+                }
                 op::PRESENCE_UPDATE
                 | op::VOICE_STATE_UPDATE
                 | op::REQUEST_GUILD_MEMBERS
@@ -207,10 +217,15 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
 async fn resume(node: &Arc<Node>, conn: Conn, d: &str) -> Result<(), (Box<Conn>, Step)> {
     let Ok(r) = serde_json::from_str::<Resume>(d) else { return Err((Box::new(conn), Step::Close(CloseCode::DecodeError))) };
     let token = r.token.strip_prefix("Bot ").unwrap_or(&r.token);
-    let user = match node.auth.user_for_token(token).await {
-        Ok(u) => u,
-        Err(AuthError::Unauthorized) => return Err((Box::new(conn), Step::Close(CloseCode::AuthenticationFailed))),
-        Err(_) => return Err((Box::new(conn), Step::Close(CloseCode::UnknownError))),
+    // Batched with concurrent IDENTIFYs and RESUMEs (see `batch`): a
+    // reconnect storm is thousands of these at once.
+    let user = match node.identify_lookups.get(crate::auth::hash_token(token)).await {
+        Ok(Some(who)) => who.user,
+        Ok(None) => return Err((Box::new(conn), Step::Close(CloseCode::AuthenticationFailed))),
+        Err(e) => {
+            tracing::error!(error = %e, "resume: token lookup failed");
+            return Err((Box::new(conn), Step::Close(CloseCode::UnknownError)));
+        }
     };
     session::resume(node, conn, &r, user.id).map_err(|c| (c, Step::Continue))
 }

@@ -568,6 +568,20 @@ async fn identify_admission_is_bounded_and_answers_op9_true() {
     drop(held);
     let ready = g.identify(&w.bot_token, BOT_INTENTS).await;
     assert_eq!(ready["t"], "READY");
+    let session = ready["d"]["session_id"].as_str().unwrap().to_string();
+    g.until("GUILD_CREATE").await;
+    let seq = g.seq.unwrap();
+    g.close_abruptly().await;
+    // RESUMEs share the bound: busy is op 9 `d:true`, and the session waits.
+    let held = t.node().identify_permits.try_acquire_many(2).unwrap();
+    let mut r = Gw::connect(&t.ws).await;
+    let resume = json!({"op": 6, "d": {"token": w.bot_token, "session_id": session, "seq": seq}});
+    r.send(resume.clone()).await;
+    let busy = r.recv().await;
+    assert_eq!((busy["op"].as_u64(), busy["d"].as_bool()), (Some(9), Some(true)), "{busy}");
+    drop(held);
+    r.send(resume).await;
+    assert_eq!(r.until("RESUMED").await["t"], "RESUMED");
 }
 
 #[tokio::test]
