@@ -169,6 +169,23 @@ impl GuildActor {
         self.node.delivery.fan_out(&event, parts);
     }
 
+    /// `publish` to the subscribers who may see any of `channels` (versions
+    /// of one channel); not cached, for rare events.
+    fn publish_in_any(&mut self, st: &State, channels: &[&ChannelRecord], event: Arc<FanEvent>) {
+        if channels.iter().all(|c| perm::everyone_can_view(self.id, &st.roles, c)) {
+            return self.publish(event);
+        }
+        self.seq += 1;
+        if !self.wanted(&event) {
+            return;
+        }
+        let (gid, owner) = (self.id, st.guild.owner_id);
+        let parts = self.subs.partitions_where(|s| {
+            st.members.get(&s.user_id).is_some_and(|(m, _)| channels.iter().any(|c| perm::can_view(gid, owner, &st.roles, m, c)))
+        });
+        self.node.delivery.fan_out(&event, &parts);
+    }
+
     /// Whether any subscriber would get `event` at all.
     fn wanted(&self, event: &FanEvent) -> bool {
         match &event.filter {
@@ -235,10 +252,14 @@ impl GuildActor {
             GuildEvent::ChannelUpdate(c) => {
                 let body = encode(&convert::channel(&c));
                 self.hidden.clear();
-                // To those who may see it now (Discord would also send
-                // CHANNEL_DELETE to those who just lost it; not done here).
                 let event = FanEvent::new("CHANNEL_UPDATE", body, Filter::Intent(Intents::GUILDS));
-                self.publish_in(st, &c, event);
+                match st.channels.iter().find(|x| x.id == c.id) {
+                    // To those who may see it before or after: whoever just
+                    // lost it learns so from the new overwrites (Discord
+                    // would send them CHANNEL_DELETE; not done here).
+                    Some(before) => self.publish_in_any(st, &[before, &c], event),
+                    None => self.publish_in(st, &c, event),
+                }
                 if let Some(old) = st.channels.iter_mut().find(|x| x.id == c.id) {
                     *old = c;
                 }

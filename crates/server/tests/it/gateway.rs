@@ -666,6 +666,21 @@ async fn events_of_a_hidden_channel_reach_only_those_who_may_see_it() {
     let next = m.until_not(&["PRESENCE_UPDATE", "GUILD_MEMBER_LIST_UPDATE"]).await;
     assert_eq!((next["t"].as_str(), next["d"]["content"].as_str()), (Some("MESSAGE_CREATE"), Some("public words")), "{next}");
 
+    // Hidden from the bot too: it still gets the update (so it knows), then nothing more.
+    let only_owner = json!([{"id": w.guild, "type": 0, "allow": "0", "deny": "1024"}]);
+    let (s, v, _) = t
+        .req(reqwest::Method::PATCH, &format!("/channels/{secret}"), Some(&w.owner), Some(json!({"permission_overwrites": only_owner})))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let upd = bot.until("CHANNEL_UPDATE").await;
+    assert_eq!(upd["d"]["permission_overwrites"].as_array().map(Vec::len), Some(1), "{upd}");
+    t.say(&w.owner, &secret, "owner only").await;
+    t.say(&w.owner, &w.channel, "public again").await;
+    let next = bot.until_not(&["PRESENCE_UPDATE", "GUILD_MEMBER_LIST_UPDATE"]).await;
+    assert_eq!(next["d"]["content"], "public again", "{next}");
+    let next = m.until_not(&["PRESENCE_UPDATE", "GUILD_MEMBER_LIST_UPDATE"]).await;
+    assert_eq!(next["d"]["content"], "public again", "the member never saw the channel change: {next}");
+
     // Opened to everyone: the member gets the update and what follows.
     let (s, v, _) =
         t.req(reqwest::Method::PATCH, &format!("/channels/{secret}"), Some(&w.owner), Some(json!({"permission_overwrites": []}))).await;
