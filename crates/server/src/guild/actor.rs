@@ -203,11 +203,7 @@ impl GuildActor {
     /// event of a channel this guild does not (or no longer) have goes to
     /// nobody rather than to everyone.
     fn fan_out_in(&mut self, st: &State, channel: ChannelId, name: &'static str, body: &Bytes, intent: u64) {
-        let event = FanEvent::new(name, body.clone(), Filter::Intent(intent));
-        match st.channels.iter().find(|c| c.id == channel) {
-            Some(c) => self.publish_in(st, c, event),
-            None => self.seq += 1,
-        }
+        self.publish_in_channel(st, channel, FanEvent::new(name, body.clone(), Filter::Intent(intent)));
     }
 
     /// MESSAGE_CREATE/UPDATE: to those who may see the channel; full content
@@ -215,7 +211,14 @@ impl GuildActor {
     /// to bots without MESSAGE_CONTENT.
     fn fan_out_message(&mut self, st: &State, name: &'static str, m: Arc<model::Message>, body: &Bytes) {
         let channel = m.channel_id;
-        let event = FanEvent::new(name, body.clone(), Filter::Message { message: m, redacted: Default::default() });
+        self.publish_in_channel(
+            st,
+            channel,
+            FanEvent::new(name, body.clone(), Filter::Message { message: m, redacted: Default::default() }),
+        );
+    }
+
+    fn publish_in_channel(&mut self, st: &State, channel: ChannelId, event: Arc<FanEvent>) {
         match st.channels.iter().find(|c| c.id == channel) {
             Some(c) => self.publish_in(st, c, event),
             None => self.seq += 1,
