@@ -690,3 +690,39 @@ async fn events_of_a_hidden_channel_reach_only_those_who_may_see_it() {
     let got = m.until("MESSAGE_CREATE").await;
     assert_eq!((got["d"]["channel_id"].as_str(), got["d"]["content"].as_str()), (Some(secret.as_str()), Some("now public")));
 }
+
+/// READY and GUILD_CREATE are built for one session: once written they
+/// leave its replay buffer instead of waiting for a heartbeat. Resuming
+/// from after them still works (and replays what followed); resuming from
+/// before them is refused, and the client identifies again.
+#[tokio::test]
+async fn own_dispatches_leave_the_replay_buffer_once_written() {
+    let t = TestServer::start_with(|c| c.gateway.heartbeat_interval_ms = 600_000).await;
+    let w = t.world().await;
+    let mut g = Gw::connect(&t.ws).await;
+    let ready = g.identify(&w.bot_token, BOT_INTENTS).await;
+    let (session, ready_seq) = (ready["d"]["session_id"].as_str().unwrap().to_string(), ready["s"].as_u64().unwrap());
+    g.until("GUILD_CREATE").await;
+    let created = g.seq.unwrap();
+    let handle = t.node().sessions.get(&session).expect("session is registered");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while handle.replay_size() != (0, 0) {
+        assert!(std::time::Instant::now() < deadline, "READY and GUILD_CREATE still held: {:?}", handle.replay_size());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    t.say(&w.owner, &w.channel, "kept").await;
+    g.until("MESSAGE_CREATE").await;
+    assert_eq!(handle.replay_size().0, 1, "a shared event stays until acknowledged");
+    g.close_abruptly().await;
+    // From before GUILD_CREATE: refused, not resumable.
+    let mut early = Gw::connect(&t.ws).await;
+    early.send(json!({"op": 6, "d": {"token": w.bot_token, "session_id": session, "seq": ready_seq}})).await;
+    let refused = early.recv().await;
+    assert_eq!((refused["op"].as_u64(), refused["d"].as_bool()), (Some(9), Some(false)), "{refused}");
+    // From after it: the message is replayed, then RESUMED.
+    let mut r = Gw::connect(&t.ws).await;
+    r.send(json!({"op": 6, "d": {"token": w.bot_token, "session_id": session, "seq": created}})).await;
+    let m = r.until("MESSAGE_CREATE").await;
+    assert_eq!(m["d"]["content"], "kept");
+    r.until("RESUMED").await;
+}
