@@ -123,6 +123,9 @@ impl GuildActor {
                 // Not echoed to the user's own sessions: they set it.
                 self.publish(FanEvent::new("PRESENCE_UPDATE", body, Filter::IntentNotUser(Intents::GUILD_PRESENCES, user)));
             }
+            GuildMsg::Counts { reply } => {
+                let _gone_is_fine = reply.send((st.members.len(), st.online.len()));
+            }
             GuildMsg::Event(ev) => return self.apply(st, *ev),
         }
         true

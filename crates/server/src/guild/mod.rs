@@ -13,7 +13,7 @@ use bytes::Bytes;
 use protocol::gateway::RequestGuildMembers;
 use protocol::{model, ChannelId, GuildId, MessageId, UserId};
 use store::{ChannelRecord, GuildRecord, MemberRecord, UserRecord};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::gateway::SessionHandle;
 use crate::node::Node;
@@ -43,6 +43,10 @@ pub enum GuildMsg {
     Presence {
         user: UserId,
         presence: Presence,
+    },
+    /// REST's `with_counts`: (members, members not offline).
+    Counts {
+        reply: oneshot::Sender<(usize, usize)>,
     },
     /// A change already committed to the store. Boxed, as is the op 8
     /// request: a mailbox holds its capacity in blocks of 32 messages, so the

@@ -14,7 +14,7 @@ use store::{ChannelRecord, GuildRecord, MemberRecord, NewGuild, OverwriteRecord,
 use super::{guild_access, json_bytes, parse_id, publish, ApiError, ApiResult, Caller, JsonBody};
 use crate::auth::now_ms;
 use crate::convert;
-use crate::guild::GuildEvent;
+use crate::guild::{GuildEvent, GuildMsg};
 use crate::node::Node;
 
 fn json_ok<T: serde::Serialize>(status: StatusCode, v: &T) -> ApiResult<Response> {
@@ -91,8 +91,19 @@ pub async fn get(
     let a = guild_access(&node, gid, u.id).await?;
     let roles = node.store.roles_of_guild(gid).await?;
     let extra = if q.with_counts.unwrap_or(false) {
-        let count = node.store.count_members(gid).await?;
-        json!({ "approximate_member_count": count, "approximate_presence_count": 0 })
+        // The guild's actor has both counts; if it cannot answer (busy,
+        // still loading after a moment), the store has the member count.
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        let asked = node.guilds.send(&node, gid, GuildMsg::Counts { reply }).is_ok();
+        let counts = match asked {
+            true => tokio::time::timeout(std::time::Duration::from_secs(2), rx).await.ok().and_then(Result::ok),
+            false => None,
+        };
+        let (members, present) = match counts {
+            Some(c) => c,
+            None => (node.store.count_members(gid).await? as usize, 0),
+        };
+        json!({ "approximate_member_count": members, "approximate_presence_count": present })
     } else {
         json!({})
     };

@@ -66,6 +66,18 @@ async fn guild_permissions() {
     assert_eq!(t.get(&g, &w.owner).await.0, 200);
     let (s, v) = t.get(&format!("{g}?with_counts=true"), &w.owner).await;
     assert_eq!((s, v["approximate_member_count"].as_u64()), (200, Some(2)), "owner and bot: {v}");
+    assert_eq!(v["approximate_presence_count"].as_u64(), Some(0), "nobody is connected: {v}");
+    let mut bot = Gw::connect(&t.ws).await;
+    bot.identify(&w.bot_token, BOT_INTENTS).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let (_, v) = t.get(&format!("{g}?with_counts=true"), &w.owner).await;
+        if v["approximate_presence_count"].as_u64() == Some(1) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the connected bot never counted as present: {v}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     let (s, v) = t.get(&g, &stranger).await;
     assert_eq!((s, v["code"].as_u64()), (403, Some(50001)));
     let (s, v) = t.get("/guilds/123", &w.owner).await;
