@@ -69,13 +69,9 @@ pub trait Store: Send + Sync + 'static {
     async fn get_guild(&self, id: GuildId) -> Result<Option<GuildRecord>>;
     async fn update_guild(&self, g: &GuildRecord) -> Result<()>;
     async fn delete_guild(&self, id: GuildId) -> Result<bool>;
-    /// Everything a guild actor holds: the guild, roles, channels, members
-    /// (ordered by user id) and their users.
-    async fn load_guild(&self, id: GuildId) -> Result<Option<GuildSnapshot>> {
-        Ok(self.load_guilds(&[id]).await?.pop())
-    }
-    /// `load_guild` for several guilds at once, in one round of statements;
-    /// guilds that do not exist are left out.
+    /// Everything guild actors hold, for several guilds in one round of
+    /// statements: each guild, its roles, channels, members (ordered by user
+    /// id) and their users. Guilds that do not exist are left out.
     async fn load_guilds(&self, ids: &[GuildId]) -> Result<Vec<GuildSnapshot>>;
     async fn guilds_of_user(&self, user: UserId) -> Result<Vec<GuildId>>;
     async fn roles_of_guild(&self, guild: GuildId) -> Result<Vec<RoleRecord>>;

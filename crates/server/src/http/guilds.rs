@@ -94,10 +94,9 @@ pub async fn get(
         // The guild's actor has both counts; if it cannot answer (busy,
         // still loading after a moment), the store has the member count.
         let (reply, rx) = tokio::sync::oneshot::channel();
-        let asked = node.guilds.send(&node, gid, GuildMsg::Counts { reply }).is_ok();
-        let counts = match asked {
-            true => tokio::time::timeout(std::time::Duration::from_secs(2), rx).await.ok().and_then(Result::ok),
-            false => None,
+        let counts = match node.guilds.send(&node, gid, GuildMsg::Counts { reply }) {
+            Ok(()) => tokio::time::timeout(std::time::Duration::from_secs(2), rx).await.ok().and_then(Result::ok),
+            Err(_) => None,
         };
         let (members, present) = match counts {
             Some(c) => c,
