@@ -115,19 +115,48 @@ pub struct Resume {
     pub seq: Option<u64>,
 }
 
+/// op 3, and IDENTIFY's `presence`. Only `status` means anything to us;
+/// the other fields are informational and, as on Discord, any value of
+/// them is accepted (a float or string `since`, an `afk` that is not a
+/// boolean, activities that are not a list).
 #[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct PresenceUpdate {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_u64")]
     pub since: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_list")]
     pub activities: Option<Vec<serde_json::Value>>,
+    #[serde(default = "online")]
     pub status: Status,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_bool")]
     pub afk: Option<bool>,
 }
 
-/// A user's status as clients set it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default, Hash)]
+fn online() -> Status {
+    Status::Online
+}
+
+/// An integer if it is one (floats are truncated), otherwise absent.
+fn lenient_u64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    Ok(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Number(n) => n.as_u64().or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64)),
+        _ => None,
+    })
+}
+
+fn lenient_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<serde_json::Value>>, D::Error> {
+    Ok(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Array(a) => Some(a),
+        _ => None,
+    })
+}
+
+fn lenient_bool<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    Ok(serde_json::Value::deserialize(d)?.as_bool())
+}
+
+/// A user's status as clients set it. Any status we do not know (an empty
+/// string, null, another type) reads as `online`, as Discord takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Online,
@@ -136,6 +165,18 @@ pub enum Status {
     Invisible,
     #[default]
     Offline,
+}
+
+impl<'de> Deserialize<'de> for Status {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Status, D::Error> {
+        Ok(match serde_json::Value::deserialize(d)?.as_str() {
+            Some("idle") => Status::Idle,
+            Some("dnd") => Status::Dnd,
+            Some("invisible") => Status::Invisible,
+            Some("offline") => Status::Offline,
+            _ => Status::Online,
+        })
+    }
 }
 
 impl Status {

@@ -18,3 +18,14 @@ pub mod model;
 
 pub use codes::{CloseCode, ErrorCode};
 pub use id::{ApplicationId, ChannelId, GuildId, MessageId, RoleId, Snowflake, SnowflakeGen, UserId};
+
+/// Deserialisation helpers for request bodies.
+pub mod de {
+    use serde::{Deserialize, Deserializer};
+
+    /// For a field with a default: an explicit `null` reads as absent, as on
+    /// Discord (`"tts": null`, `"message_reference": {"type": null}`).
+    pub fn null_default<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(d: D) -> Result<T, D::Error> {
+        Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+    }
+}

@@ -51,11 +51,11 @@ pub struct User {
     pub global_name: Option<String>,
     pub discriminator: String,
     pub avatar: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::de::null_default")]
     pub bot: bool,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::de::null_default")]
     pub flags: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::de::null_default")]
     pub public_flags: u64,
 }
 
@@ -76,6 +76,9 @@ pub struct Role {
     pub id: RoleId,
     pub name: String,
     pub color: u32,
+    /// The newer form of `color`: gradients and holographic roles have a
+    /// second and third colour. Several libraries build roles from it.
+    pub colors: RoleColors,
     pub hoist: bool,
     pub icon: Option<String>,
     pub unicode_emoji: Option<String>,
@@ -85,6 +88,19 @@ pub struct Role {
     pub managed: bool,
     pub mentionable: bool,
     pub flags: u64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct RoleColors {
+    pub primary_color: u32,
+    pub secondary_color: Option<u32>,
+    pub tertiary_color: Option<u32>,
+}
+
+impl RoleColors {
+    pub fn solid(color: u32) -> RoleColors {
+        RoleColors { primary_color: color, secondary_color: None, tertiary_color: None }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -174,7 +190,7 @@ pub struct Guild {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct MessageReference {
-    #[serde(rename = "type", default)]
+    #[serde(rename = "type", default, deserialize_with = "crate::de::null_default")]
     pub kind: u8,
     #[serde(default)]
     pub message_id: Option<MessageId>,
@@ -215,12 +231,23 @@ pub struct Message {
     pub message_reference: Option<MessageReference>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub channel_type: Option<u8>,
+    /// Replies (type 19) only: the message replied to, or null once it is
+    /// deleted. Absent on every other message.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub referenced_message: Option<Option<Box<Message>>>,
 }
 
 impl Message {
     /// A copy with the fields MESSAGE_CONTENT gates emptied.
     pub fn redacted(&self) -> Message {
-        Message { content: String::new(), embeds: Vec::new(), attachments: Vec::new(), components: Vec::new(), ..self.clone() }
+        Message {
+            content: String::new(),
+            embeds: Vec::new(),
+            attachments: Vec::new(),
+            components: Vec::new(),
+            referenced_message: self.referenced_message.as_ref().map(|r| r.as_ref().map(|m| Box::new(m.redacted()))),
+            ..self.clone()
+        }
     }
 }
 

@@ -27,6 +27,7 @@ pub fn role(r: &RoleRecord) -> Role {
         id: r.id,
         name: r.name.clone(),
         color: r.color,
+        colors: model::RoleColors::solid(r.color),
         hoist: r.hoist,
         icon: None,
         unicode_emoji: None,
@@ -139,5 +140,6 @@ pub fn message(m: &MessageRecord, author: &UserRecord, mentions: &[UserRecord], 
         nonce: m.extra.get("nonce").filter(|v| !v.is_null()).cloned(),
         message_reference: m.reference.as_ref().and_then(|r| serde_json::from_value(r.clone()).ok()),
         channel_type: None,
+        referenced_message: None,
     }
 }

@@ -501,12 +501,18 @@ impl Conn {
         self.finish(Duration::from_secs(2)).await;
     }
 
-    /// Answers a client's close frame with the same code, then closes.
-    pub async fn close_echo(mut self, code: Option<u16>) {
+    /// Queues the answer to a client's close frame: the same code, or an
+    /// empty close frame if it sent none.
+    pub fn queue_close_echo(&mut self, code: Option<u16>) {
         match code {
             Some(c) => self.push_frame(|p| ws::write_close(p, c, "")),
             None => self.push_frame(|p| ws::write_frame(p, ws::OP_CLOSE, &[])),
         }
+    }
+
+    /// Answers a client's close frame with the same code, then closes.
+    pub async fn close_echo(mut self, code: Option<u16>) {
+        self.queue_close_echo(code);
         self.finish(Duration::from_secs(2)).await;
     }
 

@@ -70,9 +70,25 @@ pub struct SessionState {
 /// How a batch of client frames ends the connection, if it does.
 enum Outcome {
     /// Close the socket with this code (or without a frame); the session stays resumable.
-    Detach(Option<CloseCode>),
+    Detach(Option<Close>),
     /// Close with this code and end the session.
-    End(CloseCode),
+    End(Close),
+}
+
+/// The close frame the server sends.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Close {
+    /// One of the gateway's own codes.
+    Code(CloseCode),
+    /// The client closed first: answer with its own code (or none), as
+    /// RFC 6455 asks and Discord does.
+    Echo(Option<u16>),
+}
+
+impl From<CloseCode> for Close {
+    fn from(c: CloseCode) -> Close {
+        Close::Code(c)
+    }
 }
 
 impl SessionHandle {
@@ -137,7 +153,7 @@ impl SessionHandle {
         let shared = &self.delivery().shared;
         shared.stats.slow_consumer_closes.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(session = %self.id, "slow consumer closed");
-        st.detach(self, Some(CloseCode::UnknownError));
+        st.detach(self, Some(CloseCode::UnknownError.into()));
     }
 
     /// Waits for a backed-up socket to drain, writing as it does.
@@ -176,7 +192,7 @@ impl SessionHandle {
                 let Some(conn) = st.conn.as_mut() else { return };
                 let outcome = match readable.map(|()| conn.read_frames(node.config.gateway.max_client_payload, &mut frames)) {
                     Err(_) | Ok(Err(super::conn::ConnError::Io(_))) => Some(Outcome::Detach(None)),
-                    Ok(Err(_)) => Some(Outcome::Detach(Some(CloseCode::DecodeError))),
+                    Ok(Err(_)) => Some(Outcome::Detach(Some(CloseCode::DecodeError.into()))),
                     Ok(Ok(status)) => {
                         let o = self.handle_frames(&node, &mut st, &mut frames);
                         match (o, status) {
@@ -227,24 +243,24 @@ impl SessionHandle {
                 // any other close keeps it resumable.
                 Incoming::Close(code) => {
                     return Some(if matches!(code, Some(1000) | Some(1001)) {
-                        Outcome::End(CloseCode::UnknownError)
+                        Outcome::End(Close::Echo(code))
                     } else {
-                        Outcome::Detach(Some(CloseCode::UnknownError))
+                        Outcome::Detach(Some(Close::Echo(code)))
                     });
                 }
             };
             if !conn.count_event(gw.client_events_per_window, Duration::from_millis(gw.client_event_window_ms)) {
-                return Some(Outcome::Detach(Some(CloseCode::RateLimited)));
+                return Some(Outcome::Detach(Some(CloseCode::RateLimited.into())));
             }
             let Ok(frame) = serde_json::from_slice::<ClientFrame>(&payload) else {
-                return Some(Outcome::Detach(Some(CloseCode::DecodeError)));
+                return Some(Outcome::Detach(Some(CloseCode::DecodeError.into())));
             };
             let d = frame.d.map(|d| d.get()).unwrap_or("null");
             match frame.op {
                 op::HEARTBEAT | op::QOS_HEARTBEAT => {
                     conn.last_heartbeat = Instant::now();
                     if conn.send_op(op::HEARTBEAT_ACK, b"null").is_err() {
-                        return Some(Outcome::Detach(Some(CloseCode::UnknownError)));
+                        return Some(Outcome::Detach(Some(CloseCode::UnknownError.into())));
                     }
                     if frame.op == op::HEARTBEAT {
                         if let Ok(Some(acked)) = serde_json::from_str::<Option<u64>>(d) {
@@ -252,10 +268,10 @@ impl SessionHandle {
                         }
                     }
                 }
-                op::IDENTIFY | op::RESUME => return Some(Outcome::Detach(Some(CloseCode::AlreadyAuthenticated))),
+                op::IDENTIFY | op::RESUME => return Some(Outcome::Detach(Some(CloseCode::AlreadyAuthenticated.into()))),
                 op::PRESENCE_UPDATE => {
                     let Ok(p) = serde_json::from_str::<PresenceUpdate>(d) else {
-                        return Some(Outcome::Detach(Some(CloseCode::DecodeError)));
+                        return Some(Outcome::Detach(Some(CloseCode::DecodeError.into())));
                     };
                     let p = Presence { status: p.status, activities: p.activities.unwrap_or_default() };
                     if let Some(changed) = node.presences.update(self.user_id, p) {
@@ -264,7 +280,7 @@ impl SessionHandle {
                 }
                 op::REQUEST_GUILD_MEMBERS => {
                     let Ok(req) = serde_json::from_str::<RequestGuildMembers>(d) else {
-                        return Some(Outcome::Detach(Some(CloseCode::DecodeError)));
+                        return Some(Outcome::Detach(Some(CloseCode::DecodeError.into())));
                     };
                     let g = req.guild_id;
                     if self.guild_ids().contains(&g) {
@@ -276,13 +292,13 @@ impl SessionHandle {
                 }
                 op::GUILD_SUBSCRIPTIONS => {
                     let Ok(sub) = serde_json::from_str::<GuildSubscription>(d) else {
-                        return Some(Outcome::Detach(Some(CloseCode::DecodeError)));
+                        return Some(Outcome::Detach(Some(CloseCode::DecodeError.into())));
                     };
                     self.list_subscribe(node, sub.guild_id, sub.channels);
                 }
                 op::GUILD_SUBSCRIPTIONS_BULK => {
                     let Ok(bulk) = serde_json::from_str::<GuildSubscriptionsBulk>(d) else {
-                        return Some(Outcome::Detach(Some(CloseCode::DecodeError)));
+                        return Some(Outcome::Detach(Some(CloseCode::DecodeError.into())));
                     };
                     for (g, body) in bulk.subscriptions {
                         self.list_subscribe(node, g, body.channels);
@@ -291,7 +307,7 @@ impl SessionHandle {
                 // Known ops this server accepts and has nothing to do for (yet):
                 // voice, deprecated guild sync, client telemetry.
                 op::VOICE_STATE_UPDATE | op::GUILD_SYNC | op::TIME_SPENT | op::REQUEST_CHANNEL_INFO => {}
-                _ => return Some(Outcome::Detach(Some(CloseCode::UnknownOpcode))),
+                _ => return Some(Outcome::Detach(Some(CloseCode::UnknownOpcode.into()))),
             }
         }
         None
@@ -345,7 +361,7 @@ impl SessionHandle {
     pub fn drop_connection(self: &Arc<Self>) -> bool {
         let mut st = self.lock();
         let had = st.conn.is_some();
-        st.detach(self, Some(CloseCode::UnknownError));
+        st.detach(self, Some(CloseCode::UnknownError.into()));
         had
     }
 
@@ -356,7 +372,7 @@ impl SessionHandle {
             if st.ended {
                 return;
             }
-            st.detach(self, Some(CloseCode::UnknownError));
+            st.detach(self, Some(CloseCode::UnknownError.into()));
             st.ended = true;
             st.replay = VecDeque::new();
             st.replay_bytes = 0;
@@ -563,7 +579,7 @@ impl SessionState {
 
     /// Takes the socket out (closing it with `code`, if any); the session
     /// stays resumable for the resume window.
-    fn detach(&mut self, s: &SessionHandle, code: Option<CloseCode>) {
+    fn detach(&mut self, s: &SessionHandle, code: Option<Close>) {
         let Some(mut conn) = self.conn.take() else { return };
         self.new_socket_generation();
         self.detached_at = Some(Instant::now());
@@ -577,7 +593,10 @@ impl SessionState {
                 } else {
                     conn.discard_unsent();
                 }
-                conn.queue_close(code);
+                match code {
+                    Close::Code(c) => conn.queue_close(c),
+                    Close::Echo(c) => conn.queue_close_echo(c),
+                }
                 match conn.try_flush() {
                     Ok(true) | Err(_) => conn.sock().shutdown(),
                     // The close frame waits (briefly) behind a full socket.
@@ -642,7 +661,7 @@ pub fn resume(node: &Arc<Node>, conn: Conn, r: &Resume, user: protocol::UserId) 
             return Err(Box::new(conn));
         }
         // A socket still attached is replaced (the client has moved on).
-        st.detach(&s, Some(CloseCode::UnknownError));
+        st.detach(&s, Some(CloseCode::UnknownError.into()));
         let sock = conn.sock();
         let gen = st.attach(conn);
         st.replay_from(r.seq.unwrap_or(0));
@@ -674,7 +693,7 @@ pub async fn sweeper(node: Arc<Node>) {
                 let mut st = s.lock();
                 if let Some(conn) = st.conn.as_ref() {
                     if now.duration_since(conn.last_heartbeat) > hb_timeout {
-                        st.detach(&s, Some(CloseCode::SessionTimedOut));
+                        st.detach(&s, Some(CloseCode::SessionTimedOut.into()));
                     }
                     false
                 } else {
@@ -699,7 +718,7 @@ pub async fn sweeper(node: Arc<Node>) {
                     tracing::trace!(error = %e, "reconnect not written");
                 }
             }
-            st.detach(&s, Some(CloseCode::UnknownError));
+            st.detach(&s, Some(CloseCode::UnknownError.into()));
         }
         s.end(&node);
     }

@@ -29,7 +29,7 @@ const MAX_CONTENT: usize = 2000;
 #[derive(Deserialize, Default)]
 pub struct MessageBody {
     content: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "protocol::de::null_default")]
     tts: bool,
     nonce: Option<Value>,
     #[serde(default)]
@@ -93,8 +93,25 @@ fn parse_mentions(content: &str) -> Vec<UserId> {
     out
 }
 
-/// Resolves authors and mentions and renders stored messages.
+/// Resolves authors, mentions and replied-to messages and renders stored messages.
 async fn render(node: &Node, msgs: &[MessageRecord]) -> ApiResult<Vec<model::Message>> {
+    let mut out = render_plain(node, msgs).await?;
+    // Replies carry the message they answer (one level deep, as on Discord),
+    // or null once it is gone.
+    for m in out.iter_mut().filter(|m| m.kind == 19) {
+        let Some(r) = &m.message_reference else { continue };
+        let (Some(rc), Some(rid)) = (r.channel_id, r.message_id) else { continue };
+        let found = match node.store.get_message(rc, rid).await? {
+            Some(rec) => render_plain(node, std::slice::from_ref(&rec)).await?.pop(),
+            None => None,
+        };
+        m.referenced_message = Some(found.map(Box::new));
+    }
+    Ok(out)
+}
+
+/// Resolves authors and mentions and renders stored messages.
+async fn render_plain(node: &Node, msgs: &[MessageRecord]) -> ApiResult<Vec<model::Message>> {
     let mut ids: Vec<UserId> = msgs.iter().flat_map(|m| std::iter::once(m.author_id).chain(m.mentions.iter().copied())).collect();
     ids.sort();
     ids.dedup();
@@ -148,21 +165,27 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
     validate_content(&content, !embeds.is_empty() || !attachments.is_empty())?;
     let guild_id = access.guild.id;
     let mut reference = None;
+    let mut referenced = None;
     if let Some(mut r) = b.message_reference {
         // discord.js omits channel_id: it defaults to this channel.
         let rc = r.channel_id.unwrap_or(cid);
         r.channel_id = Some(rc);
         r.guild_id = Some(guild_id);
         if let Some(mid) = r.message_id {
-            let exists = rc == cid && node.store.get_message(cid, mid).await?.is_some();
-            if !exists && r.fail_if_not_exists.unwrap_or(true) {
+            let found = if rc == cid { node.store.get_message(cid, mid).await? } else { None };
+            if found.is_none() && r.fail_if_not_exists.unwrap_or(true) {
                 return Err(ApiError::field("message_reference", "MESSAGE_REFERENCE_UNKNOWN_MESSAGE", "Unknown message"));
             }
-            if exists {
+            if found.is_some() {
                 reference = Some(r);
+                referenced = found;
             }
         }
     }
+    let referenced = match referenced {
+        Some(m) => render_plain(&node, std::slice::from_ref(&m)).await?.pop().map(Box::new),
+        None => None,
+    };
     // Fail fast before committing: the delivery workers are too far behind,
     // or the guild's mailbox has no room for the event.
     if node.delivery.backlog() > node.config.gateway.delivery_backlog_max {
@@ -194,7 +217,11 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
     };
     node.store.create_message(&rec).await?;
     let member = Some(member_partial(&access));
-    let message = Arc::new(convert::message(&rec, &u, &mentions, member));
+    let mut message = convert::message(&rec, &u, &mentions, member);
+    if rec.kind == 19 {
+        message.referenced_message = Some(referenced);
+    }
+    let message = Arc::new(message);
     let body = encode_message(&message)?;
     slot.send(GuildMsg::from(GuildEvent::MessageCreate { message, body: body.clone() }));
     Ok(json_bytes(StatusCode::OK, body))

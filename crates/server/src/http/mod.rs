@@ -3,6 +3,7 @@
 //! One file per resource; this file holds the router, the extractors
 //! (caller, JSON body) and the access checks they share.
 
+pub mod absent;
 pub mod admin;
 pub mod channels;
 pub mod error;
@@ -150,6 +151,17 @@ fn api(node: &Arc<Node>) -> Router<Arc<Node>> {
         .route("/channels/{channel_id}/typing", post(messages::typing))
         .route("/channels/{channel_id}/invites", post(channels::create_invite))
         .route("/invites/{code}", get(channels::get_invite).post(channels::accept_invite).delete(channels::delete_invite))
+        .route("/applications/{app_id}/commands", get(absent::empty_list))
+        .route("/applications/{app_id}/guilds/{guild_id}/commands", get(absent::empty_list))
+        .route("/applications/{app_id}/guilds/{guild_id}/commands/permissions", get(absent::empty_list))
+        .route("/applications/{app_id}/entitlements", get(absent::empty_list))
+        .route("/applications/{app_id}/emojis", get(absent::empty_items))
+        .route("/soundboard-default-sounds", get(absent::empty_list))
+        .route("/guilds/{guild_id}/soundboard-sounds", get(absent::empty_items))
+        .route("/guilds/{guild_id}/emojis", get(absent::empty_list))
+        .route("/guilds/{guild_id}/stickers", get(absent::empty_list))
+        .route("/sticker-packs", get(absent::sticker_packs))
+        .route("/voice/regions", get(absent::empty_list))
         .route("/_throng/admin/drop-sessions", post(admin::drop_sessions))
         .route("/_throng/admin/stats", get(admin::stats))
         .fallback(not_found)

@@ -3,6 +3,7 @@
 //! intents, fan-out order, durability.
 
 mod common;
+mod compat;
 mod durability;
 mod gateway;
 mod member_list;
