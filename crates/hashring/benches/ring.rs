@@ -1,9 +1,11 @@
 //! Criterion benches for the ring:
 //! - `lookup/N`: one lookup on a ring of N nodes x 128 vnodes (keys vary, so
 //!   the branch predictor cannot learn one path);
+//! - `lookup_512_vnodes/N`: the same with 512 vnodes per node;
 //! - `shared_lookup/N`: the same through `SharedRing::load()`;
-//! - `layout/*`: the binary search over parallel vecs (what `Ring` uses)
-//!   against a `Vec<(u64, u32)>`, to back the choice;
+//! - `layout/*`: `Ring`'s bucket index over parallel vecs against the same
+//!   over a `Vec<(u64, u32)>` and plain binary searches over either, to back
+//!   the choice;
 //! - `reconnect_burst/64`: 500k sessions x 5 guilds = 2.5M lookups in one
 //!   iteration, one `load()` per session;
 //! - `rebuild/64`: building a ring of 64 nodes x 128 vnodes.
@@ -48,6 +50,20 @@ fn lookups(c: &mut Criterion) {
     }
     group.finish();
 
+    // More vnodes even out the spread (see README); what they cost a lookup.
+    let mut group = c.benchmark_group("lookup_512_vnodes");
+    for n in [8u64, 64] {
+        let ring = Ring::with_vnodes(node_ids(n), 512);
+        group.bench_with_input(BenchmarkId::from_parameter(n), &ring, |b, ring| {
+            let mut i = 0usize;
+            b.iter(|| {
+                i = (i + 1) & mask;
+                ring.lookup(black_box(keys[i]))
+            })
+        });
+    }
+    group.finish();
+
     let mut group = c.benchmark_group("shared_lookup");
     for n in [8u64, 64] {
         let shared = SharedRing::new(Ring::new(node_ids(n)));
@@ -62,30 +78,63 @@ fn lookups(c: &mut Criterion) {
     group.finish();
 }
 
-/// The other layout the design considered: one sorted `Vec<(point, owner)>`.
-struct TupleRing {
+/// The layouts the design considered, built from a `Ring`'s points:
+/// - `binary_search`: parallel `Vec<u64>` / `Vec<u32>`, binary search over
+///   all points;
+/// - `tuple_vec`: one `Vec<(u64, u32)>`, binary search over all points;
+/// - `bucketed_tuple`: `Vec<(u64, u32)>` behind the same bucket index as
+///   `Ring` (which is bucketed over parallel vecs).
+struct Alt {
     nodes: Vec<u64>,
-    points: Vec<(u64, u32)>,
+    points: Vec<u64>,
+    owners: Vec<u32>,
+    tuples: Vec<(u64, u32)>,
+    index: Vec<u32>,
+    shift: u32,
 }
 
-impl TupleRing {
-    fn from_ring(ring: &Ring) -> TupleRing {
+impl Alt {
+    fn from_ring(ring: &Ring) -> Alt {
         let nodes = ring.nodes().to_vec();
-        let points = ring.points().map(|(p, n)| (p, nodes.binary_search(&n).unwrap() as u32)).collect();
-        TupleRing { nodes, points }
+        let tuples: Vec<(u64, u32)> = ring.points().map(|(p, n)| (p, nodes.binary_search(&n).unwrap() as u32)).collect();
+        let (points, owners) = tuples.iter().copied().unzip();
+        let bits = tuples.len().next_power_of_two().trailing_zeros().max(1);
+        let shift = 64 - bits;
+        let mut index: Vec<u32> = (0..1u64 << bits).map(|b| tuples.partition_point(|&(p, _)| p < b << shift) as u32).collect();
+        index.push(tuples.len() as u32);
+        Alt { nodes, points, owners, tuples, index, shift }
     }
 
     #[inline]
-    fn lookup(&self, key: u64) -> Option<u64> {
-        if self.points.is_empty() {
-            return None;
-        }
+    fn binary_search(&self, key: u64) -> u64 {
         let h = key_hash(key);
-        let mut i = self.points.partition_point(|&(p, _)| p < h);
+        let mut i = self.points.partition_point(|&p| p < h);
         if i == self.points.len() {
             i = 0;
         }
-        Some(self.nodes[self.points[i].1 as usize])
+        self.nodes[self.owners[i] as usize]
+    }
+
+    #[inline]
+    fn tuple_vec(&self, key: u64) -> u64 {
+        let h = key_hash(key);
+        let mut i = self.tuples.partition_point(|&(p, _)| p < h);
+        if i == self.tuples.len() {
+            i = 0;
+        }
+        self.nodes[self.tuples[i].1 as usize]
+    }
+
+    #[inline]
+    fn bucketed_tuple(&self, key: u64) -> u64 {
+        let h = key_hash(key);
+        let b = (h >> self.shift) as usize;
+        let (lo, hi) = (self.index[b] as usize, self.index[b + 1] as usize);
+        let mut i = lo + self.tuples[lo..hi].partition_point(|&(p, _)| p < h);
+        if i == self.tuples.len() {
+            i = 0;
+        }
+        self.nodes[self.tuples[i].1 as usize]
     }
 }
 
@@ -95,24 +144,26 @@ fn layout(c: &mut Criterion) {
     let mut group = c.benchmark_group("layout");
     for n in [8u64, 64] {
         let ring = Ring::new(node_ids(n));
-        let tuples = TupleRing::from_ring(&ring);
-        for k in &keys[..1000] {
-            assert_eq!(ring.lookup(*k), tuples.lookup(*k));
+        let alt = Alt::from_ring(&ring);
+        for &k in &keys {
+            let want = ring.lookup(k).unwrap();
+            assert_eq!((alt.binary_search(k), alt.tuple_vec(k), alt.bucketed_tuple(k)), (want, want, want));
         }
-        group.bench_function(BenchmarkId::new("parallel_vecs", n), |b| {
-            let mut i = 0usize;
-            b.iter(|| {
-                i = (i + 1) & mask;
-                ring.lookup(black_box(keys[i]))
-            })
-        });
-        group.bench_function(BenchmarkId::new("tuple_vec", n), |b| {
-            let mut i = 0usize;
-            b.iter(|| {
-                i = (i + 1) & mask;
-                tuples.lookup(black_box(keys[i]))
-            })
-        });
+        let variants: [(&str, &dyn Fn(u64) -> u64); 4] = [
+            ("bucketed", &|k| ring.lookup(k).unwrap()),
+            ("bucketed_tuple", &|k| alt.bucketed_tuple(k)),
+            ("binary_search", &|k| alt.binary_search(k)),
+            ("tuple_vec", &|k| alt.tuple_vec(k)),
+        ];
+        for (name, f) in variants {
+            group.bench_function(BenchmarkId::new(name, n), |b| {
+                let mut i = 0usize;
+                b.iter(|| {
+                    i = (i + 1) & mask;
+                    f(black_box(keys[i]))
+                })
+            });
+        }
     }
     group.finish();
 }
