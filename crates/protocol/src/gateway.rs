@@ -32,7 +32,8 @@ pub mod op {
 }
 
 /// Gateway intents (bit flags).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
 pub struct Intents(pub u64);
 
 impl Intents {

@@ -11,8 +11,8 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use protocol::compress::{CompressParams, Transport};
 use protocol::gateway::Intents;
 use protocol::{GuildId, UserId};
+use server::fanout::{Delivery, FanEvent, Filter, Sink, Subscribers};
 use server::gateway::conn::Conn;
-use server::gateway::delivery::{Delivery, FanEvent, Filter, Subscribers};
 use server::gateway::SessionHandle;
 
 fn bench(c: &mut Criterion) {
@@ -23,10 +23,12 @@ fn bench(c: &mut Criterion) {
     g.sample_size(20).measurement_time(Duration::from_secs(6));
     for n in [1usize, 1_000, 10_000, 100_000] {
         let mut subs = Subscribers::new(delivery.workers());
+        let mut handles = Vec::with_capacity(n);
         for i in 0..n {
             let h = SessionHandle::new(format!("s{i}").into(), UserId(i as u64), true, Intents::ALL, 50, vec![GuildId(1)], &delivery);
             h.attach_for_bench(Conn::sink(Transport::None, &CompressParams::default()).unwrap());
-            subs.insert(h);
+            handles.push(h.clone());
+            subs.insert(h as Sink);
         }
         let parts = subs.partitions().clone();
         g.throughput(Throughput::Elements(n as u64));
@@ -49,7 +51,7 @@ fn bench(c: &mut Criterion) {
             })
         });
         // Keep replay buffers from growing across sizes.
-        for s in subs.values() {
+        for s in &handles {
             s.take_replay();
         }
     }

@@ -42,7 +42,7 @@ fn bench(c: &mut Criterion) {
     let channel = server::guild::text_channel(protocol::ChannelId(2), guild, "general".into(), 0);
     let mut lists = Lists::default();
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-    let delivery = server::gateway::delivery::Delivery::standalone(1, rt.handle().clone());
+    let delivery = server::fanout::Delivery::standalone(1, rt.handle().clone());
     let session = SessionHandle::new("bench".into(), UserId(2), false, Intents::ALL, 250, vec![guild], &delivery);
     lists.subscribe(&view, session.clone(), &[(channel.id, vec![(0, 99)])], std::slice::from_ref(&channel));
     std::hint::black_box(session.take_replay());

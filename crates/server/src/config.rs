@@ -21,6 +21,8 @@ pub struct Config {
     pub admin_token: Option<String>,
     /// Bind with SO_REUSEPORT so several processes can share one port.
     pub reuse_port: bool,
+    /// This node's id in a cluster (any positive number, unique per node).
+    pub node_id: u64,
     /// Snowflake worker and process ids (0-31) of this node.
     pub worker_id: u8,
     pub process_id: u8,
@@ -153,6 +155,7 @@ impl Default for Config {
             public_url: None,
             admin_token: None,
             reuse_port: false,
+            node_id: 1,
             worker_id: 0,
             process_id: 0,
             gateway: GatewayConfig::default(),
@@ -255,6 +258,7 @@ impl Config {
             "PUBLIC_URL" => self.public_url = Some(v.into()),
             "ADMIN_TOKEN" => self.admin_token = Some(v.into()),
             "REUSE_PORT" => self.reuse_port = p(key, v)?,
+            "NODE_ID" => self.node_id = p(key, v)?,
             "WORKER_ID" => self.worker_id = p(key, v)?,
             "PROCESS_ID" => self.process_id = p(key, v)?,
             "HEARTBEAT_INTERVAL_MS" => self.gateway.heartbeat_interval_ms = p(key, v)?,
@@ -272,6 +276,9 @@ impl Config {
         let bad = |m: &str| Err(ConfigError::Invalid(m.into()));
         if self.worker_id > 31 || self.process_id > 31 {
             return bad("worker_id and process_id must be 0-31");
+        }
+        if self.node_id == 0 {
+            return bad("node_id must be positive");
         }
         if self.gateway.heartbeat_interval_ms < 100 {
             return bad("gateway.heartbeat_interval_ms must be at least 100");

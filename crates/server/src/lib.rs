@@ -23,6 +23,7 @@ pub mod auth;
 pub mod batch;
 pub mod config;
 pub mod convert;
+pub mod fanout;
 pub mod gateway;
 pub mod guild;
 pub mod http;
@@ -30,6 +31,8 @@ pub mod listener;
 pub mod node;
 pub mod perm;
 pub mod presence;
+pub mod ratelimit;
+pub mod route;
 pub mod seed;
 pub mod users;
 
@@ -71,7 +74,7 @@ impl Server {
         let addr = listener.local_addr().map_err(|e| StartError::Bind(config.listen, e))?;
         // Port 0 binds are resolved now, so clients are told the real address.
         config.listen = addr;
-        let node = Node::new(config, store);
+        let node = guild::local_node(config, store);
         node.tasks.spawn(gateway::session::sweeper(node.clone()));
         let accept = tokio::spawn(listener::serve(node.clone(), listener));
         Ok(Server { node, addr, accept })

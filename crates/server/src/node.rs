@@ -14,19 +14,24 @@ use tokio_util::task::TaskTracker;
 use crate::auth::Auth;
 use crate::batch::{self, Batcher};
 use crate::config::Config;
-use crate::gateway::delivery::{Delivery, Limits, Nice};
-use crate::gateway::registry::Sessions;
-use crate::guild::GuildRouter;
-use crate::http::ratelimit::RateLimiter;
+use crate::fanout::{Delivery, Limits, Nice, NodeId, Registry};
 use crate::presence::Presences;
+use crate::ratelimit::RateLimiter;
+use crate::route::{GuildRouter, Replies};
 
 pub struct Node {
     pub config: Config,
     pub store: Arc<dyn Store>,
     pub ids: SnowflakeGen,
     pub auth: Auth,
-    pub guilds: GuildRouter,
-    pub sessions: Sessions,
+    /// This node's id in the cluster (1 alone).
+    pub id: NodeId,
+    /// Carries messages to guild actors, wherever they run.
+    pub guilds: Box<dyn GuildRouter>,
+    /// Requests of this node waiting for an actor's answer.
+    pub replies: Replies,
+    /// The sessions whose sockets (or resume windows) are on this node.
+    pub sessions: Registry,
     /// The delivery workers fan-out runs on (see `gateway::delivery`).
     pub delivery: Arc<Delivery>,
     pub presences: Presences,
@@ -50,7 +55,9 @@ pub struct Node {
 
 impl Node {
     /// Starts the node's delivery workers; call inside a tokio runtime.
-    pub fn new(config: Config, store: Arc<dyn Store>) -> Arc<Node> {
+    /// `router` builds the node's guild router (it may keep a weak
+    /// reference to the node, to spawn actors).
+    pub fn new(config: Config, store: Arc<dyn Store>, router: impl FnOnce(std::sync::Weak<Node>) -> Box<dyn GuildRouter>) -> Arc<Node> {
         let ids = SnowflakeGen::new(config.worker_id, config.process_id);
         let tasks = TaskTracker::new();
         let gw = &config.gateway;
@@ -65,11 +72,14 @@ impl Node {
             tokio::runtime::Handle::current(),
             tasks.clone(),
         );
-        Arc::new(Node {
+        let id = NodeId(config.node_id);
+        Arc::new_cyclic(|weak| Node {
+            id,
+            guilds: router(weak.clone()),
+            replies: Replies::new(id),
             delivery,
             auth: Auth::new(store.clone(), config.limits.password_hash_concurrency),
-            guilds: GuildRouter::new(config.limits.guild_mailbox_capacity),
-            sessions: Sessions::default(),
+            sessions: Registry::default(),
             presences: Presences::default(),
             users: Default::default(),
             rest_limits: RateLimiter::new(config.limits.rest_requests_per_window, config.limits.rest_window_ms),

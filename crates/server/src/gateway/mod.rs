@@ -2,8 +2,6 @@
 
 pub mod conn;
 pub mod connection;
-pub mod delivery;
-pub mod registry;
 pub mod session;
 pub mod ws;
 
@@ -11,15 +9,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use protocol::gateway::Intents;
-use protocol::UserId;
+use protocol::{GuildId, UserId};
 
-/// One encoded dispatch, shared by every recipient: the event name and the
-/// JSON of `d`. Cloning is two reference-count bumps, never a copy.
-#[derive(Clone, Debug)]
-pub struct Dispatch {
-    pub name: &'static str,
-    pub body: Bytes,
-}
+pub use crate::fanout::Dispatch;
+use crate::fanout::{self as delivery, Recipient, Registry, Sink};
 
 /// The shareable face of a session: what guild actors, delivery workers and
 /// the registry hold. There is no task per session: the state behind
@@ -83,4 +76,61 @@ impl SessionHandle {
     pub fn guild_ids(&self) -> Vec<protocol::GuildId> {
         self.guilds.lock().expect("session guild list poisoned").clone()
     }
+}
+
+impl Recipient for SessionHandle {
+    fn id(&self) -> &Arc<str> {
+        &self.id
+    }
+    fn user_id(&self) -> UserId {
+        self.user_id
+    }
+    fn bot(&self) -> bool {
+        self.bot
+    }
+    fn intents(&self) -> Intents {
+        self.intents
+    }
+    fn shard(&self) -> u16 {
+        self.shard
+    }
+    fn sub_info(&self) -> delivery::SubInfo {
+        delivery::SubInfo { user_id: self.user_id, bot: self.bot, intents: self.intents, large_threshold: self.large_threshold }
+    }
+    fn write_dispatch(&self, name: &'static str, body: &Bytes, now: std::time::Instant) -> (bool, bool) {
+        SessionHandle::write_dispatch(self, name, body, now)
+    }
+    fn flush(self: Arc<Self>) -> usize {
+        SessionHandle::flush(&self)
+    }
+    fn push(self: Arc<Self>, d: Dispatch) {
+        self.delivery.one(self.clone(), d);
+    }
+    fn joined(&self, guild: GuildId) {
+        let mut gs = self.guilds.lock().expect("session guild list poisoned");
+        if !gs.contains(&guild) {
+            gs.push(guild);
+        }
+    }
+    fn left(&self, guild: GuildId) {
+        self.guilds.lock().expect("session guild list poisoned").retain(|g| *g != guild);
+    }
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
+/// A registry entry as the gateway's own session type (every entry is one).
+pub fn session(sink: Sink) -> Option<Arc<SessionHandle>> {
+    sink.as_any().downcast::<SessionHandle>().ok()
+}
+
+/// The registry's sessions, as the gateway's own type.
+pub fn sessions(registry: &Registry) -> Vec<Arc<SessionHandle>> {
+    registry.all().into_iter().filter_map(session).collect()
+}
+
+/// The sessions of one user on this node.
+pub fn sessions_of(registry: &Registry, user: UserId) -> Vec<Arc<SessionHandle>> {
+    registry.of_user(user).into_iter().filter_map(session).collect()
 }

@@ -21,9 +21,9 @@ use protocol::CloseCode;
 use super::conn::{Conn, ReadStatus, Sock};
 use super::ws::Incoming;
 use super::{Dispatch, SessionHandle};
-use crate::guild::GuildMsg;
 use crate::node::Node;
 use crate::presence::Presence;
+use crate::route::{GuildMsg, ListSubscription, Subscription};
 
 /// Everything IDENTIFY established.
 pub struct Identified {
@@ -275,7 +275,7 @@ impl SessionHandle {
                     };
                     let p = Presence { status: p.status, activities: p.activities.unwrap_or_default() };
                     if let Some(changed) = node.presences.update(self.user_id, p) {
-                        crate::guild::broadcast_presence(node, self.user_id, &self.guild_ids(), changed);
+                        crate::route::broadcast_presence(node.guilds.as_ref(), self.user_id, &self.guild_ids(), changed);
                     }
                 }
                 op::REQUEST_GUILD_MEMBERS => {
@@ -284,8 +284,8 @@ impl SessionHandle {
                     };
                     let g = req.guild_id;
                     if self.guild_ids().contains(&g) {
-                        let msg = GuildMsg::RequestMembers { session: self.clone(), req: Box::new(req) };
-                        if let Err(e) = node.guilds.send(node, g, msg) {
+                        let msg = GuildMsg::RequestMembers { session: self.session_ref(node), req: Box::new(req) };
+                        if let Err(e) = node.guilds.send(g, msg) {
                             tracing::debug!(error = %e, "member request dropped");
                         }
                     }
@@ -325,10 +325,18 @@ impl SessionHandle {
         if !self.guild_ids().contains(&guild) {
             return;
         }
-        let msg = GuildMsg::ListSubscribe { session: self.clone(), channels: channels.into_iter().collect() };
-        if let Err(e) = node.guilds.send(node, guild, msg) {
+        let msg = GuildMsg::ListSubscribe(Box::new(ListSubscription {
+            session: self.session_ref(node),
+            channels: channels.into_iter().collect(),
+        }));
+        if let Err(e) = node.guilds.send(guild, msg) {
             tracing::debug!(guild = %guild, error = %e, "member list subscription dropped");
         }
+    }
+
+    /// This session as guild actors name it.
+    pub fn session_ref(&self, node: &Node) -> crate::fanout::SessionRef {
+        crate::fanout::SessionRef { node: node.id, id: self.id.clone() }
     }
 
     /// Bytes queued for the socket now.
@@ -380,8 +388,8 @@ impl SessionHandle {
         node.sessions.remove(&self.id);
         let guilds = self.guild_ids();
         for &g in &guilds {
-            let msg = GuildMsg::Unsubscribe { session_id: self.id.clone() };
-            if let Err(e) = node.guilds.send(node, g, msg) {
+            let msg = GuildMsg::Unsubscribe { session: self.session_ref(node) };
+            if let Err(e) = node.guilds.send(g, msg) {
                 tracing::debug!(guild = %g, error = %e, "unsubscribe not delivered");
             }
         }
@@ -389,7 +397,7 @@ impl SessionHandle {
             return;
         }
         if let Some(p) = node.presences.session_ended(self.user_id) {
-            crate::guild::broadcast_presence(node, self.user_id, &guilds, p);
+            crate::route::broadcast_presence(node.guilds.as_ref(), self.user_id, &guilds, p);
         }
     }
 }
@@ -401,7 +409,7 @@ impl SessionState {
     /// replay buffer to its bounds, but never below a dispatch the current
     /// socket has not been handed yet: those are bounded by the
     /// slow-consumer rule instead.
-    fn record(&mut self, limits: &super::delivery::Limits, d: Dispatch, now: Instant) -> u64 {
+    fn record(&mut self, limits: &crate::fanout::Limits, d: Dispatch, now: Instant) -> u64 {
         self.seq += 1;
         self.replay_bytes += d.body.len();
         if let Some(conn) = self.conn.as_mut().filter(|c| c.is_direct()) {
@@ -499,7 +507,7 @@ impl SessionState {
         }
     }
 
-    fn record_and_send(&mut self, limits: &super::delivery::Limits, d: Dispatch) {
+    fn record_and_send(&mut self, limits: &crate::fanout::Limits, d: Dispatch) {
         self.record(limits, d, Instant::now());
         if self.conn.is_some() && !self.queue_last() {
             tracing::debug!("dispatch could not be framed");
@@ -519,7 +527,7 @@ impl SessionState {
     /// Whether the socket's reader is too slow: its backlog has stayed above
     /// `max_pending_bytes` for the grace period (a RESUME's replay or one
     /// burst may pass the bound briefly), or passed the hard cap at once.
-    fn is_slow(&mut self, shared: &super::delivery::Shared) -> bool {
+    fn is_slow(&mut self, shared: &crate::fanout::Shared) -> bool {
         if self.conn.is_none() {
             return false;
         }
@@ -626,13 +634,14 @@ pub fn start(node: &Arc<Node>, conn: Conn, id: Identified, mut early: Vec<Incomi
     };
     let guilds = s.guild_ids();
     for &g in &guilds {
-        let msg = GuildMsg::Subscribe { session: s.clone() };
-        if let Err(e) = node.guilds.send(node, g, msg) {
+        let msg =
+            GuildMsg::Subscribe(Box::new(Subscription { session: s.session_ref(node), info: crate::fanout::Recipient::sub_info(&*s) }));
+        if let Err(e) = node.guilds.send(g, msg) {
             tracing::warn!(guild = %g, error = %e, "subscribe failed; guild stays unavailable");
         }
     }
     if let Some(p) = node.presences.session_started(s.user_id, id.presence) {
-        crate::guild::broadcast_presence(node, s.user_id, &guilds, p);
+        crate::route::broadcast_presence(node.guilds.as_ref(), s.user_id, &guilds, p);
     }
     if !early.is_empty() {
         let mut st = s.lock();
@@ -653,7 +662,9 @@ pub fn start(node: &Arc<Node>, conn: Conn, id: Identified, mut early: Vec<Incomi
 /// missed; gives the connection back if the session cannot be resumed (the
 /// caller answers op 9 `d:false`).
 pub fn resume(node: &Arc<Node>, conn: Conn, r: &Resume, user: protocol::UserId) -> Result<(), Box<Conn>> {
-    let Some(s) = node.sessions.get(&r.session_id).filter(|s| s.user_id == user) else { return Err(Box::new(conn)) };
+    let Some(s) = node.sessions.get(&r.session_id).and_then(super::session).filter(|s| s.user_id == user) else {
+        return Err(Box::new(conn));
+    };
     let limits = &s.delivery().shared.limits;
     let (sock, gen) = {
         let mut st = s.lock();
@@ -688,7 +699,7 @@ pub async fn sweeper(node: Arc<Node>) {
             _ = tick.tick() => {}
         }
         let now = Instant::now();
-        for s in node.sessions.all() {
+        for s in super::sessions(&node.sessions) {
             let expired = {
                 let mut st = s.lock();
                 if let Some(conn) = st.conn.as_ref() {
@@ -706,7 +717,7 @@ pub async fn sweeper(node: Arc<Node>) {
         }
     }
     // Shutdown: every socket gets RECONNECT and a resumable close.
-    for s in node.sessions.all() {
+    for s in super::sessions(&node.sessions) {
         {
             let mut st = s.lock();
             if let Some(conn) = st.conn.as_mut() {

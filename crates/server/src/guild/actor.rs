@@ -16,8 +16,7 @@ use tokio::sync::mpsc;
 
 use super::list::{Lists, View};
 use super::{GuildEvent, GuildMsg};
-use crate::gateway::delivery::{FanEvent, Filter, Partitions, Subscribers};
-use crate::gateway::{Dispatch, SessionHandle};
+use crate::fanout::{encode, Dispatch, FanEvent, Filter, Partitions, SessionRef, Sink, SubInfo, Subscribers};
 use crate::node::Node;
 use crate::presence::Presence;
 use crate::{convert, perm};
@@ -86,25 +85,31 @@ impl GuildActor {
             Err(e) => tracing::error!(guild = %id, error = %e, "guild load failed"),
         }
         drop(self);
-        node.guilds.remove(id);
+        node.guilds.actor_stopped(id);
     }
 
     /// Applies one message. Returns false when the actor must stop.
     fn handle(&mut self, st: &mut State, msg: GuildMsg) -> bool {
         match msg {
-            GuildMsg::Subscribe { session } => self.subscribe(st, session),
-            GuildMsg::Unsubscribe { session_id } => {
-                self.subs.remove(&session_id);
-                self.hidden.clear();
-                self.lists.unsubscribe(&session_id);
-            }
-            GuildMsg::ListSubscribe { session, channels } => {
-                if !self.subs.contains(&session.id) {
-                    return true;
+            GuildMsg::Subscribe(sub) => {
+                if let Some(s) = self.local(&sub.session) {
+                    self.subscribe(st, s, &sub.info);
                 }
-                self.lists.subscribe(&st.view(), session, &channels, &st.channels);
             }
-            GuildMsg::RequestMembers { session, req } => self.request_members(st, &session, *req),
+            GuildMsg::Unsubscribe { session } => {
+                self.subs.remove(&session.id);
+                self.hidden.clear();
+                self.lists.unsubscribe(&session.id);
+            }
+            GuildMsg::ListSubscribe(sub) => {
+                let Some(s) = self.subs.get(&sub.session.id) else { return true };
+                self.lists.subscribe(&st.view(), s, &sub.channels, &st.channels);
+            }
+            GuildMsg::RequestMembers { session, req } => {
+                if let Some(s) = self.subs.get(&session.id) {
+                    self.request_members(st, &s, *req);
+                }
+            }
             GuildMsg::Presence { user, presence } => {
                 if !st.members.contains_key(&user) {
                     return true;
@@ -124,22 +129,31 @@ impl GuildActor {
                 self.publish(FanEvent::new("PRESENCE_UPDATE", body, Filter::IntentNotUser(Intents::GUILD_PRESENCES, user)));
             }
             GuildMsg::Counts { reply } => {
-                let _gone_is_fine = reply.send((st.members.len(), st.online.len()));
+                self.node.guilds.reply(reply, encode(&(st.members.len(), st.online.len())));
             }
             GuildMsg::Event(ev) => return self.apply(st, *ev),
         }
         true
     }
 
-    fn subscribe(&mut self, st: &State, session: Arc<SessionHandle>) {
+    /// The session `r` names, if it is on this node and still there.
+    fn local(&self, r: &SessionRef) -> Option<Sink> {
+        if r.node != self.node.id {
+            tracing::warn!(guild = %self.id, node = %r.node, "a session of another node; no cluster router");
+            return None;
+        }
+        self.node.sessions.get(&r.id)
+    }
+
+    fn subscribe(&mut self, st: &State, session: Sink, info: &SubInfo) {
         // A session may be subscribed both by its IDENTIFY and by a MemberAdd
         // that was queued while the actor loaded: only the first counts.
-        if self.subs.contains(&session.id) {
+        if self.subs.contains(session.id()) {
             return;
         }
-        if session.intents.contains(Intents::GUILDS) {
-            let body = st.guild_create(&session);
-            session.push(Dispatch { name: "GUILD_CREATE", body });
+        if info.intents.contains(Intents::GUILDS) {
+            let body = st.guild_create(info);
+            self.node.delivery.one(session.clone(), Dispatch { name: "GUILD_CREATE", body });
         }
         self.subs.insert(session);
         self.hidden.clear();
@@ -167,7 +181,7 @@ impl GuildActor {
         }
         let (subs, gid, owner) = (&self.subs, self.id, st.guild.owner_id);
         let parts = self.hidden.entry(c.id).or_insert_with(|| {
-            subs.partitions_where(|s| st.members.get(&s.user_id).is_some_and(|(m, _)| perm::can_view(gid, owner, &st.roles, m, c)))
+            subs.partitions_where(|s| st.members.get(&s.user_id()).is_some_and(|(m, _)| perm::can_view(gid, owner, &st.roles, m, c)))
         });
         self.node.delivery.fan_out(&event, parts);
     }
@@ -184,7 +198,7 @@ impl GuildActor {
         }
         let (gid, owner) = (self.id, st.guild.owner_id);
         let parts = self.subs.partitions_where(|s| {
-            st.members.get(&s.user_id).is_some_and(|(m, _)| channels.iter().any(|c| perm::can_view(gid, owner, &st.roles, m, c)))
+            st.members.get(&s.user_id()).is_some_and(|(m, _)| channels.iter().any(|c| perm::can_view(gid, owner, &st.roles, m, c)))
         });
         self.node.delivery.fan_out(&event, &parts);
     }
@@ -289,9 +303,9 @@ impl GuildActor {
                 let body = encode(&json!({"id": gid}));
                 self.seq += 1;
                 for s in self.subs.values() {
-                    s.guilds.lock().expect("session guild list poisoned").retain(|g| *g != gid);
-                    if s.intents.contains(Intents::GUILDS) {
-                        s.push(Dispatch { name: "GUILD_DELETE", body: body.clone() });
+                    s.left(gid);
+                    if s.intents().contains(Intents::GUILDS) {
+                        self.node.delivery.one(s.clone(), Dispatch { name: "GUILD_DELETE", body: body.clone() });
                     }
                 }
                 self.subs.clear();
@@ -315,13 +329,10 @@ impl GuildActor {
                 }
                 // The new member's own sessions on this node start receiving the guild.
                 for s in self.node.sessions.of_user(uid) {
-                    if !self.subs.contains(&s.id) {
-                        let mut gs = s.guilds.lock().expect("session guild list poisoned");
-                        if !gs.contains(&gid) {
-                            gs.push(gid);
-                        }
-                        drop(gs);
-                        self.subscribe(st, s);
+                    if !self.subs.contains(s.id()) {
+                        s.joined(gid);
+                        let info = s.sub_info();
+                        self.subscribe(st, s, &info);
                     }
                 }
             }
@@ -344,18 +355,18 @@ impl GuildActor {
                 self.fan_out("GUILD_MEMBER_REMOVE", &body, Intents::GUILD_MEMBERS);
                 let gone = encode(&json!({"id": gid}));
                 for s in self.subs.remove_user(uid) {
-                    s.guilds.lock().expect("session guild list poisoned").retain(|g| *g != gid);
-                    if s.intents.contains(Intents::GUILDS) {
-                        s.push(Dispatch { name: "GUILD_DELETE", body: gone.clone() });
+                    s.left(gid);
+                    self.lists.unsubscribe(s.id());
+                    if s.intents().contains(Intents::GUILDS) {
+                        self.node.delivery.one(s, Dispatch { name: "GUILD_DELETE", body: gone.clone() });
                     }
-                    self.lists.unsubscribe(&s.id);
                 }
             }
         }
         true
     }
 
-    fn request_members(&mut self, st: &State, s: &Arc<SessionHandle>, req: RequestGuildMembers) {
+    fn request_members(&mut self, st: &State, s: &Sink, req: RequestGuildMembers) {
         let query = req.query.unwrap_or_default().to_lowercase();
         let limit = req.limit.unwrap_or(0) as usize;
         let mut not_found = Vec::new();
@@ -385,7 +396,7 @@ impl GuildActor {
         if limit > 0 {
             found.truncate(limit);
         }
-        let with_presences = req.presences.unwrap_or(false) && s.intents.contains(Intents::GUILD_PRESENCES);
+        let with_presences = req.presences.unwrap_or(false) && s.intents().contains(Intents::GUILD_PRESENCES);
         let chunks: Vec<_> = found.chunks(CHUNK_SIZE).collect();
         let count = chunks.len().max(1);
         for i in 0..count {
@@ -407,7 +418,7 @@ impl GuildActor {
                     part.iter().filter_map(|(m, _)| st.online.get(&m.user_id).map(|p| presence_json(self.id, m.user_id, p))).collect();
                 d["presences"] = Value::Array(ps);
             }
-            s.push(Dispatch { name: "GUILD_MEMBERS_CHUNK", body: encode(&d) });
+            self.node.delivery.one(s.clone(), Dispatch { name: "GUILD_MEMBERS_CHUNK", body: encode(&d) });
         }
     }
 }
@@ -429,7 +440,7 @@ impl State {
 
     /// GUILD_CREATE for one session. Large guilds list only online members
     /// (and the session's own); the rest come through op 8.
-    fn guild_create(&self, s: &SessionHandle) -> Bytes {
+    fn guild_create(&self, s: &SubInfo) -> Bytes {
         #[derive(Serialize)]
         struct GuildCreate<'a> {
             #[serde(flatten)]
@@ -499,30 +510,5 @@ fn presence_json(guild: GuildId, user: UserId, p: &Presence) -> Value {
         "status": status,
         "activities": p.activities,
         "client_status": client_status,
-    })
-}
-
-thread_local! {
-    /// Where bodies are serialised before they are copied out at their exact size.
-    static ENCODE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Serialises a dispatch body once. Our own types always serialise.
-///
-/// The JSON is built in a per-thread buffer and copied into one allocation
-/// of its exact size: serialising straight into a fresh `Vec` grows it by
-/// doubling, and the freed intermediate blocks of thousands of per-session
-/// GUILD_CREATEs during an identify ramp were measured as ~40 MiB of heap
-/// fragmentation at 19,000 sessions.
-pub(crate) fn encode<T: Serialize>(v: &T) -> Bytes {
-    ENCODE.with(|buf| {
-        let mut buf = buf.borrow_mut();
-        buf.clear();
-        serde_json::to_writer(&mut *buf, v).expect("dispatch bodies are plain data and always serialise");
-        let out = Bytes::copy_from_slice(&buf);
-        if buf.capacity() > 1 << 20 {
-            *buf = Vec::new();
-        }
-        out
     })
 }

@@ -24,7 +24,7 @@ use serde::Serialize;
 use serde_json::Value;
 use store::{ChannelRecord, MemberRecord, RoleRecord, UserRecord};
 
-use crate::gateway::{Dispatch, SessionHandle};
+use crate::fanout::{Dispatch, Sink};
 use crate::presence::Presence;
 
 /// Chunks one session may watch in one guild (Discord: 5 channels x 3 ranges).
@@ -44,7 +44,7 @@ struct OneList {
     /// A channel shown with this list; its overwrites decide who is listed.
     channel: ChannelRecord,
     /// Session id -> (session, watched chunks).
-    subs: HashMap<Arc<str>, (Arc<SessionHandle>, Vec<ListRange>)>,
+    subs: HashMap<Arc<str>, (Sink, Vec<ListRange>)>,
 }
 
 /// What the lists need from the actor: its members, presences and roles.
@@ -142,13 +142,7 @@ impl Lists {
     /// Replaces a session's subscriptions in this guild with `channels`
     /// (at most 5 channels, 3 ranges each): SYNC for newly watched chunks,
     /// INVALIDATE for dropped ones, per list.
-    pub fn subscribe(
-        &mut self,
-        view: &View,
-        session: Arc<SessionHandle>,
-        channels: &[(ChannelId, Vec<(u64, u64)>)],
-        known: &[ChannelRecord],
-    ) {
+    pub fn subscribe(&mut self, view: &View, session: Sink, channels: &[(ChannelId, Vec<(u64, u64)>)], known: &[ChannelRecord]) {
         let mut wanted: HashMap<String, (ChannelRecord, Vec<(u64, u64)>)> = HashMap::new();
         for (cid, ranges) in channels.iter().take(5) {
             let Some(c) = known.iter().find(|c| c.id == *cid) else { continue };
@@ -157,7 +151,7 @@ impl Lists {
         }
         // Lists this session watched but no longer asks for: drop its chunks there.
         for one in self.lists.values_mut() {
-            if one.subs.contains_key(&session.id) && !wanted.contains_key(one.id.as_ref()) {
+            if one.subs.contains_key(session.id()) && !wanted.contains_key(one.id.as_ref()) {
                 one.subscribe(view, session.clone(), &[]);
             }
         }
@@ -206,7 +200,7 @@ impl Lists {
             for (s, ranges) in one.subs.values() {
                 let ops: Vec<Op> = ranges.iter().map(|&range| Op::Invalidate { range }).collect();
                 if !ops.is_empty() {
-                    s.push(Dispatch { name: "GUILD_MEMBER_LIST_UPDATE", body: one.encode(view, &ops) });
+                    s.clone().push(Dispatch { name: "GUILD_MEMBER_LIST_UPDATE", body: one.encode(view, &ops) });
                 }
             }
         }
@@ -238,21 +232,21 @@ impl OneList {
     }
 
     /// Replaces a session's watched chunks: SYNC for new ones, INVALIDATE for dropped ones.
-    fn subscribe(&mut self, view: &View, session: Arc<SessionHandle>, requested: &[(u64, u64)]) {
+    fn subscribe(&mut self, view: &View, session: Sink, requested: &[(u64, u64)]) {
         let pairs: Vec<(usize, usize)> =
             requested.iter().filter(|(a, b)| a.abs_diff(*b) <= MAX_RANGE_SPAN).map(|&(a, b)| (a as usize, b as usize)).collect();
         let chunks = normalize(&pairs, MAX_CHUNKS);
-        let old = self.subs.get(&session.id).map(|(_, r)| r.clone()).unwrap_or_default();
+        let old = self.subs.get(session.id()).map(|(_, r)| r.clone()).unwrap_or_default();
         let added: Vec<ListRange> = chunks.iter().filter(|c| !old.contains(c)).copied().collect();
         let mut ops: Vec<Op> = old.iter().filter(|c| !chunks.contains(c)).map(|&range| Op::Invalidate { range }).collect();
         ops.extend(self.list.sync_ops(&added));
         if !ops.is_empty() {
-            session.push(Dispatch { name: "GUILD_MEMBER_LIST_UPDATE", body: self.encode(view, &ops) });
+            session.clone().push(Dispatch { name: "GUILD_MEMBER_LIST_UPDATE", body: self.encode(view, &ops) });
         }
         if chunks.is_empty() {
-            self.subs.remove(&session.id);
+            self.subs.remove(session.id());
         } else {
-            self.subs.insert(session.id.clone(), (session, chunks));
+            self.subs.insert(session.id().clone(), (session, chunks));
         }
     }
 
@@ -273,7 +267,7 @@ impl OneList {
                 })
                 .clone();
             if let Some(body) = body {
-                s.push(Dispatch { name: "GUILD_MEMBER_LIST_UPDATE", body });
+                s.clone().push(Dispatch { name: "GUILD_MEMBER_LIST_UPDATE", body });
             }
         }
     }
@@ -289,7 +283,7 @@ impl OneList {
             groups,
             ops,
         };
-        super::actor::encode(&body)
+        crate::fanout::encode(&body)
     }
 }
 
@@ -492,14 +486,14 @@ mod tests {
         let known = vec![open.clone(), secret.clone()];
         let mut lists = Lists::default();
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        let delivery = crate::gateway::delivery::Delivery::standalone(1, rt.handle().clone());
-        let s = SessionHandle::new("s".into(), UserId(9), false, Intents::ALL, 50, vec![g], &delivery);
+        let delivery = crate::fanout::Delivery::standalone(1, rt.handle().clone());
+        let s = crate::gateway::SessionHandle::new("s".into(), UserId(9), false, Intents::ALL, 50, vec![g], &delivery);
         // What the session was sent: everything queued, once the worker has taken it.
         let take = || {
             delivery.barrier();
             s.take_replay()
         };
-        lists.subscribe(&view, s.clone(), &[(open.id, vec![(0, 99)])], &known);
+        lists.subscribe(&view, s.clone() as Sink, &[(open.id, vec![(0, 99)])], &known);
         let sync: Value = serde_json::from_slice(&take().remove(0).body).unwrap();
         assert_eq!(sync["id"], "everyone");
         assert_eq!((sync["member_count"].as_u64(), sync["online_count"].as_u64()), (Some(2), Some(1)));
@@ -513,7 +507,7 @@ mod tests {
         assert_eq!(items[3]["member"]["presence"]["status"], "offline");
 
         // Switching to the restricted channel: INVALIDATE on `everyone`, SYNC on its own list with amy only.
-        lists.subscribe(&view, s.clone(), &[(secret.id, vec![(0, 99)])], &known);
+        lists.subscribe(&view, s.clone() as Sink, &[(secret.id, vec![(0, 99)])], &known);
         let q = take();
         let bodies: Vec<Value> = q.iter().map(|d| serde_json::from_slice(&d.body).unwrap()).collect();
         let inv = bodies.iter().find(|b| b["id"] == "everyone").expect("invalidate of the old list");

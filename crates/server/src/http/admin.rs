@@ -35,7 +35,7 @@ fn authorize(node: &Node, headers: &HeaderMap) -> ApiResult<()> {
 /// resume window.
 pub async fn drop_sessions(State(node): State<Arc<Node>>, headers: HeaderMap, JsonBody(b): JsonBody<DropSessions>) -> ApiResult<Response> {
     authorize(&node, &headers)?;
-    let dropped = node.sessions.of_user(b.user_id).iter().filter(|s| s.drop_connection()).count();
+    let dropped = crate::gateway::sessions_of(&node.sessions, b.user_id).iter().filter(|s| s.drop_connection()).count();
     Ok(json_bytes(StatusCode::OK, json!({ "dropped": dropped }).to_string()))
 }
 
@@ -44,7 +44,7 @@ pub async fn drop_sessions(State(node): State<Arc<Node>>, headers: HeaderMap, Js
 /// slow-consumer closes, dispatches delivered, socket writes).
 pub async fn stats(State(node): State<Arc<Node>>, headers: HeaderMap) -> ApiResult<Response> {
     authorize(&node, &headers)?;
-    let sessions = node.sessions.all();
+    let sessions = crate::gateway::sessions(&node.sessions);
     let pending: usize = sessions.iter().map(|s| s.pending_bytes()).sum();
     let (replay_events, replay_bytes) = sessions.iter().map(|s| s.replay_size()).fold((0, 0), |(e, b), (e2, b2)| (e + e2, b + b2));
     let st = node.delivery.stats();

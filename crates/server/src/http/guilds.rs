@@ -93,9 +93,13 @@ pub async fn get(
     let extra = if q.with_counts.unwrap_or(false) {
         // The guild's actor has both counts; if it cannot answer (busy,
         // still loading after a moment), the store has the member count.
-        let (reply, rx) = tokio::sync::oneshot::channel();
-        let counts = match node.guilds.send(&node, gid, GuildMsg::Counts { reply }) {
-            Ok(()) => tokio::time::timeout(std::time::Duration::from_secs(2), rx).await.ok().and_then(Result::ok),
+        let (reply, rx) = node.replies.register();
+        let counts = match node.guilds.send(gid, GuildMsg::Counts { reply }) {
+            Ok(()) => tokio::time::timeout(std::time::Duration::from_secs(2), rx)
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .and_then(|b| serde_json::from_slice::<(usize, usize)>(&b).ok()),
             Err(_) => None,
         };
         let (members, present) = match counts {

@@ -191,7 +191,7 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
     if node.delivery.backlog() > node.config.gateway.delivery_backlog_max {
         return Err(ApiError::Busy);
     }
-    let slot = node.guilds.reserve(&node, guild_id)?;
+    let slot = node.guilds.reserve(guild_id)?;
     let mut mention_ids = parse_mentions(&content);
     mention_ids.truncate(100);
     let mentions = node.store.get_users(&mention_ids).await?;

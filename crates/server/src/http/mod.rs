@@ -189,7 +189,7 @@ pub fn parse_id<T: std::str::FromStr>(s: &str, code: ErrorCode) -> ApiResult<T> 
 /// Sends a committed change to its guild's actor. The store already has it,
 /// so a busy guild only delays live delivery; that is logged, not failed.
 pub fn publish(node: &Arc<Node>, guild: GuildId, ev: crate::guild::GuildEvent) {
-    if let Err(e) = node.guilds.send(node, guild, ev.into()) {
+    if let Err(e) = node.guilds.send(guild, ev.into()) {
         tracing::warn!(guild = %guild, error = %e, "committed change not dispatched");
     }
 }

@@ -1,0 +1,202 @@
+//! How anything reaches a guild's actor: the messages (plain data, so they
+//! can cross processes) and the [`GuildRouter`] that carries them. The
+//! local router (one process) is `guild::LocalRouter`; a cluster router
+//! maps a guild to the node that owns it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use protocol::gateway::RequestGuildMembers;
+use protocol::{model, ChannelId, GuildId, MessageId, UserId};
+use store::{ChannelRecord, GuildRecord, MemberRecord, UserRecord};
+use tokio::sync::oneshot;
+
+use crate::fanout::{NodeId, SessionRef, SubInfo};
+use crate::presence::Presence;
+
+/// What a guild actor is asked to do. Requests never wait for a reply: the
+/// actor answers sessions by pushing dispatches into their queues, and
+/// requests that want an answer name where it goes ([`ReplyTo`]).
+pub enum GuildMsg {
+    /// Start sending this session the guild's events; sends GUILD_CREATE first.
+    Subscribe(Box<Subscription>),
+    Unsubscribe {
+        session: SessionRef,
+    },
+    /// op 8: answer with GUILD_MEMBERS_CHUNK dispatches.
+    RequestMembers {
+        session: SessionRef,
+        req: Box<RequestGuildMembers>,
+    },
+    /// op 14/37: the channels' member-list ranges this session watches now.
+    ListSubscribe(Box<ListSubscription>),
+    /// A member's visible presence changed.
+    Presence {
+        user: UserId,
+        presence: Presence,
+    },
+    /// REST's `with_counts`: answers `[members, members not offline]` as JSON.
+    Counts {
+        reply: ReplyTo,
+    },
+    /// A change already committed to the store. Boxed, as are the larger
+    /// requests: a mailbox holds its capacity in blocks of 32 messages, so
+    /// the largest variant sets the size of every slot of every guild's
+    /// mailbox (GuildEvent is about 190 bytes, the other variants at most 40).
+    Event(Box<GuildEvent>),
+}
+
+pub struct Subscription {
+    pub session: SessionRef,
+    pub info: SubInfo,
+}
+
+pub struct ListSubscription {
+    pub session: SessionRef,
+    pub channels: Vec<(ChannelId, Vec<(u64, u64)>)>,
+}
+
+/// Committed changes, applied to the actor's state and fanned out in order.
+pub enum GuildEvent {
+    /// `body` is the message JSON, encoded once by the REST handler and also
+    /// sent as its HTTP response.
+    MessageCreate {
+        message: std::sync::Arc<model::Message>,
+        body: Bytes,
+    },
+    MessageUpdate {
+        message: std::sync::Arc<model::Message>,
+        body: Bytes,
+    },
+    MessageDelete {
+        id: MessageId,
+        channel_id: ChannelId,
+    },
+    TypingStart {
+        channel_id: ChannelId,
+        user_id: UserId,
+        timestamp: u64,
+    },
+    ChannelCreate(ChannelRecord),
+    ChannelUpdate(ChannelRecord),
+    ChannelDelete(ChannelRecord),
+    GuildUpdate(GuildRecord),
+    GuildDelete,
+    MemberAdd {
+        member: MemberRecord,
+        user: UserRecord,
+    },
+    MemberUpdate(MemberRecord),
+    MemberRemove(UserId),
+}
+
+impl From<GuildEvent> for GuildMsg {
+    fn from(ev: GuildEvent) -> Self {
+        GuildMsg::Event(Box::new(ev))
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RouteError {
+    /// The guild's mailbox is full: fail fast, the caller answers 503 / retries.
+    #[error("guild {0} is busy")]
+    Busy(GuildId),
+    #[error("guild {0} is gone")]
+    Gone(GuildId),
+}
+
+/// A place reserved in a guild's mailbox; sending through it cannot fail
+/// for a full mailbox.
+pub struct Slot(Box<dyn FnOnce(GuildMsg) + Send>);
+
+impl Slot {
+    pub fn new(send: impl FnOnce(GuildMsg) + Send + 'static) -> Slot {
+        Slot(Box::new(send))
+    }
+
+    pub fn send(self, msg: GuildMsg) {
+        (self.0)(msg)
+    }
+}
+
+/// Carries messages to guild actors wherever they run. Never waits: a full
+/// mailbox is an error (503 / op 9 for the caller), not a wait.
+pub trait GuildRouter: Send + Sync {
+    fn send(&self, guild: GuildId, msg: GuildMsg) -> Result<(), RouteError>;
+
+    /// Reserves a place in the guild's mailbox before a change is committed,
+    /// so a committed change is never dropped for a full mailbox: a busy
+    /// guild refuses the write (503) instead.
+    fn reserve(&self, guild: GuildId) -> Result<Slot, RouteError>;
+
+    /// Delivers an actor's answer to the request that named `to`.
+    fn reply(&self, to: ReplyTo, body: Bytes);
+
+    /// Guild actors running on this node.
+    fn local_actors(&self) -> usize;
+
+    /// This node's actor of `guild` stopped (guild deleted or missing).
+    fn actor_stopped(&self, guild: GuildId);
+}
+
+/// Where an actor's answer goes: a pending request on some node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReplyTo {
+    pub node: NodeId,
+    pub id: u64,
+}
+
+/// Pending requests beyond which abandoned ones are swept.
+const SWEEP_REPLIES_AT: usize = 1024;
+
+/// This node's requests waiting for an actor's answer.
+pub struct Replies {
+    node: NodeId,
+    next: AtomicU64,
+    /// Guards the map only; never held across an await.
+    waiting: Mutex<HashMap<u64, oneshot::Sender<Bytes>>>,
+}
+
+impl Replies {
+    pub fn new(node: NodeId) -> Replies {
+        Replies { node, next: AtomicU64::new(1), waiting: Mutex::new(HashMap::new()) }
+    }
+
+    /// A new request: where its answer goes, and where to wait for it.
+    /// Dropping the receiver forgets the request (on the next answer or sweep).
+    pub fn register(&self) -> (ReplyTo, oneshot::Receiver<Bytes>) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        let mut w = self.waiting.lock().expect("reply map poisoned");
+        // Requests whose answer never came (the caller timed out): swept
+        // now and then, not on every request.
+        if w.len() >= SWEEP_REPLIES_AT {
+            w.retain(|_, tx| !tx.is_closed());
+        }
+        w.insert(id, tx);
+        (ReplyTo { node: self.node, id }, rx)
+    }
+
+    /// Completes request `id` of this node (unknown or abandoned: ignored).
+    pub fn complete(&self, id: u64, body: Bytes) {
+        let tx = self.waiting.lock().expect("reply map poisoned").remove(&id);
+        if let Some(tx) = tx {
+            let _abandoned_is_fine = tx.send(body);
+        }
+    }
+
+    pub fn node(&self) -> NodeId {
+        self.node
+    }
+}
+
+/// Tells each of `guilds` that `user`'s visible presence changed.
+pub fn broadcast_presence(router: &dyn GuildRouter, user: UserId, guilds: &[GuildId], presence: Presence) {
+    for &g in guilds {
+        if let Err(e) = router.send(g, GuildMsg::Presence { user, presence: presence.clone() }) {
+            tracing::debug!(guild = %g, error = %e, "presence update dropped");
+        }
+    }
+}
