@@ -8,7 +8,8 @@
 //!   the choice;
 //! - `reconnect_burst/64`: 500k sessions x 5 guilds = 2.5M lookups in one
 //!   iteration, one `load()` per session;
-//! - `rebuild/64`: building a ring of 64 nodes x 128 vnodes.
+//! - `rebuild/64`: building a ring of 64 nodes x 128 vnodes;
+//! - `hash/*`: the key hash against SipHash-1-3 on one u64.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -203,6 +204,28 @@ fn burst(c: &mut Criterion) {
     group.finish();
 }
 
+/// The key hash against SipHash-1-3 (std's `DefaultHasher`) on one u64.
+fn hashes(c: &mut Criterion) {
+    use std::hash::{DefaultHasher, Hasher};
+    let mut group = c.benchmark_group("hash");
+    let mut k = 0u64;
+    group.bench_function("splitmix64", |b| {
+        b.iter(|| {
+            k = k.wrapping_add(1);
+            key_hash(black_box(k))
+        })
+    });
+    group.bench_function("siphash13", |b| {
+        b.iter(|| {
+            k = k.wrapping_add(1);
+            let mut h = DefaultHasher::new();
+            h.write_u64(black_box(k));
+            h.finish()
+        })
+    });
+    group.finish();
+}
+
 fn rebuild(c: &mut Criterion) {
     let nodes = node_ids(64);
     c.bench_function("rebuild/64", |b| b.iter(|| Ring::new(black_box(nodes.iter().copied()))));
@@ -211,6 +234,6 @@ fn rebuild(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
-    targets = lookups, layout, burst, rebuild
+    targets = lookups, layout, burst, rebuild, hashes
 }
 criterion_main!(benches);

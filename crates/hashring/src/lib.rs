@@ -2,8 +2,9 @@
 //! nodes (u64 node ids).
 //!
 //! - [`Ring`] is an immutable snapshot: built once from a set of node ids and
-//!   a number of virtual nodes per node, then only read. A lookup is one hash
-//!   and one binary search over a sorted `Vec<u64>`; nothing is copied.
+//!   a number of virtual nodes per node, then only read. A lookup is one hash,
+//!   one read of a bucket index and a search of the ~1 point in that bucket
+//!   of a sorted `Vec<u64>`; nothing is copied.
 //! - [`SharedRing`] publishes the current snapshot to every thread through an
 //!   [`ArcSwap`]: readers never lock and never copy the ring, a membership
 //!   change builds a new `Ring` and swaps it in, and every swap bumps an
