@@ -19,6 +19,12 @@ if ! pkg-config --exists zlib 2>/dev/null; then
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
+# The cluster tests run against a real nats-server (pinned version).
+say "nats-server"
+NATS_BIN="$(scripts/nats.sh install | tail -n 1)"
+export THRONG_NATS_SERVER="$NATS_BIN"
+"$THRONG_NATS_SERVER" --version
+
 say "cargo fmt --check"
 cargo fmt --all --check
 say "cargo clippy"

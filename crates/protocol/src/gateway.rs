@@ -199,7 +199,7 @@ impl Status {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 pub struct RequestGuildMembers {
     pub guild_id: GuildId,
     #[serde(default)]
@@ -215,7 +215,7 @@ pub struct RequestGuildMembers {
 }
 
 /// `user_ids` in op 8 may be one id or a list.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(untagged)]
 pub enum UserIds {
     One(UserId),

@@ -26,9 +26,35 @@ pub struct Config {
     /// Snowflake worker and process ids (0-31) of this node.
     pub worker_id: u8,
     pub process_id: u8,
+    /// The NATS server a cluster meets through (`nats://HOST:PORT`). Unset:
+    /// a single node, exactly as without a cluster.
+    pub nats: Option<String>,
     pub gateway: GatewayConfig,
     pub limits: LimitsConfig,
     pub storage: StorageConfig,
+    pub cluster: ClusterConfig,
+}
+
+/// Timings and bounds of a cluster (used only with `nats`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// How often a node announces itself on NATS.
+    pub heartbeat_ms: u64,
+    /// A node not heard from for this long leaves the ring: its guilds
+    /// move to their next owners.
+    pub node_timeout_ms: u64,
+    /// Virtual nodes per node on the consistent-hash ring.
+    pub vnodes: u32,
+    /// Messages queued for NATS beyond which sends to other nodes fail
+    /// fast (REST answers 503) instead of waiting.
+    pub outbound_queue: usize,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self { heartbeat_ms: 500, node_timeout_ms: 3_000, vnodes: 128, outbound_queue: 65_536 }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -158,9 +184,11 @@ impl Default for Config {
             node_id: 1,
             worker_id: 0,
             process_id: 0,
+            nats: None,
             gateway: GatewayConfig::default(),
             limits: LimitsConfig::default(),
             storage: StorageConfig::default(),
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -259,6 +287,7 @@ impl Config {
             "ADMIN_TOKEN" => self.admin_token = Some(v.into()),
             "REUSE_PORT" => self.reuse_port = p(key, v)?,
             "NODE_ID" => self.node_id = p(key, v)?,
+            "NATS" => self.nats = Some(v.into()),
             "WORKER_ID" => self.worker_id = p(key, v)?,
             "PROCESS_ID" => self.process_id = p(key, v)?,
             "HEARTBEAT_INTERVAL_MS" => self.gateway.heartbeat_interval_ms = p(key, v)?,

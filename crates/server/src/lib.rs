@@ -21,6 +21,7 @@
 
 pub mod auth;
 pub mod batch;
+pub mod cluster;
 pub mod config;
 pub mod convert;
 pub mod fanout;
@@ -58,6 +59,8 @@ pub enum StartError {
     Store(#[from] store::StoreError),
     #[error("cannot listen on {0}: {1}")]
     Bind(SocketAddr, std::io::Error),
+    #[error(transparent)]
+    Cluster(#[from] cluster::ClusterError),
 }
 
 impl Server {
@@ -74,7 +77,17 @@ impl Server {
         let addr = listener.local_addr().map_err(|e| StartError::Bind(config.listen, e))?;
         // Port 0 binds are resolved now, so clients are told the real address.
         config.listen = addr;
-        let node = guild::local_node(config, store);
+        let node = match config.nats {
+            Some(_) => {
+                // Snowflakes stay unique across nodes sharing a store.
+                if config.worker_id == 0 && config.process_id == 0 {
+                    config.worker_id = ((config.node_id >> 5) & 31) as u8;
+                    config.process_id = (config.node_id & 31) as u8;
+                }
+                cluster::start_node(config, store).await?
+            }
+            None => guild::local_node(config, store),
+        };
         node.tasks.spawn(gateway::session::sweeper(node.clone()));
         let accept = tokio::spawn(listener::serve(node.clone(), listener));
         Ok(Server { node, addr, accept })

@@ -52,6 +52,12 @@ enum Cmd {
         /// Snowflake process id (0-31); give each process sharing a data dir its own.
         #[arg(long)]
         process_id: Option<u8>,
+        /// Join a cluster that meets through this NATS server (nats://HOST:PORT).
+        #[arg(long)]
+        nats: Option<String>,
+        /// This node's id in the cluster (unique per node).
+        #[arg(long)]
+        node_id: Option<u64>,
     },
     /// Bulk-create users, guilds and memberships in the store and write a
     /// fixture JSON with every token and id (for large guilds and load tests).
@@ -108,8 +114,25 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().cmd {
-        Cmd::Serve { common, listen, public_url, admin_token, heartbeat_interval_ms, resume_window_ms, reuse_port, process_id } => {
+        Cmd::Serve {
+            common,
+            listen,
+            public_url,
+            admin_token,
+            heartbeat_interval_ms,
+            resume_window_ms,
+            reuse_port,
+            process_id,
+            nats,
+            node_id,
+        } => {
             let mut c = load(&common)?;
+            if nats.is_some() {
+                c.nats = nats;
+            }
+            if let Some(n) = node_id {
+                c.node_id = n;
+            }
             if let Some(l) = listen {
                 c.listen = l;
             }

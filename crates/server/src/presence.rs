@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use protocol::gateway::Status;
 use protocol::UserId;
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Presence {
     pub status: Status,
     pub activities: Vec<serde_json::Value>,

@@ -16,9 +16,11 @@ use tokio::sync::oneshot;
 use crate::fanout::{NodeId, SessionRef, SubInfo};
 use crate::presence::Presence;
 
-/// What a guild actor is asked to do. Requests never wait for a reply: the
+/// What a guild actor is asked to do. Plain data: the cluster router sends
+/// it to the node that owns the guild as JSON. Requests never wait for a reply: the
 /// actor answers sessions by pushing dispatches into their queues, and
 /// requests that want an answer name where it goes ([`ReplyTo`]).
+#[derive(serde::Serialize, serde::Deserialize)]
 pub enum GuildMsg {
     /// Start sending this session the guild's events; sends GUILD_CREATE first.
     Subscribe(Box<Subscription>),
@@ -48,17 +50,21 @@ pub enum GuildMsg {
     Event(Box<GuildEvent>),
 }
 
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct Subscription {
     pub session: SessionRef,
     pub info: SubInfo,
 }
 
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct ListSubscription {
     pub session: SessionRef,
     pub channels: Vec<(ChannelId, Vec<(u64, u64)>)>,
 }
 
 /// Committed changes, applied to the actor's state and fanned out in order.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+#[serde(into = "WireEvent", try_from = "WireEvent")]
 pub enum GuildEvent {
     /// `body` is the message JSON, encoded once by the REST handler and also
     /// sent as its HTTP response.
@@ -92,6 +98,79 @@ pub enum GuildEvent {
     MemberRemove(UserId),
 }
 
+/// A [`GuildEvent`] on the wire: a message travels as its JSON body alone
+/// (verbatim), and the receiving node parses the message from it.
+#[derive(serde::Serialize, serde::Deserialize)]
+enum WireEvent {
+    MessageCreate(Box<serde_json::value::RawValue>),
+    MessageUpdate(Box<serde_json::value::RawValue>),
+    MessageDelete { id: MessageId, channel_id: ChannelId },
+    TypingStart { channel_id: ChannelId, user_id: UserId, timestamp: u64 },
+    ChannelCreate(ChannelRecord),
+    ChannelUpdate(ChannelRecord),
+    ChannelDelete(ChannelRecord),
+    GuildUpdate(GuildRecord),
+    GuildDelete,
+    MemberAdd { member: MemberRecord, user: UserRecord },
+    MemberUpdate(MemberRecord),
+    MemberRemove(UserId),
+}
+
+/// Message bodies are our own JSON: always valid.
+fn raw(body: &Bytes) -> Box<serde_json::value::RawValue> {
+    serde_json::value::RawValue::from_string(String::from_utf8_lossy(body).into_owned()).expect("message bodies are JSON")
+}
+
+fn unraw(r: &serde_json::value::RawValue) -> Result<(std::sync::Arc<model::Message>, Bytes), serde_json::Error> {
+    let message = serde_json::from_str(r.get())?;
+    Ok((std::sync::Arc::new(message), Bytes::copy_from_slice(r.get().as_bytes())))
+}
+
+impl From<GuildEvent> for WireEvent {
+    fn from(e: GuildEvent) -> WireEvent {
+        match e {
+            GuildEvent::MessageCreate { body, .. } => WireEvent::MessageCreate(raw(&body)),
+            GuildEvent::MessageUpdate { body, .. } => WireEvent::MessageUpdate(raw(&body)),
+            GuildEvent::MessageDelete { id, channel_id } => WireEvent::MessageDelete { id, channel_id },
+            GuildEvent::TypingStart { channel_id, user_id, timestamp } => WireEvent::TypingStart { channel_id, user_id, timestamp },
+            GuildEvent::ChannelCreate(c) => WireEvent::ChannelCreate(c),
+            GuildEvent::ChannelUpdate(c) => WireEvent::ChannelUpdate(c),
+            GuildEvent::ChannelDelete(c) => WireEvent::ChannelDelete(c),
+            GuildEvent::GuildUpdate(g) => WireEvent::GuildUpdate(g),
+            GuildEvent::GuildDelete => WireEvent::GuildDelete,
+            GuildEvent::MemberAdd { member, user } => WireEvent::MemberAdd { member, user },
+            GuildEvent::MemberUpdate(m) => WireEvent::MemberUpdate(m),
+            GuildEvent::MemberRemove(u) => WireEvent::MemberRemove(u),
+        }
+    }
+}
+
+impl TryFrom<WireEvent> for GuildEvent {
+    type Error = serde_json::Error;
+    fn try_from(e: WireEvent) -> Result<GuildEvent, serde_json::Error> {
+        Ok(match e {
+            WireEvent::MessageCreate(r) => {
+                let (message, body) = unraw(&r)?;
+                GuildEvent::MessageCreate { message, body }
+            }
+            WireEvent::MessageUpdate(r) => {
+                let (message, body) = unraw(&r)?;
+                GuildEvent::MessageUpdate { message, body }
+            }
+            WireEvent::MessageDelete { id, channel_id } => GuildEvent::MessageDelete { id, channel_id },
+            WireEvent::TypingStart { channel_id, user_id, timestamp } => GuildEvent::TypingStart { channel_id, user_id, timestamp },
+            WireEvent::ChannelCreate(c) => GuildEvent::ChannelCreate(c),
+            WireEvent::ChannelUpdate(c) => GuildEvent::ChannelUpdate(c),
+            WireEvent::ChannelDelete(c) => GuildEvent::ChannelDelete(c),
+            WireEvent::GuildUpdate(g) => GuildEvent::GuildUpdate(g),
+            WireEvent::GuildDelete => GuildEvent::GuildDelete,
+            WireEvent::MemberAdd { member, user } => GuildEvent::MemberAdd { member, user },
+            WireEvent::MemberUpdate(m) => GuildEvent::MemberUpdate(m),
+            WireEvent::MemberRemove(u) => GuildEvent::MemberRemove(u),
+        })
+    }
+}
+
 impl From<GuildEvent> for GuildMsg {
     fn from(ev: GuildEvent) -> Self {
         GuildMsg::Event(Box::new(ev))
@@ -105,6 +184,9 @@ pub enum RouteError {
     Busy(GuildId),
     #[error("guild {0} is gone")]
     Gone(GuildId),
+    /// No node can take the guild now (this node lost the cluster's bus).
+    #[error("guild {0} is unavailable: this node is not in its cluster")]
+    Unavailable(GuildId),
 }
 
 /// A place reserved in a guild's mailbox; sending through it cannot fail
@@ -139,6 +221,37 @@ pub trait GuildRouter: Send + Sync {
 
     /// This node's actor of `guild` stopped (guild deleted or missing).
     fn actor_stopped(&self, guild: GuildId);
+
+    /// Whether this node may take new sessions (a cluster node: connected
+    /// to its bus and in the ring), with the reason if not.
+    fn health(&self) -> Result<(), &'static str> {
+        Ok(())
+    }
+
+    /// The live nodes of the cluster as this node sees them (alone: itself).
+    fn cluster_nodes(&self) -> Vec<u64> {
+        Vec::new()
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any;
+
+    // Delivery to sessions of other nodes, for actors with remote
+    // subscribers. A single process has none: these are never called there.
+    // Everything one actor sends one node travels in one ordered stream.
+
+    /// One event to `node`'s subscribers of `guild` (all of them, or `only` these).
+    fn fan_remote(
+        &self,
+        _node: NodeId,
+        _guild: GuildId,
+        _event: &std::sync::Arc<crate::fanout::FanEvent>,
+        _only: Option<Vec<std::sync::Arc<str>>>,
+    ) {
+    }
+    /// One dispatch to one session of `node`.
+    fn one_remote(&self, _session: &SessionRef, _d: crate::fanout::Dispatch) {}
+    /// `node`'s session starts (stops) receiving `guild`'s events there.
+    fn subscribed_remote(&self, _session: &SessionRef, _guild: GuildId, _on: bool) {}
 }
 
 /// Where an actor's answer goes: a pending request on some node.

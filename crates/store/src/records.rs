@@ -2,7 +2,7 @@
 
 use protocol::{ApplicationId, ChannelId, GuildId, MessageId, RoleId, UserId};
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct UserRecord {
     pub id: UserId,
     pub username: String,
@@ -13,7 +13,7 @@ pub struct UserRecord {
     pub created_at: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ApplicationRecord {
     pub id: ApplicationId,
     pub name: String,
@@ -23,7 +23,7 @@ pub struct ApplicationRecord {
     pub verify_key: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct GuildRecord {
     pub id: GuildId,
     pub name: String,
@@ -34,7 +34,7 @@ pub struct GuildRecord {
     pub created_at: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RoleRecord {
     pub id: RoleId,
     pub guild_id: GuildId,
@@ -56,7 +56,7 @@ pub struct OverwriteRecord {
     pub deny: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ChannelRecord {
     pub id: ChannelId,
     pub guild_id: Option<GuildId>,
@@ -71,7 +71,7 @@ pub struct ChannelRecord {
     pub last_message_id: Option<MessageId>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MemberRecord {
     pub guild_id: GuildId,
     pub user_id: UserId,
@@ -81,7 +81,7 @@ pub struct MemberRecord {
     pub flags: u64,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MessageRecord {
     pub id: MessageId,
     pub channel_id: ChannelId,
@@ -100,7 +100,7 @@ pub struct MessageRecord {
     pub extra: serde_json::Value,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct InviteRecord {
     pub code: String,
     pub guild_id: GuildId,
@@ -115,7 +115,7 @@ pub struct InviteRecord {
 }
 
 /// Everything created with a new guild, in one transaction.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct NewGuild {
     pub guild: GuildRecord,
     pub roles: Vec<RoleRecord>,
@@ -124,7 +124,7 @@ pub struct NewGuild {
 }
 
 /// What IDENTIFY needs about a token's user, read in one query.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IdentifyRecord {
     pub user: UserRecord,
     /// Guilds the user is a member of, ascending.
@@ -134,7 +134,7 @@ pub struct IdentifyRecord {
 }
 
 /// A guild's full state as its actor loads it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct GuildSnapshot {
     pub guild: GuildRecord,
     pub roles: Vec<RoleRecord>,

@@ -350,6 +350,10 @@ impl Subscribers {
         self.by_id.get(id).cloned()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
     pub fn insert(&mut self, s: Sink) {
         self.parts = None;
         self.count_intents(s.intents().0, true);

@@ -148,6 +148,12 @@ fn new_session_id() -> Arc<str> {
 /// op 9 `d:true` was queued and the client may retry.
 async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<Identified>, CloseCode> {
     let ident: Identify = serde_json::from_str(d).map_err(|_| CloseCode::DecodeError)?;
+    // A cluster node cut off from its bus takes no new sessions: a
+    // resumable close sends the client to another node (behind a balancer).
+    if let Err(why) = node.guilds.health() {
+        tracing::warn!(reason = why, "IDENTIFY refused: node not in its cluster");
+        return Err(CloseCode::UnknownError);
+    }
     let Ok(_permit) = node.identify_permits.try_acquire() else {
         conn.send_op(op::INVALID_SESSION, b"true").map_err(|_| CloseCode::UnknownError)?;
         return Ok(None);

@@ -15,10 +15,13 @@ use store::{ChannelRecord, GuildRecord, GuildSnapshot, MemberRecord, RoleRecord,
 use tokio::sync::mpsc;
 
 use super::list::{Lists, View};
+use super::remote::RemoteSubs;
 use super::{GuildEvent, GuildMsg};
+use crate::fanout::Recipient;
 use crate::fanout::{encode, Dispatch, FanEvent, Filter, Partitions, SessionRef, Sink, SubInfo, Subscribers};
 use crate::node::Node;
 use crate::presence::Presence;
+use crate::route::Subscription;
 use crate::{convert, perm};
 
 /// Members per GUILD_MEMBERS_CHUNK, as Discord sends them.
@@ -28,8 +31,10 @@ pub struct GuildActor {
     node: Arc<Node>,
     id: GuildId,
     rx: mpsc::Receiver<GuildMsg>,
-    /// Sessions receiving this guild's events, by id and split by delivery worker.
+    /// Sessions of this node receiving this guild's events, by id and split by delivery worker.
     subs: Subscribers,
+    /// Sessions of other nodes receiving them (a cluster).
+    remote: RemoteSubs,
     /// Events applied so far: the guild's own order.
     seq: u64,
     /// The lazy member lists (ops 14/37), each built on its first subscription.
@@ -52,7 +57,7 @@ struct State {
 impl GuildActor {
     pub fn new(node: Arc<Node>, id: GuildId, rx: mpsc::Receiver<GuildMsg>) -> Self {
         let subs = Subscribers::new(node.delivery.workers());
-        Self { node, id, rx, subs, seq: 0, lists: Lists::default(), hidden: HashMap::new() }
+        Self { node, id, rx, subs, remote: RemoteSubs::default(), seq: 0, lists: Lists::default(), hidden: HashMap::new() }
     }
 
     pub async fn run(mut self) {
@@ -92,21 +97,30 @@ impl GuildActor {
     fn handle(&mut self, st: &mut State, msg: GuildMsg) -> bool {
         match msg {
             GuildMsg::Subscribe(sub) => {
-                if let Some(s) = self.local(&sub.session) {
-                    self.subscribe(st, s, &sub.info);
+                let Subscription { session, info } = *sub;
+                if session.node != self.node.id {
+                    self.subscribe_remote(st, session, info);
+                } else if let Some(s) = self.node.sessions.get(&session.id) {
+                    self.subscribe(st, s, &info);
                 }
             }
             GuildMsg::Unsubscribe { session } => {
-                self.subs.remove(&session.id);
+                if session.node != self.node.id {
+                    if self.remote.remove(&session).is_some() {
+                        self.node.guilds.subscribed_remote(&session, self.id, false);
+                    }
+                } else {
+                    self.subs.remove(&session.id);
+                }
                 self.hidden.clear();
                 self.lists.unsubscribe(&session.id);
             }
             GuildMsg::ListSubscribe(sub) => {
-                let Some(s) = self.subs.get(&sub.session.id) else { return true };
+                let Some(s) = self.subscriber(&sub.session) else { return true };
                 self.lists.subscribe(&st.view(), s, &sub.channels, &st.channels);
             }
             GuildMsg::RequestMembers { session, req } => {
-                if let Some(s) = self.subs.get(&session.id) {
+                if let Some(s) = self.subscriber(&session) {
                     self.request_members(st, &s, *req);
                 }
             }
@@ -136,13 +150,29 @@ impl GuildActor {
         true
     }
 
-    /// The session `r` names, if it is on this node and still there.
-    fn local(&self, r: &SessionRef) -> Option<Sink> {
-        if r.node != self.node.id {
-            tracing::warn!(guild = %self.id, node = %r.node, "a session of another node; no cluster router");
-            return None;
+    /// A subscribed session, on this node or another.
+    fn subscriber(&self, r: &SessionRef) -> Option<Sink> {
+        if r.node == self.node.id {
+            self.subs.get(&r.id)
+        } else {
+            self.remote.get(r)
         }
-        self.node.sessions.get(&r.id)
+    }
+
+    /// A session of another node: GUILD_CREATE goes to it alone, then its
+    /// node adds it to its own audience of this guild (in that order, on
+    /// the one stream this actor has to that node).
+    fn subscribe_remote(&mut self, st: &State, r: SessionRef, info: SubInfo) {
+        if self.remote.contains(&r) {
+            return;
+        }
+        if info.intents.contains(Intents::GUILDS) {
+            let body = st.guild_create(&info);
+            self.node.guilds.one_remote(&r, Dispatch { name: "GUILD_CREATE", body });
+        }
+        self.node.guilds.subscribed_remote(&r, self.id, true);
+        self.remote.insert(&self.node, r, info);
+        self.hidden.clear();
     }
 
     fn subscribe(&mut self, st: &State, session: Sink, info: &SubInfo) {
@@ -166,6 +196,9 @@ impl GuildActor {
         if self.wanted(&event) {
             self.node.delivery.fan_out(&event, self.subs.partitions());
         }
+        if !self.remote.is_empty() && self.remote_wanted(&event) {
+            self.remote.fan(&self.node, self.id, &event, None);
+        }
     }
 
     /// `publish` for an event of channel `c`: when not every member may see
@@ -176,10 +209,15 @@ impl GuildActor {
             return self.publish(event);
         }
         self.seq += 1;
+        let (gid, owner) = (self.id, st.guild.owner_id);
+        if !self.remote.is_empty() && self.remote_wanted(&event) {
+            let keep = |i: &SubInfo| st.members.get(&i.user_id).is_some_and(|(m, _)| perm::can_view(gid, owner, &st.roles, m, c));
+            self.remote.fan(&self.node, gid, &event, Some(&keep));
+        }
         if !self.wanted(&event) {
             return;
         }
-        let (subs, gid, owner) = (&self.subs, self.id, st.guild.owner_id);
+        let subs = &self.subs;
         let parts = self.hidden.entry(c.id).or_insert_with(|| {
             subs.partitions_where(|s| st.members.get(&s.user_id()).is_some_and(|(m, _)| perm::can_view(gid, owner, &st.roles, m, c)))
         });
@@ -193,17 +231,30 @@ impl GuildActor {
             return self.publish(event);
         }
         self.seq += 1;
+        let (gid, owner) = (self.id, st.guild.owner_id);
+        let can = |u: &UserId| st.members.get(u).is_some_and(|(m, _)| channels.iter().any(|c| perm::can_view(gid, owner, &st.roles, m, c)));
+        if !self.remote.is_empty() && self.remote_wanted(&event) {
+            let keep = |i: &SubInfo| can(&i.user_id);
+            self.remote.fan(&self.node, gid, &event, Some(&keep));
+        }
         if !self.wanted(&event) {
             return;
         }
-        let (gid, owner) = (self.id, st.guild.owner_id);
         let parts = self.subs.partitions_where(|s| {
             st.members.get(&s.user_id()).is_some_and(|(m, _)| channels.iter().any(|c| perm::can_view(gid, owner, &st.roles, m, c)))
         });
         self.node.delivery.fan_out(&event, &parts);
     }
 
-    /// Whether any subscriber would get `event` at all.
+    /// Whether any remote subscriber would get `event` at all.
+    fn remote_wanted(&self, event: &FanEvent) -> bool {
+        match &event.filter {
+            Filter::Intent(i) | Filter::IntentNotUser(i, _) => self.remote.wants(*i),
+            Filter::Message { .. } => self.remote.wants(Intents::GUILD_MESSAGES),
+        }
+    }
+
+    /// Whether any local subscriber would get `event` at all.
     fn wanted(&self, event: &FanEvent) -> bool {
         match &event.filter {
             Filter::Intent(i) | Filter::IntentNotUser(i, _) => self.subs.wants(*i),
@@ -309,6 +360,13 @@ impl GuildActor {
                     }
                 }
                 self.subs.clear();
+                for s in self.remote.values() {
+                    if s.info.intents.contains(Intents::GUILDS) {
+                        s.clone().push(Dispatch { name: "GUILD_DELETE", body: body.clone() });
+                    }
+                    self.node.guilds.subscribed_remote(&s.r, gid, false);
+                }
+                self.remote = RemoteSubs::default();
                 return false;
             }
             GuildEvent::MemberAdd { member, user } => {
@@ -360,6 +418,14 @@ impl GuildActor {
                     if s.intents().contains(Intents::GUILDS) {
                         self.node.delivery.one(s, Dispatch { name: "GUILD_DELETE", body: gone.clone() });
                     }
+                }
+                for s in self.remote.remove_user(uid) {
+                    self.lists.unsubscribe(&s.r.id);
+                    if s.info.intents.contains(Intents::GUILDS) {
+                        s.clone().push(Dispatch { name: "GUILD_DELETE", body: gone.clone() });
+                    }
+                    // Its node also takes the guild off the session's list.
+                    self.node.guilds.subscribed_remote(&s.r, gid, false);
                 }
             }
         }
@@ -418,7 +484,7 @@ impl GuildActor {
                     part.iter().filter_map(|(m, _)| st.online.get(&m.user_id).map(|p| presence_json(self.id, m.user_id, p))).collect();
                 d["presences"] = Value::Array(ps);
             }
-            self.node.delivery.one(s.clone(), Dispatch { name: "GUILD_MEMBERS_CHUNK", body: encode(&d) });
+            s.clone().push(Dispatch { name: "GUILD_MEMBERS_CHUNK", body: encode(&d) });
         }
     }
 }

@@ -4,6 +4,7 @@
 
 pub(crate) mod actor;
 pub mod list;
+pub mod remote;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -52,6 +53,14 @@ pub fn local_node(config: crate::config::Config, store: Arc<dyn store::Store>) -
     Node::new(config, store, move |node| Box::new(LocalRouter::new(node, capacity)))
 }
 
+impl LocalRouter {
+    /// Stops taking messages for the guilds `keep` refuses (a cluster node
+    /// that no longer owns them): their actors end once their mailboxes drain.
+    pub fn retain(&self, keep: impl Fn(GuildId) -> bool) {
+        self.map.lock().expect("guild router poisoned").retain(|g, _| keep(*g));
+    }
+}
+
 impl GuildRouter for LocalRouter {
     fn send(&self, id: GuildId, msg: GuildMsg) -> Result<(), RouteError> {
         match self.mailbox(id)?.try_send(msg) {
@@ -81,6 +90,10 @@ impl GuildRouter for LocalRouter {
 
     fn local_actors(&self) -> usize {
         self.map.lock().expect("guild router poisoned").len()
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 
     fn actor_stopped(&self, id: GuildId) {

@@ -62,7 +62,7 @@ impl From<AuthError> for ApiError {
 impl From<RouteError> for ApiError {
     fn from(e: RouteError) -> Self {
         match e {
-            RouteError::Busy(_) => ApiError::Busy,
+            RouteError::Busy(_) | RouteError::Unavailable(_) => ApiError::Busy,
             // The change is committed; only its live delivery failed.
             RouteError::Gone(g) => ApiError::Internal(format!("guild {g} actor gone")),
         }

@@ -168,6 +168,26 @@ fn api(node: &Arc<Node>) -> Router<Arc<Node>> {
         .layer(axum::middleware::from_fn_with_state(node.clone(), ratelimit::middleware))
 }
 
+/// `GET /health`: 200 `{"status":"ok"}` while the node takes sessions;
+/// 503 with `"draining"` during shutdown or `"no-cluster"` when a cluster
+/// node has lost its bus. For load balancers' checks; no token.
+async fn health(axum::extract::State(node): axum::extract::State<Arc<Node>>) -> axum::response::Response {
+    let nodes = node.guilds.cluster_nodes();
+    let (status, code, reason) = if node.shutdown.is_cancelled() {
+        ("draining", StatusCode::SERVICE_UNAVAILABLE, None)
+    } else {
+        match node.guilds.health() {
+            Ok(()) => ("ok", StatusCode::OK, None),
+            Err(why) => ("no-cluster", StatusCode::SERVICE_UNAVAILABLE, Some(why)),
+        }
+    };
+    let body = serde_json::json!({
+        "status": status, "reason": reason, "node": node.id.0, "cluster_nodes": nodes,
+        "sessions": node.sessions.len(), "guild_actors": node.guilds.local_actors(),
+    });
+    json_bytes(code, body.to_string())
+}
+
 /// The whole HTTP surface: the API under its three prefixes and the gateway
 /// upgrade on `/` (handled before routing by the listener).
 pub fn router(node: Arc<Node>) -> Router {
@@ -176,6 +196,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .nest("/api/v10", api.clone())
         .nest("/api/v9", api.clone())
         .nest("/api", api)
+        .route("/health", get(health))
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(node.config.limits.max_body_bytes))
         .with_state(node)

@@ -2,6 +2,7 @@
 //! a part of the spec: REST routes, the gateway state machine, resume,
 //! intents, fan-out order, durability.
 
+mod cluster;
 mod common;
 mod compat;
 mod durability;

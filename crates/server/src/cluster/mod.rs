@@ -1,0 +1,441 @@
+//! A cluster of nodes that meet only through NATS (no node connects to
+//! another; no full mesh). Membership comes from heartbeats on NATS; every
+//! node builds the same consistent-hash ring from the live set and so
+//! agrees where each guild's actor runs. [`ClusterRouter`] sends a guild's
+//! messages to its owner; an owner sends each other node with subscribers
+//! one message per event, and that node fans it out to its own sessions.
+//!
+//! Subjects: `throng.hb` (heartbeats), `throng.n.<id>.g` (messages to the
+//! guilds a node owns), `throng.n.<id>.d` (deliveries to a node's sessions
+//! and answers to its requests). Everything a node publishes leaves through
+//! one ordered queue, so one actor's stream to one node keeps its order.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use hashring::{Ring, SharedRing};
+use protocol::{GuildId, UserId};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use tokio::sync::mpsc;
+
+use crate::fanout::{Dispatch, FanEvent, Filter, NodeId, SessionRef, Subscribers};
+use crate::guild::LocalRouter;
+use crate::node::Node;
+use crate::route::{GuildMsg, GuildRouter, ReplyTo, RouteError, Slot};
+
+/// A delivery to a node's own sessions, or an answer to one of its requests.
+#[derive(Serialize, Deserialize)]
+enum ToNode {
+    /// One guild event for the node's subscribers of `g` (or `only` these).
+    Fan {
+        g: GuildId,
+        name: String,
+        body: Box<RawValue>,
+        filter: WireFilter,
+        only: Option<Vec<Arc<str>>>,
+    },
+    /// One dispatch for one session.
+    One {
+        s: Arc<str>,
+        name: String,
+        body: Box<RawValue>,
+    },
+    /// Session `s` starts (stops) receiving guild `g` here.
+    Sub {
+        s: Arc<str>,
+        g: GuildId,
+        on: bool,
+    },
+    Reply {
+        id: u64,
+        body: Box<RawValue>,
+    },
+}
+
+#[derive(Serialize, Deserialize)]
+enum WireFilter {
+    Intent(u64),
+    IntentNotUser(u64, UserId),
+    /// The body is the message; the receiving node parses it once for the
+    /// redaction rules.
+    Message,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Heartbeat {
+    node: NodeId,
+    url: String,
+}
+
+/// Dispatch names are static strings everywhere else; names that arrive
+/// over the bus are interned (a small, fixed set of event names).
+fn intern(name: &str) -> &'static str {
+    static NAMES: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
+    let mut names = NAMES.lock().expect("name table poisoned");
+    if let Some(n) = names.get(name) {
+        return n;
+    }
+    let n: &'static str = Box::leak(name.to_string().into_boxed_str());
+    names.insert(n);
+    n
+}
+
+fn raw(body: &Bytes) -> Box<RawValue> {
+    RawValue::from_string(String::from_utf8_lossy(body).into_owned())
+        .unwrap_or_else(|_| RawValue::from_string("null".into()).expect("null is JSON"))
+}
+
+/// The router of a cluster node: local actors for the guilds this node
+/// owns, NATS for the rest.
+pub struct ClusterRouter {
+    me: NodeId,
+    local: LocalRouter,
+    ring: SharedRing,
+    out: mpsc::Sender<(String, Bytes)>,
+    /// Connected to NATS and in the ring.
+    healthy: AtomicBool,
+}
+
+impl ClusterRouter {
+    fn owner(&self, guild: GuildId) -> Result<NodeId, RouteError> {
+        if !self.healthy.load(Ordering::Acquire) {
+            return Err(RouteError::Unavailable(guild));
+        }
+        self.ring.load().lookup(guild.0).map(NodeId).ok_or(RouteError::Unavailable(guild))
+    }
+
+    fn publish(&self, subject: String, payload: Vec<u8>) -> bool {
+        match self.out.try_send((subject, Bytes::from(payload))) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(error = %e, "NATS outbound queue full or closed");
+                false
+            }
+        }
+    }
+
+    fn to_node(&self, node: NodeId, msg: &ToNode) {
+        match serde_json::to_vec(msg) {
+            Ok(v) => {
+                self.publish(format!("throng.n.{node}.d"), v);
+            }
+            Err(e) => tracing::error!(error = %e, "delivery not encoded"),
+        }
+    }
+
+    fn to_owner(&self, owner: NodeId, guild: GuildId, msg: &GuildMsg) -> Result<(), RouteError> {
+        let v = serde_json::to_vec(&(guild, msg)).map_err(|_| RouteError::Gone(guild))?;
+        if self.publish(format!("throng.n.{owner}.g"), v) {
+            Ok(())
+        } else {
+            Err(RouteError::Busy(guild))
+        }
+    }
+
+    /// Whether this node is connected and in the ring.
+    fn healthy(&self) -> bool {
+        self.healthy.load(Ordering::Acquire)
+    }
+
+    /// The live nodes as this node sees them.
+    fn nodes(&self) -> Vec<u64> {
+        self.ring.load().nodes().to_vec()
+    }
+}
+
+impl GuildRouter for ClusterRouter {
+    fn send(&self, guild: GuildId, msg: GuildMsg) -> Result<(), RouteError> {
+        let owner = self.owner(guild)?;
+        if owner == self.me {
+            self.local.send(guild, msg)
+        } else {
+            self.to_owner(owner, guild, &msg)
+        }
+    }
+
+    fn reserve(&self, guild: GuildId) -> Result<Slot, RouteError> {
+        let owner = self.owner(guild)?;
+        if owner == self.me {
+            return self.local.reserve(guild);
+        }
+        // The bus queue is the bound for another node's guild.
+        let permit = self.out.clone().try_reserve_owned().map_err(|_| RouteError::Busy(guild))?;
+        Ok(Slot::new(move |msg| match serde_json::to_vec(&(guild, &msg)) {
+            Ok(v) => {
+                permit.send((format!("throng.n.{owner}.g"), Bytes::from(v)));
+            }
+            Err(e) => tracing::error!(error = %e, "guild message not encoded"),
+        }))
+    }
+
+    fn reply(&self, to: ReplyTo, body: Bytes) {
+        if to.node == self.me {
+            return self.local.reply(to, body);
+        }
+        self.to_node(to.node, &ToNode::Reply { id: to.id, body: raw(&body) });
+    }
+
+    fn local_actors(&self) -> usize {
+        self.local.local_actors()
+    }
+
+    fn actor_stopped(&self, guild: GuildId) {
+        self.local.actor_stopped(guild)
+    }
+
+    fn health(&self) -> Result<(), &'static str> {
+        if self.healthy() {
+            Ok(())
+        } else {
+            Err("not connected to the cluster's NATS")
+        }
+    }
+
+    fn cluster_nodes(&self) -> Vec<u64> {
+        self.nodes()
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn fan_remote(&self, node: NodeId, guild: GuildId, event: &Arc<FanEvent>, only: Option<Vec<Arc<str>>>) {
+        let filter = match &event.filter {
+            Filter::Intent(i) => WireFilter::Intent(*i),
+            Filter::IntentNotUser(i, u) => WireFilter::IntentNotUser(*i, *u),
+            Filter::Message { .. } => WireFilter::Message,
+        };
+        let msg = ToNode::Fan { g: guild, name: event.name.to_string(), body: raw(&event.body), filter, only };
+        self.to_node(node, &msg);
+    }
+
+    fn one_remote(&self, session: &SessionRef, d: Dispatch) {
+        self.to_node(session.node, &ToNode::One { s: session.id.clone(), name: d.name.to_string(), body: raw(&d.body) });
+    }
+
+    fn subscribed_remote(&self, session: &SessionRef, guild: GuildId, on: bool) {
+        self.to_node(session.node, &ToNode::Sub { s: session.id.clone(), g: guild, on });
+    }
+}
+
+/// Why a node could not join its cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("cannot connect to NATS at {0}: {1}")]
+    Connect(String, String),
+    #[error("cannot subscribe on NATS: {0}")]
+    Subscribe(String),
+}
+
+/// Connects to NATS and builds the node with a cluster router; starts the
+/// heartbeat, membership and inbound tasks.
+pub async fn start_node(config: crate::config::Config, store: Arc<dyn store::Store>) -> Result<Arc<Node>, ClusterError> {
+    let url = config.nats.clone().unwrap_or_default();
+    let client = async_nats::ConnectOptions::new()
+        .name(format!("throng-node-{}", config.node_id))
+        .retry_on_initial_connect()
+        .connect(url.as_str())
+        .await
+        .map_err(|e| ClusterError::Connect(url.clone(), e.to_string()))?;
+    let me = NodeId(config.node_id);
+    let cc = config.cluster.clone();
+    let capacity = config.limits.guild_mailbox_capacity;
+    let (out_tx, out_rx) = mpsc::channel::<(String, Bytes)>(cc.outbound_queue.max(1));
+    let node = Node::new(config, store, move |weak| {
+        Box::new(ClusterRouter {
+            me,
+            local: LocalRouter::new(weak, capacity),
+            ring: SharedRing::new(Ring::empty()),
+            out: out_tx,
+            healthy: AtomicBool::new(false),
+        })
+    });
+    let hb_sub = client.subscribe("throng.hb").await.map_err(|e| ClusterError::Subscribe(e.to_string()))?;
+    let guild_sub = client.subscribe(format!("throng.n.{me}.g")).await.map_err(|e| ClusterError::Subscribe(e.to_string()))?;
+    let deliver_sub = client.subscribe(format!("throng.n.{me}.d")).await.map_err(|e| ClusterError::Subscribe(e.to_string()))?;
+    node.tasks.spawn(outbound(client.clone(), out_rx, node.shutdown.clone()));
+    node.tasks.spawn(membership(node.clone(), client.clone(), hb_sub, cc));
+    node.tasks.spawn(inbound_guild(node.clone(), guild_sub));
+    node.tasks.spawn(inbound_deliver(node.clone(), deliver_sub));
+    Ok(node)
+}
+
+fn router(node: &Node) -> &ClusterRouter {
+    // Only `start_node` builds cluster nodes, always with this router.
+    node.guilds.as_any().downcast_ref::<ClusterRouter>().expect("a cluster node has a cluster router")
+}
+
+/// The one ordered stream of everything this node publishes.
+async fn outbound(client: async_nats::Client, mut rx: mpsc::Receiver<(String, Bytes)>, shutdown: tokio_util::sync::CancellationToken) {
+    loop {
+        let item = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            m = rx.recv() => m,
+        };
+        let Some((subject, payload)) = item else { break };
+        if let Err(e) = client.publish(subject, payload).await {
+            tracing::warn!(error = %e, "NATS publish failed");
+        }
+    }
+}
+
+/// Announces this node, tracks the others, and rebuilds the ring when the
+/// live set changes. A node that cannot reach NATS leaves its own ring
+/// (and so owns no guild) until it can again.
+async fn membership(node: Arc<Node>, client: async_nats::Client, mut hb: async_nats::Subscriber, cc: crate::config::ClusterConfig) {
+    let r = router(&node);
+    let me = r.me;
+    let timeout = Duration::from_millis(cc.node_timeout_ms);
+    let mut seen: HashMap<NodeId, Instant> = HashMap::new();
+    let mut tick = tokio::time::interval(Duration::from_millis(cc.heartbeat_ms.max(10)));
+    let beat = serde_json::to_vec(&Heartbeat { node: me, url: node.config.gateway_url() }).expect("heartbeat encodes");
+    let mut live: Vec<u64> = Vec::new();
+    loop {
+        tokio::select! {
+            _ = node.shutdown.cancelled() => break,
+            _ = tick.tick() => {
+                if let Err(e) = client.publish("throng.hb", beat.clone().into()).await {
+                    tracing::warn!(error = %e, "heartbeat not published");
+                }
+            }
+            m = hb.next() => {
+                let Some(m) = m else { break };
+                if let Ok(h) = serde_json::from_slice::<Heartbeat>(&m.payload) {
+                    seen.insert(h.node, Instant::now());
+                }
+            }
+        }
+        let connected = matches!(client.connection_state(), async_nats::connection::State::Connected);
+        let now = Instant::now();
+        seen.retain(|_, t| now.duration_since(*t) < timeout);
+        let mut next: Vec<u64> = if connected && seen.contains_key(&me) { seen.keys().map(|n| n.0).collect() } else { Vec::new() };
+        next.sort_unstable();
+        if next != live {
+            tracing::info!(nodes = ?next, connected, "cluster membership changed");
+            let old = r.ring.load_full();
+            r.ring.store(Ring::with_vnodes(next.iter().copied(), cc.vnodes));
+            r.healthy.store(!next.is_empty(), Ordering::Release);
+            live = next;
+            rehome(&node, r, &old);
+        }
+    }
+}
+
+/// After a ring change: this node's sessions subscribe again to every
+/// guild whose owner changed (the new owner sends GUILD_CREATE again, so
+/// nobody is left with a silent hole), and actors of guilds this node no
+/// longer owns stop taking messages.
+fn rehome(node: &Arc<Node>, r: &ClusterRouter, old: &Ring) {
+    let new = r.ring.load_full();
+    for s in crate::gateway::sessions(&node.sessions) {
+        for g in s.guild_ids() {
+            let (a, b) = (old.lookup(g.0), new.lookup(g.0));
+            if a != b && b.is_some() {
+                let sub = crate::route::Subscription { session: s.session_ref(node), info: crate::fanout::Recipient::sub_info(&*s) };
+                if let Err(e) = node.guilds.send(g, GuildMsg::Subscribe(Box::new(sub))) {
+                    tracing::debug!(guild = %g, error = %e, "re-subscribe after a ring change failed");
+                }
+            }
+        }
+    }
+    r.local.retain(|g| new.lookup(g.0) == Some(r.me.0));
+}
+
+/// Messages to the guilds this node owns.
+async fn inbound_guild(node: Arc<Node>, mut sub: async_nats::Subscriber) {
+    let r = router(&node);
+    loop {
+        let m = tokio::select! {
+            _ = node.shutdown.cancelled() => break,
+            m = sub.next() => m,
+        };
+        let Some(m) = m else { break };
+        let (guild, msg): (GuildId, GuildMsg) = match serde_json::from_slice(&m.payload) {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(error = %e, "undecodable guild message");
+                continue;
+            }
+        };
+        if let Err(e) = r.local.send(guild, msg) {
+            tracing::warn!(guild = %guild, error = %e, "guild message from another node dropped");
+        }
+    }
+}
+
+/// Deliveries to this node's sessions of guilds owned elsewhere: the
+/// node's own audience of each such guild, split over its delivery workers.
+async fn inbound_deliver(node: Arc<Node>, mut sub: async_nats::Subscriber) {
+    let mut audience: HashMap<GuildId, Subscribers> = HashMap::new();
+    let workers = node.delivery.workers();
+    loop {
+        let m = tokio::select! {
+            _ = node.shutdown.cancelled() => break,
+            m = sub.next() => m,
+        };
+        let Some(m) = m else { break };
+        let msg: ToNode = match serde_json::from_slice(&m.payload) {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(error = %e, "undecodable delivery");
+                continue;
+            }
+        };
+        match msg {
+            ToNode::Sub { s, g, on } => {
+                let sink = node.sessions.get(&s);
+                if on {
+                    if let Some(sink) = sink {
+                        sink.joined(g);
+                        audience.entry(g).or_insert_with(|| Subscribers::new(workers)).insert(sink);
+                    }
+                } else {
+                    if let Some(sink) = sink {
+                        sink.left(g);
+                    }
+                    if let Some(a) = audience.get_mut(&g) {
+                        a.remove(&s);
+                        if a.is_empty() {
+                            audience.remove(&g);
+                        }
+                    }
+                }
+            }
+            ToNode::Fan { g, name, body, filter, only } => {
+                let Some(a) = audience.get_mut(&g) else { continue };
+                let body = Bytes::copy_from_slice(body.get().as_bytes());
+                let filter = match filter {
+                    WireFilter::Intent(i) => Filter::Intent(i),
+                    WireFilter::IntentNotUser(i, u) => Filter::IntentNotUser(i, u),
+                    WireFilter::Message => match serde_json::from_slice(&body) {
+                        Ok(message) => Filter::Message { message: Arc::new(message), redacted: Default::default() },
+                        Err(e) => {
+                            tracing::warn!(error = %e, "message event without a message");
+                            continue;
+                        }
+                    },
+                };
+                let event = FanEvent::new(intern(&name), body, filter);
+                match only {
+                    None => node.delivery.fan_out(&event, a.partitions()),
+                    Some(ids) => {
+                        let ids: std::collections::HashSet<Arc<str>> = ids.into_iter().collect();
+                        let parts = a.partitions_where(|s| ids.contains(s.id()));
+                        node.delivery.fan_out(&event, &parts);
+                    }
+                }
+            }
+            ToNode::One { s, name, body } => {
+                if let Some(sink) = node.sessions.get(&s) {
+                    sink.push(Dispatch { name: intern(&name), body: Bytes::copy_from_slice(body.get().as_bytes()) });
+                }
+            }
+            ToNode::Reply { id, body } => node.replies.complete(id, Bytes::copy_from_slice(body.get().as_bytes())),
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! A guild actor's subscribers on other nodes of a cluster. The actor sends
+//! each such node one message per event (Manifold's once per node); that
+//! node resolves its own sessions and splits them over its delivery
+//! workers. Here a remote session is only its reference and what the guild
+//! needs to know of it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use protocol::gateway::Intents;
+use protocol::{GuildId, UserId};
+
+use crate::fanout::{Dispatch, FanEvent, NodeId, Recipient, SessionRef, Sink, SubInfo};
+use crate::node::Node;
+
+/// A session of another node, as the actor holds it. Only `push` reaches
+/// it (through the router); it is never in a local delivery partition.
+pub struct RemoteSink {
+    pub r: SessionRef,
+    pub info: SubInfo,
+    node: Arc<Node>,
+}
+
+impl Recipient for RemoteSink {
+    fn id(&self) -> &Arc<str> {
+        &self.r.id
+    }
+    fn user_id(&self) -> UserId {
+        self.info.user_id
+    }
+    fn bot(&self) -> bool {
+        self.info.bot
+    }
+    fn intents(&self) -> Intents {
+        self.info.intents
+    }
+    fn shard(&self) -> u16 {
+        0
+    }
+    fn sub_info(&self) -> SubInfo {
+        self.info.clone()
+    }
+    fn write_dispatch(&self, _name: &'static str, _body: &Bytes, _now: std::time::Instant) -> (bool, bool) {
+        debug_assert!(false, "a remote session in a local partition");
+        (false, false)
+    }
+    fn flush(self: Arc<Self>) -> usize {
+        0
+    }
+    fn push(self: Arc<Self>, d: Dispatch) {
+        self.node.guilds.one_remote(&self.r, d);
+    }
+    fn joined(&self, _guild: GuildId) {}
+    fn left(&self, _guild: GuildId) {}
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
+#[derive(Default)]
+pub struct RemoteSubs {
+    by_node: BTreeMap<NodeId, HashMap<Arc<str>, Arc<RemoteSink>>>,
+    /// Remote subscribers per intent bit (as `Subscribers` counts local ones).
+    intents: [u32; 32],
+}
+
+impl RemoteSubs {
+    pub fn get(&self, r: &SessionRef) -> Option<Sink> {
+        self.by_node.get(&r.node).and_then(|m| m.get(&r.id)).map(|s| s.clone() as Sink)
+    }
+
+    pub fn contains(&self, r: &SessionRef) -> bool {
+        self.by_node.get(&r.node).is_some_and(|m| m.contains_key(&r.id))
+    }
+
+    pub fn insert(&mut self, node: &Arc<Node>, r: SessionRef, info: SubInfo) -> Sink {
+        count(&mut self.intents, info.intents.0, true);
+        let s = Arc::new(RemoteSink { r: r.clone(), info, node: node.clone() });
+        if let Some(old) = self.by_node.entry(r.node).or_default().insert(r.id, s.clone()) {
+            count(&mut self.intents, old.info.intents.0, false);
+        }
+        s
+    }
+
+    pub fn remove(&mut self, r: &SessionRef) -> Option<Arc<RemoteSink>> {
+        let m = self.by_node.get_mut(&r.node)?;
+        let s = m.remove(&r.id)?;
+        if m.is_empty() {
+            self.by_node.remove(&r.node);
+        }
+        count(&mut self.intents, s.info.intents.0, false);
+        Some(s)
+    }
+
+    /// Removes (and returns) the sessions of `user`.
+    pub fn remove_user(&mut self, user: UserId) -> Vec<Arc<RemoteSink>> {
+        let refs: Vec<SessionRef> = self.values().filter(|s| s.info.user_id == user).map(|s| s.r.clone()).collect();
+        refs.iter().filter_map(|r| self.remove(r)).collect()
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &Arc<RemoteSink>> {
+        self.by_node.values().flat_map(|m| m.values())
+    }
+
+    pub fn wants(&self, intent: u64) -> bool {
+        self.intents.iter().enumerate().any(|(bit, n)| *n > 0 && intent & (1 << bit) != 0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_node.is_empty()
+    }
+
+    /// Sends `event` once to each node with subscribers, for those `keep`
+    /// accepts (`None`: all of them, and the node resolves them itself).
+    pub fn fan(&self, node: &Node, guild: GuildId, event: &Arc<FanEvent>, keep: Option<&dyn Fn(&SubInfo) -> bool>) {
+        for (&n, subs) in &self.by_node {
+            match keep {
+                None => node.guilds.fan_remote(n, guild, event, None),
+                Some(keep) => {
+                    let only: Vec<Arc<str>> = subs.values().filter(|s| keep(&s.info)).map(|s| s.r.id.clone()).collect();
+                    if !only.is_empty() {
+                        node.guilds.fan_remote(n, guild, event, Some(only));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn count(intents: &mut [u32; 32], bits: u64, add: bool) {
+    for (bit, n) in intents.iter_mut().enumerate() {
+        if bits & (1 << bit) != 0 {
+            *n = if add { *n + 1 } else { n.saturating_sub(1) };
+        }
+    }
+}

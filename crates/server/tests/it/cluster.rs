@@ -1,0 +1,177 @@
+//! A cluster over a real `nats-server` (installed by `scripts/nats.sh
+//! install`; `THRONG_NATS_SERVER` names the binary, else PATH or
+//! ~/go/bin): three nodes sharing one SQLite store, a guild whose actor
+//! runs on one node, sessions and REST on the others.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::common::*;
+
+/// A `nats-server` on a free loopback port, killed on drop.
+pub struct Nats {
+    child: Child,
+    pub url: String,
+}
+
+fn nats_bin() -> PathBuf {
+    if let Ok(p) = std::env::var("THRONG_NATS_SERVER") {
+        return p.into();
+    }
+    let on_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).map(|d| d.join("nats-server")).find(|p| p.is_file()))
+        .unwrap_or_default();
+    let in_go = std::env::var_os("HOME").map(|h| PathBuf::from(h).join("go/bin/nats-server")).filter(|p| p.is_file());
+    on_path.or(in_go).expect("nats-server not found: run `scripts/nats.sh install` (scripts/test.sh does)")
+}
+
+impl Nats {
+    pub fn start() -> Nats {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new(nats_bin())
+            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nats-server starts");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "nats-server did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Nats { child, url: format!("nats://127.0.0.1:{port}") }
+    }
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const VNODES: u32 = 128;
+
+async fn node(nats: &Nats, dir: &std::path::Path, id: u64) -> TestServer {
+    let (url, dir) = (nats.url.clone(), dir.to_path_buf());
+    TestServer::start_with(move |c| {
+        c.data_dir = dir;
+        c.nats = Some(url);
+        c.node_id = id;
+        c.cluster.heartbeat_ms = 100;
+        c.cluster.node_timeout_ms = 1_000;
+        c.cluster.vnodes = VNODES;
+    })
+    .await
+}
+
+async fn health(t: &TestServer) -> (u16, serde_json::Value) {
+    let r = t.http.get(t.base.replace("/api/v10", "/health")).send().await.unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+/// Waits until every node sees exactly `ids` as the cluster.
+async fn converge(nodes: &[&TestServer], ids: &[u64]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for t in nodes {
+        loop {
+            let (s, v) = health(t).await;
+            if s == 200 && v["cluster_nodes"] == json!(ids) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "cluster never converged on {ids:?}: {v}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn three_nodes_share_a_guild_whose_actor_runs_on_another() {
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let n1 = node(&nats, dir.path(), 1).await;
+    let n2 = node(&nats, dir.path(), 2).await;
+    let n3 = node(&nats, dir.path(), 3).await;
+    let nodes = [&n1, &n2, &n3];
+    converge(&nodes, &[1, 2, 3]).await;
+
+    let w = n1.world().await;
+    let gid: u64 = w.guild.parse().unwrap();
+    let owner = hashring::Ring::with_vnodes([1, 2, 3], VNODES).lookup(gid).unwrap();
+    let others: Vec<&TestServer> = (1..=3).filter(|&i| i != owner).map(|i| nodes[i as usize - 1]).collect();
+    let (a, b) = (others[0], others[1]);
+    let o = nodes[owner as usize - 1];
+
+    // The bot on one node, the owner on another; the actor on the third.
+    let mut bot = Gw::connect(&a.ws).await;
+    bot.identify(&w.bot_token, BOT_INTENTS | (1 << 15)).await;
+    let gc = bot.until("GUILD_CREATE").await;
+    assert_eq!(gc["d"]["id"], w.guild, "GUILD_CREATE from the owner node: {gc}");
+    let mut human = Gw::connect(&b.ws).await;
+    human.identify(&w.owner, ALL_INTENTS).await;
+    human.until("GUILD_CREATE").await;
+
+    // REST on the owner's node and on the bot's node reach everyone, in order.
+    for (i, via) in [b, o, a].into_iter().enumerate() {
+        let content = format!("hello {i}");
+        via.say(&w.owner, &w.channel, &content).await;
+        let m = bot.until("MESSAGE_CREATE").await;
+        assert_eq!(m["d"]["content"], content, "{m}");
+        let m = human.until("MESSAGE_CREATE").await;
+        assert_eq!(m["d"]["content"], content, "{m}");
+    }
+    // The bot answers through its own node; the human sees it.
+    let (s, v) = a.post(&format!("/channels/{}/messages", w.channel), &w.bot_auth, json!({"content": "pong"})).await;
+    assert_eq!(s, 200, "{v}");
+    let m = human.until("MESSAGE_CREATE").await;
+    assert_eq!((m["d"]["content"].as_str(), m["d"]["author"]["id"].as_str()), (Some("pong"), Some(w.bot_id.as_str())));
+    // Typing crosses nodes too.
+    let (s, _) = b.post(&format!("/channels/{}/typing", w.channel), &w.owner, json!({})).await;
+    assert_eq!(s, 204);
+    let t = bot.until("TYPING_START").await;
+    assert_eq!(t["d"]["user_id"], w.owner_id);
+    // with_counts asks the actor on the owner node and gets its answer back.
+    let (s, v) = b.get(&format!("/guilds/{}?with_counts=true", w.guild), &w.owner).await;
+    assert_eq!((s, v["approximate_member_count"].as_u64()), (200, Some(2)), "{v}");
+    assert_eq!(v["approximate_presence_count"].as_u64(), Some(2), "both are connected: {v}");
+    // op 8 is answered by the owner through the session's node.
+    bot.send(json!({"op": 8, "d": {"guild_id": w.guild, "query": "", "limit": 0}})).await;
+    let chunk = bot.until("GUILD_MEMBERS_CHUNK").await;
+    assert_eq!(chunk["d"]["members"].as_array().unwrap().len(), 2, "{chunk}");
+    // The guild's only actor is on its owner.
+    assert_eq!(o.node().guilds.local_actors(), 1);
+    assert_eq!((a.node().guilds.local_actors(), b.node().guilds.local_actors()), (0, 0));
+}
+
+#[tokio::test]
+async fn a_node_that_loses_nats_refuses_new_sessions_and_says_so() {
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let n1 = node(&nats, dir.path(), 1).await;
+    converge(&[&n1], &[1]).await;
+    let w = n1.world().await;
+    n1.say(&w.owner, &w.channel, "before").await;
+    drop(nats);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (s, v) = health(&n1).await;
+        if s == 503 {
+            assert_eq!(v["status"], "no-cluster", "{v}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "health never reported the lost bus: {v}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // It owns no guild now: writes fail fast (nothing is committed) ...
+    let (s, v) = n1.post(&format!("/channels/{}/messages", w.channel), &w.owner, json!({"content": "during"})).await;
+    assert_eq!(s, 503, "{v}");
+    let (_, history) = n1.get(&format!("/channels/{}/messages", w.channel), &w.owner).await;
+    assert!(history.as_array().unwrap().iter().all(|m| m["content"] != "during"), "{history}");
+    // ... and IDENTIFY gets a resumable close.
+    let mut g = Gw::connect(&n1.ws).await;
+    g.send(json!({"op": 2, "d": {"token": w.bot_token, "intents": BOT_INTENTS, "properties": {}}})).await;
+    assert_eq!(g.closed().await, Closed::Code(4000));
+}
