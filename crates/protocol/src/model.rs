@@ -129,6 +129,13 @@ pub struct Channel {
     pub parent_id: Option<ChannelId>,
     pub rate_limit_per_user: u32,
     pub flags: u64,
+    /// Voice channels only (discord.py reads both without a fallback).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub bitrate: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub user_limit: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rtc_region: Option<Option<String>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -44,6 +44,7 @@ pub fn overwrite(o: &OverwriteRecord) -> Overwrite {
 }
 
 pub fn channel(c: &ChannelRecord) -> Channel {
+    let voice = c.kind == model::channel_type::GUILD_VOICE;
     Channel {
         id: c.id,
         kind: c.kind,
@@ -57,6 +58,9 @@ pub fn channel(c: &ChannelRecord) -> Channel {
         parent_id: c.parent_id,
         rate_limit_per_user: c.rate_limit_per_user,
         flags: 0,
+        bitrate: voice.then_some(64_000),
+        user_limit: voice.then_some(0),
+        rtc_region: voice.then_some(None),
     }
 }
 

@@ -143,3 +143,20 @@ async fn a_clients_own_close_code_is_echoed() {
     g.close_with(1000).await;
     assert_eq!(g.closed().await, Closed::Code(1000));
 }
+
+#[tokio::test]
+async fn voice_channels_carry_the_keys_libraries_index() {
+    let t = TestServer::start().await;
+    let w = t.world().await;
+    let (s, c) = t.post(&format!("/guilds/{}/channels", w.guild), &w.owner, json!({"name": "talk", "type": 2})).await;
+    assert_eq!(s, 201, "{c}");
+    assert_eq!((c["bitrate"].as_u64(), c["user_limit"].as_u64()), (Some(64_000), Some(0)), "{c}");
+    assert!(c.get("rtc_region").is_some_and(|r| r.is_null()), "{c}");
+    let mut g = Gw::connect(&t.ws).await;
+    g.identify(&w.bot_token, BOT_INTENTS).await;
+    let gc = g.until("GUILD_CREATE").await;
+    let voice = gc["d"]["channels"].as_array().unwrap().iter().find(|x| x["type"] == 2).cloned().unwrap();
+    assert_eq!(voice["bitrate"], 64_000, "{voice}");
+    let text = gc["d"]["channels"].as_array().unwrap().iter().find(|x| x["type"] == 0).cloned().unwrap();
+    assert!(text.get("bitrate").is_none(), "{text}");
+}
