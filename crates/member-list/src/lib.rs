@@ -1,5 +1,5 @@
 //! The lazy member list of a guild (Discord's `GUILD_MEMBER_LIST_UPDATE`,
-//! see `docs/discord-compat.md` §3 and this crate's README): members sorted
+//! see this crate's README): members sorted
 //! into groups with header items, and, for every mutation, the full-list
 //! changes plus the per-subscriber range ops that keep clients' visible
 //! windows exact. Pure logic: no I/O, no async, no serde.

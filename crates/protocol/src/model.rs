@@ -1,6 +1,6 @@
 //! JSON shapes of Discord objects as throng sends them. Field sets follow
-//! what discord.py 2.7 and discord.js 14 read (see discord-compat.md §1.7-1.9,
-//! §2.3): keys those libraries index directly are always present, even if null.
+//! what discord.py 2.7 and discord.js 14 read (see docs/object-audit.md):
+//! keys those libraries index directly are always present, even if null.
 
 use serde::{Deserialize, Serialize};
 

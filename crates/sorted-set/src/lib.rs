@@ -1,8 +1,8 @@
 //! An order-statistic sorted set: a counted B+-tree whose every operation
 //! also reports the element's index in sorted order.
 //!
-//! The lazy member list needs exactly this (see `docs/discord-compat.md`
-//! §3): hundreds of thousands of members in one sort order, many mutations
+//! The lazy member list needs exactly this (see `crates/member-list/README.md`):
+//! hundreds of thousands of members in one sort order, many mutations
 //! per second, and for each mutation the index at which it happened, so that
 //! index-based ops can go to the clients watching that part of the list.
 //! Every operation here is one root-to-leaf walk, O(log n) with a fanout of
