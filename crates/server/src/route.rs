@@ -116,9 +116,9 @@ enum WireEvent {
     MemberRemove(UserId),
 }
 
-/// Message bodies are our own JSON: always valid.
-fn raw(body: &Bytes) -> Box<serde_json::value::RawValue> {
-    serde_json::value::RawValue::from_string(String::from_utf8_lossy(body).into_owned()).expect("message bodies are JSON")
+/// A dispatch body (our own JSON) embedded verbatim in a bus message.
+pub(crate) fn raw(body: &Bytes) -> Box<serde_json::value::RawValue> {
+    serde_json::value::RawValue::from_string(String::from_utf8_lossy(body).into_owned()).expect("dispatch bodies are JSON")
 }
 
 fn unraw(r: &serde_json::value::RawValue) -> Result<(std::sync::Arc<model::Message>, Bytes), serde_json::Error> {

@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 use crate::fanout::{Dispatch, FanEvent, Filter, NodeId, SessionRef, Subscribers};
 use crate::guild::LocalRouter;
 use crate::node::Node;
-use crate::route::{GuildMsg, GuildRouter, ReplyTo, RouteError, Slot};
+use crate::route::{raw, GuildMsg, GuildRouter, ReplyTo, RouteError, Slot};
 
 /// A delivery to a node's own sessions, or an answer to one of its requests.
 #[derive(Serialize, Deserialize)]
@@ -83,11 +83,6 @@ fn intern(name: &str) -> &'static str {
     let n: &'static str = Box::leak(name.to_string().into_boxed_str());
     names.insert(n);
     n
-}
-
-fn raw(body: &Bytes) -> Box<RawValue> {
-    RawValue::from_string(String::from_utf8_lossy(body).into_owned())
-        .unwrap_or_else(|_| RawValue::from_string("null".into()).expect("null is JSON"))
 }
 
 /// The router of a cluster node: local actors for the guilds this node

@@ -372,16 +372,12 @@ impl Subscribers {
     }
 
     fn count_intents(&mut self, bits: u64, add: bool) {
-        for (bit, n) in self.intents.iter_mut().enumerate() {
-            if bits & (1 << bit) != 0 {
-                *n = if add { *n + 1 } else { n.saturating_sub(1) };
-            }
-        }
+        count_intents(&mut self.intents, bits, add);
     }
 
     /// Whether any subscriber has one of `intent`'s bits.
     pub fn wants(&self, intent: u64) -> bool {
-        self.intents.iter().enumerate().any(|(bit, n)| *n > 0 && intent & (1 << bit) != 0)
+        wants(&self.intents, intent)
     }
 
     pub fn values(&self) -> impl Iterator<Item = &Sink> {
@@ -410,6 +406,20 @@ impl Subscribers {
     pub fn partitions_where(&self, keep: impl Fn(&dyn Recipient) -> bool) -> Partitions {
         split(self.by_id.values().filter(|s| keep(s.as_ref())), self.workers)
     }
+}
+
+/// Counts subscribers per intent bit (`add` one, or take one away).
+pub fn count_intents(counts: &mut [u32; 32], bits: u64, add: bool) {
+    for (bit, n) in counts.iter_mut().enumerate() {
+        if bits & (1 << bit) != 0 {
+            *n = if add { *n + 1 } else { n.saturating_sub(1) };
+        }
+    }
+}
+
+/// Whether the counts hold a subscriber with one of `intent`'s bits.
+pub fn wants(counts: &[u32; 32], intent: u64) -> bool {
+    counts.iter().enumerate().any(|(bit, n)| *n > 0 && intent & (1 << bit) != 0)
 }
 
 fn split<'a>(sessions: impl Iterator<Item = &'a Sink>, workers: usize) -> Partitions {

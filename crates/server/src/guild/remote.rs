@@ -11,7 +11,7 @@ use bytes::Bytes;
 use protocol::gateway::Intents;
 use protocol::{GuildId, UserId};
 
-use crate::fanout::{Dispatch, FanEvent, NodeId, Recipient, SessionRef, Sink, SubInfo};
+use crate::fanout::{count_intents, Dispatch, FanEvent, NodeId, Recipient, SessionRef, Sink, SubInfo};
 use crate::node::Node;
 
 /// A session of another node, as the actor holds it. Only `push` reaches
@@ -75,10 +75,10 @@ impl RemoteSubs {
     }
 
     pub fn insert(&mut self, node: &Arc<Node>, r: SessionRef, info: SubInfo) -> Sink {
-        count(&mut self.intents, info.intents.0, true);
+        count_intents(&mut self.intents, info.intents.0, true);
         let s = Arc::new(RemoteSink { r: r.clone(), info, node: node.clone() });
         if let Some(old) = self.by_node.entry(r.node).or_default().insert(r.id, s.clone()) {
-            count(&mut self.intents, old.info.intents.0, false);
+            count_intents(&mut self.intents, old.info.intents.0, false);
         }
         s
     }
@@ -89,7 +89,7 @@ impl RemoteSubs {
         if m.is_empty() {
             self.by_node.remove(&r.node);
         }
-        count(&mut self.intents, s.info.intents.0, false);
+        count_intents(&mut self.intents, s.info.intents.0, false);
         Some(s)
     }
 
@@ -104,7 +104,7 @@ impl RemoteSubs {
     }
 
     pub fn wants(&self, intent: u64) -> bool {
-        self.intents.iter().enumerate().any(|(bit, n)| *n > 0 && intent & (1 << bit) != 0)
+        crate::fanout::wants(&self.intents, intent)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -124,14 +124,6 @@ impl RemoteSubs {
                     }
                 }
             }
-        }
-    }
-}
-
-fn count(intents: &mut [u32; 32], bits: u64, add: bool) {
-    for (bit, n) in intents.iter_mut().enumerate() {
-        if bits & (1 << bit) != 0 {
-            *n = if add { *n + 1 } else { n.saturating_sub(1) };
         }
     }
 }
