@@ -233,6 +233,11 @@ pub trait GuildRouter: Send + Sync {
         Vec::new()
     }
 
+    /// The node whose actor runs `guild` (a single node: itself).
+    fn owner_of(&self, _guild: GuildId) -> Option<NodeId> {
+        None
+    }
+
     fn as_any(&self) -> &dyn std::any::Any;
 
     // Delivery to sessions of other nodes, for actors with remote

@@ -195,6 +195,10 @@ impl GuildRouter for ClusterRouter {
         self.nodes()
     }
 
+    fn owner_of(&self, guild: GuildId) -> Option<NodeId> {
+        self.owner(guild).ok()
+    }
+
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }

@@ -3,10 +3,10 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use protocol::{ErrorCode, UserId};
+use protocol::{ErrorCode, GuildId, UserId};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -37,6 +37,19 @@ pub async fn drop_sessions(State(node): State<Arc<Node>>, headers: HeaderMap, Js
     authorize(&node, &headers)?;
     let dropped = crate::gateway::sessions_of(&node.sessions, b.user_id).iter().filter(|s| s.drop_connection()).count();
     Ok(json_bytes(StatusCode::OK, json!({ "dropped": dropped }).to_string()))
+}
+
+/// `GET /_throng/admin/guilds/{guild_id}/owner`: `{"node": N}`, the node
+/// whose actor runs the guild (this node when there is no cluster; `null`
+/// when this node is not in its cluster).
+pub async fn owner(State(node): State<Arc<Node>>, headers: HeaderMap, Path(id): Path<String>) -> ApiResult<Response> {
+    authorize(&node, &headers)?;
+    let g: GuildId = super::parse_id(&id, ErrorCode::UnknownGuild)?;
+    let owner = match node.guilds.cluster_nodes().is_empty() && node.guilds.health().is_ok() {
+        true => Some(node.id),
+        false => node.guilds.owner_of(g),
+    };
+    Ok(json_bytes(StatusCode::OK, json!({ "node": owner.map(|n| n.0) }).to_string()))
 }
 
 /// `GET /_throng/admin/stats`: the node's gateway counters (sessions, open

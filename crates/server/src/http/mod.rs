@@ -164,6 +164,7 @@ fn api(node: &Arc<Node>) -> Router<Arc<Node>> {
         .route("/voice/regions", get(absent::empty_list))
         .route("/_throng/admin/drop-sessions", post(admin::drop_sessions))
         .route("/_throng/admin/stats", get(admin::stats))
+        .route("/_throng/admin/guilds/{guild_id}/owner", get(admin::owner))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(node.clone(), ratelimit::middleware))
 }
