@@ -161,6 +161,13 @@ pub struct LimitsConfig {
     pub password_hash_concurrency: usize,
     /// Guilds one user may own or join.
     pub max_guilds_per_user: u32,
+    /// New messages waiting for the writer's next transaction; beyond: 503.
+    pub write_queue: usize,
+    /// Most messages one transaction commits (group commit).
+    pub write_batch_max: usize,
+    /// How long a REST create waits for its guild's owner to commit it
+    /// before answering 503 (the owner may be another node).
+    pub write_timeout_ms: u64,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -233,6 +240,9 @@ impl Default for LimitsConfig {
             rest_window_ms: 1_000,
             guild_mailbox_capacity: 8_192,
             password_hash_concurrency: 2,
+            write_queue: 16_384,
+            write_batch_max: 1_024,
+            write_timeout_ms: 10_000,
             max_guilds_per_user: 200,
         }
     }
@@ -321,6 +331,8 @@ impl Config {
             || self.gateway.delivery_backlog_max == 0
             || self.gateway.delivery_coalesce_max == 0
             || self.limits.guild_mailbox_capacity == 0
+            || self.limits.write_queue == 0
+            || self.limits.write_batch_max == 0
         {
             return bad("queue bounds must be positive");
         }

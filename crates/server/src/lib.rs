@@ -36,6 +36,7 @@ pub mod ratelimit;
 pub mod route;
 pub mod seed;
 pub mod users;
+pub mod writer;
 
 pub use config::Config;
 pub use node::Node;

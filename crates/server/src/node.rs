@@ -40,6 +40,11 @@ pub struct Node {
     pub rest_limits: RateLimiter,
     /// IDENTIFY's token/guild lookups, batched (see `batch`).
     pub identify_lookups: Batcher<[u8; 32], IdentifyRecord>,
+    /// Group commit of new messages (see `writer`).
+    pub writer: crate::writer::Writer,
+    /// The guild of each guild channel seen (a channel never changes guild),
+    /// so sending a message needs no store read to find its guild's actor.
+    channel_guilds: std::sync::Mutex<std::collections::HashMap<protocol::ChannelId, GuildId>>,
     /// Guild actors' loads, batched (see `batch`).
     pub guild_loads: Batcher<GuildId, GuildSnapshot>,
     /// Bounds IDENTIFYs in flight; `try_acquire` or the client gets op 9 `d:true`.
@@ -85,6 +90,8 @@ impl Node {
             rest_limits: RateLimiter::new(config.limits.rest_requests_per_window, config.limits.rest_window_ms),
             identify_lookups: batch::identify_lookups(store.clone()),
             guild_loads: batch::guild_loads(store.clone()),
+            writer: crate::writer::Writer::start(store.clone(), config.limits.write_queue, config.limits.write_batch_max),
+            channel_guilds: Default::default(),
             identify_permits: Semaphore::new(config.gateway.identify_concurrency.max(1)),
             gateway_connections: Arc::default(),
             shutdown: CancellationToken::new(),
@@ -93,5 +100,25 @@ impl Node {
             store,
             config,
         })
+    }
+}
+
+/// Channels remembered by [`Node::channel_guild`] before the map starts over.
+const CHANNEL_GUILDS_MAX: usize = 1 << 20;
+
+impl Node {
+    /// The guild of a guild channel (`None`: no such channel, or not a guild
+    /// channel). A store read only the first time this node sees the channel.
+    pub async fn channel_guild(&self, channel: protocol::ChannelId) -> store::Result<Option<GuildId>> {
+        if let Some(g) = self.channel_guilds.lock().expect("channel map poisoned").get(&channel) {
+            return Ok(Some(*g));
+        }
+        let Some(g) = self.store.get_channel(channel).await?.and_then(|c| c.guild_id) else { return Ok(None) };
+        let mut map = self.channel_guilds.lock().expect("channel map poisoned");
+        if map.len() >= CHANNEL_GUILDS_MAX {
+            map.clear();
+        }
+        map.insert(channel, g);
+        Ok(Some(g))
     }
 }

@@ -43,6 +43,9 @@ pub enum GuildMsg {
     Counts {
         reply: ReplyTo,
     },
+    /// A new message to authorize, commit and fan out (REST's create
+    /// message): the guild's owner is the one writer of its messages.
+    Post(Box<Post>),
     /// A change already committed to the store. Boxed, as are the larger
     /// requests: a mailbox holds its capacity in blocks of 32 messages, so
     /// the largest variant sets the size of every slot of every guild's
@@ -60,6 +63,42 @@ pub struct Subscription {
 pub struct ListSubscription {
     pub session: SessionRef,
     pub channels: Vec<(ChannelId, Vec<(u64, u64)>)>,
+}
+
+/// A message to create, as the REST handler read and checked it (shape,
+/// length); the actor checks the author's permissions from its own state,
+/// commits it through the node's writer, fans it out, then answers `reply`
+/// with a [`PostReply`].
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct Post {
+    pub author: UserId,
+    pub channel: ChannelId,
+    pub content: String,
+    pub tts: bool,
+    pub flags: u64,
+    /// `<@id>` mentions found in `content`, in order, at most 100.
+    pub mentions: Vec<UserId>,
+    /// Embeds, attachments, components and nonce (stored as they are).
+    pub extra: serde_json::Value,
+    /// A reply: its `message_reference` and the message it answers, rendered.
+    pub reference: Option<model::MessageReference>,
+    pub referenced: Option<Box<model::Message>>,
+    pub reply: ReplyTo,
+}
+
+/// The actor's answer to a [`Post`], as JSON.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub enum PostReply {
+    /// Committed and dispatched: the message as JSON (the HTTP response).
+    Ok(Box<serde_json::value::RawValue>),
+    UnknownChannel,
+    /// Not a member, or may not view the channel.
+    MissingAccess,
+    MissingPermissions,
+    /// This actor no longer owns the guild, or the writer is full: the
+    /// caller may retry (503).
+    Retry,
+    Failed(String),
 }
 
 /// Committed changes, applied to the actor's state and fanned out in order.

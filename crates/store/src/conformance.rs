@@ -39,6 +39,7 @@ pub async fn run_all(s: &dyn Store) {
     users_and_tokens(s).await;
     guilds_channels_members(s).await;
     messages(s).await;
+    group_commit_and_fencing(s).await;
     invites(s).await;
     bulk(s).await;
     batched_guild_loads(s).await;
@@ -326,6 +327,34 @@ async fn messages(s: &dyn Store) {
     assert!(s.delete_message(ChannelId(101), MessageId(10)).await.unwrap());
     assert!(!s.delete_message(ChannelId(101), MessageId(10)).await.unwrap());
     assert!(!s.delete_message(ChannelId(999), MessageId(20)).await.unwrap(), "delete is scoped to the channel");
+}
+
+async fn group_commit_and_fencing(s: &dyn Store) {
+    let g = GuildId(100);
+    let m = |id: u64| MessageRecord { guild_id: Some(g), ..message(id, 101, 1, &format!("g{id}")) };
+    assert_eq!(s.guild_owner(g).await.unwrap(), None, "never claimed");
+    // Unfenced (epoch 0) writes need no claim.
+    assert_eq!(s.create_messages(&[(0, m(1_001)), (0, m(1_002))]).await.unwrap(), vec![true, true]);
+    let e1 = s.claim_guild(g, 7).await.unwrap();
+    assert_eq!(s.guild_owner(g).await.unwrap(), Some((7, e1)));
+    assert_eq!(s.create_messages(&[(e1, m(1_003))]).await.unwrap(), vec![true]);
+    // Another node takes over: the old owner's writes are refused from now on,
+    // in the same batch as the new owner's, which commit.
+    let e2 = s.claim_guild(g, 8).await.unwrap();
+    assert!(e2 > e1, "epochs only go up");
+    assert_eq!(s.guild_owner(g).await.unwrap(), Some((8, e2)));
+    assert_eq!(s.create_messages(&[(e1, m(1_004)), (e2, m(1_005)), (0, m(1_006))]).await.unwrap(), vec![false, true, true]);
+    assert!(s.get_message(ChannelId(101), MessageId(1_004)).await.unwrap().is_none(), "a fenced-off write is not stored");
+    assert_eq!(s.get_message(ChannelId(101), MessageId(1_005)).await.unwrap().unwrap(), m(1_005), "round trip keeps every field");
+    assert_eq!(s.get_channel(ChannelId(101)).await.unwrap().unwrap().last_message_id, Some(MessageId(1_006)));
+    // A batch with a bad row (unknown channel) writes nothing at all.
+    let bad = MessageRecord { channel_id: ChannelId(999_999), ..m(1_008) };
+    assert!(s.create_messages(&[(e2, m(1_007)), (e2, bad)]).await.is_err());
+    assert!(s.get_message(ChannelId(101), MessageId(1_007)).await.unwrap().is_none(), "a failed batch is all or nothing");
+    assert!(s.create_messages(&[]).await.unwrap().is_empty());
+    for id in 1_001..=1_006 {
+        s.delete_message(ChannelId(101), MessageId(id)).await.unwrap();
+    }
 }
 
 async fn invites(s: &dyn Store) {

@@ -95,6 +95,19 @@ pub trait Store: Send + Sync + 'static {
 
     // Messages.
     async fn create_message(&self, m: &MessageRecord) -> Result<()>;
+    /// Group commit: every message of `batch` in one transaction. Each is
+    /// fenced by the ownership epoch its guild actor claimed (0: not
+    /// fenced); one whose epoch is no longer its guild's current one is not
+    /// written, and its entry in the answer is `false`. An error means
+    /// nothing of the batch was written.
+    async fn create_messages(&self, batch: &[(u64, MessageRecord)]) -> Result<Vec<bool>>;
+
+    // Ownership (a cluster).
+    /// `node` takes `guild` over: the guild's epoch goes up by one and is
+    /// returned. Writes fenced by an older epoch are refused from now on.
+    async fn claim_guild(&self, guild: GuildId, node: u64) -> Result<u64>;
+    /// The guild's current owner and epoch, if it was ever claimed.
+    async fn guild_owner(&self, guild: GuildId) -> Result<Option<(u64, u64)>>;
     async fn get_message(&self, channel: ChannelId, id: MessageId) -> Result<Option<MessageRecord>>;
     async fn update_message(&self, m: &MessageRecord) -> Result<()>;
     async fn delete_message(&self, channel: ChannelId, id: MessageId) -> Result<bool>;

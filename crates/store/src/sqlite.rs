@@ -824,6 +824,101 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    async fn create_messages(&self, batch: &[(u64, MessageRecord)]) -> Result<Vec<bool>> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        // IMMEDIATE: the write lock is taken before the fences are read, so
+        // no other process can claim a guild between the check and the insert.
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+        let mut fenced: Vec<i64> = batch.iter().filter(|(e, _)| *e != 0).filter_map(|(_, m)| m.guild_id.map(i)).collect();
+        fenced.sort_unstable();
+        fenced.dedup();
+        let mut current: HashMap<i64, i64> = HashMap::new();
+        for ids in fenced.chunks(500) {
+            let mut q = QueryBuilder::<Sqlite>::new("SELECT guild_id, epoch FROM guild_owners WHERE guild_id IN (");
+            let mut sep = q.separated(", ");
+            for g in ids {
+                sep.push_bind(*g);
+            }
+            q.push(")");
+            for row in q.build().fetch_all(&mut *tx).await? {
+                current.insert(row.try_get(0)?, row.try_get(1)?);
+            }
+        }
+        let ok: Vec<bool> =
+            batch.iter().map(|(e, m)| *e == 0 || m.guild_id.is_some_and(|g| current.get(&i(g)) == Some(&(*e as i64)))).collect();
+        let rows: Vec<&MessageRecord> = batch.iter().zip(&ok).filter(|(_, ok)| **ok).map(|((_, m), _)| m).collect();
+        // 13 values a row; SQLite allows 32,766 per statement.
+        for chunk in rows.chunks(1000) {
+            let mut q = QueryBuilder::<Sqlite>::new(
+                "INSERT INTO messages (id, channel_id, guild_id, author_id, content, edited_at, kind, flags, tts, mention_everyone, mentions, reference, extra) ",
+            );
+            let mut err = None;
+            q.push_values(chunk, |mut b, m| {
+                let reference = m.reference.as_ref().map(serde_json::to_string).transpose();
+                let extra = serde_json::to_string(&m.extra);
+                let (reference, extra) = match (reference, extra) {
+                    (Ok(r), Ok(x)) => (r, x),
+                    (Err(e), _) | (_, Err(e)) => {
+                        err = Some(e);
+                        (None, String::new())
+                    }
+                };
+                b.push_bind(i(m.id))
+                    .push_bind(i(m.channel_id))
+                    .push_bind(m.guild_id.map(i))
+                    .push_bind(i(m.author_id))
+                    .push_bind(m.content.clone())
+                    .push_bind(m.edited_at.map(|v| v as i64))
+                    .push_bind(i64::from(m.kind))
+                    .push_bind(m.flags as i64)
+                    .push_bind(m.tts)
+                    .push_bind(m.mention_everyone)
+                    .push_bind(ids_json(&m.mentions.iter().map(|u| u.0).collect::<Vec<_>>()))
+                    .push_bind(reference)
+                    .push_bind(extra);
+            });
+            if let Some(e) = err {
+                return Err(e.into());
+            }
+            q.build().execute(&mut *tx).await?;
+        }
+        let mut last: HashMap<i64, i64> = HashMap::new();
+        for m in &rows {
+            let v = last.entry(i(m.channel_id)).or_insert(0);
+            *v = (*v).max(i(m.id));
+        }
+        for (c, id) in last {
+            sqlx::query("UPDATE channels SET last_message_id = max(coalesce(last_message_id, 0), ?) WHERE id = ?")
+                .bind(id)
+                .bind(c)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(ok)
+    }
+
+    async fn claim_guild(&self, guild: GuildId, node: u64) -> Result<u64> {
+        let row = sqlx::query(
+            "INSERT INTO guild_owners (guild_id, node, epoch) VALUES (?, ?, 1)
+             ON CONFLICT (guild_id) DO UPDATE SET node = excluded.node, epoch = guild_owners.epoch + 1
+             RETURNING epoch",
+        )
+        .bind(i(guild))
+        .bind(node as i64)
+        .fetch_one(&self.writer)
+        .await?;
+        Ok(row.try_get::<i64, _>(0)? as u64)
+    }
+
+    async fn guild_owner(&self, guild: GuildId) -> Result<Option<(u64, u64)>> {
+        let row =
+            sqlx::query("SELECT node, epoch FROM guild_owners WHERE guild_id = ?").bind(i(guild)).fetch_optional(&self.reader).await?;
+        Ok(row.map(|r| (r.get::<i64, _>(0) as u64, r.get::<i64, _>(1) as u64)))
+    }
+
     async fn get_message(&self, channel: ChannelId, id: MessageId) -> Result<Option<MessageRecord>> {
         let q = format!("SELECT {MESSAGE_COLS} FROM messages WHERE id = ? AND channel_id = ?");
         sqlx::query_as::<_, MessageRow>(&q)

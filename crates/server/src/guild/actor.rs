@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use protocol::gateway::{Intents, RequestGuildMembers, Status};
-use protocol::model::{self, iso8601};
+use protocol::model::{self, iso8601, permission};
 use protocol::{ChannelId, GuildId, UserId};
 use serde::Serialize;
 use serde_json::{json, Value};
-use store::{ChannelRecord, GuildRecord, GuildSnapshot, MemberRecord, RoleRecord, UserRecord};
+use store::{ChannelRecord, GuildRecord, GuildSnapshot, MemberRecord, MessageRecord, RoleRecord, UserRecord};
 use tokio::sync::mpsc;
 
 use super::list::{Lists, View};
@@ -21,7 +21,8 @@ use crate::fanout::Recipient;
 use crate::fanout::{encode, Dispatch, FanEvent, Filter, Partitions, SessionRef, Sink, SubInfo, Subscribers};
 use crate::node::Node;
 use crate::presence::Presence;
-use crate::route::Subscription;
+use crate::route::{Post, PostReply, ReplyTo, Subscription};
+use crate::writer::{Full, Outcome};
 use crate::{convert, perm};
 
 /// Members per GUILD_MEMBERS_CHUNK, as Discord sends them.
@@ -43,6 +44,21 @@ pub struct GuildActor {
     /// worker. Built on a channel's first event, dropped whenever
     /// subscribers, members or channels change.
     hidden: HashMap<ChannelId, Partitions>,
+    /// The ownership epoch this actor claimed (a cluster; 0 alone): its
+    /// writes commit only while no other node has claimed the guild since.
+    epoch: u64,
+    /// Messages handed to the writer, answered here in commit order.
+    committed_tx: mpsc::UnboundedSender<Committed>,
+    committed_rx: mpsc::UnboundedReceiver<Committed>,
+    inflight: usize,
+}
+
+/// A message the writer has committed (or not), back at its actor.
+struct Committed {
+    outcome: Outcome,
+    message: Arc<model::Message>,
+    body: Bytes,
+    reply: ReplyTo,
 }
 
 struct State {
@@ -57,12 +73,38 @@ struct State {
 impl GuildActor {
     pub fn new(node: Arc<Node>, id: GuildId, rx: mpsc::Receiver<GuildMsg>) -> Self {
         let subs = Subscribers::new(node.delivery.workers());
-        Self { node, id, rx, subs, remote: RemoteSubs::default(), seq: 0, lists: Lists::default(), hidden: HashMap::new() }
+        let (committed_tx, committed_rx) = mpsc::unbounded_channel();
+        Self {
+            node,
+            id,
+            rx,
+            subs,
+            remote: RemoteSubs::default(),
+            seq: 0,
+            lists: Lists::default(),
+            hidden: HashMap::new(),
+            epoch: 0,
+            committed_tx,
+            committed_rx,
+            inflight: 0,
+        }
     }
 
     pub async fn run(mut self) {
         let node = self.node.clone();
         let id = self.id;
+        // In a cluster the actor first takes the guild over in the store:
+        // from now on writes of any previous owner are refused (fencing).
+        if node.config.nats.is_some() {
+            match node.store.claim_guild(id, node.id.0).await {
+                Ok(epoch) => self.epoch = epoch,
+                Err(e) => {
+                    tracing::error!(guild = %id, error = %e, "guild claim failed");
+                    drop(self);
+                    return node.guilds.actor_stopped(id);
+                }
+            }
+        }
         // Batched with other actors' loads (see `batch`); boxed, so the
         // future does not stay part of this task's allocation for the
         // guild's lifetime.
@@ -75,13 +117,27 @@ impl GuildActor {
                         state.online.insert(*uid, p);
                     }
                 }
+                // Until the mailbox is closed and drained and every message
+                // handed to the writer is answered.
+                let mut open = true;
                 loop {
-                    let msg = tokio::select! {
+                    tokio::select! {
+                        biased;
                         _ = node.shutdown.cancelled() => break,
-                        m = self.rx.recv() => m,
-                    };
-                    let Some(msg) = msg else { break };
-                    if !self.handle(&mut state, msg) {
+                        Some(c) = self.committed_rx.recv() => {
+                            self.inflight -= 1;
+                            self.committed(&state, c);
+                        }
+                        m = self.rx.recv(), if open => match m {
+                            Some(msg) => {
+                                if !self.handle(&mut state, msg) {
+                                    break;
+                                }
+                            }
+                            None => open = false,
+                        },
+                    }
+                    if !open && self.inflight == 0 {
                         break;
                     }
                 }
@@ -145,9 +201,84 @@ impl GuildActor {
             GuildMsg::Counts { reply } => {
                 self.node.guilds.reply(reply, encode(&(st.members.len(), st.online.len())));
             }
+            GuildMsg::Post(p) => self.post(st, *p),
             GuildMsg::Event(ev) => return self.apply(st, *ev),
         }
         true
+    }
+
+    /// A new message: checked against this actor's own state (membership,
+    /// roles, the channel and its overwrites: no store read), then handed to
+    /// the writer. Fanned out and answered once committed, in commit order.
+    fn post(&mut self, st: &State, p: Post) {
+        let reply = p.reply;
+        let refuse = |r: PostReply| self.node.guilds.reply(reply, encode(&r));
+        let Some(c) = st.channels.iter().find(|c| c.id == p.channel) else { return refuse(PostReply::UnknownChannel) };
+        let Some((member, author)) = st.members.get(&p.author) else { return refuse(PostReply::MissingAccess) };
+        let bits = perm::in_channel(perm::base(self.id, st.guild.owner_id, &st.roles, member), self.id, member, c);
+        if bits & permission::VIEW_CHANNEL == 0 {
+            return refuse(PostReply::MissingAccess);
+        }
+        if bits & permission::SEND_MESSAGES == 0 {
+            return refuse(PostReply::MissingPermissions);
+        }
+        // Mentions of members resolve here; others are left out.
+        let mentions: Vec<UserRecord> = p.mentions.iter().filter_map(|u| st.members.get(u)).map(|(_, u)| (**u).clone()).collect();
+        let rec = MessageRecord {
+            id: self.node.ids.next().into(),
+            channel_id: c.id,
+            guild_id: Some(self.id),
+            author_id: p.author,
+            edited_at: None,
+            kind: if p.reference.is_some() { 19 } else { 0 },
+            flags: p.flags,
+            tts: p.tts,
+            mention_everyone: p.content.contains("@everyone") && bits & permission::MENTION_EVERYONE != 0,
+            mentions: mentions.iter().map(|u| u.id).collect(),
+            reference: p.reference.as_ref().and_then(|r| serde_json::to_value(r).ok()),
+            extra: p.extra,
+            content: p.content,
+        };
+        let mut message = convert::message(&rec, author, &mentions, Some(convert::member(member, None)));
+        if rec.kind == 19 {
+            message.referenced_message = Some(p.referenced);
+        }
+        let message = Arc::new(message);
+        let body = encode(&*message);
+        let tx = self.committed_tx.clone();
+        let done = move |outcome| {
+            // The actor waits for every message it handed over before it ends.
+            let _ = tx.send(Committed { outcome, message, body, reply });
+        };
+        match self.node.writer.submit(self.epoch, rec, done) {
+            Ok(()) => self.inflight += 1,
+            Err(Full) => refuse(PostReply::Retry),
+        }
+    }
+
+    /// The writer's answer for one message of this actor.
+    fn committed(&mut self, st: &State, c: Committed) {
+        let answer = match c.outcome {
+            Outcome::Committed => {
+                let body = c.body.clone();
+                self.fan_out_message(st, "MESSAGE_CREATE", c.message, &c.body);
+                PostReply::Ok(crate::route::raw(&body))
+            }
+            Outcome::Fenced => {
+                // Another node owns the guild now: take nothing more (what is
+                // queued still drains, and is refused the same way).
+                if self.epoch != 0 {
+                    tracing::info!(guild = %self.id, epoch = self.epoch, "fenced off by a newer owner; actor stops");
+                }
+                self.rx.close();
+                PostReply::Retry
+            }
+            Outcome::Failed(e) => {
+                tracing::error!(guild = %self.id, error = %e, "message not committed");
+                PostReply::Failed(e)
+            }
+        };
+        self.node.guilds.reply(c.reply, encode(&answer));
     }
 
     /// A subscribed session, on this node or another.

@@ -22,6 +22,7 @@ use crate::auth::now_ms;
 use crate::convert;
 use crate::guild::{GuildEvent, GuildMsg};
 use crate::node::Node;
+use crate::route::{Post, PostReply};
 
 /// Discord's limit on message content.
 const MAX_CONTENT: usize = 2000;
@@ -152,10 +153,10 @@ fn validate_content(content: &str, has_other: bool) -> ApiResult<()> {
 
 pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>, req: Request) -> ApiResult<Response> {
     let cid: ChannelId = parse_id(&id, ErrorCode::UnknownChannel)?;
-    let (channel, access) = channel_access(&node, cid, u.id).await?;
-    if access.in_channel(&channel) & permission::SEND_MESSAGES == 0 {
-        return Err(ApiError::forbidden(ErrorCode::MissingPermissions));
-    }
+    // The guild's actor checks membership and permissions from its own
+    // state; this node only needs to know which guild (no store read once
+    // the channel is known).
+    let guild_id = node.channel_guild(cid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownChannel))?;
     let (b, attachments) = read_body(req, &node).await?;
     let content = b.content.unwrap_or_default();
     let embeds = b.embeds.unwrap_or_default();
@@ -163,7 +164,6 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
         return Err(ApiError::field("embeds", "BASE_TYPE_MAX_LENGTH", "Must be 10 or fewer in length."));
     }
     validate_content(&content, !embeds.is_empty() || !attachments.is_empty())?;
-    let guild_id = access.guild.id;
     let mut reference = None;
     let mut referenced = None;
     if let Some(mut r) = b.message_reference {
@@ -176,55 +176,50 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
             if found.is_none() && r.fail_if_not_exists.unwrap_or(true) {
                 return Err(ApiError::field("message_reference", "MESSAGE_REFERENCE_UNKNOWN_MESSAGE", "Unknown message"));
             }
-            if found.is_some() {
+            if let Some(m) = found {
                 reference = Some(r);
-                referenced = found;
+                referenced = render_plain(&node, std::slice::from_ref(&m)).await?.pop().map(Box::new);
             }
         }
     }
-    let referenced = match referenced {
-        Some(m) => render_plain(&node, std::slice::from_ref(&m)).await?.pop().map(Box::new),
-        None => None,
-    };
-    // Fail fast before committing: the delivery workers are too far behind,
-    // or the guild's mailbox has no room for the event.
+    // Fail fast before anything is committed: the delivery workers are too
+    // far behind, or the guild's mailbox has no room.
     if node.delivery.backlog() > node.config.gateway.delivery_backlog_max {
         return Err(ApiError::Busy);
     }
-    let slot = node.guilds.reserve(guild_id)?;
-    let mut mention_ids = parse_mentions(&content);
-    mention_ids.truncate(100);
-    let mentions = node.store.get_users(&mention_ids).await?;
-    let rec = MessageRecord {
-        id: node.ids.next().into(),
-        channel_id: cid,
-        guild_id: Some(guild_id),
-        author_id: u.id,
-        edited_at: None,
-        kind: if reference.is_some() { 19 } else { 0 },
-        flags: b.flags.unwrap_or(0) & (1 << 2 | 1 << 12),
+    let mut mentions = parse_mentions(&content);
+    mentions.truncate(100);
+    let (reply, answer) = node.replies.register();
+    let post = Post {
+        author: u.id,
+        channel: cid,
         tts: b.tts,
-        mention_everyone: content.contains("@everyone") && access.in_channel(&channel) & permission::MENTION_EVERYONE != 0,
-        mentions: mentions.iter().map(|m| m.id).collect(),
-        reference: reference.as_ref().map(|r| serde_json::to_value(r).unwrap_or(Value::Null)),
+        flags: b.flags.unwrap_or(0) & (1 << 2 | 1 << 12),
+        mentions,
         extra: json!({
             "embeds": embeds,
             "attachments": attachments,
             "components": b.components.unwrap_or_default(),
             "nonce": b.nonce,
         }),
+        reference,
+        referenced,
         content,
+        reply,
     };
-    node.store.create_message(&rec).await?;
-    let member = Some(member_partial(&access));
-    let mut message = convert::message(&rec, &u, &mentions, member);
-    if rec.kind == 19 {
-        message.referenced_message = Some(referenced);
+    node.guilds.send(guild_id, GuildMsg::Post(Box::new(post)))?;
+    let wait = std::time::Duration::from_millis(node.config.limits.write_timeout_ms);
+    // No answer in time (the owner died or lost the bus): the message may
+    // or may not be committed; the client may retry.
+    let Ok(Ok(answer)) = tokio::time::timeout(wait, answer).await else { return Err(ApiError::Busy) };
+    match serde_json::from_slice::<PostReply>(&answer).map_err(|e| ApiError::Internal(e.to_string()))? {
+        PostReply::Ok(body) => Ok(json_bytes(StatusCode::OK, Bytes::copy_from_slice(body.get().as_bytes()))),
+        PostReply::UnknownChannel => Err(ApiError::not_found(ErrorCode::UnknownChannel)),
+        PostReply::MissingAccess => Err(ApiError::forbidden(ErrorCode::MissingAccess)),
+        PostReply::MissingPermissions => Err(ApiError::forbidden(ErrorCode::MissingPermissions)),
+        PostReply::Retry => Err(ApiError::Busy),
+        PostReply::Failed(e) => Err(ApiError::Internal(e)),
     }
-    let message = Arc::new(message);
-    let body = encode_message(&message)?;
-    slot.send(GuildMsg::from(GuildEvent::MessageCreate { message, body: body.clone() }));
-    Ok(json_bytes(StatusCode::OK, body))
 }
 
 /// The partial member attached to guild messages (no `user`).

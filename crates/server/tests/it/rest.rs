@@ -223,3 +223,47 @@ async fn invites_create_get_accept() {
     let (s, v) = t.post(&format!("/invites/{code}"), &late, json!({})).await;
     assert_eq!((s, v["code"].as_u64()), (404, Some(10006)), "max_uses reached");
 }
+
+/// Sending is authorized from the guild actor's state: a change of
+/// overwrites or membership applies to the very next send (no stale cache).
+#[tokio::test]
+async fn a_send_right_after_a_permission_change_is_refused() {
+    let t = TestServer::start().await;
+    let w = t.world().await;
+    let (s, inv) = t.post(&format!("/channels/{}/invites", w.channel), &w.owner, json!({})).await;
+    assert_eq!(s, 200);
+    let (joiner, joiner_id) = t.user("joiner").await;
+    assert_eq!(t.post(&format!("/invites/{}", inv["code"].as_str().unwrap()), &joiner, json!({})).await.0, 200);
+    let path = format!("/channels/{}/messages", w.channel);
+    let send = |n: u32| {
+        let (t, joiner, path) = (&t, &joiner, &path);
+        async move { t.post(path, joiner, json!({"content": format!("try {n}")})).await }
+    };
+    let (s, m) = send(0).await;
+    assert_eq!((s, m["member"]["roles"].as_array().map(Vec::len)), (200, Some(0)), "{m}");
+    let overwrite = |allow: u64, deny: u64| json!({"permission_overwrites": [{"id": joiner_id, "type": 1, "allow": allow.to_string(), "deny": deny.to_string()}]});
+    let channel = format!("/channels/{}", w.channel);
+    // SEND_MESSAGES (1 << 11) denied to the joiner alone.
+    assert_eq!(t.req(Method::PATCH, &channel, Some(&w.owner), Some(overwrite(0, 1 << 11))).await.0, 200);
+    let (s, v) = send(1).await;
+    assert_eq!((s, v["code"].as_u64()), (403, Some(50013)), "{v}");
+    assert_eq!(t.post(&path, &w.bot_auth, json!({"content": "others still may"})).await.0, 200);
+    // VIEW_CHANNEL (1 << 10) denied: the channel is out of reach.
+    assert_eq!(t.req(Method::PATCH, &channel, Some(&w.owner), Some(overwrite(0, 1 << 10))).await.0, 200);
+    let (s, v) = send(2).await;
+    assert_eq!((s, v["code"].as_u64()), (403, Some(50001)), "{v}");
+    // Lifted: allowed again at once.
+    assert_eq!(t.req(Method::PATCH, &channel, Some(&w.owner), Some(json!({"permission_overwrites": []}))).await.0, 200);
+    assert_eq!(send(3).await.0, 200);
+    // Kicked: not a member any more.
+    let kick = format!("/guilds/{}/members/{joiner_id}", w.guild);
+    assert_eq!(t.req(Method::DELETE, &kick, Some(&w.owner), None).await.0, 204);
+    let (s, v) = send(4).await;
+    assert_eq!((s, v["code"].as_u64()), (403, Some(50001)), "{v}");
+    // Only the sends that were allowed are in history.
+    let (_, h) = t.get(&format!("{path}?limit=10"), &w.owner).await;
+    let got: Vec<&str> = h.as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap()).collect();
+    assert_eq!(got, ["try 3", "others still may", "try 0"]);
+    let (s, v) = t.post("/channels/123/messages", &w.owner, json!({"content": "x"})).await;
+    assert_eq!((s, v["code"].as_u64()), (404, Some(10003)));
+}

@@ -1,0 +1,109 @@
+//! Group commit of new messages: one task takes every message queued while
+//! the previous transaction ran and commits them together, then tells each
+//! one's author (a guild actor) how it went. With SQLite every statement is
+//! a hand-off to the connection's thread; one transaction per message made
+//! those hand-offs (futex wake-ups) the cost of the write path.
+//!
+//! The queue is bounded: a full queue refuses at once (the REST caller gets
+//! 503 and `Retry-After`). A batch that fails is retried one message at a
+//! time, so one bad row (its channel deleted meanwhile) fails alone.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use store::{MessageRecord, Store};
+use tokio::sync::mpsc;
+
+/// How a queued message went.
+#[derive(Debug)]
+pub enum Outcome {
+    Committed,
+    /// Its guild has a newer owner: the actor that sent it is stale.
+    Fenced,
+    Failed(String),
+}
+
+type Done = Box<dyn FnOnce(Outcome) + Send>;
+
+struct Job {
+    epoch: u64,
+    message: MessageRecord,
+    done: Done,
+}
+
+/// Counters for `/_throng/admin/stats` and the ingest benchmark.
+#[derive(Default)]
+pub struct WriterStats {
+    pub commits: AtomicU64,
+    pub rows: AtomicU64,
+    pub fenced: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+pub struct Writer {
+    tx: mpsc::Sender<Job>,
+    pub stats: Arc<WriterStats>,
+}
+
+/// The queue is full: the caller refuses the write (503).
+#[derive(Debug)]
+pub struct Full;
+
+impl Writer {
+    /// Starts the writer task on the current runtime; it ends when the
+    /// `Writer` is dropped and its queue is drained.
+    pub fn start(store: Arc<dyn Store>, capacity: usize, max_batch: usize) -> Writer {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        let stats = Arc::new(WriterStats::default());
+        tokio::spawn(run(store, rx, max_batch.max(1), stats.clone()));
+        Writer { tx, stats }
+    }
+
+    /// Queues `message`, fenced by `epoch` (0: not fenced). `done` runs on
+    /// the writer task once the batch holding it is committed or failed:
+    /// it must not block.
+    pub fn submit(&self, epoch: u64, message: MessageRecord, done: impl FnOnce(Outcome) + Send + 'static) -> Result<(), Full> {
+        self.tx.try_send(Job { epoch, message, done: Box::new(done) }).map_err(|_| Full)
+    }
+
+    /// Messages waiting for a transaction.
+    pub fn queued(&self) -> usize {
+        self.tx.max_capacity() - self.tx.capacity()
+    }
+}
+
+async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Job>, max_batch: usize, stats: Arc<WriterStats>) {
+    let mut jobs: Vec<Job> = Vec::with_capacity(max_batch);
+    while rx.recv_many(&mut jobs, max_batch).await > 0 {
+        let (batch, dones): (Vec<(u64, MessageRecord)>, Vec<Done>) = jobs.drain(..).map(|j| ((j.epoch, j.message), j.done)).unzip();
+        let outcomes: Vec<Outcome> = match store.create_messages(&batch).await {
+            Ok(ok) => {
+                stats.commits.fetch_add(1, Ordering::Relaxed);
+                ok.into_iter().map(|ok| if ok { Outcome::Committed } else { Outcome::Fenced }).collect()
+            }
+            Err(e) if batch.len() == 1 => vec![Outcome::Failed(e.to_string())],
+            Err(e) => {
+                tracing::warn!(error = %e, rows = batch.len(), "batch commit failed; retrying one by one");
+                let mut v = Vec::with_capacity(batch.len());
+                for one in batch.chunks(1) {
+                    v.push(match store.create_messages(one).await {
+                        Ok(ok) if ok.first() == Some(&true) => Outcome::Committed,
+                        Ok(_) => Outcome::Fenced,
+                        Err(e) => Outcome::Failed(e.to_string()),
+                    });
+                }
+                stats.commits.fetch_add(v.len() as u64, Ordering::Relaxed);
+                v
+            }
+        };
+        for (done, outcome) in dones.into_iter().zip(outcomes) {
+            let counter = match outcome {
+                Outcome::Committed => &stats.rows,
+                Outcome::Fenced => &stats.fenced,
+                Outcome::Failed(_) => &stats.failed,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            done(outcome);
+        }
+    }
+}
