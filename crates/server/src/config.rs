@@ -49,11 +49,14 @@ pub struct ClusterConfig {
     /// Messages queued for NATS beyond which sends to other nodes fail
     /// fast (REST answers 503) instead of waiting.
     pub outbound_queue: usize,
+    /// How long a RESUME that reached another node waits for the session's
+    /// node to hand it over before answering op 9 `false`.
+    pub takeover_timeout_ms: u64,
 }
 
 impl Default for ClusterConfig {
     fn default() -> Self {
-        Self { heartbeat_ms: 500, node_timeout_ms: 3_000, vnodes: 128, outbound_queue: 65_536 }
+        Self { heartbeat_ms: 500, node_timeout_ms: 3_000, vnodes: 128, outbound_queue: 65_536, takeover_timeout_ms: 5_000 }
     }
 }
 

@@ -296,6 +296,24 @@ pub trait GuildRouter: Send + Sync {
     fn one_remote(&self, _session: &SessionRef, _d: crate::fanout::Dispatch) {}
     /// `node`'s session starts (stops) receiving `guild`'s events there.
     fn subscribed_remote(&self, _session: &SessionRef, _guild: GuildId, _on: bool) {}
+
+    /// Asks `holder` to hand a session over to this node (a RESUME that
+    /// reached this node). False if the request could not be sent.
+    fn take_over(&self, _holder: NodeId, _req: TakeOver) -> bool {
+        false
+    }
+    /// A session taken over from `home` ended here: it ends there too.
+    fn end_remote(&self, _home: &SessionRef) {}
+}
+
+/// A RESUME of a session of another node, sent to that node.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct TakeOver {
+    pub session: std::sync::Arc<str>,
+    pub user: UserId,
+    /// The last sequence the client saw.
+    pub seq: u64,
+    pub reply: ReplyTo,
 }
 
 /// Where an actor's answer goes: a pending request on some node.

@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 use crate::fanout::{Dispatch, FanEvent, Filter, NodeId, SessionRef, Subscribers};
 use crate::guild::LocalRouter;
 use crate::node::Node;
-use crate::route::{raw, GuildMsg, GuildRouter, ReplyTo, RouteError, Slot};
+use crate::route::{raw, GuildMsg, GuildRouter, ReplyTo, RouteError, Slot, TakeOver};
 
 /// A delivery to a node's own sessions, or an answer to one of its requests.
 #[derive(Serialize, Deserialize)]
@@ -55,6 +55,42 @@ enum ToNode {
         id: u64,
         body: Box<RawValue>,
     },
+    /// A RESUME reached the requesting node: hand the session over.
+    TakeOver(TakeOver),
+    /// The session, handed over (answers `TakeOver`; later dispatches of it
+    /// follow as `One`, in order, on the same stream).
+    HandOver {
+        id: u64,
+        s: Arc<str>,
+        user: UserId,
+        bot: bool,
+        intents: u64,
+        large_threshold: u32,
+        guilds: Vec<GuildId>,
+        seq: u64,
+        replay: Vec<(u64, String, Box<RawValue>)>,
+        home: SessionRef,
+    },
+    /// A session handed over from this node ended where it went.
+    End {
+        s: Arc<str>,
+    },
+}
+
+fn send_to(out: &mpsc::Sender<(String, Bytes)>, node: NodeId, msg: &ToNode) -> bool {
+    match serde_json::to_vec(msg) {
+        Ok(v) => match out.try_send((format!("throng.n.{node}.d"), Bytes::from(v))) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(error = %e, "NATS outbound queue full or closed");
+                false
+            }
+        },
+        Err(e) => {
+            tracing::error!(error = %e, "delivery not encoded");
+            false
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -114,13 +150,8 @@ impl ClusterRouter {
         }
     }
 
-    fn to_node(&self, node: NodeId, msg: &ToNode) {
-        match serde_json::to_vec(msg) {
-            Ok(v) => {
-                self.publish(format!("throng.n.{node}.d"), v);
-            }
-            Err(e) => tracing::error!(error = %e, "delivery not encoded"),
-        }
+    fn to_node(&self, node: NodeId, msg: &ToNode) -> bool {
+        send_to(&self.out, node, msg)
     }
 
     fn to_owner(&self, owner: NodeId, guild: GuildId, msg: &GuildMsg) -> Result<(), RouteError> {
@@ -219,6 +250,48 @@ impl GuildRouter for ClusterRouter {
 
     fn subscribed_remote(&self, session: &SessionRef, guild: GuildId, on: bool) {
         self.to_node(session.node, &ToNode::Sub { s: session.id.clone(), g: guild, on });
+    }
+
+    fn take_over(&self, holder: NodeId, req: TakeOver) -> bool {
+        self.healthy() && self.to_node(holder, &ToNode::TakeOver(req))
+    }
+
+    fn end_remote(&self, home: &SessionRef) {
+        self.to_node(home.node, &ToNode::End { s: home.id.clone() });
+    }
+}
+
+/// Hands this node's session `t.session` to the node that asked (see
+/// `SessionHandle::hand_over`); answers `false` if it cannot.
+fn hand_over(node: &Arc<Node>, r: &ClusterRouter, t: TakeOver) {
+    let to = t.reply.node;
+    let found = node.sessions.get(&t.session).and_then(crate::gateway::session).filter(|h| h.user_id == t.user && h.home.get().is_none());
+    let done = found.is_some_and(|h| {
+        let (out, sid) = (r.out.clone(), h.id.clone());
+        let forward: crate::gateway::session::Forward = Box::new(move |name, body| {
+            send_to(&out, to, &ToNode::One { s: sid.clone(), name: name.to_string(), body: raw(body) });
+        });
+        let reply = |ho: crate::gateway::session::HandOver| {
+            let msg = ToNode::HandOver {
+                id: t.reply.id,
+                s: h.id.clone(),
+                user: h.user_id,
+                bot: h.bot,
+                intents: h.intents.0,
+                large_threshold: h.large_threshold,
+                guilds: ho.guilds,
+                seq: ho.seq,
+                replay: ho.replay.into_iter().map(|(q, d)| (q, d.name.to_string(), raw(&d.body))).collect(),
+                home: SessionRef { node: r.me, id: h.id.clone() },
+            };
+            r.to_node(to, &msg);
+        };
+        h.hand_over(t.seq, reply, forward)
+    });
+    if done {
+        tracing::debug!(session = %t.session, to = %to, "session handed over");
+    } else {
+        r.reply(t.reply, Bytes::from_static(b"false"));
     }
 }
 
@@ -319,8 +392,15 @@ async fn membership(node: Arc<Node>, client: async_nats::Client, mut hb: async_n
             let old = r.ring.load_full();
             r.ring.store(Ring::with_vnodes(next.iter().copied(), cc.vnodes));
             r.healthy.store(!next.is_empty(), Ordering::Release);
-            live = next;
             rehome(&node, r, &old);
+            // Sessions taken over from a node that is gone get nothing more:
+            // they end, and their clients IDENTIFY again.
+            for s in crate::gateway::sessions(&node.sessions) {
+                if s.home.get().is_some_and(|h| h.node != me && !next.contains(&h.node.0)) {
+                    s.end(&node);
+                }
+            }
+            live = next;
         }
     }
 }
@@ -435,6 +515,36 @@ async fn inbound_deliver(node: Arc<Node>, mut sub: async_nats::Subscriber) {
                 }
             }
             ToNode::Reply { id, body } => node.replies.complete(id, Bytes::copy_from_slice(body.get().as_bytes())),
+            ToNode::TakeOver(t) => hand_over(&node, router(&node), t),
+            ToNode::HandOver { id, s, user, bot, intents, large_threshold, guilds, seq, replay, home } => {
+                if node.sessions.get(&s).is_some() {
+                    node.replies.complete(id, Bytes::from_static(b"false"));
+                    continue;
+                }
+                let h = crate::gateway::SessionHandle::new(
+                    s,
+                    user,
+                    bot,
+                    protocol::gateway::Intents(intents),
+                    large_threshold,
+                    guilds,
+                    &node.delivery,
+                );
+                let _first = h.home.set(home);
+                let replay = replay
+                    .into_iter()
+                    .map(|(q, name, body)| (q, Dispatch { name: intern(&name), body: Bytes::copy_from_slice(body.get().as_bytes()) }))
+                    .collect();
+                // Registered before the next message of this stream (its
+                // first forwarded dispatch, maybe) is read.
+                h.adopt(&node, seq, replay);
+                node.replies.complete(id, Bytes::from_static(b"true"));
+            }
+            ToNode::End { s } => {
+                if let Some(h) = node.sessions.get(&s).and_then(crate::gateway::session) {
+                    h.end(&node);
+                }
+            }
         }
     }
 }

@@ -138,10 +138,12 @@ pub async fn serve(node: Arc<Node>, mut conn: Conn) {
     }
 }
 
-fn new_session_id() -> Arc<str> {
-    let mut b = [0u8; 16];
+/// 32 hex digits: this node's id (four digits, see `gateway::home_node`),
+/// then random.
+fn new_session_id(node: crate::fanout::NodeId) -> Arc<str> {
+    let mut b = [0u8; 14];
     rand::thread_rng().fill_bytes(&mut b);
-    hex::encode(b).into()
+    format!("{:04x}{}", node.0 as u16, hex::encode(b)).into()
 }
 
 /// Validates IDENTIFY and prepares the session. `Ok(None)`: the node is busy,
@@ -187,7 +189,7 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
     if let Some([id, count]) = ident.shard {
         guilds.retain(|g| (g.0 >> 22) % u64::from(count) == u64::from(id));
     }
-    let session_id = new_session_id();
+    let session_id = new_session_id(node.id);
     let mut ready = json!({
         "v": 10,
         "user": crate::convert::current_user(&user),
@@ -233,5 +235,29 @@ async fn resume(node: &Arc<Node>, conn: Conn, d: &str) -> Result<(), (Box<Conn>,
             return Err((Box::new(conn), Step::Close(CloseCode::UnknownError)));
         }
     };
-    session::resume(node, conn, &r, user.id).map_err(|c| (c, Step::Continue))
+    let conn = match session::resume(node, conn, &r, user.id) {
+        Ok(()) => return Ok(()),
+        Err(conn) => conn,
+    };
+    // A session of another live node (the client came back through a
+    // balancer): take it over from there, then resume it here.
+    let holder = super::home_node(&r.session_id).filter(|&h| h != node.id && node.guilds.cluster_nodes().contains(&h.0));
+    if let Some(holder) = holder {
+        if node.sessions.get(&r.session_id).is_none() && take_over(node, holder, &r, user.id).await {
+            return session::resume(node, *conn, &r, user.id).map_err(|c| (c, Step::Continue));
+        }
+    }
+    Err((conn, Step::Continue))
+}
+
+/// Asks `holder` to hand session `r` over to this node (see
+/// `cluster`): true once the session is registered here.
+async fn take_over(node: &Arc<Node>, holder: crate::fanout::NodeId, r: &Resume, user: protocol::UserId) -> bool {
+    let (reply, answer) = node.replies.register();
+    let req = crate::route::TakeOver { session: r.session_id.as_str().into(), user, seq: r.seq.unwrap_or(0), reply };
+    if !node.guilds.take_over(holder, req) {
+        return false;
+    }
+    let wait = Duration::from_millis(node.config.cluster.takeover_timeout_ms);
+    matches!(tokio::time::timeout(wait, answer).await, Ok(Ok(b)) if &b[..] == b"true")
 }

@@ -33,6 +33,10 @@ pub struct SessionHandle {
     pub guilds: std::sync::Mutex<Vec<protocol::GuildId>>,
     delivery: Arc<delivery::Delivery>,
     state: std::sync::Mutex<session::SessionState>,
+    /// A session taken over from another node by a RESUME there: its
+    /// subscriptions stay at that node, which forwards its dispatches here
+    /// in order; guild actors keep naming it by its first node.
+    pub home: std::sync::OnceLock<delivery::SessionRef>,
 }
 
 impl SessionHandle {
@@ -55,6 +59,7 @@ impl SessionHandle {
             guilds: std::sync::Mutex::new(guilds),
             delivery: delivery.clone(),
             state: std::sync::Mutex::new(session::SessionState::default()),
+            home: std::sync::OnceLock::new(),
         })
     }
 
@@ -118,6 +123,13 @@ impl Recipient for SessionHandle {
     fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
         self
     }
+}
+
+/// The node a session id was made on: ids start with the node id as four
+/// hex digits (the rest is random), so a RESUME that reaches another node
+/// knows where the session lives.
+pub fn home_node(session_id: &str) -> Option<crate::fanout::NodeId> {
+    u16::from_str_radix(session_id.get(..4)?, 16).ok().map(|n| crate::fanout::NodeId(u64::from(n)))
 }
 
 /// A registry entry as the gateway's own session type (every entry is one).

@@ -65,6 +65,20 @@ pub struct SessionState {
     flushing: bool,
     /// Since when the socket's backlog has been above the slow-consumer bound.
     backlogged_since: Option<Instant>,
+    /// Handed over to another node (a RESUME there): every dispatch goes
+    /// there, in order, instead of to a socket here.
+    forward: Option<Forward>,
+}
+
+/// Sends one dispatch of a handed-over session to the node that holds it now.
+pub type Forward = Box<dyn Fn(&'static str, &Bytes) + Send + Sync>;
+
+/// What a node hands over with a session: where its sequence is, and the
+/// dispatches the client has not seen.
+pub struct HandOver {
+    pub seq: u64,
+    pub replay: Vec<(u64, Dispatch)>,
+    pub guilds: Vec<protocol::GuildId>,
 }
 
 /// How a batch of client frames ends the connection, if it does.
@@ -98,6 +112,10 @@ impl SessionHandle {
     pub(crate) fn write_dispatch(&self, name: &'static str, body: &Bytes, now: Instant) -> (bool, bool) {
         let mut st = self.lock();
         if st.ended {
+            return (false, false);
+        }
+        if let Some(f) = &st.forward {
+            f(name, body);
             return (false, false);
         }
         st.record(&self.delivery().shared.limits, Dispatch { name, body: body.clone() }, now);
@@ -334,9 +352,12 @@ impl SessionHandle {
         }
     }
 
-    /// This session as guild actors name it.
+    /// This session as guild actors name it (by the node it started on).
     pub fn session_ref(&self, node: &Node) -> crate::fanout::SessionRef {
-        crate::fanout::SessionRef { node: node.id, id: self.id.clone() }
+        match self.home.get() {
+            Some(home) => home.clone(),
+            None => crate::fanout::SessionRef { node: node.id, id: self.id.clone() },
+        }
     }
 
     /// Bytes queued for the socket now.
@@ -373,8 +394,42 @@ impl SessionHandle {
         had
     }
 
+    /// Hands this session over to another node (a RESUME there from
+    /// sequence `seq`): closes its socket, gives `reply` what the client has
+    /// not seen, then sends every later dispatch through `forward`. The
+    /// session keeps its guild subscriptions here, so its dispatches keep
+    /// one order. False if it cannot be resumed from `seq`.
+    pub fn hand_over(self: &Arc<Self>, seq: u64, reply: impl FnOnce(HandOver), forward: Forward) -> bool {
+        let mut st = self.lock();
+        if st.forward.is_some() || !st.can_resume(Some(seq)) {
+            return false;
+        }
+        st.detach(self, Some(CloseCode::UnknownError.into()));
+        let replay = st.replay.iter().filter(|(q, _, _)| *q > seq).map(|(q, d, _)| (*q, d.clone())).collect();
+        // Under the lock: nothing is forwarded before the hand-over itself.
+        reply(HandOver { seq: st.seq, replay, guilds: self.guild_ids() });
+        st.replay = VecDeque::new();
+        st.replay_bytes = 0;
+        st.forward = Some(forward);
+        true
+    }
+
+    /// Registers a session handed over by another node, detached, with its
+    /// sequence and unseen dispatches; a RESUME attaches the socket next.
+    pub fn adopt(self: &Arc<Self>, node: &Node, seq: u64, replay: Vec<(u64, Dispatch)>) {
+        {
+            let mut st = self.lock();
+            let now = Instant::now();
+            st.seq = seq;
+            st.replay_bytes = replay.iter().map(|(_, d)| d.body.len()).sum();
+            st.replay = replay.into_iter().map(|(q, d)| (q, d, now)).collect();
+            st.detached_at = Some(now);
+        }
+        node.sessions.insert(self.clone());
+    }
+
     /// Ends the session: closes its socket, leaves its guilds, updates presence.
-    fn end(self: &Arc<Self>, node: &Arc<Node>) {
+    pub(crate) fn end(self: &Arc<Self>, node: &Arc<Node>) {
         {
             let mut st = self.lock();
             if st.ended {
@@ -386,6 +441,10 @@ impl SessionHandle {
             st.replay_bytes = 0;
         }
         node.sessions.remove(&self.id);
+        if let Some(home) = self.home.get().filter(|h| h.node != node.id) {
+            // Taken over from another node: the session ends there too.
+            node.guilds.end_remote(home);
+        }
         let guilds = self.guild_ids();
         for &g in &guilds {
             let msg = GuildMsg::Unsubscribe { session: self.session_ref(node) };
@@ -708,7 +767,8 @@ pub async fn sweeper(node: Arc<Node>) {
                     }
                     false
                 } else {
-                    st.detached_at.is_some_and(|t| now.duration_since(t) > window)
+                    // A handed-over session lives as long as its new node keeps it.
+                    st.forward.is_none() && st.detached_at.is_some_and(|t| now.duration_since(t) > window)
                 }
             };
             if expired {

@@ -175,3 +175,78 @@ async fn a_node_that_loses_nats_refuses_new_sessions_and_says_so() {
     g.send(json!({"op": 2, "d": {"token": w.bot_token, "intents": BOT_INTENTS, "properties": {}}})).await;
     assert_eq!(g.closed().await, Closed::Code(4000));
 }
+
+/// A RESUME that reaches another node (as behind a balancer) takes the
+/// session over while messages keep coming: every message arrives exactly
+/// once, in order, with consecutive sequence numbers.
+#[tokio::test]
+async fn resume_on_another_node_under_a_message_stream_loses_and_repeats_nothing() {
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let n1 = node(&nats, dir.path(), 1).await;
+    let n2 = node(&nats, dir.path(), 2).await;
+    let n3 = node(&nats, dir.path(), 3).await;
+    converge(&[&n1, &n2, &n3], &[1, 2, 3]).await;
+    let w = n1.world().await;
+
+    let mut bot = Gw::connect(&n1.ws).await;
+    let ready = bot.identify(&w.bot_token, BOT_INTENTS).await;
+    let session = ready["d"]["session_id"].as_str().unwrap().to_string();
+    assert_eq!(server::gateway::home_node(&session), Some(server::fanout::NodeId(1)), "{session}");
+    bot.until("GUILD_CREATE").await;
+
+    // A stream of messages through node 2, one every few milliseconds.
+    const N: usize = 150;
+    let (http, base, auth, channel) = (n2.http.clone(), n2.base.clone(), w.owner.clone(), w.channel.clone());
+    let writer = tokio::spawn(async move {
+        for i in 0..N {
+            let r = http
+                .post(format!("{base}/channels/{channel}/messages"))
+                .header("authorization", &auth)
+                .json(&json!({"content": format!("m{i}")}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200, "message {i}");
+            tokio::time::sleep(Duration::from_millis(4)).await;
+        }
+    });
+    let mut got: Vec<(u64, String)> = Vec::new();
+    // Every dispatch after GUILD_CREATE: messages, and RESUMED.
+    fn take(got: &mut Vec<(u64, String)>, v: &serde_json::Value) {
+        if v["t"] == "RESUMED" {
+            got.push((v["s"].as_u64().unwrap(), "RESUMED".into()));
+        }
+        if v["t"] == "MESSAGE_CREATE" {
+            got.push((v["s"].as_u64().unwrap(), v["d"]["content"].as_str().unwrap().to_string()));
+        }
+    }
+    while got.len() < 40 {
+        let v = bot.recv().await;
+        take(&mut got, &v);
+    }
+    // The socket dies; the client comes back on node 3 while the stream goes on.
+    let seen = bot.seq.unwrap();
+    bot.close_abruptly().await;
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let mut g = Gw::connect(&n3.ws).await;
+    g.send(json!({"op": 6, "d": {"token": w.bot_auth, "session_id": session, "seq": seen}})).await;
+    let mut resumed = false;
+    while got.len() < N + 1 {
+        let v = g.recv().await;
+        assert_ne!(v["op"], 9, "the session was not taken over: {v}");
+        resumed |= v["t"] == "RESUMED";
+        take(&mut got, &v);
+    }
+    writer.await.unwrap();
+    assert!(resumed, "no RESUMED");
+    let contents: Vec<&str> = got.iter().map(|(_, c)| c.as_str()).filter(|c| *c != "RESUMED").collect();
+    let expected: Vec<String> = (0..N).map(|i| format!("m{i}")).collect();
+    assert_eq!(contents, expected, "every message once, in order");
+    assert!(got.windows(2).all(|p| p[1].0 == p[0].0 + 1), "sequence numbers are consecutive: {got:?}");
+    assert_eq!(n3.node().sessions.len(), 1, "the session lives on node 3 now");
+    // Later dispatches of the session (op 8 answers) still reach it there.
+    g.send(json!({"op": 8, "d": {"guild_id": w.guild, "query": "", "limit": 0}})).await;
+    let chunk = g.until("GUILD_MEMBERS_CHUNK").await;
+    assert_eq!(chunk["d"]["members"].as_array().unwrap().len(), 2, "{chunk}");
+}
