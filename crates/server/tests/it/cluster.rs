@@ -250,3 +250,164 @@ async fn resume_on_another_node_under_a_message_stream_loses_and_repeats_nothing
     let chunk = g.until("GUILD_MEMBERS_CHUNK").await;
     assert_eq!(chunk["d"]["members"].as_array().unwrap().len(), 2, "{chunk}");
 }
+
+/// A TCP relay between one node and NATS that the test can cut (every
+/// connection dropped, new ones refused) and restore.
+struct Relay {
+    url: String,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    generation: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Relay {
+    async fn start(to: &str) -> Relay {
+        use std::sync::atomic::Ordering;
+        let target = to.trim_start_matches("nats://").to_string();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("nats://{}", listener.local_addr().unwrap());
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let generation = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (c, g) = (cut.clone(), generation.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut client, _)) = listener.accept().await else { return };
+                if c.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let (target, g, c) = (target.clone(), g.clone(), c.clone());
+                tokio::spawn(async move {
+                    let Ok(mut server) = tokio::net::TcpStream::connect(&target).await else { return };
+                    let born = g.load(Ordering::SeqCst);
+                    let copy = tokio::io::copy_bidirectional(&mut client, &mut server);
+                    tokio::pin!(copy);
+                    loop {
+                        tokio::select! {
+                            _ = &mut copy => return,
+                            _ = tokio::time::sleep(Duration::from_millis(10)) => {
+                                if c.load(Ordering::SeqCst) || g.load(Ordering::SeqCst) != born {
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        Relay { url, cut, generation }
+    }
+
+    fn set_cut(&self, on: bool) {
+        self.cut.store(on, std::sync::atomic::Ordering::SeqCst);
+        self.generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The node that made a snowflake (worker and process bits, as a cluster
+/// node derives them from its id).
+fn node_of(id: &str) -> u64 {
+    (id.parse::<u64>().unwrap() >> 12) & 0x3ff
+}
+
+/// The owner of a guild loses its NATS connection while every node keeps
+/// writing: it stops accepting writes, another node takes the guild over
+/// (a new epoch), the first takes it back when it returns. No two owners
+/// accept writes at once: the messages, in id (time) order, change owner no
+/// more often than the guild was claimed; every 2xx message is in history.
+#[tokio::test]
+async fn a_cut_from_nats_never_leaves_two_owners_accepting_writes() {
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut relays = Vec::new();
+    let mut nodes = Vec::new();
+    for id in 1..=3u64 {
+        let relay = Relay::start(&nats.url).await;
+        let (url, d) = (relay.url.clone(), dir.path().to_path_buf());
+        nodes.push(
+            TestServer::start_with(move |c| {
+                c.data_dir = d;
+                c.nats = Some(url);
+                c.node_id = id;
+                c.cluster.heartbeat_ms = 100;
+                c.cluster.node_timeout_ms = 1_000;
+                c.cluster.vnodes = VNODES;
+                c.limits.write_timeout_ms = 1_500;
+            })
+            .await,
+        );
+        relays.push(relay);
+    }
+    converge(&nodes.iter().collect::<Vec<_>>(), &[1, 2, 3]).await;
+    let w = nodes[0].world().await;
+    let gid: u64 = w.guild.parse().unwrap();
+    let owner = hashring::Ring::with_vnodes([1, 2, 3], VNODES).lookup(gid).unwrap() as usize;
+    let path = format!("/channels/{}/messages", w.channel);
+    // The first write makes the owner load (and claim) the guild.
+    assert_eq!(nodes[0].post(&path, &w.owner, json!({"content": "first"})).await.0, 200);
+    let store = nodes[0].node().store.clone();
+    let (_, epoch_before) = store.guild_owner(protocol::GuildId(gid)).await.unwrap().unwrap();
+
+    // Writers on every node, for ~5 s; the owner is cut off from 1 s to 3 s.
+    let started = Instant::now();
+    let mut writers = Vec::new();
+    for (i, t) in nodes.iter().enumerate() {
+        let (http, url, auth) = (t.http.clone(), format!("{}{path}", t.base), w.owner.clone());
+        writers.push(tokio::spawn(async move {
+            let (mut ok, mut refused) = (Vec::new(), 0u32);
+            let mut n = 0;
+            while started.elapsed() < Duration::from_secs(5) {
+                n += 1;
+                let r = http.post(&url).header("authorization", &auth).json(&json!({"content": format!("n{i}-{n}")})).send().await.unwrap();
+                match r.status().as_u16() {
+                    200 => ok.push(r.json::<serde_json::Value>().await.unwrap()["id"].as_str().unwrap().to_string()),
+                    503 => refused += 1,
+                    s => panic!("unexpected status {s}"),
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            (ok, refused)
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    relays[owner - 1].set_cut(true);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (s, v) = health(&nodes[owner - 1]).await;
+    assert_eq!((s, v["status"].as_str()), (503, Some("no-cluster")), "the cut owner says so: {v}");
+    relays[owner - 1].set_cut(false);
+    let mut acked: Vec<String> = Vec::new();
+    let mut refused = 0;
+    for wr in writers {
+        let (ok, r) = wr.await.unwrap();
+        acked.extend(ok);
+        refused += r;
+    }
+    converge(&nodes.iter().collect::<Vec<_>>(), &[1, 2, 3]).await;
+    let (_, epoch_after) = store.guild_owner(protocol::GuildId(gid)).await.unwrap().unwrap();
+    assert!(refused > 0, "writes were refused while the guild moved");
+    assert!(acked.len() > 100, "writes went on: {} acknowledged", acked.len());
+
+    // Every acknowledged message is in history (read it all, oldest first).
+    let mut history: Vec<String> = Vec::new();
+    let mut after = "0".to_string();
+    loop {
+        let (s, page) = nodes[0].get(&format!("{path}?after={after}&limit=100"), &w.owner).await;
+        assert_eq!(s, 200);
+        let mut ids: Vec<String> = page.as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap().to_string()).collect();
+        if ids.is_empty() {
+            break;
+        }
+        ids.sort_by_key(|i| i.parse::<u64>().unwrap());
+        after = ids.last().unwrap().clone();
+        history.extend(ids);
+    }
+    let stored: std::collections::HashSet<&String> = history.iter().collect();
+    let missing: Vec<&String> = acked.iter().filter(|id| !stored.contains(id)).collect();
+    assert!(missing.is_empty(), "{} acknowledged messages missing from history", missing.len());
+    // One accepting owner at a time: owner runs in time order <= claims.
+    let owners: Vec<u64> = history.iter().map(|id| node_of(id)).collect();
+    let runs = 1 + owners.windows(2).filter(|p| p[0] != p[1]).count() as u64;
+    let claims = epoch_after - epoch_before;
+    eprintln!("cut: {} acknowledged, {refused} refused (503), {runs} owner runs, {claims} claims", acked.len());
+    assert!(claims >= 2, "the guild moved away and back: epochs {epoch_before} -> {epoch_after}");
+    assert!(owners.iter().any(|&o| o != owner as u64), "another node accepted writes during the cut");
+    assert!(runs <= claims + 1, "owners interleaved: {runs} runs of one owner for {claims} claims: {owners:?}");
+}
