@@ -6,12 +6,15 @@
 //! - [`gateway`]: WebSocket framing ([`gateway::ws`]), a connection before
 //!   IDENTIFY ([`gateway::connection`]), sessions (state behind a lock, a
 //!   small reader task per socket, no task while detached:
-//!   [`gateway::session`]) and the per-core delivery workers that frame and
-//!   write fan-out ([`gateway::delivery`]).
+//!   [`gateway::session`]).
+//! - [`fanout`]: the per-core delivery workers that frame and write fan-out,
+//!   subscribers split by worker, the session registry.
 //! - [`guild`]: one actor task per guild; it owns the guild's state, applies
 //!   events in one order and hands each encoded dispatch to the delivery
 //!   workers, its subscribers already split by worker.
-//!   Sessions reach guilds only through [`guild::GuildRouter`].
+//!   Sessions reach guilds only through [`route::GuildRouter`].
+//! - [`writer`]: group commit of new messages, fenced per guild.
+//! - [`cluster`]: nodes over NATS (ring, per-node delivery, hand-over).
 //! - [`http`]: REST routes, Discord's error bodies, rate limits.
 //! - [`node`]: what one process shares between those layers.
 //!
