@@ -8,7 +8,8 @@
 //! - [`worker`]: a worker process running thousands of sessions on one thread.
 //! - [`wire`]: the JSON-lines protocol between coordinator and workers.
 //! - [`fleet`]: the coordinator's handle on its workers; merging, sampling.
-//! - [`scenario`]: connect, chat, broadcast, storm, capacity; [`slow`]: slow consumers.
+//! - [`scenario`]: connect, chat, broadcast, storm, capacity; [`slow`]: slow consumers;
+//!   [`ingest`]: the write path at full speed.
 //! - [`report`]: JSON, Markdown and PNG output; [`progress`]: live output.
 //! - [`setup`]: builds a fixture through REST; [`fixture`]: its format.
 //!
@@ -17,6 +18,7 @@
 
 mod fixture;
 mod fleet;
+mod ingest;
 mod procfs;
 mod progress;
 mod report;
@@ -61,6 +63,9 @@ enum Cmd {
     /// Slow consumers: K of N sessions in one guild stop reading while M messages
     /// are posted; readers' order and latency, stalled sessions' close and RESUME, server memory.
     Slow(RunArgs),
+    /// The write path at full speed: users post as fast as the server accepts;
+    /// reader sessions check every accepted message arrives once.
+    Ingest(ingest::IngestArgs),
     /// Internal: a worker process driven by the coordinator over stdin/stdout.
     #[command(hide = true)]
     Worker,
@@ -71,6 +76,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.cmd {
         Cmd::Worker => worker::main().map(|()| 0),
         Cmd::Setup(a) => runtime().and_then(|rt| rt.block_on(setup::run(a))).map(|()| 0),
+        Cmd::Ingest(a) => runtime().and_then(|rt| rt.block_on(ingest::run(a))).map(|()| 0),
         Cmd::Connect(a) => run(Scenario::Connect, a),
         Cmd::Chat(a) => run(Scenario::Chat, a),
         Cmd::Broadcast(a) => run(Scenario::Broadcast, a),

@@ -37,7 +37,7 @@ pub enum Scenario {
     Slow,
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let (num, unit) = s.find(|c: char| !c.is_ascii_digit() && c != '.').map(|i| s.split_at(i)).unwrap_or((s, "s"));
     let v: f64 = num.parse().map_err(|_| format!("bad duration {s:?}"))?;

@@ -74,6 +74,13 @@ pub async fn stats(State(node): State<Arc<Node>>, headers: HeaderMap) -> ApiResu
         "delivered": st.delivered.load(Ordering::Relaxed),
         "writes": st.writes.load(Ordering::Relaxed),
         "heap": heap_stats(),
+        "writer": {
+            "commits": node.writer.stats.commits.load(Ordering::Relaxed),
+            "rows": node.writer.stats.rows.load(Ordering::Relaxed),
+            "fenced": node.writer.stats.fenced.load(Ordering::Relaxed),
+            "failed": node.writer.stats.failed.load(Ordering::Relaxed),
+            "queued": node.writer.queued(),
+        },
     });
     Ok(json_bytes(StatusCode::OK, body.to_string()))
 }
