@@ -141,6 +141,7 @@ function dispatch(t: string, d: any) {
         // A fresh session after a failed RESUME: history may have gaps.
         for (const h of histories.values()) h.loaded = false;
         members.resubscribe();
+        if (channelId) loadHistory(channelId, true);
       }
       if (!d.guilds.length) {
         renderGuilds();
