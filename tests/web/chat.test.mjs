@@ -42,7 +42,6 @@ test("two people register, meet through an invite and chat", async () => {
   await a.getByRole("heading", { name: "Welcome to throng" }).waitFor();
   await shot(a, "01-login");
 
-  // Wrong password is refused with the server's message.
   const tokenA = await registerInPage(a, "alice");
   const tokenB = await registerInPage(b, "bob");
   assert.ok(tokenA && tokenB && tokenA !== tokenB);
@@ -100,6 +99,13 @@ test("two people register, meet through an invite and chat", async () => {
   await b.locator("#messages .content", { hasText: "hi bob, welcome" }).waitFor();
   assert.deepEqual(await messageTexts(b), ["hello alice", "hi bob, welcome"]);
   assert.deepEqual(await messageTexts(a), ["hello alice", "hi bob, welcome"]);
+  await b.getByLabel("Message", { exact: true }).pressSequentially("nice to");
+  await a.locator("#typing").filter({ hasText: "bob is typing…" }).waitFor();
+  // Presence dots beside authors follow too.
+  await a.locator(`.message .author[data-uid="${idB}"] .dot.online`).waitFor();
+  await b.locator(`.message .author[data-uid="${idA}"] .dot.online`).waitFor();
+  await shot(a, "04-conversation");
+  await b.getByLabel("Message", { exact: true }).fill("");
 
   // Edit: Alice changes her message; Bob sees the new text marked edited.
   const mine = a.locator(".message", { hasText: "hi bob, welcome" });
@@ -119,7 +125,7 @@ test("two people register, meet through an invite and chat", async () => {
   await a.locator(".message", { hasText: "hello alice" }).waitFor({ state: "detached" });
   assert.deepEqual(await messageTexts(a), ["hi bob, welcome to the party"]);
   assert.deepEqual(await messageTexts(b), ["hi bob, welcome to the party"]);
-  await shot(b, "04-chat");
+  await shot(b, "05-after-edit-delete");
 
   // Unread: Alice writes in #random while Bob reads #general.
   const random = b.locator("#channel-list a", { hasText: "random" });
@@ -156,11 +162,17 @@ test("two people register, meet through an invite and chat", async () => {
   assert.deepEqual(texts, Array.from({ length: 130 }, (_, i) => `old ${i}`));
   assert.ok(history, "general channel listed");
 
+  await b.getByLabel("Message", { exact: true }).fill("bye for now");
+  await b.getByLabel("Message", { exact: true }).press("Enter");
+  await a.locator("#channel-list a", { hasText: "history" }).click();
+  await a.locator(`.message .author[data-uid="${idB}"] .dot.online`).waitFor();
+
   // Logging out ends the session: Alice sees Bob go offline; Bob sees the login form.
   await b.getByRole("button", { name: "Log out" }).click();
   await b.getByRole("heading", { name: "Welcome to throng" }).waitFor();
   assert.equal(await b.evaluate(() => localStorage.getItem("throng.token")), null);
   await row(a, idB, "offline").waitFor();
+  await a.locator(`.message .author[data-uid="${idB}"] .dot.offline`).first().waitFor();
   await a.locator("#members-head").filter({ hasText: "(1 online)" }).waitFor();
 
   // Logging in again works with the password.

@@ -198,6 +198,13 @@ function dispatch(t: string, d: any) {
       break;
     case "GUILD_MEMBER_LIST_UPDATE":
       members.apply(d);
+      // The list carries presences too (joining a guild sends no PRESENCE_UPDATE).
+      for (const op of d.ops ?? []) {
+        for (const it of op.items ?? (op.item ? [op.item] : [])) {
+          const m = it.member;
+          if (m?.presence && presence.get(m.user.id) !== m.presence.status) setPresence(m.user.id, m.presence.status);
+        }
+      }
       break;
   }
 }
