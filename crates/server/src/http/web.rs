@@ -37,3 +37,30 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .route("/app.js", get(|| async { serve(&APP_JS) }))
         .route("/app.css", get(|| async { serve(&APP_CSS) }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_loads_the_embedded_bundle() {
+        let index = std::str::from_utf8(INDEX.body).unwrap();
+        assert!(index.contains(r#"src="/app.js""#) && index.contains(r#"href="/app.css""#));
+        // The bundle is the built client, not a placeholder.
+        assert!(APP_JS.body.len() > 10_000);
+        assert!(std::str::from_utf8(APP_JS.body).unwrap().contains("GUILD_MEMBER_LIST_UPDATE"));
+        assert!(!APP_CSS.body.is_empty());
+    }
+
+    #[tokio::test]
+    async fn routes_serve_each_asset_with_its_type() {
+        use tower::ServiceExt;
+        let app: Router = routes();
+        for (path, kind) in [("/", "text/html"), ("/app.js", "text/javascript"), ("/app.css", "text/css")] {
+            let req = axum::http::Request::get(path).body(axum::body::Body::empty()).unwrap();
+            let r = app.clone().oneshot(req).await.unwrap();
+            assert_eq!(r.status(), StatusCode::OK, "{path}");
+            assert!(r.headers()[header::CONTENT_TYPE].to_str().unwrap().starts_with(kind), "{path}");
+        }
+    }
+}
