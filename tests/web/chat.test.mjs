@@ -135,10 +135,12 @@ test("two people register, meet through an invite and chat", async () => {
   await a.getByLabel("Message", { exact: true }).press("Enter");
   await b.locator("#channel-list a.channel.unread", { hasText: "random" }).waitFor();
   assert.equal(await random.getAttribute("aria-label"), "random, unread messages");
+  assert.equal(await b.locator("#guild-list button").getAttribute("aria-label"), "Tea Party, unread messages");
   await shot(b, "05-unread");
   await random.click();
   await b.locator("#messages .content", { hasText: "over here" }).waitFor();
   await b.locator("#channel-list a.channel:not(.unread)", { hasText: "random" }).waitFor();
+  assert.equal(await b.locator("#guild-list button").getAttribute("aria-label"), "Tea Party");
   // The read marker survives a reload.
   await b.reload();
   await b.locator("#channel-list a", { hasText: "random" }).waitFor();
@@ -248,6 +250,23 @@ test("keyboard only: log in, pick a channel and send", async () => {
   await p.keyboard.type(" (fixed)");
   await p.keyboard.press("Enter");
   await p.locator("#messages .content", { hasText: "typed without a mouse (fixed)" }).waitFor();
+  // Join another server by pasting an invite code into "Join a server".
+  const host = await rest(server.url, "POST", "/auth/register", null, { username: "host", password: "correct horse" });
+  const other = await rest(server.url, "POST", "/guilds", host.token, { name: "Elsewhere" });
+  const [oc] = await rest(server.url, "GET", `/guilds/${other.id}/channels`, host.token);
+  const code = (await rest(server.url, "POST", `/channels/${oc.id}/invites`, host.token, {})).code;
+  await p.getByRole("button", { name: "Join a server with an invite" }).focus();
+  await p.keyboard.press("Enter");
+  await p.keyboard.type(code);
+  await p.keyboard.press("Enter");
+  await p.locator("#guild-name").filter({ hasText: "Elsewhere" }).waitFor();
+  assert.equal(await p.locator("#guild-list button").count(), 2);
+  // A bad code is refused in the dialog, which stays open.
+  await p.getByRole("button", { name: "Join a server with an invite" }).click();
+  await p.getByLabel("Invite link or code").fill("nosuchcode");
+  await p.getByRole("button", { name: "OK" }).click();
+  await p.locator("#dlg-error").filter({ hasText: /Unknown Invite/i }).waitFor();
+  await p.getByRole("button", { name: "Cancel" }).click();
   // Every control has an accessible name.
   const unnamed = await p.evaluate(() =>
     [...document.querySelectorAll("button, input, textarea, a[href]")]
