@@ -218,7 +218,23 @@ test("phone width: one pane at a time, navigation behind a button", async () => 
   assert.equal(await menu.getAttribute("aria-expanded"), "true");
   await shot(p, "07-phone-nav");
   await p.keyboard.press("Escape");
-  await p.waitForFunction(() => document.querySelector(".rail").getBoundingClientRect().right <= 0);
+  await p.waitForFunction(() => document.querySelector("#nav").getBoundingClientRect().right <= 0);
+  // The member list opens over the chat and closes again.
+  const membersButton = p.getByRole("button", { name: "Members", exact: true });
+  assert.equal(await membersButton.getAttribute("aria-expanded"), "false");
+  await membersButton.click();
+  await p.locator('#members .mrow.member[data-user-id]').first().waitFor();
+  const panel = await p.locator("#members").boundingBox();
+  assert.ok(panel.x >= 0 && panel.x + panel.width <= 390, "member panel on screen");
+  assert.equal(await membersButton.getAttribute("aria-expanded"), "true");
+  await shot(p, "08-phone-members");
+  await membersButton.click();
+  await p.locator("#members").waitFor({ state: "hidden" });
+  await membersButton.click();
+  await p.locator("#members").waitFor();
+  await p.keyboard.press("Escape");
+  await p.locator("#members").waitFor({ state: "hidden" });
+  assert.equal(await membersButton.getAttribute("aria-expanded"), "false");
   assert.ok(g.id);
   await ctx.close();
 });

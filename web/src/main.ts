@@ -736,13 +736,17 @@ function wire() {
     }
   };
   $("show-nav").onclick = () => (document.body.classList.contains("nav-open") ? closeNav() : openNav());
-  $("show-members").onclick = () => {
-    const hidden = document.body.classList.toggle("members-hidden");
-    document.body.classList.toggle("members-open", !hidden && window.matchMedia("(max-width: 800px)").matches);
-    $("show-members").setAttribute("aria-expanded", String(!hidden));
+  const showMembers = (show: boolean) => {
+    document.body.classList.toggle("members-hidden", !show);
+    $("show-members").setAttribute("aria-expanded", String(show));
   };
+  $("show-members").onclick = () => showMembers(document.body.classList.contains("members-hidden"));
   document.addEventListener("keydown", (e) => {
-    if (e.key === "Escape") closeNav();
+    if (e.key === "Escape") {
+      closeNav();
+      // At phone width the member list covers the chat: Escape closes it too.
+      if (window.matchMedia("(max-width: 800px)").matches && !document.body.classList.contains("members-hidden")) showMembers(false);
+    }
     // Alt+ArrowUp / Alt+ArrowDown: previous / next channel.
     if (e.altKey && (e.key === "ArrowUp" || e.key === "ArrowDown") && guildId) {
       const list = textChannels(guilds.get(guildId)!);
