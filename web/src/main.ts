@@ -88,6 +88,12 @@ function logout() {
   guilds.clear();
   channels.clear();
   histories.clear();
+  presence.clear();
+  names.clear();
+  typing.clear();
+  pending = [];
+  read = {};
+  readyCount = 0;
   guildId = channelId = null;
   members.close();
   $("guild-list").innerHTML = "";
