@@ -23,10 +23,10 @@ fn server_url(test: &str) -> Option<String> {
                 panic!("{test}: THRONG_REQUIRE_POSTGRES=1 but THRONG_TEST_POSTGRES_URL is not set (scripts/test.sh starts a server)");
             }
             // Straight to stderr, past the test harness's capture, so the skip shows.
-            let _ = writeln!(
-                std::io::stderr(),
-                "{test}: NOT RUN: set THRONG_TEST_POSTGRES_URL=postgres://USER@HOST:PORT/DB (scripts/postgres.sh start DIR PORT)"
+            let line = format!(
+                "{test}: NOT RUN: set THRONG_TEST_POSTGRES_URL=postgres://USER@HOST:PORT/DB (scripts/postgres.sh start DIR PORT)\n"
             );
+            let _ = std::io::stderr().write_all(line.as_bytes());
             None
         }
     }
