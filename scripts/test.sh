@@ -47,3 +47,7 @@ say "cargo test"
 cargo test --locked --workspace
 say "compatibility with real client libraries"
 THRONG_BIN="$PWD/target/debug/throng" scripts/compat.sh
+
+# ---------------------------------------------------------------------------
+say "web client (bundle in sync with web/src, browser tests in Debian's chromium)"
+THRONG_BIN="$PWD/target/debug/throng" scripts/web.sh test

@@ -183,11 +183,12 @@ def _short(x, n=300):
 
 
 class Server:
-    def __init__(self, bin_path: str, workdir: Path, heartbeat_ms: int = 5000, extra_args=()):
+    def __init__(self, bin_path: str, workdir: Path, heartbeat_ms: int = 5000, extra_args=(), data_dir=None):
         self.extra_args = list(extra_args)
         self.bin = bin_path
         self.workdir = workdir
-        self.data_dir = workdir / "data"
+        # data_dir: several cluster nodes may share one (default: a fresh one under workdir)
+        self.data_dir = Path(data_dir) if data_dir is not None else workdir / "data"
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.admin = "adm-" + secrets.token_hex(16)
@@ -389,6 +390,13 @@ class RawGateway:
             finally:
                 if hb_task:
                     hb_task.cancel()
+
+    def send(self, payload, timeout: float = 5.0):
+        """Send one frame (e.g. op 3 presence, op 14 member list) from the test thread."""
+        ws = getattr(self, "_ws", None)
+        if self._loop is None or ws is None or self.closed:
+            raise AssertionError(f"raw gateway {self.url} is not connected (error={self.error}, close={self.close_code})")
+        asyncio.run_coroutine_threadsafe(self._send(ws, payload), self._loop).result(timeout)
 
     async def _send(self, ws, payload):
         text = json.dumps(payload)

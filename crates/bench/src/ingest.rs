@@ -106,7 +106,8 @@ struct Shared {
 
 pub async fn run(a: IngestArgs) -> anyhow::Result<()> {
     let ix = Index::new(Fixture::load(&a.fixture)?);
-    let readers: Vec<u32> = (0..ix.fixture.users.len() as u32).filter(|&u| !ix.guilds_of[u as usize].is_empty()).take(a.readers.max(1)).collect();
+    let readers: Vec<u32> =
+        (0..ix.fixture.users.len() as u32).filter(|&u| !ix.guilds_of[u as usize].is_empty()).take(a.readers.max(1)).collect();
     if readers.is_empty() {
         bail!("no fixture user is in a guild");
     }
@@ -122,7 +123,7 @@ pub async fn run(a: IngestArgs) -> anyhow::Result<()> {
         }
     }
     // Interleave guilds so consecutive requests hit different guilds and users.
-    slots.sort_by_key(|s| (rand::random::<u32>(), s.guild));
+    rand::seq::SliceRandom::shuffle(&mut slots[..], &mut rand::thread_rng());
     let posters = {
         let mut t: Vec<&str> = slots.iter().map(|s| s.token.as_str()).collect();
         t.sort_unstable();
@@ -158,11 +159,8 @@ pub async fn run(a: IngestArgs) -> anyhow::Result<()> {
         acked: Mutex::new(Vec::new()),
         hist: Mutex::new(Histogram::new_with_bounds(1, 60_000_000, 3)?),
     });
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(a.connections)
-        .timeout(Duration::from_secs(30))
-        .tcp_nodelay(true)
-        .build()?;
+    let client =
+        reqwest::Client::builder().pool_max_idle_per_host(a.connections).timeout(Duration::from_secs(30)).tcp_nodelay(true).build()?;
     let body = "x".repeat(a.message_size.max(1));
     let mut tasks = Vec::new();
     for i in 0..a.connections.max(1) {
@@ -318,7 +316,8 @@ async fn poster(sh: Arc<Shared>, client: reqwest::Client, base: String, body: St
                 let status = r.status().as_u16();
                 let bytes = r.bytes().await.unwrap_or_default();
                 if status == 200 {
-                    let id = serde_json::from_slice::<Value>(&bytes).ok().and_then(|v| v["id"].as_str().and_then(|s| s.parse::<u64>().ok()));
+                    let id =
+                        serde_json::from_slice::<Value>(&bytes).ok().and_then(|v| v["id"].as_str().and_then(|s| s.parse::<u64>().ok()));
                     match id {
                         Some(id) => sh.acked.lock().expect("acked poisoned").push((id, slot.guild)),
                         None => {
@@ -419,7 +418,8 @@ async fn reader(
             match (v["op"].as_u64(), v["t"].as_str()) {
                 (Some(10), _) => {
                     let every = v["d"]["heartbeat_interval"].as_u64().unwrap_or(41_250);
-                    beat = tokio::time::interval_at(tokio::time::Instant::now() + Duration::from_millis(every), Duration::from_millis(every));
+                    beat =
+                        tokio::time::interval_at(tokio::time::Instant::now() + Duration::from_millis(every), Duration::from_millis(every));
                     let identify = json!({"op": 2, "d": {"token": token, "intents": 1 | 512 | 32768, "properties": {"os": "linux", "browser": "throng-bench", "device": "throng-bench"}}});
                     conn.send_text(identify.to_string().as_bytes()).await?;
                 }

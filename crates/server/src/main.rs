@@ -80,6 +80,10 @@ enum Cmd {
         /// Seed of the random membership assignment (reproducible fixtures).
         #[arg(long, default_value_t = 1)]
         rng_seed: u64,
+        /// One-to-one guilds: users 1+2, 3+4, … share one guild of two each
+        /// (then --guilds and --memberships-per-user are ignored).
+        #[arg(long)]
+        pairs: bool,
         /// Where to write the fixture JSON.
         #[arg(long)]
         out: PathBuf,
@@ -163,13 +167,14 @@ async fn main() -> anyhow::Result<()> {
             tracing::info!("shutting down: sending RECONNECT to sessions");
             server.shutdown().await;
         }
-        Cmd::Seed { common, users, guilds, memberships_per_user, huge_guild_members, channels_per_guild, rng_seed, out } => {
-            if guilds == 0 && huge_guild_members == 0 {
+        Cmd::Seed { common, users, guilds, memberships_per_user, huge_guild_members, channels_per_guild, rng_seed, pairs, out } => {
+            if guilds == 0 && huge_guild_members == 0 && !pairs {
                 anyhow::bail!("--guilds must be at least 1 (or give --huge-guild-members)");
             }
             let c = load(&common)?;
             let started = std::time::Instant::now();
-            let spec = server::seed::SeedSpec { users, guilds, memberships_per_user, huge_guild_members, channels_per_guild, rng_seed };
+            let spec =
+                server::seed::SeedSpec { users, guilds, memberships_per_user, huge_guild_members, channels_per_guild, rng_seed, pairs };
             let ids = protocol::SnowflakeGen::new(c.worker_id, 30);
             let (rows, fixture) = server::seed::build(&spec, &ids);
             let memberships: usize = rows.guilds.iter().map(|g| g.members.len()).sum();

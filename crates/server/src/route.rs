@@ -272,6 +272,11 @@ pub trait GuildRouter: Send + Sync {
         Vec::new()
     }
 
+    /// Counters of the cluster bus for `/_throng/admin/stats` (none alone).
+    fn stats(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+
     /// The node whose actor runs `guild` (a single node: itself).
     fn owner_of(&self, _guild: GuildId) -> Option<NodeId> {
         None

@@ -25,6 +25,9 @@ pub struct SeedSpec {
     pub huge_guild_members: usize,
     pub channels_per_guild: usize,
     pub rng_seed: u64,
+    /// One-to-one guilds instead: users 1+2, 3+4, … each share one guild of
+    /// two (`guilds` and `memberships_per_user` are ignored).
+    pub pairs: bool,
 }
 
 #[derive(Serialize)]
@@ -69,8 +72,11 @@ pub fn build(spec: &SeedSpec, ids: &SnowflakeGen) -> (BulkLoad, Fixture) {
         fixture.users.push(FixtureUser { id, token });
     }
     let user_ids: Vec<UserId> = load.users.iter().map(|u| u.id).collect();
-    let mut members_of: Vec<Vec<UserId>> = vec![Vec::new(); spec.guilds];
-    let k = spec.memberships_per_user.min(spec.guilds);
+    let mut members_of: Vec<Vec<UserId>> = vec![Vec::new(); if spec.pairs { 0 } else { spec.guilds }];
+    if spec.pairs {
+        members_of = user_ids.chunks(2).map(<[UserId]>::to_vec).collect();
+    }
+    let k = if spec.pairs { 0 } else { spec.memberships_per_user.min(spec.guilds) };
     for &u in &user_ids {
         let mut chosen = HashSet::with_capacity(k);
         while chosen.len() < k {
@@ -125,7 +131,15 @@ mod tests {
 
     #[test]
     fn memberships_are_distinct_and_counted() {
-        let spec = SeedSpec { users: 300, guilds: 20, memberships_per_user: 5, huge_guild_members: 50, channels_per_guild: 2, rng_seed: 7 };
+        let spec = SeedSpec {
+            users: 300,
+            guilds: 20,
+            memberships_per_user: 5,
+            huge_guild_members: 50,
+            channels_per_guild: 2,
+            rng_seed: 7,
+            pairs: false,
+        };
         let (load, fx) = build(&spec, &SnowflakeGen::new(0, 0));
         assert_eq!(load.users.len(), 300);
         assert_eq!(fx.guilds.len(), 21);
@@ -138,5 +152,22 @@ mod tests {
             let set: HashSet<_> = g.member_ids.iter().collect();
             assert_eq!(set.len(), g.member_ids.len(), "no duplicate memberships");
         }
+    }
+
+    #[test]
+    fn pairs_put_each_user_in_one_guild_of_two() {
+        let spec = SeedSpec {
+            users: 5,
+            guilds: 0,
+            memberships_per_user: 5,
+            huge_guild_members: 0,
+            channels_per_guild: 1,
+            rng_seed: 1,
+            pairs: true,
+        };
+        let (_, fx) = build(&spec, &SnowflakeGen::new(0, 0));
+        let sizes: Vec<usize> = fx.guilds.iter().map(|g| g.member_ids.len()).collect();
+        assert_eq!(sizes, [2, 2, 1]);
+        assert_eq!(fx.guilds[0].member_ids, [fx.users[0].id, fx.users[1].id]);
     }
 }

@@ -889,12 +889,16 @@ impl Store for SqliteStore {
             let v = last.entry(i(m.channel_id)).or_insert(0);
             *v = (*v).max(i(m.id));
         }
-        for (c, id) in last {
-            sqlx::query("UPDATE channels SET last_message_id = max(coalesce(last_message_id, 0), ?) WHERE id = ?")
-                .bind(id)
-                .bind(c)
-                .execute(&mut *tx)
-                .await?;
+        // One statement for every channel of the batch (each statement is a
+        // hand-off to the connection's thread).
+        let last: Vec<(i64, i64)> = last.into_iter().collect();
+        for chunk in last.chunks(1000) {
+            let mut q = QueryBuilder::<Sqlite>::new("WITH v(c, m) AS (");
+            q.push_values(chunk, |mut b, (c, m)| {
+                b.push_bind(*c).push_bind(*m);
+            });
+            q.push(") UPDATE channels SET last_message_id = max(coalesce(last_message_id, 0), v.m) FROM v WHERE channels.id = v.c");
+            q.build().execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(ok)

@@ -11,7 +11,7 @@
 //! one ordered queue, so one actor's stream to one node keeps its order.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -130,6 +130,11 @@ pub struct ClusterRouter {
     out: mpsc::Sender<(String, Bytes)>,
     /// Connected to NATS and in the ring.
     healthy: AtomicBool,
+    /// Messages published: guild events to other nodes (`Fan`), and all.
+    sent_fan: AtomicU64,
+    sent: AtomicU64,
+    /// Messages received on this node's subjects.
+    received: AtomicU64,
 }
 
 impl ClusterRouter {
@@ -141,6 +146,7 @@ impl ClusterRouter {
     }
 
     fn publish(&self, subject: String, payload: Vec<u8>) -> bool {
+        self.sent.fetch_add(1, Ordering::Relaxed);
         match self.out.try_send((subject, Bytes::from(payload))) {
             Ok(()) => true,
             Err(e) => {
@@ -151,6 +157,7 @@ impl ClusterRouter {
     }
 
     fn to_node(&self, node: NodeId, msg: &ToNode) -> bool {
+        self.sent.fetch_add(1, Ordering::Relaxed);
         send_to(&self.out, node, msg)
     }
 
@@ -226,6 +233,16 @@ impl GuildRouter for ClusterRouter {
         self.nodes()
     }
 
+    fn stats(&self) -> serde_json::Value {
+        serde_json::json!({
+            "nodes": self.nodes(),
+            "sent": self.sent.load(Ordering::Relaxed),
+            "sent_guild_events": self.sent_fan.load(Ordering::Relaxed),
+            "received": self.received.load(Ordering::Relaxed),
+            "outbound_queued": self.out.max_capacity() - self.out.capacity(),
+        })
+    }
+
     fn owner_of(&self, guild: GuildId) -> Option<NodeId> {
         self.owner(guild).ok()
     }
@@ -241,6 +258,7 @@ impl GuildRouter for ClusterRouter {
             Filter::Message { .. } => WireFilter::Message,
         };
         let msg = ToNode::Fan { g: guild, name: event.name.to_string(), body: raw(&event.body), filter, only };
+        self.sent_fan.fetch_add(1, Ordering::Relaxed);
         self.to_node(node, &msg);
     }
 
@@ -325,6 +343,9 @@ pub async fn start_node(config: crate::config::Config, store: Arc<dyn store::Sto
             ring: SharedRing::new(Ring::empty()),
             out: out_tx,
             healthy: AtomicBool::new(false),
+            sent_fan: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+            received: AtomicU64::new(0),
         })
     });
     let hb_sub = client.subscribe("throng.hb").await.map_err(|e| ClusterError::Subscribe(e.to_string()))?;
@@ -434,6 +455,7 @@ async fn inbound_guild(node: Arc<Node>, mut sub: async_nats::Subscriber) {
             m = sub.next() => m,
         };
         let Some(m) = m else { break };
+        r.received.fetch_add(1, Ordering::Relaxed);
         let (guild, msg): (GuildId, GuildMsg) = match serde_json::from_slice(&m.payload) {
             Ok(x) => x,
             Err(e) => {
@@ -458,6 +480,7 @@ async fn inbound_deliver(node: Arc<Node>, mut sub: async_nats::Subscriber) {
             m = sub.next() => m,
         };
         let Some(m) = m else { break };
+        router(&node).received.fetch_add(1, Ordering::Relaxed);
         let msg: ToNode = match serde_json::from_slice(&m.payload) {
             Ok(x) => x,
             Err(e) => {

@@ -74,6 +74,7 @@ pub async fn stats(State(node): State<Arc<Node>>, headers: HeaderMap) -> ApiResu
         "delivered": st.delivered.load(Ordering::Relaxed),
         "writes": st.writes.load(Ordering::Relaxed),
         "heap": heap_stats(),
+        "cluster": node.guilds.stats(),
         "writer": {
             "commits": node.writer.stats.commits.load(Ordering::Relaxed),
             "rows": node.writer.stats.rows.load(Ordering::Relaxed),

@@ -11,6 +11,7 @@ pub mod guilds;
 pub mod messages;
 pub mod ratelimit;
 pub mod users;
+pub mod web;
 
 use std::sync::Arc;
 
@@ -198,6 +199,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .nest("/api/v9", api.clone())
         .nest("/api", api)
         .route("/health", get(health))
+        .merge(web::routes())
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(node.config.limits.max_body_bytes))
         .with_state(node)

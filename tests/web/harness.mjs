@@ -1,0 +1,121 @@
+// Shared helpers for the browser tests: a throng server on a free loopback
+// port with a fresh data directory, Debian's chromium through Playwright,
+// a small REST client, and artifact paths.
+import { spawn, execFileSync } from "node:child_process";
+import { createRequire } from "node:module";
+import { mkdtempSync, mkdirSync, rmSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import net from "node:net";
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+const require = createRequire(join(ROOT, "web/package.json"));
+export const { chromium } = require("playwright-core");
+
+export const BIN = process.env.THRONG_BIN || join(ROOT, "target/debug/throng");
+export const ARTIFACTS = join(ROOT, ".artifacts/web");
+mkdirSync(ARTIFACTS, { recursive: true });
+export const ADMIN = "web-test-admin";
+
+export function shot(page, name) {
+  return page.screenshot({ path: join(ARTIFACTS, `${name}.png`) });
+}
+
+async function freePort() {
+  return new Promise((res, rej) => {
+    const s = net.createServer();
+    s.on("error", rej);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => res(port));
+    });
+  });
+}
+
+export function tempDir(prefix) {
+  return mkdtempSync(join(tmpdir(), `throng-web-${prefix}-`));
+}
+
+/// `throng seed` into `dir`; returns the fixture.
+export function seed(dir, args) {
+  const out = join(dir, "fixture.json");
+  execFileSync(BIN, ["seed", "--data-dir", dir, ...args, "--out", out], { stdio: ["ignore", "ignore", "inherit"] });
+  return JSON.parse(readFileSync(out, "utf8"));
+}
+
+/// Starts `throng serve`; resolves once /health says ok.
+export async function startServer({ dataDir, env = {} } = {}) {
+  const dir = dataDir ?? tempDir("data");
+  const port = await freePort();
+  const proc = spawn(BIN, ["serve", "--listen", `127.0.0.1:${port}`, "--data-dir", dir], {
+    env: {
+      ...process.env,
+      THRONG_ADMIN_TOKEN: ADMIN,
+      THRONG_REST_REQUESTS_PER_WINDOW: "100000",
+      RUST_LOG: process.env.RUST_LOG ?? "warn",
+      ...env,
+    },
+    stdio: ["ignore", "inherit", "inherit"],
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (proc.exitCode !== null) throw new Error(`throng exited with ${proc.exitCode}`);
+    try {
+      const r = await fetch(`${url}/health`);
+      if (r.ok) break;
+    } catch {}
+    if (Date.now() > deadline) throw new Error("throng did not start");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    url,
+    dir,
+    async stop() {
+      proc.kill("SIGTERM");
+      await new Promise((r) => (proc.exitCode !== null ? r() : proc.once("exit", r)));
+      if (!dataDir) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export async function launch() {
+  return chromium.launch({
+    executablePath: process.env.CHROMIUM_PATH || "/usr/bin/chromium",
+    args: ["--no-sandbox", "--disable-dev-shm-usage"],
+  });
+}
+
+/// REST against `base` as `token`; throws on an error status.
+export async function rest(base, method, path, token, body) {
+  const headers = {};
+  if (token) headers.authorization = token;
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const r = await fetch(`${base}/api/v10${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await r.text();
+  if (!r.ok) throw new Error(`${method} ${path}: ${r.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+export async function register(base, username, password = "correct horse") {
+  const r = await rest(base, "POST", "/auth/register", null, { username, password });
+  return { token: r.token, id: r.user_id, username };
+}
+
+/// A page already logged in as `token` (stored where the client keeps it).
+export async function pageAs(browser, base, token, opts = {}) {
+  const ctx = await browser.newContext(opts);
+  await ctx.addInitScript((t) => {
+    if (!sessionStorage.getItem("throng.test.seeded")) {
+      localStorage.setItem("throng.token", t);
+      sessionStorage.setItem("throng.test.seeded", "1");
+    }
+  }, token);
+  const page = await ctx.newPage();
+  page.on("pageerror", (e) => console.error("page error:", e));
+  await page.goto(base);
+  return { ctx, page };
+}
+
+export const stats = (page) => page.evaluate(() => window.__throng.stats());

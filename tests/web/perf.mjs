@@ -1,0 +1,184 @@
+// Measures the web client in Chromium with the Performance API (run by
+// `scripts/web.sh perf`, against a release build): the JavaScript a first
+// load transfers (and its gzip size), time to interactive, and long tasks
+// (> 50 ms) while scrolling a 100,000-member list and while 50 messages/s
+// arrive in the open channel. Prints a Markdown table and writes
+// .artifacts/web/perf.json.
+import { readFileSync, writeFileSync, rmSync } from "node:fs";
+import { gzipSync, brotliCompressSync } from "node:zlib";
+import { join } from "node:path";
+import { ROOT, ARTIFACTS, startServer, launch, rest, register, seed, tempDir } from "./harness.mjs";
+
+const N = Number(process.env.PERF_MEMBERS || 100_000);
+const results = {};
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+// Long tasks are collected from the first paint on (buffered observer).
+// Long animation frames (> 50 ms, rendering included) are collected too.
+const OBSERVE = () => {
+  window.__long = [];
+  window.__loaf = [];
+  const keep = (into) => (l) => into.push(...l.getEntries().map((e) => ({ start: e.startTime, duration: e.duration })));
+  new PerformanceObserver(keep(window.__long)).observe({ type: "longtask", buffered: true });
+  new PerformanceObserver(keep(window.__loaf)).observe({ type: "long-animation-frame", buffered: true });
+};
+const longSince = (page, t0) => page.evaluate((t) => window.__long.filter((e) => e.start >= t), t0);
+const loafSince = (page, t0) => page.evaluate((t) => window.__loaf.filter((e) => e.start >= t), t0);
+
+const js = readFileSync(join(ROOT, "web/dist/app.js"));
+results.js_bytes = js.length;
+results.js_gzip_bytes = gzipSync(js, { level: 9 }).length;
+results.js_brotli_bytes = brotliCompressSync(js).length;
+
+const dir = tempDir("perf");
+seed(dir, ["--users", String(N), "--guilds", "1", "--memberships-per-user", "0", "--huge-guild-members", String(N)]);
+const fixture = JSON.parse(readFileSync(join(dir, "fixture.json"), "utf8"));
+const server = await startServer({ dataDir: dir });
+const browser = await launch();
+try {
+  // ---- first load: transferred JavaScript and time to interactive ----
+  const alice = await register(server.url, "alice");
+  const g = await rest(server.url, "POST", "/guilds", alice.token, { name: "Perf" });
+  const [general] = await rest(server.url, "GET", `/guilds/${g.id}/channels`, alice.token);
+  for (let i = 0; i < 50; i++) await rest(server.url, "POST", `/channels/${general.id}/messages`, alice.token, { content: `history ${i}` });
+  const tti = [];
+  const ttiLogin = [];
+  for (let run = 0; run < 7; run++) {
+    for (const loggedIn of [true, false]) {
+      const ctx = await browser.newContext();
+      if (loggedIn) await ctx.addInitScript((t) => localStorage.setItem("throng.token", t), alice.token);
+      const page = await ctx.newPage();
+      await page.goto(server.url);
+      await page.waitForFunction(() => performance.getEntriesByName("throng-interactive").length > 0, null, { timeout: 30_000 });
+      const m = await page.evaluate(() => ({
+        tti: performance.getEntriesByName("throng-interactive")[0].startTime,
+        js: performance.getEntriesByType("resource").filter((r) => r.name.endsWith(".js")).reduce((n, r) => n + r.encodedBodySize, 0),
+        messages: document.querySelectorAll("#messages .message").length,
+      }));
+      if (loggedIn && m.messages !== 50) throw new Error(`interactive with ${m.messages} messages shown`);
+      (loggedIn ? tti : ttiLogin).push(m.tti);
+      results.js_transferred_bytes = m.js;
+      await ctx.close();
+    }
+  }
+  results.tti_ms_median = Math.round(median(tti));
+  results.tti_ms_max = Math.round(Math.max(...tti));
+  results.tti_login_page_ms_median = Math.round(median(ttiLogin));
+
+  // ---- scrolling the 100,000-member list ----
+  const huge = fixture.guilds.find((x) => x.huge);
+  const owner = fixture.users.find((u) => u.id === huge.member_ids[0]);
+  {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    await ctx.addInitScript(OBSERVE);
+    await ctx.addInitScript((t) => localStorage.setItem("throng.token", t), owner.token);
+    const page = await ctx.newPage();
+    await page.goto(server.url);
+    await page.locator("#members-head").filter({ hasText: `Members — ${N}` }).waitFor({ timeout: 120_000 });
+    await page.waitForTimeout(1000);
+    const t0 = await page.evaluate(() => performance.now());
+    // 10 s of continuous scrolling, top to bottom (about 12,000 px a frame),
+    // then 10 s of wheel-like steps of 400 px.
+    const frames = await page.evaluate(
+      () =>
+        new Promise((done) => {
+          const el = document.querySelector("#members .member-scroll");
+          const start = performance.now();
+          let n = 0;
+          const step = (now) => {
+            n++;
+            const f = Math.min(1, (now - start) / 10_000);
+            el.scrollTop = f * (el.scrollHeight - el.clientHeight);
+            if (f < 1) requestAnimationFrame(step);
+            else done(n);
+          };
+          requestAnimationFrame(step);
+        }),
+    );
+    for (let i = 0; i < 100; i++) {
+      await page.mouse.move(1150, 400);
+      await page.mouse.wheel(0, i < 50 ? -400 : 400);
+      await page.waitForTimeout(100);
+    }
+    const long = await longSince(page, t0);
+    const loaf = await loafSince(page, t0);
+    const s = await page.evaluate(() => window.__throng.stats());
+    // Control: a 120 ms busy task must show up in both observers, or the zeros mean nothing.
+    const t1 = await page.evaluate(() => {
+      const t = performance.now();
+      setTimeout(() => {
+        const s = performance.now();
+        while (performance.now() - s < 120) {}
+      }, 10);
+      return t;
+    });
+    await page.waitForTimeout(800);
+    const control = await longSince(page, t1);
+    const controlLoaf = await loafSince(page, t1);
+    if (!control.some((e) => e.duration >= 100) || !controlLoaf.some((e) => e.duration >= 100)) {
+      throw new Error("the observers did not see a 120 ms busy task");
+    }
+    results.observer_control_ms = Math.round(control[0].duration);
+    results.scroll_long_frames = loaf.length;
+    results.scroll_longest_frame_ms = Math.round(Math.max(0, ...loaf.map((e) => e.duration)));
+    results.scroll_frames = frames;
+    results.scroll_long_tasks = long.length;
+    results.scroll_longest_task_ms = Math.round(Math.max(0, ...long.map((e) => e.duration)));
+    results.scroll_max_held_rows = s.maxHeldRows;
+    await ctx.close();
+  }
+
+  // ---- 50 messages/s into the open channel ----
+  {
+    const bob = await register(server.url, "bob");
+    const inv = await rest(server.url, "POST", `/channels/${general.id}/invites`, alice.token, {});
+    await rest(server.url, "POST", `/invites/${inv.code}`, bob.token);
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    await ctx.addInitScript(OBSERVE);
+    await ctx.addInitScript((t) => localStorage.setItem("throng.token", t), bob.token);
+    const page = await ctx.newPage();
+    await page.goto(server.url);
+    await page.locator("#messages .content", { hasText: "history 49" }).waitFor();
+    await page.waitForTimeout(1000);
+    const t0 = await page.evaluate(() => performance.now());
+    const SECONDS = 20;
+    const total = 50 * SECONDS;
+    const started = Date.now();
+    const sends = [];
+    for (let i = 0; i < total; i++) {
+      const due = started + i * 20;
+      const wait = due - Date.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      sends.push(rest(server.url, "POST", `/channels/${general.id}/messages`, alice.token, { content: `burst ${i}` }));
+    }
+    await Promise.all(sends);
+    const sendSeconds = (Date.now() - started) / 1000;
+    await page.locator("#messages .content", { hasText: `burst ${total - 1}` }).waitFor({ timeout: 30_000 });
+    const long = await longSince(page, t0);
+    const loaf = await loafSince(page, t0);
+    results.burst_long_frames = loaf.length;
+    results.burst_longest_frame_ms = Math.round(Math.max(0, ...loaf.map((e) => e.duration)));
+    results.burst_messages = total;
+    results.burst_rate_per_s = Math.round(total / sendSeconds);
+    results.burst_long_tasks = long.length;
+    results.burst_longest_task_ms = Math.round(Math.max(0, ...long.map((e) => e.duration)));
+    results.burst_dom_messages = await page.locator("#messages .message").count();
+    await ctx.close();
+  }
+} finally {
+  await browser.close();
+  await server.stop();
+  rmSync(dir, { recursive: true, force: true });
+}
+
+writeFileSync(join(ARTIFACTS, "perf.json"), JSON.stringify(results, null, 2));
+const kb = (n) => `${(n / 1024).toFixed(1)} KB`;
+console.log(`| measure | value |
+|---|---|
+| Observer control (a 120 ms busy task) | seen, ${results.observer_control_ms} ms |
+| JavaScript, first load (Resource Timing encodedBodySize) | ${kb(results.js_transferred_bytes)} (served uncompressed) |
+| JavaScript compressed | ${kb(results.js_gzip_bytes)} gzip -9, ${kb(results.js_brotli_bytes)} brotli |
+| Time to interactive, logged in (channel with 50 messages shown), median / max of 7 | ${results.tti_ms_median} / ${results.tti_ms_max} ms |
+| Time to interactive, login form, median of 7 | ${results.tti_login_page_ms_median} ms |
+| Long tasks > 50 ms scrolling ${N.toLocaleString("en")} members (10 s top-to-bottom, ${results.scroll_frames} frames, then 100 wheel steps) | ${results.scroll_long_tasks} (longest ${results.scroll_longest_task_ms} ms); long animation frames: ${results.scroll_long_frames} (longest ${results.scroll_longest_frame_ms} ms); at most ${results.scroll_max_held_rows} rows held |
+| Long tasks > 50 ms while ${results.burst_messages} messages arrive at ${results.burst_rate_per_s}/s | ${results.burst_long_tasks} (longest ${results.burst_longest_task_ms} ms); long animation frames: ${results.burst_long_frames} (longest ${results.burst_longest_frame_ms} ms); ${results.burst_dom_messages} messages in the DOM |`);

@@ -1,0 +1,826 @@
+// throng's browser client: accounts, guilds, channels, chat, and the lazy
+// member list, over the public REST API and Gateway v10.
+
+import { Api, ApiError } from "./api";
+import { Gateway, LinkState } from "./gateway";
+import { MemberList, displayName, esc } from "./memberlist";
+
+type Channel = { id: string; guild_id: string; name: string; type: number; position: number; last_message_id: string | null };
+type Guild = { id: string; name: string; owner_id: string; roles: Map<string, string>; channels: string[] };
+type Message = { id: string; channel_id: string; author: any; content: string; timestamp: string; edited_timestamp: string | null };
+type History = { items: Message[]; hasMore: boolean; loaded: boolean; loading: boolean };
+
+const PAGE = 50;
+const KEEP = 300; // messages kept per channel while reading the newest ones
+const TOKEN_KEY = "throng.token";
+
+const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
+
+export function cmpId(a: string, b: string): number {
+  return a.length - b.length || (a < b ? -1 : a > b ? 1 : 0);
+}
+
+const api = new Api();
+let gw: Gateway | null = null;
+let me: any = null;
+const guilds = new Map<string, Guild>();
+const channels = new Map<string, Channel>();
+const histories = new Map<string, History>();
+const presence = new Map<string, string>();
+const names = new Map<string, string>();
+const typing = new Map<string, Map<string, number>>(); // channel -> user -> expiry
+let read: Record<string, string> = {};
+let guildId: string | null = null;
+let channelId: string | null = null;
+let pendingGuild: string | null = null;
+let lastTypingSent = 0;
+let readyCount = 0;
+let interactiveMarked = false;
+
+const members = new MemberList(
+  {
+    subscribe(g, c, ranges) {
+      gw?.send(14, { guild_id: g, typing: true, activities: true, threads: false, channels: { [c]: ranges } });
+    },
+    roleName(g, r) {
+      return guilds.get(g)?.roles.get(r);
+    },
+    onActivate(_uid, name) {
+      const input = $<HTMLTextAreaElement>("input");
+      input.value += `@${name} `;
+      input.focus();
+    },
+  },
+  $("members-head"),
+);
+$("members").appendChild(members.el);
+
+// ---------- accounts ----------
+
+function showAuth() {
+  $("app").hidden = true;
+  $("auth").hidden = false;
+  $("auth-user").focus();
+  mark();
+}
+
+async function authSubmit(e: SubmitEvent) {
+  e.preventDefault();
+  const mode = (e.submitter as HTMLButtonElement | null)?.value ?? "login";
+  const username = $<HTMLInputElement>("auth-user").value.trim();
+  const password = $<HTMLInputElement>("auth-pass").value;
+  $("auth-error").textContent = "";
+  try {
+    const r = await api.post(mode === "register" ? "/auth/register" : "/auth/login", mode === "register" ? { username, password } : { login: username, password });
+    localStorage.setItem(TOKEN_KEY, r.token);
+    await start(r.token);
+  } catch (err) {
+    $("auth-error").textContent = err instanceof Error ? err.message : String(err);
+  }
+}
+
+function logout() {
+  gw?.stop();
+  gw = null;
+  localStorage.removeItem(TOKEN_KEY);
+  api.token = null;
+  me = null;
+  guilds.clear();
+  channels.clear();
+  histories.clear();
+  presence.clear();
+  names.clear();
+  typing.clear();
+  pending = [];
+  read = {};
+  readyCount = 0;
+  guildId = channelId = null;
+  members.close();
+  $("guild-list").innerHTML = "";
+  $("channel-list").innerHTML = "";
+  $("messages").innerHTML = "";
+  $<HTMLInputElement>("auth-pass").value = "";
+  showAuth();
+}
+
+async function start(token: string) {
+  api.token = token;
+  try {
+    me = await api.get("/users/@me");
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 401) {
+      localStorage.removeItem(TOKEN_KEY);
+      showAuth();
+      return;
+    }
+    throw err;
+  }
+  read = JSON.parse(localStorage.getItem(`throng.read.${me.id}`) || "{}");
+  names.set(me.id, me.global_name || me.username);
+  $("me-name").textContent = me.global_name || me.username;
+  $("auth").hidden = true;
+  $("app").hidden = false;
+  const proto = location.protocol === "https:" ? "wss:" : "ws:";
+  gw = new Gateway(`${proto}//${location.host}/?v=10&encoding=json`, token);
+  gw.onDispatch = dispatch;
+  gw.onState = linkState;
+  gw.onFatal = () => logout();
+  gw.start();
+  document.dispatchEvent(new Event("throng-started"));
+}
+
+function linkState(s: LinkState) {
+  const el = $("link-state");
+  el.textContent = s === "reconnecting" ? "Reconnecting…" : s === "connecting" ? "Connecting…" : "";
+  el.dataset.state = s;
+  document.body.dataset.link = s;
+}
+
+// ---------- gateway events ----------
+
+function dispatch(t: string, d: any) {
+  switch (t) {
+    case "READY":
+      readyCount++;
+      me = d.user;
+      if (readyCount > 1) {
+        // A fresh session after a failed RESUME: history may have gaps.
+        for (const h of histories.values()) h.loaded = false;
+        members.resubscribe();
+        if (channelId) loadHistory(channelId, true);
+      }
+      if (!d.guilds.length) {
+        renderGuilds();
+        selectGuild(null);
+      }
+      break;
+    case "GUILD_CREATE":
+      guildCreate(d);
+      break;
+    case "GUILD_UPDATE": {
+      const g = guilds.get(d.id);
+      if (g) {
+        g.name = d.name;
+        renderGuilds();
+        if (guildId === d.id) $("guild-name").textContent = d.name;
+      }
+      break;
+    }
+    case "GUILD_DELETE":
+      dropGuild(d.id);
+      break;
+    case "GUILD_MEMBER_REMOVE":
+      if (d.user?.id === me?.id) dropGuild(d.guild_id);
+      break;
+    case "CHANNEL_CREATE":
+    case "CHANNEL_UPDATE":
+      if (d.guild_id) {
+        addChannel(d);
+        if (d.guild_id === guildId) renderChannels();
+      }
+      break;
+    case "CHANNEL_DELETE": {
+      channels.delete(d.id);
+      const g = guilds.get(d.guild_id);
+      if (g) g.channels = g.channels.filter((c) => c !== d.id);
+      if (channelId === d.id) selectChannel(g?.channels[0] ?? null);
+      else if (d.guild_id === guildId) renderChannels();
+      break;
+    }
+    case "MESSAGE_CREATE":
+      messageCreate(d);
+      break;
+    case "MESSAGE_UPDATE":
+      messageUpdate(d);
+      break;
+    case "MESSAGE_DELETE":
+      messageDelete(d.channel_id, d.id);
+      break;
+    case "TYPING_START":
+      typingStart(d);
+      break;
+    case "PRESENCE_UPDATE":
+      setPresence(d.user.id, d.status);
+      break;
+    case "GUILD_MEMBER_LIST_UPDATE":
+      members.apply(d);
+      // The list carries presences too (joining a guild sends no PRESENCE_UPDATE).
+      for (const op of d.ops ?? []) {
+        for (const it of op.items ?? (op.item ? [op.item] : [])) {
+          const m = it.member;
+          if (m?.presence && presence.get(m.user.id) !== m.presence.status) setPresence(m.user.id, m.presence.status);
+        }
+      }
+      break;
+  }
+}
+
+function guildCreate(d: any) {
+  const roles = new Map<string, string>();
+  for (const r of d.roles ?? []) roles.set(r.id, r.name);
+  const g: Guild = { id: d.id, name: d.name, owner_id: d.owner_id, roles, channels: [] };
+  guilds.set(d.id, g);
+  for (const c of d.channels ?? []) addChannel({ ...c, guild_id: d.id });
+  for (const m of d.members ?? []) if (m.user) names.set(m.user.id, displayName(m));
+  for (const p of d.presences ?? []) presence.set(p.user.id, p.status);
+  renderGuilds();
+  if (pendingGuild === d.id || guildId === null || guildId === d.id) {
+    pendingGuild = null;
+    selectGuild(d.id, guildId === d.id ? channelId : null);
+  }
+}
+
+function addChannel(c: any) {
+  const prev = channels.get(c.id);
+  channels.set(c.id, {
+    id: c.id,
+    guild_id: c.guild_id,
+    name: c.name,
+    type: c.type,
+    position: c.position ?? 0,
+    last_message_id: c.last_message_id ?? prev?.last_message_id ?? null,
+  });
+  const g = guilds.get(c.guild_id);
+  if (g && !g.channels.includes(c.id)) g.channels.push(c.id);
+  if (g) g.channels.sort((a, b) => channels.get(a)!.position - channels.get(b)!.position || cmpId(a, b));
+}
+
+function dropGuild(id: string) {
+  const g = guilds.get(id);
+  if (!g) return;
+  for (const c of g.channels) channels.delete(c);
+  guilds.delete(id);
+  renderGuilds();
+  if (guildId === id) selectGuild(guilds.keys().next().value ?? null);
+}
+
+function setPresence(uid: string, status: string) {
+  presence.set(uid, status);
+  for (const el of document.querySelectorAll<HTMLElement>(`.author[data-uid="${uid}"] .dot`)) el.className = `dot ${status}`;
+}
+
+// ---------- guilds and channels ----------
+
+function textChannels(g: Guild): string[] {
+  return g.channels.filter((c) => [0, 5].includes(channels.get(c)?.type ?? -1));
+}
+
+function unread(c: Channel): boolean {
+  return !!c.last_message_id && (!read[c.id] || cmpId(c.last_message_id, read[c.id]) > 0);
+}
+
+function renderGuilds() {
+  const ul = $("guild-list");
+  ul.innerHTML = "";
+  for (const g of guilds.values()) {
+    const li = document.createElement("li");
+    const b = document.createElement("button");
+    b.className = "round guild" + (g.id === guildId ? " current" : "");
+    b.textContent = g.name.split(/\s+/).map((w) => w[0] ?? "").join("").slice(0, 3) || "?";
+    const hasUnread = textChannels(g).some((c) => unread(channels.get(c)!));
+    b.title = g.name;
+    b.setAttribute("aria-label", g.name + (hasUnread ? ", unread messages" : ""));
+    if (g.id === guildId) b.setAttribute("aria-current", "true");
+    if (hasUnread) b.classList.add("unread");
+    b.onclick = () => selectGuild(g.id);
+    li.appendChild(b);
+    ul.appendChild(li);
+  }
+}
+
+function renderChannels() {
+  const ul = $("channel-list");
+  ul.innerHTML = "";
+  const g = guildId ? guilds.get(guildId) : null;
+  if (!g) return;
+  for (const id of textChannels(g)) {
+    const c = channels.get(id)!;
+    const li = document.createElement("li");
+    const a = document.createElement("a");
+    a.href = `#/channels/${g.id}/${c.id}`;
+    a.className = "channel" + (c.id === channelId ? " current" : "") + (unread(c) ? " unread" : "");
+    a.dataset.channelId = c.id;
+    a.textContent = `# ${c.name}`;
+    a.setAttribute("aria-label", `${c.name}${unread(c) ? ", unread messages" : ""}`);
+    if (c.id === channelId) a.setAttribute("aria-current", "page");
+    a.onclick = (e) => {
+      e.preventDefault();
+      selectChannel(c.id);
+      closeNav();
+    };
+    li.appendChild(a);
+    ul.appendChild(li);
+  }
+}
+
+function selectGuild(id: string | null, channel: string | null = null) {
+  guildId = id;
+  const g = id ? guilds.get(id) : null;
+  $("guild-name").textContent = g ? g.name : "No server";
+  renderGuilds();
+  for (const b of ["add-channel", "invite"]) ($(b) as HTMLButtonElement).disabled = !g;
+  if (!g) {
+    members.close();
+    selectChannel(null);
+    return;
+  }
+  const list = textChannels(g);
+  selectChannel(channel && list.includes(channel) ? channel : list[0] ?? null);
+}
+
+function selectChannel(id: string | null) {
+  channelId = id;
+  const c = id ? channels.get(id) : null;
+  $("channel-name").textContent = c ? `# ${c.name}` : "";
+  const input = $<HTMLTextAreaElement>("input");
+  input.disabled = ($("send") as HTMLButtonElement).disabled = !c;
+  input.placeholder = c ? `Message #${c.name}` : "Message";
+  renderChannels();
+  renderTyping();
+  const ol = $("messages");
+  ol.innerHTML = "";
+  if (!c) {
+    mark();
+    return;
+  }
+  members.open(c.guild_id, c.id);
+  const h = history(c.id);
+  if (h.loaded) {
+    renderHistory();
+    mark();
+  } else {
+    loadHistory(c.id, true).then(mark);
+  }
+}
+
+function history(id: string): History {
+  let h = histories.get(id);
+  if (!h) histories.set(id, (h = { items: [], hasMore: true, loaded: false, loading: false }));
+  return h;
+}
+
+/// Marks the moment the client became usable (for time-to-interactive).
+function mark() {
+  if (interactiveMarked) return;
+  interactiveMarked = true;
+  performance.mark("throng-interactive");
+}
+
+// ---------- messages ----------
+
+async function loadHistory(id: string, fresh: boolean) {
+  const h = history(id);
+  if (h.loading || (!fresh && !h.hasMore)) return;
+  h.loading = true;
+  try {
+    const oldest = fresh ? null : h.items[0]?.id;
+    const page: Message[] = await api.get(`/channels/${id}/messages?limit=${PAGE}` + (oldest ? `&before=${oldest}` : ""));
+    page.reverse();
+    if (fresh) {
+      // Keep what arrived over the gateway meanwhile.
+      const newer = h.items.filter((m) => !page.length || cmpId(m.id, page[page.length - 1].id) > 0);
+      h.items = page.concat(newer);
+    } else {
+      h.items = page.filter((m) => cmpId(m.id, h.items[0]?.id ?? "~") < 0 || !h.items.length).concat(h.items);
+    }
+    h.hasMore = page.length === PAGE;
+    h.loaded = true;
+    for (const m of page) names.set(m.author.id, m.author.global_name || m.author.username);
+    if (channelId !== id) return;
+    const ol = $("messages");
+    if (fresh) {
+      renderHistory();
+    } else {
+      const before = ol.scrollHeight - ol.scrollTop;
+      const frag = document.createDocumentFragment();
+      for (const m of page) frag.appendChild(messageEl(m));
+      ol.insertBefore(frag, ol.firstChild);
+      ol.scrollTop = ol.scrollHeight - before;
+    }
+  } catch (err) {
+    console.error("history", err);
+  } finally {
+    h.loading = false;
+  }
+}
+
+function renderHistory() {
+  const ol = $("messages");
+  const h = history(channelId!);
+  ol.innerHTML = "";
+  const frag = document.createDocumentFragment();
+  for (const m of h.items) frag.appendChild(messageEl(m));
+  ol.appendChild(frag);
+  ol.scrollTop = ol.scrollHeight;
+  markRead();
+}
+
+function time(ts: string): string {
+  const d = new Date(ts);
+  return isNaN(d.getTime()) ? "" : d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+}
+
+function messageEl(m: Message): HTMLLIElement {
+  const li = document.createElement("li");
+  li.className = "message";
+  li.id = `m-${m.id}`;
+  li.dataset.id = m.id;
+  const name = m.author.global_name || m.author.username;
+  const status = presence.get(m.author.id) ?? "offline";
+  const mine = m.author.id === me?.id;
+  li.innerHTML =
+    `<div class="meta"><span class="author" data-uid="${esc(m.author.id)}"><span class="dot ${status}" aria-hidden="true"></span>${esc(name)}</span>` +
+    ` <time datetime="${esc(m.timestamp)}">${time(m.timestamp)}</time>${m.edited_timestamp ? ' <span class="edited">(edited)</span>' : ""}</div>` +
+    `<div class="content">${esc(m.content)}</div>` +
+    (mine
+      ? `<div class="actions"><button type="button" class="edit" aria-label="Edit message">Edit</button><button type="button" class="delete" aria-label="Delete message">Delete</button></div>`
+      : "");
+  return li;
+}
+
+let pending: Message[] = [];
+let flushFrame = 0;
+
+function atBottom(ol: HTMLElement) {
+  return ol.scrollHeight - ol.scrollTop - ol.clientHeight < 40;
+}
+
+function messageCreate(m: Message) {
+  const c = channels.get(m.channel_id);
+  if (!c) return;
+  if (!c.last_message_id || cmpId(m.id, c.last_message_id) > 0) c.last_message_id = m.id;
+  names.set(m.author.id, m.author.global_name || m.author.username);
+  typing.get(m.channel_id)?.delete(m.author.id);
+  const h = history(m.channel_id);
+  if (h.items.some((x) => x.id === m.id) || pending.some((x) => x.id === m.id)) return;
+  if (m.author.id === me?.id) read[m.channel_id] = m.id;
+  if (!h.loaded) {
+    if (m.channel_id !== channelId) {
+      renderUnread(c);
+      return;
+    }
+  }
+  if (m.channel_id === channelId) {
+    pending.push(m);
+    if (!flushFrame) flushFrame = requestAnimationFrame(flush);
+  } else {
+    h.items.push(m);
+    if (h.items.length > KEEP) {
+      h.items.splice(0, h.items.length - KEEP);
+      h.hasMore = true;
+    }
+    renderUnread(c);
+  }
+  renderTyping();
+}
+
+/// Appends the messages of one frame at once (50 messages/s stay one layout per frame).
+function flush() {
+  flushFrame = 0;
+  const batch = pending;
+  pending = [];
+  const ol = $("messages");
+  const stick = atBottom(ol);
+  const frag = document.createDocumentFragment();
+  for (const m of batch) {
+    if (m.channel_id !== channelId) continue;
+    const h = history(m.channel_id);
+    if (h.items.some((x) => x.id === m.id)) continue;
+    h.items.push(m);
+    frag.appendChild(messageEl(m));
+  }
+  ol.appendChild(frag);
+  const h = channelId ? history(channelId) : null;
+  if (h && stick && h.items.length > KEEP) {
+    const cut = h.items.length - KEEP;
+    for (const m of h.items.splice(0, cut)) document.getElementById(`m-${m.id}`)?.remove();
+    h.hasMore = true;
+  }
+  if (stick) ol.scrollTop = ol.scrollHeight;
+  markRead();
+}
+
+function renderUnread(c: Channel) {
+  if (c.guild_id === guildId) renderChannels();
+  renderGuilds();
+}
+
+function markRead() {
+  if (!channelId || !me) return;
+  const c = channels.get(channelId);
+  if (!c?.last_message_id || !atBottom($("messages"))) return;
+  if (read[c.id] === c.last_message_id) return;
+  read[c.id] = c.last_message_id;
+  localStorage.setItem(`throng.read.${me.id}`, JSON.stringify(read));
+  renderUnread(c);
+}
+
+function messageUpdate(d: any) {
+  const h = histories.get(d.channel_id);
+  const m = h?.items.find((x) => x.id === d.id);
+  if (!m) return;
+  if (d.content !== undefined) m.content = d.content;
+  m.edited_timestamp = d.edited_timestamp ?? m.edited_timestamp;
+  const el = document.getElementById(`m-${d.id}`);
+  if (el && !el.classList.contains("editing")) el.replaceWith(messageEl(m));
+}
+
+function messageDelete(cid: string, id: string) {
+  const h = histories.get(cid);
+  if (h) h.items = h.items.filter((m) => m.id !== id);
+  pending = pending.filter((m) => m.id !== id);
+  document.getElementById(`m-${id}`)?.remove();
+}
+
+async function send(e: Event) {
+  e.preventDefault();
+  const input = $<HTMLTextAreaElement>("input");
+  const content = input.value.trim();
+  if (!content || !channelId) return;
+  input.value = "";
+  lastTypingSent = 0;
+  const cid = channelId;
+  try {
+    const m = await api.post(`/channels/${cid}/messages`, { content, nonce: String(Date.now()) });
+    messageCreate(m);
+  } catch (err) {
+    input.value = content;
+    flashError(err);
+  }
+}
+
+function flashError(err: unknown) {
+  const el = $("link-state");
+  el.textContent = err instanceof Error ? err.message : String(err);
+  setTimeout(() => linkState(gw?.state ?? "closed"), 4000);
+}
+
+function startEdit(li: HTMLElement) {
+  const id = li.dataset.id!;
+  const m = history(channelId!).items.find((x) => x.id === id);
+  if (!m || li.classList.contains("editing")) return;
+  li.classList.add("editing");
+  const box = li.querySelector(".content") as HTMLElement;
+  box.innerHTML = "";
+  const ta = document.createElement("textarea");
+  ta.value = m.content;
+  ta.className = "edit-box";
+  ta.setAttribute("aria-label", "Edit message (Enter saves, Escape cancels)");
+  box.appendChild(ta);
+  ta.focus();
+  const done = () => li.replaceWith(messageEl(m));
+  ta.onkeydown = async (e) => {
+    if (e.key === "Escape") {
+      e.preventDefault();
+      done();
+    } else if (e.key === "Enter" && !e.shiftKey) {
+      e.preventDefault();
+      const content = ta.value.trim();
+      if (!content || content === m.content) return done();
+      try {
+        const r = await api.patch(`/channels/${m.channel_id}/messages/${m.id}`, { content });
+        m.content = r.content;
+        m.edited_timestamp = r.edited_timestamp;
+        done();
+      } catch (err) {
+        flashError(err);
+      }
+    }
+  };
+}
+
+// ---------- typing ----------
+
+function typingStart(d: any) {
+  if (d.user_id === me?.id) return;
+  if (d.member?.user) names.set(d.user_id, displayName(d.member));
+  let t = typing.get(d.channel_id);
+  if (!t) typing.set(d.channel_id, (t = new Map()));
+  t.set(d.user_id, Date.now() + 10_000);
+  renderTyping();
+  setTimeout(renderTyping, 10_100);
+}
+
+function renderTyping() {
+  const el = $("typing");
+  const t = channelId ? typing.get(channelId) : null;
+  const now = Date.now();
+  const who: string[] = [];
+  for (const [u, until] of t ?? []) {
+    if (until < now) t!.delete(u);
+    else who.push(names.get(u) ?? "Someone");
+  }
+  el.textContent = !who.length ? "" : who.length === 1 ? `${who[0]} is typing…` : who.length < 4 ? `${who.join(", ")} are typing…` : "Several people are typing…";
+}
+
+function typed() {
+  if (!channelId) return;
+  const now = Date.now();
+  if (now - lastTypingSent < 8000) return;
+  lastTypingSent = now;
+  api.post(`/channels/${channelId}/typing`).catch(() => {});
+}
+
+// ---------- dialogs ----------
+
+function ask(title: string, label: string, value = "", action: (v: string) => Promise<string | void>, readonly = false): void {
+  const dlg = $<HTMLDialogElement>("dlg");
+  $("dlg-title").textContent = title;
+  $("dlg-label").textContent = label;
+  const input = $<HTMLInputElement>("dlg-input");
+  input.value = value;
+  input.readOnly = readonly;
+  $("dlg-error").textContent = "";
+  $("dlg-ok").textContent = readonly ? "Copy" : "OK";
+  $("dlg-cancel").textContent = readonly ? "Close" : "Cancel";
+  $("dlg-form").onsubmit = async (e) => {
+    e.preventDefault();
+    try {
+      const err = await action(input.value.trim());
+      if (err) $("dlg-error").textContent = err;
+      else if (!readonly) dlg.close();
+    } catch (x) {
+      $("dlg-error").textContent = x instanceof Error ? x.message : String(x);
+    }
+  };
+  $("dlg-cancel").onclick = () => dlg.close();
+  dlg.showModal();
+  input.select();
+}
+
+function inviteCode(v: string): string {
+  const m = v.match(/invite\/([A-Za-z0-9-]+)/);
+  return m ? m[1] : v.trim();
+}
+
+async function joinInvite(code: string) {
+  const inv = await api.post(`/invites/${encodeURIComponent(code)}`);
+  const gid = inv?.guild?.id ?? inv?.guild_id;
+  if (gid) {
+    if (guilds.has(gid)) selectGuild(gid);
+    else pendingGuild = gid;
+  }
+}
+
+function openNav() {
+  document.body.classList.add("nav-open");
+  $("show-nav").setAttribute("aria-expanded", "true");
+}
+function closeNav() {
+  document.body.classList.remove("nav-open");
+  $("show-nav").setAttribute("aria-expanded", "false");
+}
+
+function wire() {
+  $<HTMLFormElement>("auth-form").addEventListener("submit", authSubmit);
+  $("logout").onclick = logout;
+  $<HTMLFormElement>("composer").addEventListener("submit", send);
+  const input = $<HTMLTextAreaElement>("input");
+  input.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey) send(e);
+    else if (e.key === "ArrowUp" && !input.value) {
+      const mine = [...$("messages").querySelectorAll<HTMLElement>(".message")].reverse().find((li) => li.querySelector(".edit"));
+      if (mine) {
+        e.preventDefault();
+        startEdit(mine);
+      }
+    }
+  });
+  input.addEventListener("input", typed);
+  const ol = $("messages");
+  ol.addEventListener("scroll", () => {
+    if (ol.scrollTop < 200 && channelId && history(channelId).loaded) loadHistory(channelId, false);
+    markRead();
+  });
+  ol.addEventListener("click", async (e) => {
+    const b = (e.target as HTMLElement).closest("button");
+    const li = b?.closest<HTMLElement>(".message");
+    if (!b || !li) return;
+    if (b.classList.contains("edit")) startEdit(li);
+    else if (b.classList.contains("delete")) {
+      try {
+        await api.del(`/channels/${channelId}/messages/${li.dataset.id}`);
+        messageDelete(channelId!, li.dataset.id!);
+      } catch (err) {
+        flashError(err);
+      }
+    }
+  });
+  $("add-guild").onclick = () =>
+    ask("Create a server", "Server name", "", async (name) => {
+      if (!name) return "Give it a name.";
+      const g = await api.post("/guilds", { name });
+      if (guilds.has(g.id)) selectGuild(g.id);
+      else pendingGuild = g.id;
+      closeNav();
+    });
+  $("join-guild").onclick = () =>
+    ask("Join a server", "Invite link or code", "", async (v) => {
+      if (!v) return "Paste an invite.";
+      await joinInvite(inviteCode(v));
+      closeNav();
+    });
+  $("add-channel").onclick = () =>
+    ask("Create a channel", "Channel name", "", async (name) => {
+      if (!name || !guildId) return "Give it a name.";
+      const c = await api.post(`/guilds/${guildId}/channels`, { name: name.toLowerCase().replace(/\s+/g, "-"), type: 0 });
+      addChannel(c);
+      selectChannel(c.id);
+      closeNav();
+    });
+  $("invite").onclick = async () => {
+    if (!channelId) return;
+    try {
+      const inv = await api.post(`/channels/${channelId}/invites`, { max_age: 604800 });
+      const link = `${location.origin}/#/invite/${inv.code}`;
+      ask("Invite people", "Share this link", link, async (v) => {
+        await navigator.clipboard?.writeText(v).catch(() => {});
+        $("dlg-error").textContent = "Copied.";
+      }, true);
+    } catch (err) {
+      flashError(err);
+    }
+  };
+  $("show-nav").onclick = () => (document.body.classList.contains("nav-open") ? closeNav() : openNav());
+  const showMembers = (show: boolean) => {
+    document.body.classList.toggle("members-hidden", !show);
+    $("show-members").setAttribute("aria-expanded", String(show));
+  };
+  $("show-members").onclick = () => showMembers(document.body.classList.contains("members-hidden"));
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "Escape") {
+      closeNav();
+      // At phone width the member list covers the chat: Escape closes it too.
+      if (window.matchMedia("(max-width: 800px)").matches && !document.body.classList.contains("members-hidden")) showMembers(false);
+    }
+    // Alt+ArrowUp / Alt+ArrowDown: previous / next channel.
+    if (e.altKey && (e.key === "ArrowUp" || e.key === "ArrowDown") && guildId) {
+      const list = textChannels(guilds.get(guildId)!);
+      const i = list.indexOf(channelId ?? "");
+      const next = list[(i + (e.key === "ArrowUp" ? -1 : 1) + list.length) % list.length];
+      if (next) {
+        e.preventDefault();
+        selectChannel(next);
+      }
+    }
+  });
+  document.addEventListener("visibilitychange", markRead);
+  setInterval(renderTyping, 2000);
+}
+
+async function main() {
+  if (window.matchMedia("(max-width: 800px)").matches) {
+    document.body.classList.add("members-hidden");
+    $("show-members").setAttribute("aria-expanded", "false");
+  }
+  wire();
+  const token = localStorage.getItem(TOKEN_KEY);
+  const invite = location.hash.match(/^#\/invite\/([A-Za-z0-9-]+)/)?.[1];
+  if (!token) {
+    showAuth();
+    if (invite) $("auth-error").textContent = "Log in or register to accept the invite.";
+  } else {
+    await start(token);
+  }
+  const offerInvite = () => {
+    const code = location.hash.match(/^#\/invite\/([A-Za-z0-9-]+)/)?.[1];
+    if (!code || !api.token) return;
+    history_replace();
+    ask("Accept the invite?", "Invite code", code, async (v) => {
+      await joinInvite(inviteCode(v));
+    });
+  };
+  window.addEventListener("hashchange", offerInvite);
+  if (invite && token) offerInvite();
+  else if (invite) {
+    const once = () => {
+      if (api.token && gw) {
+        document.removeEventListener("throng-started", once);
+        offerInvite();
+      }
+    };
+    document.addEventListener("throng-started", once);
+  }
+}
+
+function history_replace() {
+  window.history.replaceState(null, "", location.pathname);
+}
+
+// Hooks for the browser tests and benchmarks.
+(window as any).__throng = {
+  stats: () => ({
+    state: gw?.state ?? "closed",
+    identifies: gw?.identifies ?? 0,
+    resumes: gw?.resumes ?? 0,
+    heldRows: members.held(),
+    maxHeldRows: members.maxHeld,
+    listSyncs: members.syncs,
+  }),
+  rows: () => members.snapshot(),
+  drop: () => gw?.drop(),
+  guild: () => guildId,
+  channel: () => channelId,
+};
+
+main();

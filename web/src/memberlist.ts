@@ -1,0 +1,262 @@
+// The lazy member list: a virtualised view over GUILD_MEMBER_LIST_UPDATE.
+// It holds only the 100-item chunks it subscribed to (op 14) for the rows
+// on screen plus a margin, and applies SYNC/INSERT/UPDATE/DELETE/INVALIDATE.
+
+export const ROW = 36;
+const CHUNK = 100;
+const MARGIN = 40;
+const SUBSCRIBE_GAP = 600;
+
+export type Item = { group?: { id: string; count: number }; member?: any };
+
+export interface ListHost {
+  subscribe(guildId: string, channelId: string, ranges: [number, number][]): void;
+  roleName(guildId: string, roleId: string): string | undefined;
+  onActivate(userId: string, name: string): void;
+}
+
+export function displayName(m: any): string {
+  return m.nick || m.user?.global_name || m.user?.username || "?";
+}
+
+export class MemberList {
+  readonly el: HTMLElement;
+  private spacer: HTMLElement;
+  private rows: HTMLElement;
+  private guildId: string | null = null;
+  private channelId: string | null = null;
+  private listId: string | null = null;
+  private chunks = new Map<number, Item[]>();
+  private wanted = "";
+  private total = 0;
+  private frame = 0;
+  private active = -1;
+  private lastSent = -Infinity;
+  private later: number | undefined;
+  /// The most rows held at once since the list was opened (for tests).
+  maxHeld = 0;
+  syncs = 0;
+
+  constructor(
+    private host: ListHost,
+    private heading: HTMLElement,
+  ) {
+    this.el = document.createElement("div");
+    this.el.className = "member-scroll";
+    this.el.tabIndex = 0;
+    this.el.setAttribute("role", "listbox");
+    this.el.setAttribute("aria-label", "Members");
+    this.spacer = document.createElement("div");
+    this.spacer.className = "member-spacer";
+    this.rows = document.createElement("div");
+    this.rows.className = "member-rows";
+    this.spacer.appendChild(this.rows);
+    this.el.appendChild(this.spacer);
+    this.el.addEventListener("scroll", () => this.schedule(), { passive: true });
+    this.el.addEventListener("keydown", (e) => this.key(e));
+    new ResizeObserver(() => this.schedule()).observe(this.el);
+  }
+
+  /// Shows the list of `channelId` in `guildId` (resets when the guild changes).
+  open(guildId: string, channelId: string) {
+    if (this.guildId !== guildId) {
+      this.chunks.clear();
+      this.total = 0;
+      this.listId = null;
+      this.el.scrollTop = 0;
+      this.active = -1;
+      this.maxHeld = 0;
+    }
+    this.guildId = guildId;
+    this.channelId = channelId;
+    this.wanted = "";
+    this.schedule();
+  }
+
+  close() {
+    this.guildId = this.channelId = this.listId = null;
+    this.chunks.clear();
+    this.total = 0;
+    this.wanted = "";
+    this.render();
+  }
+
+  /// After a fresh IDENTIFY the server has no subscription: ask again.
+  resubscribe() {
+    this.wanted = "";
+    this.schedule();
+  }
+
+  held(): number {
+    let n = 0;
+    for (const c of this.chunks.values()) n += c.length;
+    return n;
+  }
+
+  /// Items held, by index (for tests and debugging).
+  snapshot(): [number, Item][] {
+    const out: [number, Item][] = [];
+    for (const [s, c] of this.chunks) c.forEach((it, i) => out.push([s + i, it]));
+    return out.sort((a, b) => a[0] - b[0]);
+  }
+
+  apply(d: any) {
+    if (d.guild_id !== this.guildId) return;
+    if (this.listId !== null && d.id !== this.listId) {
+      // Another list (the channel's overwrites differ): start over.
+      this.chunks.clear();
+    }
+    this.listId = d.id;
+    for (const op of d.ops as any[]) {
+      switch (op.op) {
+        case "SYNC":
+          this.syncs++;
+          this.chunks.set(op.range[0], op.items.slice());
+          break;
+        case "INVALIDATE":
+          this.chunks.delete(op.range[0]);
+          break;
+        case "INSERT": {
+          const c = this.chunkOf(op.index);
+          if (!c) break;
+          c.items.splice(op.index - c.start, 0, op.item);
+          if (c.items.length > CHUNK) c.items.length = CHUNK;
+          break;
+        }
+        case "DELETE": {
+          const c = this.chunkOf(op.index);
+          if (c) c.items.splice(op.index - c.start, 1);
+          break;
+        }
+        case "UPDATE": {
+          const c = this.chunkOf(op.index);
+          if (c) c.items[op.index - c.start] = op.item;
+          break;
+        }
+      }
+    }
+    const groups = (d.groups ?? []) as { id: string; count: number }[];
+    this.total = groups.reduce((n, g) => n + g.count + 1, 0);
+    this.heading.textContent = `Members — ${d.member_count ?? 0} (${d.online_count ?? 0} online)`;
+    this.maxHeld = Math.max(this.maxHeld, this.held());
+    this.schedule();
+  }
+
+  private chunkOf(index: number) {
+    const start = Math.floor(index / CHUNK) * CHUNK;
+    const items = this.chunks.get(start);
+    return items ? { start, items } : null;
+  }
+
+  private item(index: number): Item | undefined {
+    return this.chunks.get(Math.floor(index / CHUNK) * CHUNK)?.[index % CHUNK];
+  }
+
+  private schedule() {
+    if (this.frame) return;
+    this.frame = requestAnimationFrame(() => {
+      this.frame = 0;
+      this.follow();
+      this.render();
+    });
+  }
+
+  private visible(): [number, number] {
+    const top = this.el.scrollTop;
+    const h = this.el.clientHeight || 600;
+    return [Math.floor(top / ROW), Math.ceil((top + h) / ROW)];
+  }
+
+  /// Subscribes to the chunks under the visible rows plus a margin.
+  private follow() {
+    if (!this.guildId || !this.channelId) return;
+    const [first, last] = this.visible();
+    const lo = Math.max(0, Math.floor((first - MARGIN) / CHUNK));
+    let hi = Math.floor((last + MARGIN) / CHUNK);
+    if (this.total > 0) hi = Math.min(hi, Math.floor((this.total - 1) / CHUNK));
+    hi = Math.max(lo, Math.min(hi, lo + 2));
+    const ranges: [number, number][] = [];
+    for (let k = lo; k <= hi; k++) ranges.push([k * CHUNK, k * CHUNK + CHUNK - 1]);
+    const key = `${this.guildId}/${this.channelId}/${ranges.join(";")}`;
+    if (key === this.wanted) return;
+    // The server allows 120 client events a minute: at most one op 14 per
+    // SUBSCRIBE_GAP ms, the last wanted ranges sent when the gap is over.
+    const wait = this.lastSent + SUBSCRIBE_GAP - performance.now();
+    if (wait > 0) {
+      clearTimeout(this.later);
+      this.later = window.setTimeout(() => this.schedule(), wait + 1);
+      return;
+    }
+    this.lastSent = performance.now();
+    this.wanted = key;
+    // Forget chunks we stop watching now (the server also sends INVALIDATE).
+    for (const s of [...this.chunks.keys()]) if (s < lo * CHUNK || s > hi * CHUNK) this.chunks.delete(s);
+    this.host.subscribe(this.guildId, this.channelId, ranges);
+  }
+
+  private render() {
+    this.spacer.style.height = `${this.total * ROW}px`;
+    const [first, last] = this.visible();
+    const end = Math.min(last, this.total - 1);
+    const html: string[] = [];
+    for (let i = Math.max(0, first); i <= end; i++) {
+      const it = this.item(i);
+      const top = i * ROW;
+      const sel = i === this.active ? " active" : "";
+      if (!it) {
+        html.push(`<div class="mrow loading${sel}" id="mrow-${i}" role="option" aria-selected="false" data-index="${i}" style="top:${top}px"><span class="skeleton"></span></div>`);
+      } else if (it.group) {
+        const name = this.groupName(it.group.id);
+        html.push(
+          `<div class="mrow group${sel}" id="mrow-${i}" role="option" aria-selected="false" data-index="${i}" data-group="${esc(it.group.id)}" style="top:${top}px">${esc(name)} — ${it.group.count}</div>`,
+        );
+      } else if (it.member) {
+        const m = it.member;
+        const status = m.presence?.status ?? "offline";
+        const name = displayName(m);
+        html.push(
+          `<div class="mrow member ${status}${sel}" id="mrow-${i}" role="option" aria-selected="false" data-index="${i}" data-user-id="${esc(m.user.id)}" aria-label="${esc(name)}, ${status}" style="top:${top}px"><span class="dot ${status}" aria-hidden="true"></span><span class="mname">${esc(name)}</span></div>`,
+        );
+      }
+    }
+    this.rows.innerHTML = html.join("");
+    if (this.active >= 0) this.el.setAttribute("aria-activedescendant", `mrow-${this.active}`);
+  }
+
+  private groupName(id: string): string {
+    if (id === "online") return "Online";
+    if (id === "offline") return "Offline";
+    return (this.guildId && this.host.roleName(this.guildId, id)) || "Role";
+  }
+
+  private key(e: KeyboardEvent) {
+    if (this.total === 0) return;
+    const page = Math.max(1, Math.floor(this.el.clientHeight / ROW) - 1);
+    let next = this.active < 0 ? 0 : this.active;
+    switch (e.key) {
+      case "ArrowDown": next++; break;
+      case "ArrowUp": next--; break;
+      case "PageDown": next += page; break;
+      case "PageUp": next -= page; break;
+      case "Home": next = 0; break;
+      case "End": next = this.total - 1; break;
+      case "Enter": {
+        const m = this.item(this.active)?.member;
+        if (m) this.host.onActivate(m.user.id, displayName(m));
+        return;
+      }
+      default:
+        return;
+    }
+    e.preventDefault();
+    this.active = Math.max(0, Math.min(this.total - 1, next));
+    const y = this.active * ROW;
+    if (y < this.el.scrollTop) this.el.scrollTop = y;
+    else if (y + ROW > this.el.scrollTop + this.el.clientHeight) this.el.scrollTop = y + ROW - this.el.clientHeight;
+    this.schedule();
+  }
+}
+
+export function esc(s: string): string {
+  return String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
