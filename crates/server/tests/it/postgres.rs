@@ -111,3 +111,110 @@ async fn bot_create_tool_writes_to_postgres() {
     })
     .await;
 }
+
+fn spawn_throng(url: &str, port: u16) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_throng"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--database", url])
+        .env("THRONG_REST_REQUESTS_PER_WINDOW", "1000000")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+async fn wait_up(http: &reqwest::Client, base: &str) {
+    for _ in 0..200 {
+        if http.get(format!("{base}/gateway")).send().await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("server did not come up");
+}
+
+/// `kill -9` of a server on PostgreSQL while 8 clients post as fast as it
+/// answers: after a restart, every message answered 2xx is in history.
+#[tokio::test]
+async fn kill_9_under_a_stream_loses_no_acknowledged_message() {
+    with_scratch("kill_9_under_a_stream_loses_no_acknowledged_message", |url| async move {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let base = format!("http://127.0.0.1:{port}/api/v10");
+        let http = reqwest::Client::new();
+        let mut child = spawn_throng(&url, port);
+        wait_up(&http, &base).await;
+        let reg: serde_json::Value = http
+            .post(format!("{base}/auth/register"))
+            .json(&json!({"username": "durable_pg", "password": "correct horse"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let tok = reg["token"].as_str().unwrap().to_string();
+        let g: serde_json::Value = http
+            .post(format!("{base}/guilds"))
+            .header("authorization", &tok)
+            .json(&json!({"name": "durable guild"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let ch = g["channels"][0]["id"].as_str().unwrap_or_else(|| panic!("{g}")).to_string();
+
+        let posters: Vec<_> = (0..8)
+            .map(|p| {
+                let (http, url, tok) = (http.clone(), format!("{base}/channels/{ch}/messages"), tok.clone());
+                tokio::spawn(async move {
+                    let mut acked = Vec::new();
+                    for n in 0.. {
+                        let Ok(r) =
+                            http.post(&url).header("authorization", &tok).json(&json!({"content": format!("{p}-{n}")})).send().await
+                        else {
+                            break;
+                        };
+                        if r.status() != 200 {
+                            continue;
+                        }
+                        let Ok(v) = r.json::<serde_json::Value>().await else { break };
+                        acked.push(v["id"].as_str().unwrap().to_string());
+                    }
+                    acked
+                })
+            })
+            .collect();
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        // SIGKILL mid-stream: no shutdown path runs.
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let mut acked = Vec::new();
+        for p in posters {
+            acked.extend(p.await.unwrap());
+        }
+        assert!(acked.len() >= 8, "the stream was running when killed ({} acknowledged)", acked.len());
+
+        let mut child = spawn_throng(&url, port);
+        wait_up(&http, &base).await;
+        let mut stored = std::collections::HashSet::new();
+        let mut before: Option<String> = None;
+        loop {
+            let mut q = format!("{base}/channels/{ch}/messages?limit=100");
+            if let Some(b) = &before {
+                q.push_str(&format!("&before={b}"));
+            }
+            let page: serde_json::Value = http.get(q).header("authorization", &tok).send().await.unwrap().json().await.unwrap();
+            let page = page.as_array().unwrap().clone();
+            let Some(last) = page.last() else { break };
+            before = Some(last["id"].as_str().unwrap().to_string());
+            stored.extend(page.iter().map(|m| m["id"].as_str().unwrap().to_string()));
+        }
+        let lost: Vec<_> = acked.iter().filter(|id| !stored.contains(*id)).collect();
+        assert!(lost.is_empty(), "{} of {} acknowledged messages lost: {lost:?}", lost.len(), acked.len());
+        eprintln!("kill -9 on PostgreSQL: {} acknowledged, all among {} stored", acked.len(), stored.len());
+        child.kill().unwrap();
+        child.wait().unwrap();
+    })
+    .await;
+}
