@@ -112,14 +112,32 @@ async fn bot_create_tool_writes_to_postgres() {
     .await;
 }
 
-fn spawn_throng(url: &str, port: u16) -> std::process::Child {
-    std::process::Command::new(env!("CARGO_BIN_EXE_throng"))
+/// A server process, killed (SIGKILL) when dropped, so a failing test leaves none behind.
+struct Throng(std::process::Child);
+
+impl Throng {
+    fn kill_9(&mut self) {
+        self.0.kill().unwrap();
+        self.0.wait().unwrap();
+    }
+}
+
+impl Drop for Throng {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn_throng(url: &str, port: u16) -> Throng {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_throng"))
         .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--database", url])
         .env("THRONG_REST_REQUESTS_PER_WINDOW", "1000000")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .unwrap()
+        .unwrap();
+    Throng(child)
 }
 
 async fn wait_up(http: &reqwest::Client, base: &str) {
@@ -164,38 +182,50 @@ async fn kill_9_under_a_stream_loses_no_acknowledged_message() {
             .unwrap();
         let ch = g["channels"][0]["id"].as_str().unwrap_or_else(|| panic!("{g}")).to_string();
 
+        // Kill once the stream is well under way (a fixed delay is not enough
+        // when the whole suite runs at once on a loaded box).
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let last_status = std::sync::Arc::new(std::sync::atomic::AtomicU16::new(0));
         let posters: Vec<_> = (0..8)
             .map(|p| {
                 let (http, url, tok) = (http.clone(), format!("{base}/channels/{ch}/messages"), tok.clone());
+                let (count, last_status) = (count.clone(), last_status.clone());
                 tokio::spawn(async move {
                     let mut acked = Vec::new();
                     for n in 0.. {
-                        let Ok(r) =
-                            http.post(&url).header("authorization", &tok).json(&json!({"content": format!("{p}-{n}")})).send().await
-                        else {
-                            break;
-                        };
+                        let body = json!({"content": format!("{p}-{n}")});
+                        let Ok(r) = http.post(&url).header("authorization", &tok).json(&body).send().await else { break };
+                        last_status.store(r.status().as_u16(), std::sync::atomic::Ordering::Relaxed);
                         if r.status() != 200 {
                             continue;
                         }
                         let Ok(v) = r.json::<serde_json::Value>().await else { break };
                         acked.push(v["id"].as_str().unwrap().to_string());
+                        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     }
                     acked
                 })
             })
             .collect();
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while count.load(std::sync::atomic::Ordering::Relaxed) < 100 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the stream did not get going: {} acknowledged in 30 s, last status {}",
+                count.load(std::sync::atomic::Ordering::Relaxed),
+                last_status.load(std::sync::atomic::Ordering::Relaxed)
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
         // SIGKILL mid-stream: no shutdown path runs.
-        child.kill().unwrap();
-        child.wait().unwrap();
+        child.kill_9();
         let mut acked = Vec::new();
         for p in posters {
             acked.extend(p.await.unwrap());
         }
-        assert!(acked.len() >= 8, "the stream was running when killed ({} acknowledged)", acked.len());
+        assert!(acked.len() >= 100, "{} acknowledged before the kill", acked.len());
 
-        let mut child = spawn_throng(&url, port);
+        let _child = spawn_throng(&url, port);
         wait_up(&http, &base).await;
         let mut stored = std::collections::HashSet::new();
         let mut before: Option<String> = None;
@@ -213,8 +243,6 @@ async fn kill_9_under_a_stream_loses_no_acknowledged_message() {
         let lost: Vec<_> = acked.iter().filter(|id| !stored.contains(*id)).collect();
         assert!(lost.is_empty(), "{} of {} acknowledged messages lost: {lost:?}", lost.len(), acked.len());
         eprintln!("kill -9 on PostgreSQL: {} acknowledged, all among {} stored", acked.len(), stored.len());
-        child.kill().unwrap();
-        child.wait().unwrap();
     })
     .await;
 }
