@@ -1,7 +1,8 @@
 //! The server on PostgreSQL (`database = postgres://…`): a user registers,
 //! creates a guild and posts; history and the gateway's MESSAGE_CREATE show
-//! the message; a restarted server on the same database still has it; the
-//! `throng bot create` tool writes to PostgreSQL too.
+//! the message; a restarted server on the same database still has it;
+//! `kill -9` under a stream loses no acknowledged message; `throng bot
+//! create` and `throng seed` write to PostgreSQL too.
 //!
 //! Needs `THRONG_TEST_POSTGRES_URL` (`scripts/test.sh` starts a private
 //! server); each test gets a database of its own, dropped at the end.
@@ -108,6 +109,43 @@ async fn bot_create_tool_writes_to_postgres() {
         let ready = gw.identify(&token, BOT_INTENTS).await;
         assert_eq!(ready["d"]["user"]["username"], "pgbot");
         assert_eq!(ready["d"]["user"]["bot"], true);
+    })
+    .await;
+}
+
+/// `throng seed --database`: seeded users IDENTIFY on a server on that
+/// database and get their seeded guilds.
+#[tokio::test]
+async fn seed_tool_writes_to_postgres() {
+    with_scratch("seed_tool_writes_to_postgres", |url| async move {
+        let dir = tempfile::tempdir().unwrap();
+        let fixture = dir.path().join("fixture.json");
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_throng"))
+            .args(["seed", "--database", &url, "--users", "50", "--guilds", "3", "--memberships-per-user", "2", "--out"])
+            .arg(&fixture)
+            .output()
+            .await
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let f: serde_json::Value = serde_json::from_slice(&std::fs::read(&fixture).unwrap()).unwrap();
+        let user = &f["users"][0];
+        let expected: Vec<&str> = f["guilds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|g| g["member_ids"].as_array().unwrap().contains(&user["id"]))
+            .map(|g| g["id"].as_str().unwrap())
+            .collect();
+        assert!(!expected.is_empty(), "the first seeded user is in a guild");
+        let pg = url.clone();
+        let t = TestServer::start_with(move |c| c.database = Some(pg)).await;
+        let mut gw = Gw::connect(&t.ws).await;
+        let ready = gw.identify(user["token"].as_str().unwrap(), 1).await;
+        let mut got: Vec<&str> = ready["d"]["guilds"].as_array().unwrap().iter().map(|g| g["id"].as_str().unwrap()).collect();
+        got.sort_unstable();
+        let mut expected = expected;
+        expected.sort_unstable();
+        assert_eq!(got, expected, "READY lists the seeded guilds");
     })
     .await;
 }
