@@ -8,8 +8,9 @@
 #   --skip-setup  do not run tests/compat/setup.sh
 # Env: THRONG_BIN (default target/debug/throng), COMPAT_VARIANTS=dpy-zstd,djs,... to restrict,
 #      COMPAT_ARTIFACTS=dir for logs (default tests/compat/.artifacts/<timestamp>/).
-# Runs test_compat.py and the 3-node cluster test test_cluster.py (needs nats-server v2.15.2:
-# scripts/nats.sh install); `scripts/compat.sh test_cluster.py` runs only the latter.
+# Runs test_compat.py and the 3-node cluster tests test_cluster.py (needs nats-server v2.15.2:
+# scripts/nats.sh install) and test_cluster_lb.py (scripts/cluster.sh; installs HAProxy from Debian
+# when missing); `scripts/compat.sh test_cluster.py` runs only that file.
 # Exits non-zero on any failure, and also when no test ran or every test was skipped.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,9 +49,10 @@ export COMPAT_STRICT=1
 junit=$(mktemp /tmp/compat-junit.XXXXXX.xml)
 trap 'rm -f "$junit"' EXIT
 cd "$COMPAT"
-# The suite is test_compat.py (pytest.ini's testpaths) plus the 3-node cluster test, test_cluster.py
-# (its own nats-server and nodes); both run unless the arguments name test files or node ids themselves.
-files=(test_compat.py test_cluster.py)
+# The suite is test_compat.py (pytest.ini's testpaths) plus the 3-node cluster tests: test_cluster.py
+# (its own nats-server and nodes) and test_cluster_lb.py (scripts/cluster.sh + HAProxy); all run
+# unless the arguments name test files or node ids themselves.
+files=(test_compat.py test_cluster.py test_cluster_lb.py)
 for a in "${args[@]}"; do
   case "$a" in
     *.py | *.py::*) files=() ;;

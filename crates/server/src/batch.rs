@@ -111,6 +111,19 @@ pub fn guild_loads(store: Arc<dyn Store>) -> Batcher<GuildId, GuildSnapshot> {
     })
 }
 
+/// Guild actors' claims in a cluster (see `Store::claim_guilds`): one
+/// write transaction for every actor starting at about the same time
+/// (after an IDENTIFY burst or a ring change, thousands).
+pub fn guild_claims(store: Arc<dyn Store>, node: u64) -> Batcher<GuildId, u64> {
+    Batcher::start(CLAIM_BATCH, move |ids: Vec<GuildId>| {
+        let store = store.clone();
+        async move { store.claim_guilds(&ids, node).await.map_err(|e| e.to_string()) }
+    })
+}
+
+/// Most guilds one claim transaction carries.
+const CLAIM_BATCH: usize = 1024;
+
 #[cfg(test)]
 mod tests {
     use super::*;

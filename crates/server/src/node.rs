@@ -40,6 +40,8 @@ pub struct Node {
     pub rest_limits: RateLimiter,
     /// IDENTIFY's token/guild lookups, batched (see `batch`).
     pub identify_lookups: Batcher<[u8; 32], IdentifyRecord>,
+    /// Guild actors' ownership claims in a cluster, batched (see `batch`).
+    pub guild_claims: Batcher<GuildId, u64>,
     /// Group commit of new messages (see `writer`).
     pub writer: crate::writer::Writer,
     /// The guild of each guild channel seen (a channel never changes guild),
@@ -90,6 +92,7 @@ impl Node {
             rest_limits: RateLimiter::new(config.limits.rest_requests_per_window, config.limits.rest_window_ms),
             identify_lookups: batch::identify_lookups(store.clone()),
             guild_loads: batch::guild_loads(store.clone()),
+            guild_claims: batch::guild_claims(store.clone(), config.node_id),
             writer: crate::writer::Writer::start(store.clone(), config.limits.write_queue, config.limits.write_batch_max),
             channel_guilds: Default::default(),
             identify_permits: Semaphore::new(config.gateway.identify_concurrency.max(1)),

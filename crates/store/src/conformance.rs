@@ -352,6 +352,12 @@ async fn group_commit_and_fencing(s: &dyn Store) {
     assert!(s.create_messages(&[(e2, m(1_007)), (e2, bad)]).await.is_err());
     assert!(s.get_message(ChannelId(101), MessageId(1_007)).await.unwrap().is_none(), "a failed batch is all or nothing");
     assert!(s.create_messages(&[]).await.unwrap().is_empty());
+    // Several at once: each goes up by one, a new one starts at 1.
+    let mut many = s.claim_guilds(&[g, GuildId(4_242)], 9).await.unwrap();
+    many.sort();
+    assert_eq!(many, vec![(g, e2 + 1), (GuildId(4_242), 1)]);
+    assert_eq!(s.guild_owner(GuildId(4_242)).await.unwrap(), Some((9, 1)));
+    assert_eq!(s.create_messages(&[(e2, m(1_009))]).await.unwrap(), vec![false], "the batch claim fenced the old epoch");
     for id in 1_001..=1_006 {
         s.delete_message(ChannelId(101), MessageId(id)).await.unwrap();
     }

@@ -109,6 +109,15 @@ pub trait Store: Send + Sync + 'static {
     /// `node` takes `guild` over: the guild's epoch goes up by one and is
     /// returned. Writes fenced by an older epoch are refused from now on.
     async fn claim_guild(&self, guild: GuildId, node: u64) -> Result<u64>;
+    /// `claim_guild` for several guilds (distinct) in one transaction; the
+    /// new epoch of each.
+    async fn claim_guilds(&self, guilds: &[GuildId], node: u64) -> Result<Vec<(GuildId, u64)>> {
+        let mut out = Vec::with_capacity(guilds.len());
+        for &g in guilds {
+            out.push((g, self.claim_guild(g, node).await?));
+        }
+        Ok(out)
+    }
     /// The guild's current owner and epoch, if it was ever claimed.
     async fn guild_owner(&self, guild: GuildId) -> Result<Option<(u64, u64)>>;
     async fn get_message(&self, channel: ChannelId, id: MessageId) -> Result<Option<MessageRecord>>;

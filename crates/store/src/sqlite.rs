@@ -917,6 +917,23 @@ impl Store for SqliteStore {
         Ok(row.try_get::<i64, _>(0)? as u64)
     }
 
+    async fn claim_guilds(&self, guilds: &[GuildId], node: u64) -> Result<Vec<(GuildId, u64)>> {
+        let mut out = Vec::with_capacity(guilds.len());
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+        for chunk in guilds.chunks(500) {
+            let mut q = QueryBuilder::<Sqlite>::new("INSERT INTO guild_owners (guild_id, node, epoch) ");
+            q.push_values(chunk, |mut b, g| {
+                b.push_bind(i(*g)).push_bind(node as i64).push_bind(1i64);
+            });
+            q.push(" ON CONFLICT (guild_id) DO UPDATE SET node = excluded.node, epoch = guild_owners.epoch + 1 RETURNING guild_id, epoch");
+            for row in q.build().fetch_all(&mut *tx).await? {
+                out.push((GuildId(row.try_get::<i64, _>(0)? as u64), row.try_get::<i64, _>(1)? as u64));
+            }
+        }
+        tx.commit().await?;
+        Ok(out)
+    }
+
     async fn guild_owner(&self, guild: GuildId) -> Result<Option<(u64, u64)>> {
         let row =
             sqlx::query("SELECT node, epoch FROM guild_owners WHERE guild_id = ?").bind(i(guild)).fetch_optional(&self.reader).await?;

@@ -96,8 +96,14 @@ impl GuildActor {
         // In a cluster the actor first takes the guild over in the store:
         // from now on writes of any previous owner are refused (fencing).
         if node.config.nats.is_some() {
-            match node.store.claim_guild(id, node.id.0).await {
-                Ok(epoch) => self.epoch = epoch,
+            // Batched with other actors starting now (one transaction).
+            match Box::pin(node.guild_claims.get(id)).await {
+                Ok(Some(epoch)) => self.epoch = epoch,
+                Ok(None) => {
+                    tracing::error!(guild = %id, "guild claim returned no epoch");
+                    drop(self);
+                    return node.guilds.actor_stopped(id);
+                }
                 Err(e) => {
                     tracing::error!(guild = %id, error = %e, "guild claim failed");
                     drop(self);
@@ -190,7 +196,7 @@ impl GuildActor {
                     st.online.insert(user, presence.clone());
                 }
                 self.lists.status_changed(&st.view(), user, presence.status);
-                if !self.subs.wants(Intents::GUILD_PRESENCES) {
+                if !self.subs.wants(Intents::GUILD_PRESENCES) && !self.remote.wants(Intents::GUILD_PRESENCES) {
                     self.seq += 1;
                     return true;
                 }
