@@ -949,6 +949,28 @@ impl Store for PostgresStore {
         Ok(epoch as u64)
     }
 
+    async fn claim_guilds(&self, guilds: &[GuildId], node: u64) -> Result<Vec<(GuildId, u64)>> {
+        if guilds.is_empty() {
+            return Ok(Vec::new());
+        }
+        // One upsert for all, rows taken in guild id order (as group commits
+        // lock them), so two nodes claiming overlapping sets cannot deadlock.
+        let mut ids: Vec<i64> = guilds.iter().map(|&g| i(g)).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let rows: Vec<(i64, i64)> = sqlx::query_as(
+            "INSERT INTO guild_owners (guild_id, node, epoch)
+             SELECT g, $2, 1 FROM UNNEST($1::BIGINT[]) AS g ORDER BY g
+             ON CONFLICT (guild_id) DO UPDATE SET node = EXCLUDED.node, epoch = guild_owners.epoch + 1
+             RETURNING guild_id, epoch",
+        )
+        .bind(ids)
+        .bind(node as i64)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(|(g, e)| (GuildId(g as u64), e as u64)).collect())
+    }
+
     async fn guild_owner(&self, guild: GuildId) -> Result<Option<(u64, u64)>> {
         let row: Option<(i64, i64)> =
             sqlx::query_as("SELECT node, epoch FROM guild_owners WHERE guild_id = $1").bind(i(guild)).fetch_optional(&self.pool).await?;

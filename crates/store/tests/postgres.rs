@@ -139,6 +139,25 @@ async fn two_nodes_share_one_database() {
         }
         epochs.sort_unstable();
         assert_eq!(epochs, ((eb + 1)..=(eb + 20)).collect::<Vec<_>>(), "no claim lost to a race");
+
+        // Batch claims of overlapping sets, given in opposite orders by the
+        // two nodes: no deadlock, and every guild's epoch counts every claim.
+        let set: Vec<GuildId> = (500..540).map(GuildId).collect();
+        let mut claims = Vec::new();
+        for n in 0..10u64 {
+            let s = if n % 2 == 0 { a.clone() } else { b.clone() };
+            let mut mine = set.clone();
+            if n % 2 == 1 {
+                mine.reverse();
+            }
+            claims.push(tokio::spawn(async move { s.claim_guilds(&mine, n % 2 + 1).await.unwrap() }));
+        }
+        for c in claims {
+            assert_eq!(c.await.unwrap().len(), set.len(), "one epoch per guild claimed");
+        }
+        for &g in &set {
+            assert_eq!(a.guild_owner(g).await.unwrap().map(|(_, e)| e), Some(10), "ten claims of {g:?}");
+        }
         a.close().await;
         b.close().await;
     })
