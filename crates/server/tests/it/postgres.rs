@@ -2,7 +2,8 @@
 //! creates a guild and posts; history and the gateway's MESSAGE_CREATE show
 //! the message; a restarted server on the same database still has it;
 //! `kill -9` under a stream loses no acknowledged message; `throng bot
-//! create` and `throng seed` write to PostgreSQL too.
+//! create` and `throng seed` write to PostgreSQL too; three cluster nodes
+//! share one database.
 //!
 //! Needs `THRONG_TEST_POSTGRES_URL` (`scripts/test.sh` starts a private
 //! server); each test gets a database of its own, dropped at the end.
@@ -281,6 +282,80 @@ async fn kill_9_under_a_stream_loses_no_acknowledged_message() {
         let lost: Vec<_> = acked.iter().filter(|id| !stored.contains(*id)).collect();
         assert!(lost.is_empty(), "{} of {} acknowledged messages lost: {lost:?}", lost.len(), acked.len());
         eprintln!("kill -9 on PostgreSQL: {} acknowledged, all among {} stored", acked.len(), stored.len());
+    })
+    .await;
+}
+
+/// A cluster whose nodes share one PostgreSQL database (as nodes on
+/// several hosts would): three nodes over a real nats-server, the guild's
+/// actor on one of them (its writes fenced by the epoch it claimed in
+/// PostgreSQL), sessions and REST on the others; every message reaches
+/// both sessions in order and history on every node.
+#[tokio::test]
+async fn three_node_cluster_on_one_postgres_database() {
+    with_scratch("three_node_cluster_on_one_postgres_database", |url| async move {
+        let nats = crate::cluster::Nats::start();
+        let mut nodes = Vec::new();
+        for id in 1..=3u64 {
+            let (pg, nats_url) = (url.clone(), nats.url.clone());
+            nodes.push(
+                TestServer::start_with(move |c| {
+                    c.database = Some(pg);
+                    c.nats = Some(nats_url);
+                    c.node_id = id;
+                    c.cluster.heartbeat_ms = 100;
+                    c.cluster.node_timeout_ms = 1_000;
+                })
+                .await,
+            );
+        }
+        // Every node sees the three before traffic starts.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        for t in &nodes {
+            loop {
+                let r = t.http.get(t.base.replace("/api/v10", "/health")).send().await.unwrap();
+                let v: serde_json::Value = r.json().await.unwrap();
+                if v["cluster_nodes"] == json!([1, 2, 3]) {
+                    break;
+                }
+                assert!(std::time::Instant::now() < deadline, "cluster never converged: {v}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+        let w = nodes[0].world().await;
+        let mut bot = Gw::connect(&nodes[1].ws).await;
+        bot.identify(&w.bot_token, BOT_INTENTS).await;
+        assert_eq!(bot.until("GUILD_CREATE").await["d"]["id"], w.guild.as_str());
+        let mut human = Gw::connect(&nodes[2].ws).await;
+        human.identify(&w.owner, 1 | 512 | 32768).await;
+        human.until("GUILD_CREATE").await;
+
+        let mut ids = Vec::new();
+        for (i, via) in nodes.iter().enumerate() {
+            let sent = via.say(&w.owner, &w.channel, &format!("via node {}", i + 1)).await;
+            ids.push(sent["id"].as_str().unwrap().to_string());
+        }
+        for gw in [&mut bot, &mut human] {
+            for (i, id) in ids.iter().enumerate() {
+                let m = gw.until("MESSAGE_CREATE").await;
+                assert_eq!(
+                    (m["d"]["id"].as_str().unwrap(), m["d"]["content"].as_str().unwrap()),
+                    (id.as_str(), format!("via node {}", i + 1).as_str())
+                );
+            }
+        }
+        let gid: u64 = w.guild.parse().unwrap();
+        let (owner, epoch) = nodes[0].node().store.guild_owner(protocol::GuildId(gid)).await.unwrap().expect("the guild was claimed");
+        assert!((1..=3).contains(&owner) && epoch >= 1, "claimed by a node of the cluster: ({owner}, {epoch})");
+        for t in &nodes {
+            let (s, history) = t.get(&format!("/channels/{}/messages", w.channel), &w.owner).await;
+            assert_eq!(s, 200, "{history}");
+            let got: Vec<&str> = history.as_array().unwrap().iter().rev().map(|m| m["id"].as_str().unwrap()).collect();
+            assert_eq!(got, ids.iter().map(String::as_str).collect::<Vec<_>>(), "history on every node, oldest first after reversal");
+        }
+        for mut t in nodes {
+            t.shutdown().await;
+        }
     })
     .await;
 }
