@@ -24,6 +24,9 @@ say "nats-server"
 NATS_BIN="$(scripts/nats.sh install | tail -n 1)"
 export THRONG_NATS_SERVER="$NATS_BIN"
 "$THRONG_NATS_SERVER" --version
+# The load-balancer recipe's tests (tests/compat/test_cluster_lb.py) need HAProxy.
+say "HAProxy"
+scripts/cluster.sh install
 
 say "cargo fmt --check"
 cargo fmt --all --check
