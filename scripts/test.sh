@@ -34,6 +34,18 @@ say "cargo clippy"
 cargo clippy --locked --all-targets -- -D warnings
 say "cargo build (binaries)"
 cargo build --locked --bins
+# PostgreSQL: a private server for the store's conformance suite and the
+# server's PostgreSQL tests (they fail rather than skip when it is missing).
+say "postgresql"
+scripts/postgres.sh install >/dev/null
+PG_DIR="$(mktemp -d /tmp/throng-pg.XXXXXX)"
+trap 'scripts/postgres.sh stop "$PG_DIR" || true; rm -rf "$PG_DIR"' EXIT
+PG_PORT=$((20000 + RANDOM % 30000))
+while (exec 3<>"/dev/tcp/127.0.0.1/$PG_PORT") 2>/dev/null; do PG_PORT=$((20000 + RANDOM % 30000)); done
+THRONG_TEST_POSTGRES_URL="$(scripts/postgres.sh start "$PG_DIR" "$PG_PORT" | tail -n 1)"
+export THRONG_TEST_POSTGRES_URL THRONG_REQUIRE_POSTGRES=1
+echo "$THRONG_TEST_POSTGRES_URL"
+
 say "cargo test"
 cargo test --locked --workspace
 say "compatibility with real client libraries"

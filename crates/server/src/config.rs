@@ -12,8 +12,11 @@ use serde::Deserialize;
 pub struct Config {
     /// Address the HTTP + gateway listener binds.
     pub listen: SocketAddr,
-    /// Where the SQLite database lives.
+    /// Where the SQLite database lives (unused with `database`).
     pub data_dir: PathBuf,
+    /// A PostgreSQL database (`postgres://USER[:PASSWORD]@HOST[:PORT]/DB`)
+    /// instead of SQLite in `data_dir`: what nodes on several hosts share.
+    pub database: Option<String>,
     /// The gateway URL clients are told (`/gateway`, READY's `resume_gateway_url`).
     /// Defaults to `ws://<listen>`. Must not carry a query string.
     pub public_url: Option<String>,
@@ -178,6 +181,8 @@ pub struct LimitsConfig {
 pub struct StorageConfig {
     /// SQLite reader connections.
     pub sqlite_readers: u32,
+    /// PostgreSQL connections of one node (with `database`).
+    pub postgres_connections: u32,
     /// `synchronous=FULL` (survives power loss, slower) instead of NORMAL
     /// (survives process crashes).
     pub sqlite_synchronous_full: bool,
@@ -188,6 +193,7 @@ impl Default for Config {
         Self {
             listen: "127.0.0.1:8080".parse().expect("static address"),
             data_dir: PathBuf::from("./data"),
+            database: None,
             public_url: None,
             admin_token: None,
             reuse_port: false,
@@ -253,7 +259,7 @@ impl Default for LimitsConfig {
 
 impl Default for StorageConfig {
     fn default() -> Self {
-        Self { sqlite_readers: 4, sqlite_synchronous_full: false }
+        Self { sqlite_readers: 4, postgres_connections: 8, sqlite_synchronous_full: false }
     }
 }
 
@@ -296,6 +302,7 @@ impl Config {
         match key {
             "LISTEN" => self.listen = p(key, v)?,
             "DATA_DIR" => self.data_dir = v.into(),
+            "DATABASE" => self.database = Some(v.into()),
             "PUBLIC_URL" => self.public_url = Some(v.into()),
             "ADMIN_TOKEN" => self.admin_token = Some(v.into()),
             "REUSE_PORT" => self.reuse_port = p(key, v)?,
@@ -338,6 +345,9 @@ impl Config {
             || self.limits.write_batch_max == 0
         {
             return bad("queue bounds must be positive");
+        }
+        if self.database.as_deref().is_some_and(|d| !store::postgres::is_postgres_url(d)) {
+            return bad("database must be a postgres:// or postgresql:// URL (leave it unset for SQLite in data_dir)");
         }
         if self.gateway.large_threshold_default > self.gateway.large_threshold_max {
             return bad("large_threshold_default exceeds large_threshold_max");
@@ -385,5 +395,20 @@ mod tests {
         let f = dir.path().join("t.toml");
         std::fs::write(&f, "no_such_key = 1\n").unwrap();
         assert!(Config::load(Some(&f), Vec::<(String, String)>::new()).is_err());
+        let c = Config { database: Some("mysql://h/db".into()), ..Config::default() };
+        assert!(c.validate().is_err(), "only PostgreSQL URLs");
+    }
+
+    #[test]
+    fn database_from_file_env_or_default() {
+        assert_eq!(Config::default().database, None, "SQLite in data_dir by default");
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("t.toml");
+        std::fs::write(&f, "database = \"postgres://a@h/f\"\n").unwrap();
+        let c = Config::load(Some(&f), Vec::<(String, String)>::new()).unwrap();
+        assert_eq!(c.database.as_deref(), Some("postgres://a@h/f"));
+        c.validate().unwrap();
+        let c = Config::load(Some(&f), vec![("THRONG_DATABASE".to_string(), "postgres://b@h/e".to_string())]).unwrap();
+        assert_eq!(c.database.as_deref(), Some("postgres://b@h/e"), "env beats file");
     }
 }

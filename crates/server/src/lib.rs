@@ -67,16 +67,30 @@ pub enum StartError {
     Cluster(#[from] cluster::ClusterError),
 }
 
+/// The store `config` names: PostgreSQL at `database` if set, else SQLite
+/// in `data_dir`.
+pub async fn open_store(config: &Config) -> Result<Arc<dyn store::Store>, store::StoreError> {
+    Ok(match &config.database {
+        Some(url) => {
+            let opts = store::postgres::PostgresOptions { max_connections: config.storage.postgres_connections, ..Default::default() };
+            Arc::new(store::postgres::PostgresStore::open(url, &opts).await?)
+        }
+        None => {
+            let opts = store::sqlite::SqliteOptions {
+                readers: config.storage.sqlite_readers,
+                synchronous_full: config.storage.sqlite_synchronous_full,
+                ..Default::default()
+            };
+            Arc::new(store::sqlite::SqliteStore::open(&config.data_dir, &opts).await?)
+        }
+    })
+}
+
 impl Server {
     /// Opens the store, binds the port and starts accepting.
     pub async fn start(mut config: Config) -> Result<Server, StartError> {
         config.validate()?;
-        let opts = store::sqlite::SqliteOptions {
-            readers: config.storage.sqlite_readers,
-            synchronous_full: config.storage.sqlite_synchronous_full,
-            ..Default::default()
-        };
-        let store = Arc::new(store::sqlite::SqliteStore::open(&config.data_dir, &opts).await?);
+        let store = open_store(&config).await?;
         let listener = listener::bind(config.listen, config.reuse_port).map_err(|e| StartError::Bind(config.listen, e))?;
         let addr = listener.local_addr().map_err(|e| StartError::Bind(config.listen, e))?;
         // Port 0 binds are resolved now, so clients are told the real address.

@@ -1,7 +1,6 @@
 //! `throng`: the server binary. Thin glue over the `server` library.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -23,6 +22,9 @@ struct Common {
     /// Data directory holding the SQLite database.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// PostgreSQL instead of SQLite: postgres://USER[:PASSWORD]@HOST[:PORT]/DB.
+    #[arg(long)]
+    database: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -108,6 +110,9 @@ fn load(common: &Common) -> anyhow::Result<Config> {
     if let Some(d) = &common.data_dir {
         c.data_dir = d.clone();
     }
+    if common.database.is_some() {
+        c.database = common.database.clone();
+    }
     Ok(c)
 }
 
@@ -173,10 +178,9 @@ async fn main() -> anyhow::Result<()> {
             let ids = protocol::SnowflakeGen::new(c.worker_id, 30);
             let (rows, fixture) = server::seed::build(&spec, &ids);
             let memberships: usize = rows.guilds.iter().map(|g| g.members.len()).sum();
-            let store = store::sqlite::SqliteStore::open(&c.data_dir, &store::sqlite::SqliteOptions::default())
-                .await
-                .context("opening the data directory")?;
-            store::Store::bulk_load(&store, &rows).await.context("bulk insert")?;
+            c.validate()?;
+            let store = server::open_store(&c).await.context("opening the store")?;
+            store.bulk_load(&rows).await.context("bulk insert")?;
             let file = std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?;
             serde_json::to_writer(std::io::BufWriter::new(file), &fixture).context("writing the fixture")?;
             println!(
@@ -189,9 +193,8 @@ async fn main() -> anyhow::Result<()> {
         }
         Cmd::Bot { cmd: BotCmd::Create { name, common } } => {
             let c = load(&common)?;
-            let opts = store::sqlite::SqliteOptions::default();
-            let store: Arc<dyn store::Store> =
-                Arc::new(store::sqlite::SqliteStore::open(&c.data_dir, &opts).await.context("opening the data directory")?);
+            c.validate()?;
+            let store = server::open_store(&c).await.context("opening the store")?;
             // Offline tools use process id 31 so their ids never collide with a running node's.
             let ids = protocol::SnowflakeGen::new(c.worker_id, 31);
             let (user, token) = server::auth::create_bot(&store, &ids, &name).await?;

@@ -5,12 +5,15 @@
 //! - [`records`]: plain rows the trait exchanges.
 //! - [`sqlite`]: the embedded default backend (WAL, one writer connection,
 //!   a small reader pool, migrations embedded in the binary).
+//! - [`postgres`]: the backend several nodes share (`--database postgres://…`):
+//!   one statement or row locks per change, arrays for batches.
 //! - [`conformance`]: the test suite every backend must pass.
 //!
 //! Invariants: a method that returns `Ok` has committed its writes; library
 //! code never reads environment variables.
 
 pub mod conformance;
+pub mod postgres;
 pub mod records;
 pub mod sqlite;
 

@@ -8,4 +8,5 @@ mod compat;
 mod durability;
 mod gateway;
 mod member_list;
+mod postgres;
 mod rest;
