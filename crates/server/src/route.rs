@@ -309,6 +309,9 @@ pub trait GuildRouter: Send + Sync {
     }
     /// A session taken over from `home` ended here: it ends there too.
     fn end_remote(&self, _home: &SessionRef) {}
+    /// `user` joined `guild`: every other node subscribes its sessions of
+    /// that user (the owner's own sessions are subscribed by the actor).
+    fn member_joined_remote(&self, _guild: GuildId, _user: UserId) {}
 }
 
 /// A RESUME of a session of another node, sent to that node.

@@ -75,6 +75,11 @@ enum ToNode {
     End {
         s: Arc<str>,
     },
+    /// `u` joined guild `g`: subscribe this node's sessions of `u` to it.
+    Joined {
+        g: GuildId,
+        u: UserId,
+    },
 }
 
 fn send_to(out: &mpsc::Sender<(String, Bytes)>, node: NodeId, msg: &ToNode) -> bool {
@@ -276,6 +281,12 @@ impl GuildRouter for ClusterRouter {
 
     fn end_remote(&self, home: &SessionRef) {
         self.to_node(home.node, &ToNode::End { s: home.id.clone() });
+    }
+
+    fn member_joined_remote(&self, guild: GuildId, user: UserId) {
+        for n in self.nodes().into_iter().map(NodeId).filter(|&n| n != self.me) {
+            self.to_node(n, &ToNode::Joined { g: guild, u: user });
+        }
     }
 }
 
@@ -562,6 +573,14 @@ async fn inbound_deliver(node: Arc<Node>, mut sub: async_nats::Subscriber) {
                 // first forwarded dispatch, maybe) is read.
                 h.adopt(&node, seq, replay);
                 node.replies.complete(id, Bytes::from_static(b"true"));
+            }
+            ToNode::Joined { g, u } => {
+                for s in crate::gateway::sessions_of(&node.sessions, u) {
+                    let sub = crate::route::Subscription { session: s.session_ref(&node), info: crate::fanout::Recipient::sub_info(&*s) };
+                    if let Err(e) = node.guilds.send(g, GuildMsg::Subscribe(Box::new(sub))) {
+                        tracing::debug!(guild = %g, error = %e, "subscribe of a new member's session failed");
+                    }
+                }
             }
             ToNode::End { s } => {
                 if let Some(h) = node.sessions.get(&s).and_then(crate::gateway::session) {

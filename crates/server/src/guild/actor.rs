@@ -522,6 +522,8 @@ impl GuildActor {
                 if !known {
                     self.fan_out("GUILD_MEMBER_ADD", &encode(&m), Intents::GUILD_MEMBERS);
                 }
+                // The new member's sessions on other nodes: their nodes subscribe them.
+                self.node.guilds.member_joined_remote(gid, uid);
                 // The new member's own sessions on this node start receiving the guild.
                 for s in self.node.sessions.of_user(uid) {
                     if !self.subs.contains(s.id()) {

@@ -627,3 +627,36 @@ async fn kill_9_of_a_guild_owner_under_load_loses_no_acknowledged_message() {
     let missing = acked.iter().filter(|(_, id)| !stored.contains(&id.parse::<u64>().unwrap())).count();
     assert_eq!(missing, 0, "{missing} of {} acknowledged messages missing", acked.len());
 }
+
+/// A user joins a guild (invite) while connected to a node that neither
+/// runs the guild nor took the REST call: that session gets GUILD_CREATE
+/// and then the guild's messages.
+#[tokio::test]
+async fn a_new_member_connected_to_another_node_starts_receiving_the_guild() {
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let n1 = node(&nats, dir.path(), 1).await;
+    let n2 = node(&nats, dir.path(), 2).await;
+    let n3 = node(&nats, dir.path(), 3).await;
+    let nodes = [&n1, &n2, &n3];
+    converge(&nodes, &[1, 2, 3]).await;
+    let w = n1.world().await;
+    let gid: u64 = w.guild.parse().unwrap();
+    let owner = hashring::Ring::with_vnodes([1, 2, 3], VNODES).lookup(gid).unwrap() as usize;
+    let others: Vec<&TestServer> = (1..=3).filter(|&i| i != owner).map(|i| nodes[i - 1]).collect();
+    let (joiner, _) = n1.user("joiner").await;
+    // Connected (no guilds yet) to a node that does not run the guild.
+    let mut g = Gw::connect(&others[0].ws).await;
+    let ready = g.identify(&joiner, ALL_INTENTS).await;
+    assert_eq!(ready["d"]["guilds"].as_array().unwrap().len(), 0);
+    // Joins through REST on the other non-owner node.
+    let (s, inv) = others[1].post(&format!("/channels/{}/invites", w.channel), &w.owner, json!({})).await;
+    assert_eq!(s, 200, "{inv}");
+    let (s, v) = others[1].post(&format!("/invites/{}", inv["code"].as_str().unwrap()), &joiner, json!({})).await;
+    assert_eq!(s, 200, "{v}");
+    let gc = g.until("GUILD_CREATE").await;
+    assert_eq!(gc["d"]["id"], w.guild.as_str());
+    others[1].say(&w.owner, &w.channel, "welcome").await;
+    let m = g.until("MESSAGE_CREATE").await;
+    assert_eq!(m["d"]["content"], "welcome");
+}
