@@ -24,6 +24,13 @@ say "nats-server"
 NATS_BIN="$(scripts/nats.sh install | tail -n 1)"
 export THRONG_NATS_SERVER="$NATS_BIN"
 "$THRONG_NATS_SERVER" --version
+# promtool (Debian's prometheus package) checks the /metrics format in the Rust tests.
+if ! command -v promtool >/dev/null; then
+  say "installing promtool (prometheus)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null ||
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }
+fi
+export THRONG_REQUIRE_PROMTOOL=1
 # The load-balancer recipe's tests (tests/compat/test_cluster_lb.py) need HAProxy.
 say "HAProxy"
 scripts/cluster.sh install

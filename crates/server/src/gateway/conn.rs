@@ -310,6 +310,9 @@ impl Conn {
 
     /// Queues a non-dispatch op.
     pub fn send_op(&mut self, op: u8, d: &[u8]) -> Result<(), ConnError> {
+        if op == protocol::gateway::op::INVALID_SESSION {
+            super::counters::COUNTERS.invalid_sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         let mut v = Vec::with_capacity(48 + d.len());
         write_op(&mut v, op, d);
         self.send_json(&v)
@@ -491,6 +494,7 @@ impl Conn {
 
     /// Queues a close frame with `code` (never 1000: clients treat it as a drop anyway).
     pub fn queue_close(&mut self, code: CloseCode) {
+        super::counters::closed(code.code());
         self.push_frame(|p| ws::write_close(p, code.code(), code.reason()));
     }
 

@@ -2,6 +2,7 @@
 
 pub mod conn;
 pub mod connection;
+pub mod counters;
 pub mod session;
 pub mod ws;
 

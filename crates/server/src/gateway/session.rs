@@ -688,6 +688,7 @@ pub fn start(node: &Arc<Node>, conn: Conn, id: Identified, mut early: Vec<Incomi
         let sock = conn.sock();
         let gen = st.attach(conn);
         st.record_and_send(limits, Dispatch { name: "READY", body: id.ready });
+        super::counters::COUNTERS.identifies.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         s.flush_locked(&mut st);
         (sock, gen)
     };
@@ -737,6 +738,7 @@ pub fn resume(node: &Arc<Node>, conn: Conn, r: &Resume, user: protocol::UserId) 
         st.replay_from(r.seq.unwrap_or(0));
         let st = &mut *st;
         st.record_and_send(limits, Dispatch { name: "RESUMED", body: Bytes::from_static(b"{\"_trace\":[\"throng\"]}") });
+        super::counters::COUNTERS.resumes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         s.flush_locked(st);
         (sock, gen)
     };

@@ -9,6 +9,7 @@ pub mod channels;
 pub mod error;
 pub mod guilds;
 pub mod messages;
+pub mod metrics;
 pub mod ratelimit;
 pub mod users;
 pub mod web;
@@ -199,6 +200,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .nest("/api/v9", api.clone())
         .nest("/api", api)
         .route("/health", get(health))
+        .route("/metrics", get(metrics::metrics))
         .merge(web::routes())
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(node.config.limits.max_body_bytes))

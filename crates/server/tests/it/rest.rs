@@ -267,3 +267,46 @@ async fn a_send_right_after_a_permission_change_is_refused() {
     let (s, v) = t.post("/channels/123/messages", &w.owner, json!({"content": "x"})).await;
     assert_eq!((s, v["code"].as_u64()), (404, Some(10003)));
 }
+
+/// `GET /metrics` speaks Prometheus' text format; `promtool check metrics`
+/// accepts it (required in CI: `THRONG_REQUIRE_PROMTOOL=1`).
+#[tokio::test]
+async fn metrics_are_prometheus_text_that_promtool_accepts() {
+    let t = TestServer::start().await;
+    let w = t.world().await;
+    let mut bot = Gw::connect(&t.ws).await;
+    bot.identify(&w.bot_token, BOT_INTENTS).await;
+    t.say(&w.owner, &w.channel, "counted").await;
+    bot.until("MESSAGE_CREATE").await;
+    let r = t.http.get(t.base.replace("/api/v10", "/metrics")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "text/plain; version=0.0.4; charset=utf-8");
+    let text = r.text().await.unwrap();
+    let value = |name: &str| -> f64 {
+        let line = text.lines().find(|l| l.starts_with(&format!("{name}{{"))).unwrap_or_else(|| panic!("{name} missing:\n{text}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert!(value("throng_identifies_total") >= 1.0);
+    assert_eq!(value("throng_sessions"), 1.0);
+    assert_eq!(value("throng_writer_rows_total"), 1.0);
+    assert!(value("throng_deliveries_total") >= 1.0, "MESSAGE_CREATE went through the delivery workers");
+    assert_eq!(value("throng_up"), 1.0);
+    assert!(text.contains("throng_gateway_closes_total{node=\"1\",code=\"4004\"}"));
+    let promtool = std::process::Command::new("promtool").arg("--version").output().is_ok();
+    if !promtool {
+        assert!(std::env::var("THRONG_REQUIRE_PROMTOOL").is_err(), "promtool is required (THRONG_REQUIRE_PROMTOOL) but not installed");
+        eprintln!("promtool not installed: format check NOT RUN");
+        return;
+    }
+    use std::io::Write;
+    let mut check = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    check.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = check.wait_with_output().unwrap();
+    assert!(out.status.success(), "promtool: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}
