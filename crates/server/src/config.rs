@@ -5,9 +5,9 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Address the HTTP + gateway listener binds.
@@ -39,7 +39,7 @@ pub struct Config {
 }
 
 /// Timings and bounds of a cluster (used only with `nats`).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterConfig {
     /// How often a node announces itself on NATS.
@@ -63,7 +63,7 @@ impl Default for ClusterConfig {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GatewayConfig {
     /// HELLO's `heartbeat_interval`.
@@ -148,7 +148,7 @@ pub struct GatewayConfig {
     pub shutdown_grace_ms: u64,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LimitsConfig {
     /// Largest REST request body.
@@ -176,7 +176,7 @@ pub struct LimitsConfig {
     pub write_timeout_ms: u64,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StorageConfig {
     /// SQLite reader connections.
@@ -263,6 +263,35 @@ impl Default for StorageConfig {
     }
 }
 
+/// `THRONG_*` variables of the project's own scripts and tests (a trailing
+/// `_` is a prefix), not configuration.
+pub const ENV_NOT_OURS: &[&str] = &["BIN", "BENCH_BIN", "NATS_SERVER", "CLUSTER_RUN", "TEST_", "REQUIRE_", "LOG"];
+
+/// Short variable names kept from before every key could be set by its path.
+pub const ENV_ALIASES: &[(&str, &str)] = &[
+    ("HEARTBEAT_INTERVAL_MS", "gateway.heartbeat_interval_ms"),
+    ("RESUME_WINDOW_MS", "gateway.resume_window_ms"),
+    ("IDENTIFY_TIMEOUT_MS", "gateway.identify_timeout_ms"),
+    ("REST_REQUESTS_PER_WINDOW", "limits.rest_requests_per_window"),
+    ("MAX_GATEWAY_CONNECTIONS", "limits.max_gateway_connections"),
+];
+
+/// Keys whose values are text even when they look like numbers.
+const TEXT_KEYS: &[&str] = &["listen", "data_dir", "database", "public_url", "admin_token", "nats"];
+
+/// An environment value as the TOML value it spells (number, boolean), or
+/// as text.
+fn env_value(key: &str, v: &str) -> toml::Value {
+    if !TEXT_KEYS.contains(&key) {
+        if let Ok(t) = toml::from_str::<toml::Table>(&format!("v = {v}")) {
+            if let Some(x) = t.get("v").filter(|x| !x.is_table()) {
+                return x.clone();
+            }
+        }
+    }
+    toml::Value::String(v.to_string())
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {0}: {1}")]
@@ -276,49 +305,56 @@ pub enum ConfigError {
 }
 
 impl Config {
-    /// Reads the optional TOML file, then overlays `THRONG_*` variables from `env`.
+    /// Reads the optional TOML file, then overlays `THRONG_*` variables from
+    /// `env`, then deserialises once, so every key can come from either and
+    /// an unknown key or variable is an error. A variable names a key by
+    /// its path, sections joined by `__`: `THRONG_GATEWAY__DELIVERY_WORKERS=1`
+    /// is `[gateway] delivery_workers = 1`; `THRONG_NATS` is `nats`. A few
+    /// short names stay as aliases (`THRONG_HEARTBEAT_INTERVAL_MS`, …, see
+    /// [`ENV_ALIASES`]). Variables of the project's own tools
+    /// ([`ENV_NOT_OURS`]) are left alone.
     pub fn load(file: Option<&std::path::Path>, env: impl IntoIterator<Item = (String, String)>) -> Result<Config, ConfigError> {
-        let mut cfg = match file {
+        let mut table = match file {
             Some(p) => {
                 let text = std::fs::read_to_string(p).map_err(|e| ConfigError::Read(p.into(), e))?;
-                toml::from_str(&text).map_err(|e| ConfigError::Parse(p.into(), e))?
+                toml::from_str::<toml::Table>(&text).map_err(|e| ConfigError::Parse(p.into(), e))?
             }
-            None => Config::default(),
+            None => toml::Table::new(),
         };
+        let mut from_env = Vec::new();
         for (k, v) in env {
             let Some(key) = k.strip_prefix("THRONG_") else { continue };
-            cfg.apply_env(key, &v)?;
+            if ENV_NOT_OURS.iter().any(|p| key == *p || (p.ends_with('_') && key.starts_with(p))) {
+                continue;
+            }
+            let path = match ENV_ALIASES.iter().find(|(a, _)| *a == key) {
+                Some((_, path)) => path.to_string(),
+                None => key.to_ascii_lowercase().replace("__", "."),
+            };
+            let parts: Vec<&str> = path.split('.').collect();
+            let (last, sections) = parts.split_last().expect("split yields one part at least");
+            let mut t = &mut table;
+            for sec in sections {
+                let entry = t.entry(sec.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                t = entry.as_table_mut().ok_or_else(|| ConfigError::Env(k.clone(), format!("{sec} is not a section")))?;
+            }
+            t.insert(last.to_string(), env_value(last, &v));
+            from_env.push(k);
         }
-        Ok(cfg)
+        toml::Value::Table(table).try_into::<Config>().map_err(|e| {
+            let origin =
+                if from_env.is_empty() { "the config file".to_string() } else { format!("the config file or {}", from_env.join(", ")) };
+            ConfigError::Env(origin, e.to_string())
+        })
     }
 
-    fn apply_env(&mut self, key: &str, v: &str) -> Result<(), ConfigError> {
-        fn p<T: std::str::FromStr>(k: &str, v: &str) -> Result<T, ConfigError>
-        where
-            T::Err: std::fmt::Display,
-        {
-            v.parse().map_err(|e: T::Err| ConfigError::Env(format!("THRONG_{k}"), e.to_string()))
+    /// The effective configuration as TOML (`throng config`), secrets hidden.
+    pub fn to_toml(&self) -> String {
+        let mut c = self.clone();
+        if c.admin_token.is_some() {
+            c.admin_token = Some("(set)".into());
         }
-        match key {
-            "LISTEN" => self.listen = p(key, v)?,
-            "DATA_DIR" => self.data_dir = v.into(),
-            "DATABASE" => self.database = Some(v.into()),
-            "PUBLIC_URL" => self.public_url = Some(v.into()),
-            "ADMIN_TOKEN" => self.admin_token = Some(v.into()),
-            "REUSE_PORT" => self.reuse_port = p(key, v)?,
-            "NODE_ID" => self.node_id = p(key, v)?,
-            "NATS" => self.nats = Some(v.into()),
-            "WORKER_ID" => self.worker_id = p(key, v)?,
-            "PROCESS_ID" => self.process_id = p(key, v)?,
-            "HEARTBEAT_INTERVAL_MS" => self.gateway.heartbeat_interval_ms = p(key, v)?,
-            "RESUME_WINDOW_MS" => self.gateway.resume_window_ms = p(key, v)?,
-            "IDENTIFY_TIMEOUT_MS" => self.gateway.identify_timeout_ms = p(key, v)?,
-            "REST_REQUESTS_PER_WINDOW" => self.limits.rest_requests_per_window = p(key, v)?,
-            "MAX_GATEWAY_CONNECTIONS" => self.limits.max_gateway_connections = p(key, v)?,
-            // Variables for other tools (e.g. THRONG_BIN in tests) are not ours to reject.
-            _ => {}
-        }
-        Ok(())
+        toml::to_string(&c).unwrap_or_else(|e| format!("# cannot render: {e}"))
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -384,6 +420,40 @@ mod tests {
         assert_eq!(c.heartbeat_timeout_ms(), 7500);
         assert_eq!(c.gateway_url(), "ws://127.0.0.1:9001");
         c.validate().unwrap();
+    }
+
+    #[test]
+    fn every_key_from_the_environment_by_its_path_and_unknown_ones_refused() {
+        let env = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>();
+        let c = Config::load(
+            None,
+            env(&[
+                ("THRONG_GATEWAY__DELIVERY_WORKERS", "1"),
+                ("THRONG_CLUSTER__VNODES", "512"),
+                ("THRONG_STORAGE__SQLITE_SYNCHRONOUS_FULL", "true"),
+                ("THRONG_ADMIN_TOKEN", "12345"),
+                ("THRONG_HEARTBEAT_INTERVAL_MS", "5000"),
+                ("THRONG_BIN", "/x/throng"),
+                ("THRONG_TEST_POSTGRES_URL", "postgres://x"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.gateway.delivery_workers, 1);
+        assert_eq!(c.cluster.vnodes, 512);
+        assert!(c.storage.sqlite_synchronous_full);
+        assert_eq!(c.admin_token.as_deref(), Some("12345"), "text keys stay text");
+        assert_eq!(c.gateway.heartbeat_interval_ms, 5000, "alias");
+        let e = Config::load(None, env(&[("THRONG_GATEWAY__NO_SUCH_KEY", "1")])).unwrap_err().to_string();
+        assert!(e.contains("THRONG_GATEWAY__NO_SUCH_KEY") && e.contains("no_such_key"), "{e}");
+        assert!(Config::load(None, env(&[("THRONG_NOPE", "1")])).is_err(), "an unknown variable is an error");
+        assert!(Config::load(None, env(&[("THRONG_CLUSTER__VNODES", "many")])).is_err(), "a bad value is an error");
+        // The effective configuration prints as TOML that loads back.
+        let text = c.to_toml();
+        assert!(text.contains("delivery_workers = 1") && text.contains("admin_token = \"(set)\""), "{text}");
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("round.toml");
+        std::fs::write(&f, &text).unwrap();
+        assert_eq!(Config::load(Some(&f), Vec::new()).unwrap().cluster.vnodes, 512);
     }
 
     #[test]

@@ -29,6 +29,12 @@ struct Common {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Print the effective configuration (defaults, --config file, THRONG_*
+    /// environment, --data-dir/--database) as TOML, secrets hidden.
+    Config {
+        #[command(flatten)]
+        common: Common,
+    },
     /// Run the server (REST + gateway on one port).
     Serve {
         #[command(flatten)]
@@ -123,6 +129,11 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().cmd {
+        Cmd::Config { common } => {
+            let c = load(&common)?;
+            c.validate()?;
+            print!("{}", c.to_toml());
+        }
         Cmd::Serve {
             common,
             listen,
