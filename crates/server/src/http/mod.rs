@@ -191,6 +191,28 @@ async fn health(axum::extract::State(node): axum::extract::State<Arc<Node>>) -> 
     json_bytes(code, body.to_string())
 }
 
+/// `GET /ready`: 200 `{"status":"ready"}` when the node takes sessions
+/// (as `/health`) and its store answers a query; 503 with the reason
+/// otherwise. For orchestrators' readiness checks; no token.
+async fn ready(axum::extract::State(node): axum::extract::State<Arc<Node>>) -> axum::response::Response {
+    let why: Option<String> = if node.shutdown.is_cancelled() {
+        Some("draining".into())
+    } else if let Err(why) = node.guilds.health() {
+        Some(why.into())
+    } else {
+        let probe = tokio::time::timeout(std::time::Duration::from_secs(2), node.store.get_user(UserId(0))).await;
+        match probe {
+            Ok(Ok(_)) => None,
+            Ok(Err(e)) => Some(format!("store: {e}")),
+            Err(_) => Some("store: no answer within 2 s".into()),
+        }
+    };
+    match why {
+        None => json_bytes(StatusCode::OK, r#"{"status":"ready"}"#),
+        Some(w) => json_bytes(StatusCode::SERVICE_UNAVAILABLE, serde_json::json!({"status": "not-ready", "reason": w}).to_string()),
+    }
+}
+
 /// The whole HTTP surface: the API under its three prefixes and the gateway
 /// upgrade on `/` (handled before routing by the listener).
 pub fn router(node: Arc<Node>) -> Router {
@@ -201,6 +223,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .nest("/api", api)
         .route("/health", get(health))
         .route("/metrics", get(metrics::metrics))
+        .route("/ready", get(ready))
         .merge(web::routes())
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(node.config.limits.max_body_bytes))

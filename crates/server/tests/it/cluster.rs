@@ -165,6 +165,11 @@ async fn a_node_that_loses_nats_refuses_new_sessions_and_says_so() {
         assert!(Instant::now() < deadline, "health never reported the lost bus: {v}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // Not ready either, and it says why.
+    let r = n1.http.get(n1.base.replace("/api/v10", "/ready")).send().await.unwrap();
+    assert_eq!(r.status(), 503);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["status"], "not-ready", "{v}");
     // It owns no guild now: writes fail fast (nothing is committed) ...
     let (s, v) = n1.post(&format!("/channels/{}/messages", w.channel), &w.owner, json!({"content": "during"})).await;
     assert_eq!(s, 503, "{v}");

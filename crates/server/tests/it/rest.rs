@@ -291,6 +291,8 @@ async fn metrics_are_prometheus_text_that_promtool_accepts() {
     assert_eq!(value("throng_writer_rows_total"), 1.0);
     assert!(value("throng_deliveries_total") >= 1.0, "MESSAGE_CREATE went through the delivery workers");
     assert_eq!(value("throng_up"), 1.0);
+    let r = t.http.get(t.base.replace("/api/v10", "/ready")).send().await.unwrap();
+    assert_eq!(r.status(), 200, "ready: the store answers");
     assert!(text.contains("throng_gateway_closes_total{node=\"1\",code=\"4004\"}"));
     let promtool = std::process::Command::new("promtool").arg("--version").output().is_ok();
     if !promtool {
