@@ -474,7 +474,11 @@ async fn inbound_guild(node: Arc<Node>, mut sub: async_nats::Subscriber) {
                 continue;
             }
         };
-        if let Err(e) = r.local.send(guild, msg) {
+        // Waits for room rather than dropping: the sending node already
+        // told its session or client yes (a 100,000-session IDENTIFY ramp
+        // overflowed one guild's mailbox with subscriptions, and every
+        // dropped one was a session that never got the guild's messages).
+        if let Err(e) = r.local.send_wait(guild, msg).await {
             tracing::warn!(guild = %guild, error = %e, "guild message from another node dropped");
         }
     }

@@ -54,6 +54,15 @@ pub fn local_node(config: crate::config::Config, store: Arc<dyn store::Store>) -
 }
 
 impl LocalRouter {
+    /// Sends `msg`, waiting for room in a full mailbox instead of refusing:
+    /// for messages from other nodes, whose senders were already told yes
+    /// (a subscription, a committed event). Dropping them would leave a
+    /// silent hole; waiting pushes back on this node's inbound stream.
+    pub async fn send_wait(&self, id: GuildId, msg: GuildMsg) -> Result<(), RouteError> {
+        let tx = self.mailbox(id)?;
+        tx.send(msg).await.map_err(|_| RouteError::Gone(id))
+    }
+
     /// Stops taking messages for the guilds `keep` refuses (a cluster node
     /// that no longer owns them): their actors end once their mailboxes drain.
     pub fn retain(&self, keep: impl Fn(GuildId) -> bool) {
