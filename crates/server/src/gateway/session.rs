@@ -694,11 +694,7 @@ pub fn start(node: &Arc<Node>, conn: Conn, id: Identified, mut early: Vec<Incomi
     };
     let guilds = s.guild_ids();
     for &g in &guilds {
-        let msg =
-            GuildMsg::Subscribe(Box::new(Subscription { session: s.session_ref(node), info: crate::fanout::Recipient::sub_info(&*s) }));
-        if let Err(e) = node.guilds.send(g, msg) {
-            tracing::warn!(guild = %g, error = %e, "subscribe failed; guild stays unavailable");
-        }
+        subscribe(node, &s, g);
     }
     if let Some(p) = node.presences.session_started(s.user_id, id.presence) {
         crate::route::broadcast_presence(node.guilds.as_ref(), s.user_id, &guilds, p);
@@ -716,6 +712,37 @@ pub fn start(node: &Arc<Node>, conn: Conn, id: Identified, mut early: Vec<Incomi
         }
     }
     node.tasks.spawn(s.read_loop(node.clone(), sock, gen));
+}
+
+/// Subscribes the session to guild `g`. A guild whose mailbox is full (an
+/// IDENTIFY storm into one big guild) is tried again every 50 ms for up to
+/// 30 s rather than left unavailable: a dropped subscription is a session
+/// that silently never gets the guild's events.
+fn subscribe(node: &Arc<Node>, s: &Arc<SessionHandle>, g: protocol::GuildId) {
+    fn msg(node: &Node, s: &SessionHandle) -> GuildMsg {
+        GuildMsg::Subscribe(Box::new(Subscription { session: s.session_ref(node), info: crate::fanout::Recipient::sub_info(s) }))
+    }
+    match node.guilds.send(g, msg(node, s)) {
+        Ok(()) => {}
+        Err(crate::route::RouteError::Busy(_)) => {
+            let (node2, s) = (node.clone(), s.clone());
+            node.tasks.spawn(async move {
+                for _ in 0..600 {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    if s.lock().ended || node2.shutdown.is_cancelled() {
+                        return;
+                    }
+                    match node2.guilds.send(g, msg(&node2, &s)) {
+                        Err(crate::route::RouteError::Busy(_)) => continue,
+                        Err(e) => return tracing::warn!(guild = %g, error = %e, "subscribe failed; guild stays unavailable"),
+                        Ok(()) => return,
+                    }
+                }
+                tracing::warn!(guild = %g, "guild busy for 30 s; subscription given up, guild stays unavailable");
+            });
+        }
+        Err(e) => tracing::warn!(guild = %g, error = %e, "subscribe failed; guild stays unavailable"),
+    }
 }
 
 /// Hands `conn` to the session `r` resumes and replays what the client
