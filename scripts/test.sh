@@ -61,3 +61,9 @@ THRONG_BIN="$PWD/target/debug/throng" scripts/compat.sh
 # ---------------------------------------------------------------------------
 say "web client (bundle in sync with web/src, browser tests in Debian's chromium)"
 THRONG_BIN="$PWD/target/debug/throng" scripts/web.sh test
+
+# ---------------------------------------------------------------------------
+# Fuzzing (docs/fuzzing.md): every cargo-fuzz target for 20 s on its stored
+# corpus, so a regression in a parser shows up here. Needs nightly.
+say "fuzz targets (20 s each)"
+scripts/fuzz.sh check 20

@@ -33,14 +33,21 @@ impl ListRange {
     }
 }
 
+/// The last chunk whose end index fits in a `usize`. Indices beyond it
+/// (a client may send any `u64`) are no list's, and `ListRange::chunk` of a
+/// later chunk would overflow.
+const LAST_CHUNK: usize = (usize::MAX - (CHUNK - 1)) / CHUNK;
+
 /// Normalises requested `[start, end]` pairs to the sorted, deduplicated
 /// 100-item chunks that cover them, at most `max_chunks` of them (the first
-/// ones). Inverted pairs are swapped. The caller enforces protocol limits
-/// (Discord: at most 3 ranges spanning at most 300 each) before this.
+/// ones). Inverted pairs are swapped; indices past [`LAST_CHUNK`] are
+/// dropped. The caller enforces protocol limits (Discord: at most 3 ranges
+/// spanning at most 300 each) before this.
 pub fn normalize(requested: &[(usize, usize)], max_chunks: usize) -> Vec<ListRange> {
     let mut chunks: Vec<usize> = Vec::new();
     for &(a, b) in requested {
-        let (lo, hi) = (a.min(b) / CHUNK, a.max(b) / CHUNK);
+        // `lo > hi` (the whole pair past the last chunk) yields nothing.
+        let (lo, hi) = (a.min(b) / CHUNK, (a.max(b) / CHUNK).min(LAST_CHUNK));
         // Bounded by max_chunks so a huge request cannot allocate much.
         chunks.extend((lo..=hi).take(max_chunks));
     }
@@ -201,5 +208,18 @@ mod tests {
         assert_eq!(r[2], ListRange { start: 200, end: 299 });
         assert_eq!(normalize(&[(0, usize::MAX)], 3).len(), 3);
         assert!(normalize(&[], 3).is_empty());
+    }
+
+    #[test]
+    fn normalize_drops_indices_whose_chunk_end_overflows() {
+        // Found by fuzzing (fuzz/ member_list_ranges): a pair near
+        // usize::MAX made `ListRange::chunk` overflow.
+        // The partial chunk at the very end (usize::MAX - 15 ..) is dropped.
+        assert!(normalize(&[(usize::MAX - 15, usize::MAX)], 15).is_empty());
+        let last = normalize(&[(usize::MAX - 33, usize::MAX)], 15);
+        assert_eq!(last, vec![ListRange::chunk(LAST_CHUNK)]);
+        assert_eq!(last[0].end, usize::MAX - 16);
+        assert_eq!(normalize(&[(usize::MAX - 300, usize::MAX)], 15).len(), 3);
+        assert_eq!(normalize(&[(0, 5), (usize::MAX, usize::MAX)], 15), vec![ListRange::chunk(0)]);
     }
 }

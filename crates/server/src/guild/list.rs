@@ -32,6 +32,18 @@ pub const MAX_CHUNKS: usize = 15;
 /// Discord's bound on one requested range: `end - start <= 300`.
 pub const MAX_RANGE_SPAN: u64 = 300;
 
+/// The chunks a session watches for the `[start, end]` pairs it sent in
+/// op 14/37: pairs wider than [`MAX_RANGE_SPAN`] are dropped, the rest are
+/// rounded to whole chunks, at most [`MAX_CHUNKS`] of them.
+pub fn requested_chunks(requested: &[(u64, u64)]) -> Vec<ListRange> {
+    let pairs: Vec<(usize, usize)> = requested
+        .iter()
+        .filter(|(a, b)| a.abs_diff(*b) <= MAX_RANGE_SPAN)
+        .filter_map(|&(a, b)| Some((usize::try_from(a).ok()?, usize::try_from(b).ok()?)))
+        .collect();
+    normalize(&pairs, MAX_CHUNKS)
+}
+
 /// Every member list of one guild, by list id. Built lazily per list.
 #[derive(Default)]
 pub struct Lists {
@@ -233,9 +245,7 @@ impl OneList {
 
     /// Replaces a session's watched chunks: SYNC for new ones, INVALIDATE for dropped ones.
     fn subscribe(&mut self, view: &View, session: Sink, requested: &[(u64, u64)]) {
-        let pairs: Vec<(usize, usize)> =
-            requested.iter().filter(|(a, b)| a.abs_diff(*b) <= MAX_RANGE_SPAN).map(|&(a, b)| (a as usize, b as usize)).collect();
-        let chunks = normalize(&pairs, MAX_CHUNKS);
+        let chunks = requested_chunks(requested);
         let old = self.subs.get(session.id()).map(|(_, r)| r.clone()).unwrap_or_default();
         let added: Vec<ListRange> = chunks.iter().filter(|c| !old.contains(c)).copied().collect();
         let mut ops: Vec<Op> = old.iter().filter(|c| !chunks.contains(c)).map(|&range| Op::Invalidate { range }).collect();
@@ -446,6 +456,20 @@ mod tests {
 
     fn roles() -> Vec<RoleRecord> {
         vec![crate::guild::everyone_role(GuildId(1))]
+    }
+
+    #[test]
+    fn requested_chunks_bound_extreme_op14_ranges() {
+        // u64::MAX-33..=u64::MAX once overflowed the chunk end (found by fuzzing).
+        let last = requested_chunks(&[(u64::MAX - 33, u64::MAX)]);
+        assert_eq!(last.len(), 1);
+        assert_eq!(last[0].end, usize::MAX - 16);
+        assert!(requested_chunks(&[(u64::MAX - 15, u64::MAX)]).is_empty());
+        // Wider than 300: dropped; inverted: swapped; many: at most MAX_CHUNKS.
+        assert!(requested_chunks(&[(0, 301)]).is_empty());
+        assert_eq!(requested_chunks(&[(99, 0)]), vec![ListRange::chunk(0)]);
+        let many: Vec<(u64, u64)> = (0..40).map(|k| (k * 100, k * 100 + 99)).collect();
+        assert_eq!(requested_chunks(&many).len(), MAX_CHUNKS);
     }
 
     #[test]
