@@ -22,12 +22,19 @@ need_tools() {
   fi
 }
 
-run_one() { # target seconds
-  local t=$1 secs=$2 rc=0 log
+run_one() { # target seconds [scratch]: with "scratch", new inputs go to a
+  # temporary directory and the stored corpus is only read (CI leaves the
+  # checkout as it found it)
+  local t=$1 secs=$2 rc=0 log dirs
   mkdir -p "fuzz/corpus/$t"
   log=$(mktemp)
+  dirs="corpus/$t"
+  if [ "${3:-}" = scratch ]; then
+    dirs="$(mktemp -d) corpus/$t"
+  fi
   echo "== fuzz $t for ${secs}s"
-  (cd fuzz && nice -n 19 cargo +nightly fuzz run "$t" "corpus/$t" -- \
+  # shellcheck disable=SC2086
+  (cd fuzz && nice -n 19 cargo +nightly fuzz run "$t" $dirs -- \
     -max_total_time="$secs" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048) >"$log" 2>&1 || rc=$?
   grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|Done )' "$log" || true
   if [ "$rc" -ne 0 ]; then
@@ -45,7 +52,7 @@ case "${1:-check}" in
     secs=${2:-20}
     (cd fuzz && nice -n 19 cargo +nightly fuzz build)
     failed=()
-    for t in "${TARGETS[@]}"; do run_one "$t" "$secs" || failed+=("$t"); done
+    for t in "${TARGETS[@]}"; do run_one "$t" "$secs" scratch || failed+=("$t"); done
     if [ ${#failed[@]} -gt 0 ]; then
       echo "fuzz: crashes in ${failed[*]} (inputs in fuzz/artifacts/)" >&2
       exit 1
