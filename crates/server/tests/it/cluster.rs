@@ -391,19 +391,7 @@ async fn a_cut_from_nats_never_leaves_two_owners_accepting_writes() {
     assert!(acked.len() > 100, "writes went on: {} acknowledged", acked.len());
 
     // Every acknowledged message is in history (read it all, oldest first).
-    let mut history: Vec<String> = Vec::new();
-    let mut after = "0".to_string();
-    loop {
-        let (s, page) = nodes[0].get(&format!("{path}?after={after}&limit=100"), &w.owner).await;
-        assert_eq!(s, 200);
-        let mut ids: Vec<String> = page.as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap().to_string()).collect();
-        if ids.is_empty() {
-            break;
-        }
-        ids.sort_by_key(|i| i.parse::<u64>().unwrap());
-        after = ids.last().unwrap().clone();
-        history.extend(ids);
-    }
+    let history: Vec<String> = history_ids(&nodes[0].http, &nodes[0].base, &w.channel, &w.owner).await.iter().map(u64::to_string).collect();
     let stored: std::collections::HashSet<&String> = history.iter().collect();
     let missing: Vec<&String> = acked.iter().filter(|id| !stored.contains(id)).collect();
     assert!(missing.is_empty(), "{} acknowledged messages missing from history", missing.len());
@@ -485,36 +473,7 @@ async fn kill_9_of_a_guild_owner_under_load_loses_no_acknowledged_message() {
         wait_for_cluster(&http, &procs.iter().flatten().collect::<Vec<_>>(), &ids).await;
     }
     let p1 = procs[0].as_ref().unwrap().base.clone();
-    let reg = |base: String, name: &'static str| {
-        let http = http.clone();
-        async move {
-            let v: serde_json::Value = http
-                .post(format!("{base}/auth/register"))
-                .json(&json!({"username": name, "password": "correct horse"}))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            v["token"].as_str().unwrap().to_string()
-        }
-    };
-    let token = reg(p1.clone(), "owner").await;
-    let g: serde_json::Value = http
-        .post(format!("{p1}/guilds"))
-        .header("authorization", &token)
-        .json(&json!({"name": "kill guild"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let (gid, channel) = (
-        g["id"].as_str().unwrap_or_else(|| panic!("guild not created: {g}")).to_string(),
-        g["channels"][0]["id"].as_str().unwrap().to_string(),
-    );
+    let (token, gid, channel) = user_with_guild(&http, &p1, "owner").await;
     let owner_of = |base: String| {
         let (http, gid) = (http.clone(), gid.clone());
         async move {
@@ -612,23 +571,7 @@ async fn kill_9_of_a_guild_owner_under_load_loses_no_acknowledged_message() {
         }
     }
     // Every acknowledged message is in history.
-    let mut stored = std::collections::HashSet::new();
-    let mut after = "0".to_string();
-    loop {
-        let page: serde_json::Value = http
-            .get(format!("{}/channels/{channel}/messages?after={after}&limit=100", base(survivors[0])))
-            .header("authorization", &token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let ids: Vec<u64> = page.as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap().parse().unwrap()).collect();
-        let Some(max) = ids.iter().max() else { break };
-        after = max.to_string();
-        stored.extend(ids);
-    }
+    let stored: std::collections::HashSet<u64> = history_ids(&http, &base(survivors[0]), &channel, &token).await.into_iter().collect();
     let missing = acked.iter().filter(|(_, id)| !stored.contains(&id.parse::<u64>().unwrap())).count();
     assert_eq!(missing, 0, "{missing} of {} acknowledged messages missing", acked.len());
 }

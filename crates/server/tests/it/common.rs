@@ -272,3 +272,55 @@ impl Gw {
         self.ws.send(Message::Close(Some(frame))).await.unwrap();
     }
 }
+
+// A server in another process (`throng serve` spawned by a test), over
+// plain HTTP.
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Waits (up to 10 s) until `base` (`http://…/api/v10`) answers.
+pub async fn wait_up(http: &reqwest::Client, base: &str) {
+    for _ in 0..200 {
+        if http.get(format!("{base}/gateway")).send().await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("server at {base} did not come up");
+}
+
+/// POSTs JSON and returns the JSON answer (any status).
+pub async fn post_json(http: &reqwest::Client, url: &str, auth: Option<&str>, body: Value) -> Value {
+    let mut req = http.post(url).json(&body);
+    if let Some(a) = auth {
+        req = req.header("authorization", a);
+    }
+    req.send().await.unwrap().json().await.unwrap()
+}
+
+/// Registers `username` and creates a guild: (token, guild id, channel id).
+pub async fn user_with_guild(http: &reqwest::Client, base: &str, username: &str) -> (String, String, String) {
+    let reg = post_json(http, &format!("{base}/auth/register"), None, json!({"username": username, "password": "correct horse"})).await;
+    let token = reg["token"].as_str().unwrap_or_else(|| panic!("not registered: {reg}")).to_string();
+    let g = post_json(http, &format!("{base}/guilds"), Some(&token), json!({"name": format!("{username}'s guild")})).await;
+    let guild = g["id"].as_str().unwrap_or_else(|| panic!("guild not created: {g}")).to_string();
+    (token, guild, g["channels"][0]["id"].as_str().unwrap().to_string())
+}
+
+/// Every message id in `channel`'s history, oldest first (pages of 100).
+pub async fn history_ids(http: &reqwest::Client, base: &str, channel: &str, auth: &str) -> Vec<u64> {
+    let mut ids = Vec::new();
+    let mut after = 0u64;
+    loop {
+        let url = format!("{base}/channels/{channel}/messages?after={after}&limit=100");
+        let page: Value = http.get(url).header("authorization", auth).send().await.unwrap().json().await.unwrap();
+        let mut got: Vec<u64> =
+            page.as_array().unwrap_or_else(|| panic!("{page}")).iter().map(|m| m["id"].as_str().unwrap().parse().unwrap()).collect();
+        let Some(&max) = got.iter().max() else { return ids };
+        got.sort_unstable();
+        ids.extend(got);
+        after = max;
+    }
+}

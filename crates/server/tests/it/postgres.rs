@@ -179,47 +179,17 @@ fn spawn_throng(url: &str, port: u16) -> Throng {
     Throng(child)
 }
 
-async fn wait_up(http: &reqwest::Client, base: &str) {
-    for _ in 0..200 {
-        if http.get(format!("{base}/gateway")).send().await.is_ok() {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    panic!("server did not come up");
-}
-
 /// `kill -9` of a server on PostgreSQL while 8 clients post as fast as it
 /// answers: after a restart, every message answered 2xx is in history.
 #[tokio::test]
 async fn kill_9_under_a_stream_loses_no_acknowledged_message() {
     with_scratch("kill_9_under_a_stream_loses_no_acknowledged_message", |url| async move {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = free_port();
         let base = format!("http://127.0.0.1:{port}/api/v10");
         let http = reqwest::Client::new();
         let mut child = spawn_throng(&url, port);
         wait_up(&http, &base).await;
-        let reg: serde_json::Value = http
-            .post(format!("{base}/auth/register"))
-            .json(&json!({"username": "durable_pg", "password": "correct horse"}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let tok = reg["token"].as_str().unwrap().to_string();
-        let g: serde_json::Value = http
-            .post(format!("{base}/guilds"))
-            .header("authorization", &tok)
-            .json(&json!({"name": "durable guild"}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let ch = g["channels"][0]["id"].as_str().unwrap_or_else(|| panic!("{g}")).to_string();
+        let (tok, _, ch) = user_with_guild(&http, &base, "durable_pg").await;
 
         // Kill once the stream is well under way (a fixed delay is not enough
         // when the whole suite runs at once on a loaded box).
@@ -266,19 +236,7 @@ async fn kill_9_under_a_stream_loses_no_acknowledged_message() {
 
         let _child = spawn_throng(&url, port);
         wait_up(&http, &base).await;
-        let mut stored = std::collections::HashSet::new();
-        let mut before: Option<String> = None;
-        loop {
-            let mut q = format!("{base}/channels/{ch}/messages?limit=100");
-            if let Some(b) = &before {
-                q.push_str(&format!("&before={b}"));
-            }
-            let page: serde_json::Value = http.get(q).header("authorization", &tok).send().await.unwrap().json().await.unwrap();
-            let page = page.as_array().unwrap().clone();
-            let Some(last) = page.last() else { break };
-            before = Some(last["id"].as_str().unwrap().to_string());
-            stored.extend(page.iter().map(|m| m["id"].as_str().unwrap().to_string()));
-        }
+        let stored: std::collections::HashSet<String> = history_ids(&http, &base, &ch, &tok).await.iter().map(u64::to_string).collect();
         let lost: Vec<_> = acked.iter().filter(|id| !stored.contains(*id)).collect();
         assert!(lost.is_empty(), "{} of {} acknowledged messages lost: {lost:?}", lost.len(), acked.len());
         eprintln!("kill -9 on PostgreSQL: {} acknowledged, all among {} stored", acked.len(), stored.len());
