@@ -228,29 +228,10 @@ pub enum RouteError {
     Unavailable(GuildId),
 }
 
-/// A place reserved in a guild's mailbox; sending through it cannot fail
-/// for a full mailbox.
-pub struct Slot(Box<dyn FnOnce(GuildMsg) + Send>);
-
-impl Slot {
-    pub fn new(send: impl FnOnce(GuildMsg) + Send + 'static) -> Slot {
-        Slot(Box::new(send))
-    }
-
-    pub fn send(self, msg: GuildMsg) {
-        (self.0)(msg)
-    }
-}
-
 /// Carries messages to guild actors wherever they run. Never waits: a full
 /// mailbox is an error (503 / op 9 for the caller), not a wait.
 pub trait GuildRouter: Send + Sync {
     fn send(&self, guild: GuildId, msg: GuildMsg) -> Result<(), RouteError>;
-
-    /// Reserves a place in the guild's mailbox before a change is committed,
-    /// so a committed change is never dropped for a full mailbox: a busy
-    /// guild refuses the write (503) instead.
-    fn reserve(&self, guild: GuildId) -> Result<Slot, RouteError>;
 
     /// Delivers an actor's answer to the request that named `to`.
     fn reply(&self, to: ReplyTo, body: Bytes);

@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 use crate::fanout::{Dispatch, FanEvent, Filter, NodeId, SessionRef, Subscribers};
 use crate::guild::LocalRouter;
 use crate::node::Node;
-use crate::route::{raw, GuildMsg, GuildRouter, ReplyTo, RouteError, Slot, TakeOver};
+use crate::route::{raw, GuildMsg, GuildRouter, ReplyTo, RouteError, TakeOver};
 
 /// A delivery to a node's own sessions, or an answer to one of its requests.
 #[derive(Serialize, Deserialize)]
@@ -194,21 +194,6 @@ impl GuildRouter for ClusterRouter {
         } else {
             self.to_owner(owner, guild, &msg)
         }
-    }
-
-    fn reserve(&self, guild: GuildId) -> Result<Slot, RouteError> {
-        let owner = self.owner(guild)?;
-        if owner == self.me {
-            return self.local.reserve(guild);
-        }
-        // The bus queue is the bound for another node's guild.
-        let permit = self.out.clone().try_reserve_owned().map_err(|_| RouteError::Busy(guild))?;
-        Ok(Slot::new(move |msg| match serde_json::to_vec(&(guild, &msg)) {
-            Ok(v) => {
-                permit.send((format!("throng.n.{owner}.g"), Bytes::from(v)));
-            }
-            Err(e) => tracing::error!(error = %e, "guild message not encoded"),
-        }))
     }
 
     fn reply(&self, to: ReplyTo, body: Bytes) {

@@ -15,8 +15,8 @@ use store::ChannelRecord;
 use tokio::sync::mpsc;
 
 use crate::node::Node;
+use crate::route::ReplyTo;
 pub use crate::route::{GuildEvent, GuildMsg, GuildRouter, ListSubscription, RouteError, Subscription};
-use crate::route::{ReplyTo, Slot};
 
 /// Maps guild ids to their actors' mailboxes, spawning actors on first use:
 /// every guild runs in this process.
@@ -74,16 +74,6 @@ impl GuildRouter for LocalRouter {
     fn send(&self, id: GuildId, msg: GuildMsg) -> Result<(), RouteError> {
         match self.mailbox(id)?.try_send(msg) {
             Ok(()) => Ok(()),
-            Err(mpsc::error::TrySendError::Full(_)) => Err(RouteError::Busy(id)),
-            Err(mpsc::error::TrySendError::Closed(_)) => Err(RouteError::Gone(id)),
-        }
-    }
-
-    fn reserve(&self, id: GuildId) -> Result<Slot, RouteError> {
-        match self.mailbox(id)?.try_reserve_owned() {
-            Ok(p) => Ok(Slot::new(move |msg| {
-                p.send(msg);
-            })),
             Err(mpsc::error::TrySendError::Full(_)) => Err(RouteError::Busy(id)),
             Err(mpsc::error::TrySendError::Closed(_)) => Err(RouteError::Gone(id)),
         }
@@ -167,12 +157,8 @@ mod tests {
         // The actor is spawned on this single-threaded runtime but cannot run
         // before the test yields, so nothing drains the mailbox.
         node.guilds.send(g, msg()).unwrap();
-        let permit = node.guilds.reserve(g).unwrap();
-        assert!(matches!(node.guilds.send(g, msg()), Err(RouteError::Busy(id)) if id == g));
-        assert!(matches!(node.guilds.reserve(g), Err(RouteError::Busy(_))));
-        // A released reservation frees its place.
-        drop(permit);
         node.guilds.send(g, msg()).unwrap();
+        assert!(matches!(node.guilds.send(g, msg()), Err(RouteError::Busy(id)) if id == g));
         // What a REST caller gets for it: 503, Retry-After and Discord's error body.
         let resp = crate::http::error::ApiError::from(RouteError::Busy(g)).into_response();
         assert_eq!(resp.status(), 503);
