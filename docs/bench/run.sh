@@ -57,7 +57,8 @@ trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$
 for n in $(seq 1 "$NODES"); do
     for _ in $(seq 300); do
         h=$(curl -fs "http://127.0.0.1:$((PORT + n - 1))/health" || true)
-        seen=$(printf '%s' "$h" | grep -o '"cluster_nodes":\[[0-9,]*\]' | tr -cd ',' | wc -c)
+        # (grep finds nothing while the node is not up yet: not an error)
+        seen=$(printf '%s' "$h" | { grep -o '"cluster_nodes":\[[0-9,]*\]' || true; } | tr -cd ',' | wc -c)
         if [ -n "$h" ] && { [ "$NODES" = 1 ] || [ "$seen" = $((NODES - 1)) ]; }; then break; fi
         sleep 0.1
     done

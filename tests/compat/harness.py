@@ -181,6 +181,34 @@ def _short(x, n=300):
 
 # --------------------------------------------------------------------------- server
 
+# COMPAT_DATABASE_URL=postgres://USER@HOST:PORT/DB runs every server on PostgreSQL instead of SQLite:
+# each data directory (one server, or the nodes of one cluster sharing it) gets a fresh database on
+# that PostgreSQL server, created with psql. Unset: SQLite in the data directory, as by default.
+_DATABASES: dict = {}
+
+
+def database_for(data_dir: Path):
+    """The `--database` URL of servers on `data_dir` (None: SQLite)."""
+    url = os.environ.get("COMPAT_DATABASE_URL")
+    if not url:
+        return None
+    key = str(Path(data_dir).resolve())
+    if key not in _DATABASES:
+        name = "compat_" + secrets.token_hex(6)
+        r = subprocess.run([os.environ.get("COMPAT_PSQL", "psql"), url, "-v", "ON_ERROR_STOP=1", "-qc", f"CREATE DATABASE {name}"],
+                           capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        if r.returncode != 0:
+            raise AssertionError(f"psql could not create database {name} on {url}: {r.stderr[-1000:]}")
+        base, _, _ = url.rpartition("/")
+        _DATABASES[key] = f"{base}/{name}"
+    return _DATABASES[key]
+
+
+def store_args(data_dir: Path) -> list:
+    """`--data-dir DIR` plus `--database URL` when the suite runs on PostgreSQL."""
+    db = database_for(data_dir)
+    return ["--data-dir", str(data_dir)] + (["--database", db] if db else [])
+
 
 class Server:
     def __init__(self, bin_path: str, workdir: Path, heartbeat_ms: int = 5000, extra_args=(), data_dir=None):
@@ -202,7 +230,7 @@ class Server:
         cmd = [
             self.bin, "serve",
             "--listen", f"127.0.0.1:{self.port}",
-            "--data-dir", str(self.data_dir),
+            *store_args(self.data_dir),
             "--admin-token", self.admin,
             "--heartbeat-interval-ms", str(self.heartbeat_ms),
             *self.extra_args,
@@ -248,7 +276,7 @@ class Server:
         )
 
     def create_bot(self, name: str) -> str:
-        cmd = [self.bin, "bot", "create", name, "--data-dir", str(self.data_dir)]
+        cmd = [self.bin, "bot", "create", name, *store_args(self.data_dir)]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
         with open(self.log_path, "a") as f:
             f.write(f"$ {' '.join(cmd)}\nrc={r.returncode}\nstderr: {r.stderr[-2000:]}\n")

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import HERE, BotProcess, Rest, RestError, budget_left, start_budget, tail_file
+from harness import HERE, BotProcess, Rest, RestError, budget_left, database_for, start_budget, store_args, tail_file
 from test_compat import Variant, check_available
 
 ROOT = HERE.parent.parent
@@ -100,7 +100,9 @@ class LB:
         if r.returncode != 0:
             raise AssertionError(f"scripts/cluster.sh install failed rc={r.returncode}: {r.stderr[-1500:]}")
         self.started = True
-        r = self.sh("start", str(NODES), "--base-port", str(self.base_port), "--run-dir", str(self.run))
+        db = database_for(self.run / "data")
+        r = self.sh("start", str(NODES), "--base-port", str(self.base_port), "--run-dir", str(self.run),
+                    *(["--", "--database", db] if db else []))
         if r.returncode != 0:
             raise AssertionError(f"scripts/cluster.sh start {NODES} failed rc={r.returncode}:\n{r.stderr[-2500:]}")
 
@@ -252,7 +254,7 @@ def test_l1_libraries_through_the_balancer(lb: LB):
     run_data = lb.run / "data"
     tokens = {}
     for name in ("lb-dpy", "lb-djs"):
-        r = subprocess.run([lb.bin, "bot", "create", name, "--data-dir", str(run_data)], capture_output=True, text=True,
+        r = subprocess.run([lb.bin, "bot", "create", name, *store_args(run_data)], capture_output=True, text=True,
                            timeout=30, stdin=subprocess.DEVNULL)
         lines = [l for l in r.stdout.splitlines() if l.strip()]
         if r.returncode != 0 or not lines:

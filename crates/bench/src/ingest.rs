@@ -74,6 +74,9 @@ pub struct IngestRes {
     pub ack_max_ms: f64,
     pub server_cpu_s: Option<f64>,
     pub server_cpu_us_per_msg: Option<f64>,
+    /// This load generator's own CPU (posters and readers) per accepted
+    /// message: on one machine it shares the cores with the server.
+    pub client_cpu_us_per_msg: f64,
     pub commits_per_s: Option<f64>,
     pub rows_per_commit: Option<f64>,
     /// Accepted messages (whole run) each reader had to receive, summed over readers.
@@ -159,17 +162,16 @@ pub async fn run(a: IngestArgs) -> anyhow::Result<()> {
         acked: Mutex::new(Vec::new()),
         hist: Mutex::new(Histogram::new_with_bounds(1, 60_000_000, 3)?),
     });
-    let client =
-        reqwest::Client::builder().pool_max_idle_per_host(a.connections).timeout(Duration::from_secs(30)).tcp_nodelay(true).build()?;
     let body = "x".repeat(a.message_size.max(1));
     let mut tasks = Vec::new();
     for i in 0..a.connections.max(1) {
-        let (sh, client, base, body) = (shared.clone(), client.clone(), a.servers[i % a.servers.len()].clone(), body.clone());
-        tasks.push(tokio::spawn(async move { poster(sh, client, base, body).await }));
+        let (sh, base, body) = (shared.clone(), a.servers[i % a.servers.len()].clone(), body.clone());
+        tasks.push(tokio::spawn(async move { poster(sh, base, body).await }));
     }
     tokio::time::sleep(a.warmup).await;
     let admin_before = admin_stats(&a).await;
     let cpu_before = (!a.server_pids.is_empty()).then(|| procfs::sample_sum(&a.server_pids).1);
+    let own_before = procfs::sample_sum(&[std::process::id()]).1;
     let base_accepted = shared.accepted.load(Ordering::Relaxed);
     shared.measuring.store(true, Ordering::Relaxed);
     let started = Instant::now();
@@ -177,6 +179,7 @@ pub async fn run(a: IngestArgs) -> anyhow::Result<()> {
     let elapsed = started.elapsed().as_secs_f64();
     let accepted = shared.accepted.load(Ordering::Relaxed) - base_accepted;
     let cpu_after = (!a.server_pids.is_empty()).then(|| procfs::sample_sum(&a.server_pids).1);
+    let own_cpu = procfs::sample_sum(&[std::process::id()]).1 - own_before;
     let admin_after = admin_stats(&a).await;
     shared.measuring.store(false, Ordering::Relaxed);
     shared.stop.store(true, Ordering::Relaxed);
@@ -246,6 +249,7 @@ pub async fn run(a: IngestArgs) -> anyhow::Result<()> {
         ack_max_ms: hist.max() as f64 / 1000.0,
         server_cpu_s: cpu,
         server_cpu_us_per_msg: cpu.filter(|_| accepted > 0).map(|c| c * 1e6 / accepted as f64),
+        client_cpu_us_per_msg: own_cpu * 1e6 / accepted.max(1) as f64,
         commits_per_s: commits.map(|c| c as f64 / elapsed),
         rows_per_commit: commits.zip(rows).filter(|(c, _)| *c > 0).map(|(c, r)| r as f64 / c as f64),
         expected_deliveries: expected.iter().map(|e| e.len() as u64).sum(),
@@ -271,7 +275,7 @@ fn summary(r: &IngestRes) -> String {
     format!(
         "accepted {:.0} msg/s ({} in {:.1} s; {} connections, {} posters in {} guilds); refused 503: {}, 429: {}, other: {}\n\
          ack p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms\n\
-         server CPU {} µs per accepted message; writer {} commits/s, {} rows per commit\n\
+         server CPU {} µs per accepted message (load generator {:.1} µs); writer {} commits/s, {} rows per commit\n\
          delivery to {} readers: {} of {} expected, {} missing, {} duplicates",
         r.accepted_per_s,
         r.accepted,
@@ -286,6 +290,7 @@ fn summary(r: &IngestRes) -> String {
         r.ack_p99_ms,
         r.ack_max_ms,
         opt(r.server_cpu_us_per_msg, 1),
+        r.client_cpu_us_per_msg,
         opt(r.commits_per_s, 0),
         opt(r.rows_per_commit, 1),
         r.readers,
@@ -296,62 +301,84 @@ fn summary(r: &IngestRes) -> String {
     )
 }
 
-async fn poster(sh: Arc<Shared>, client: reqwest::Client, base: String, body: String) {
-    let base = format!("{}/api/v10", base.trim_end_matches('/'));
+/// One keep-alive connection posting in a loop (hyper's HTTP/1 connection
+/// directly: reqwest's pool, URL parsing and timers cost the load generator
+/// about as much CPU per request as the server spends, on the same cores).
+async fn poster(sh: Arc<Shared>, base: String, body: String) {
+    let host = base.trim_end_matches('/').trim_start_matches("http://").to_string();
     let mut n = 0u64;
     while !sh.stop.load(Ordering::Relaxed) {
-        let i = sh.next.fetch_add(1, Ordering::Relaxed) % sh.slots.len();
-        let slot = &sh.slots[i];
-        n += 1;
-        let t = Instant::now();
-        let r = client
-            .post(format!("{base}/channels/{}/messages", slot.channel))
-            .header("authorization", &slot.token)
-            .header("content-type", "application/json")
-            .body(json!({"content": format!("{n} {body}")}).to_string())
-            .send()
-            .await;
-        let status = match r {
-            Ok(r) => {
-                let status = r.status().as_u16();
-                let bytes = r.bytes().await.unwrap_or_default();
-                if status == 200 {
-                    let id =
-                        serde_json::from_slice::<Value>(&bytes).ok().and_then(|v| v["id"].as_str().and_then(|s| s.parse::<u64>().ok()));
-                    match id {
+        let Some(mut send) = connect(&host).await else {
+            sh.failed.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        while !sh.stop.load(Ordering::Relaxed) {
+            let i = sh.next.fetch_add(1, Ordering::Relaxed) % sh.slots.len();
+            let slot = &sh.slots[i];
+            n += 1;
+            let t = Instant::now();
+            let req = http::Request::post(format!("/api/v10/channels/{}/messages", slot.channel))
+                .header(http::header::HOST, &host)
+                .header(http::header::AUTHORIZATION, &slot.token)
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body(format!(r#"{{"content":"{n} {body}"}}"#))
+                .expect("valid request");
+            let answer = match send.send_request(req).await {
+                Ok(r) => {
+                    let status = r.status().as_u16();
+                    http_body_util::BodyExt::collect(r.into_body()).await.map(|b| (status, b.to_bytes())).ok()
+                }
+                Err(_) => None,
+            };
+            let Some((status, bytes)) = answer else {
+                // The connection broke: count it and open another.
+                sh.failed.fetch_add(1, Ordering::Relaxed);
+                break;
+            };
+            match status {
+                200 => {
+                    #[derive(serde::Deserialize)]
+                    struct Created {
+                        id: String,
+                    }
+                    match serde_json::from_slice::<Created>(&bytes).ok().and_then(|c| c.id.parse::<u64>().ok()) {
                         Some(id) => sh.acked.lock().expect("acked poisoned").push((id, slot.guild)),
                         None => {
                             sh.failed.fetch_add(1, Ordering::Relaxed);
                             continue;
                         }
                     }
+                    sh.accepted.fetch_add(1, Ordering::Relaxed);
+                    if sh.measuring.load(Ordering::Relaxed) {
+                        let us = t.elapsed().as_micros().max(1) as u64;
+                        let _ = sh.hist.lock().expect("hist poisoned").record(us.min(60_000_000));
+                    }
                 }
-                status
-            }
-            Err(_) => 0,
-        };
-        match status {
-            200 => {
-                sh.accepted.fetch_add(1, Ordering::Relaxed);
-                if sh.measuring.load(Ordering::Relaxed) {
-                    let us = t.elapsed().as_micros().max(1) as u64;
-                    let _ = sh.hist.lock().expect("hist poisoned").record(us.min(60_000_000));
+                503 => {
+                    sh.refused_503.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-            }
-            503 => {
-                sh.refused_503.fetch_add(1, Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            429 => {
-                sh.refused_429.fetch_add(1, Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            _ => {
-                sh.failed.fetch_add(1, Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_millis(20)).await;
+                429 => {
+                    sh.refused_429.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                _ => {
+                    sh.failed.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
             }
         }
     }
+}
+
+/// An HTTP/1 keep-alive connection to `host` (HOST:PORT).
+async fn connect(host: &str) -> Option<hyper::client::conn::http1::SendRequest<String>> {
+    let stream = tokio::net::TcpStream::connect(host).await.ok()?;
+    stream.set_nodelay(true).ok()?;
+    let (send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.ok()?;
+    tokio::spawn(conn);
+    Some(send)
 }
 
 /// The writer's (commits, rows) from throng's admin stats, if available.

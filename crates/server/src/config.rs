@@ -186,6 +186,10 @@ pub struct StorageConfig {
     /// `synchronous=FULL` (survives power loss, slower) instead of NORMAL
     /// (survives process crashes).
     pub sqlite_synchronous_full: bool,
+    /// How long SQLite's writer waits for a lock another process holds (a
+    /// cluster node on the same data directory, a backup) before the write
+    /// fails; every request of that group commit then gets a 500.
+    pub sqlite_busy_timeout_ms: u64,
 }
 
 impl Default for Config {
@@ -259,7 +263,7 @@ impl Default for LimitsConfig {
 
 impl Default for StorageConfig {
     fn default() -> Self {
-        Self { sqlite_readers: 4, postgres_connections: 8, sqlite_synchronous_full: false }
+        Self { sqlite_readers: 4, postgres_connections: 8, sqlite_synchronous_full: false, sqlite_busy_timeout_ms: 20_000 }
     }
 }
 

@@ -79,7 +79,7 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn store::Store>, store:
             let opts = store::sqlite::SqliteOptions {
                 readers: config.storage.sqlite_readers,
                 synchronous_full: config.storage.sqlite_synchronous_full,
-                ..Default::default()
+                busy_timeout: std::time::Duration::from_millis(config.storage.sqlite_busy_timeout_ms),
             };
             Arc::new(store::sqlite::SqliteStore::open(&config.data_dir, &opts).await?)
         }

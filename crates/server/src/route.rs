@@ -157,7 +157,13 @@ enum WireEvent {
 
 /// A dispatch body (our own JSON) embedded verbatim in a bus message.
 pub(crate) fn raw(body: &Bytes) -> Box<serde_json::value::RawValue> {
-    serde_json::value::RawValue::from_string(String::from_utf8_lossy(body).into_owned()).expect("dispatch bodies are JSON")
+    // Our own JSON is UTF-8: the fast check, with the lossy copy only as a
+    // fallback that never runs.
+    let text = match std::str::from_utf8(body) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(body).into_owned(),
+    };
+    serde_json::value::RawValue::from_string(text).expect("dispatch bodies are JSON")
 }
 
 fn unraw(r: &serde_json::value::RawValue) -> Result<(std::sync::Arc<model::Message>, Bytes), serde_json::Error> {

@@ -5,8 +5,11 @@
 //! those hand-offs (futex wake-ups) the cost of the write path.
 //!
 //! The queue is bounded: a full queue refuses at once (the REST caller gets
-//! 503 and `Retry-After`). A batch that fails is retried one message at a
-//! time, so one bad row (its channel deleted meanwhile) fails alone.
+//! 503 and `Retry-After`). A batch that a constraint refuses is retried one
+//! message at a time, so one bad row (its channel deleted meanwhile) fails
+//! alone. A batch that fails for the database's sake (locked past the busy
+//! timeout, disk full, I/O) fails as a whole at once: every request in it
+//! gets an error, and none was acknowledged.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -81,7 +84,11 @@ async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Job>, max_batch: usiz
                 stats.commits.fetch_add(1, Ordering::Relaxed);
                 ok.into_iter().map(|ok| if ok { Outcome::Committed } else { Outcome::Fenced }).collect()
             }
-            Err(e) if batch.len() == 1 => vec![Outcome::Failed(e.to_string())],
+            Err(e) if batch.len() == 1 || !e.is_row_error() => {
+                tracing::error!(error = %e, rows = batch.len(), "batch commit failed");
+                let e = e.to_string();
+                batch.iter().map(|_| Outcome::Failed(e.clone())).collect()
+            }
             Err(e) => {
                 tracing::warn!(error = %e, rows = batch.len(), "batch commit failed; retrying one by one");
                 let mut v = Vec::with_capacity(batch.len());

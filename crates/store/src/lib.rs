@@ -29,10 +29,28 @@ pub enum StoreError {
     Conflict,
     #[error("database error: {0}")]
     Db(#[from] sqlx::Error),
+    /// From the SQLite batch writer's own connection.
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
     #[error("migration error: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("stored data is corrupt: {0}")]
     Corrupt(#[from] serde_json::Error),
+}
+
+impl StoreError {
+    /// The error is about the rows written (a constraint refused one: its
+    /// channel was deleted meanwhile, a duplicate id), not about the
+    /// database (locked, full, I/O): writing the rows one by one can help.
+    pub fn is_row_error(&self) -> bool {
+        use sqlx::error::ErrorKind;
+        match self {
+            StoreError::Conflict | StoreError::Corrupt(_) => true,
+            StoreError::Db(sqlx::Error::Database(d)) => !matches!(d.kind(), ErrorKind::Other),
+            StoreError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => e.code == rusqlite::ErrorCode::ConstraintViolation,
+            _ => false,
+        }
+    }
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;

@@ -20,7 +20,11 @@ use sqlx::{FromRow, QueryBuilder, Row, Sqlite, SqlitePool};
 
 use crate::*;
 
+mod batch;
+
 pub struct SqliteStore {
+    /// New messages' group commits: a thread and connection of their own.
+    batches: batch::BatchWriter,
     /// One connection: every write goes here, in order.
     writer: SqlitePool,
     /// Readers; WAL lets them run beside the writer.
@@ -42,7 +46,7 @@ pub struct SqliteOptions {
 
 impl Default for SqliteOptions {
     fn default() -> Self {
-        Self { readers: 4, synchronous_full: false, busy_timeout: Duration::from_secs(10) }
+        Self { readers: 4, synchronous_full: false, busy_timeout: Duration::from_secs(20) }
     }
 }
 
@@ -59,15 +63,19 @@ impl SqliteStore {
             .busy_timeout(opts.busy_timeout)
             .foreign_keys(true)
             .pragma("cache_size", "-16000");
+        let tries = busy_tries(opts.busy_timeout);
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
             .min_connections(1)
-            .after_connect(|conn, _| {
+            .after_connect(move |conn, _| {
                 Box::pin(async move {
                     let mut h = conn.lock_handle().await?;
                     // SAFETY: a live connection handle, locked for this call;
                     // the handler is a plain function with no state.
-                    unsafe { libsqlite3_sys::sqlite3_busy_handler(h.as_raw_handle().as_ptr(), Some(busy_retry), std::ptr::null_mut()) };
+                    // The argument is the number of tries, not a pointer.
+                    unsafe {
+                        libsqlite3_sys::sqlite3_busy_handler(h.as_raw_handle().as_ptr(), Some(busy_retry), tries as *mut std::ffi::c_void)
+                    };
                     Ok(())
                 })
             })
@@ -78,7 +86,8 @@ impl SqliteStore {
         // It reads tokens, users and memberships only: a smaller page cache.
         let lookup =
             SqlitePoolOptions::new().max_connections(1).connect_with(connect.read_only(true).pragma("cache_size", "-4000")).await?;
-        Ok(Self { writer, reader, lookup })
+        let batches = batch::BatchWriter::start(&path, opts.synchronous_full, tries)?;
+        Ok(Self { batches, writer, reader, lookup })
     }
 
     /// The writer pool, for bulk tools (seeding) that batch their own transactions.
@@ -89,17 +98,27 @@ impl SqliteStore {
 
 /// The writer's busy handler: when another process (a cluster node sharing
 /// the data directory) holds the write lock, retry every 200 µs at first,
-/// then every 1 ms, for about 20 s in all. SQLite's own busy timeout sleeps
+/// then every 1 ms, for `busy_timeout` in all. SQLite's own busy timeout sleeps
 /// up to 100 ms between tries, so under steady contention between processes
 /// a waiting writer slept long after the lock was free: with 8 nodes on one
 /// data directory, writers queued for seconds (measured in the capacity
 /// run, see docs/benchmarks.md).
-extern "C" fn busy_retry(_: *mut std::ffi::c_void, tries: std::ffi::c_int) -> std::ffi::c_int {
-    if tries >= 20_000 {
+extern "C" fn busy_retry(limit: *mut std::ffi::c_void, tries: std::ffi::c_int) -> std::ffi::c_int {
+    if tries as usize >= limit as usize {
         return 0;
     }
     std::thread::sleep(Duration::from_micros(if tries < 100 { 200 } else { 1_000 }));
     1
+}
+
+/// How many tries of [`busy_retry`] fill `timeout`: 100 of 200 µs, then 1 ms each.
+fn busy_tries(timeout: Duration) -> usize {
+    let ms = timeout.as_millis() as usize;
+    if ms <= 20 {
+        ms * 5
+    } else {
+        100 + (ms - 20)
+    }
 }
 
 fn is_unique_violation(e: &sqlx::Error) -> bool {
@@ -856,80 +875,7 @@ impl Store for SqliteStore {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
-        // IMMEDIATE: the write lock is taken before the fences are read, so
-        // no other process can claim a guild between the check and the insert.
-        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
-        let mut fenced: Vec<i64> = batch.iter().filter(|(e, _)| *e != 0).filter_map(|(_, m)| m.guild_id.map(i)).collect();
-        fenced.sort_unstable();
-        fenced.dedup();
-        let mut current: HashMap<i64, i64> = HashMap::new();
-        for ids in fenced.chunks(500) {
-            let mut q = QueryBuilder::<Sqlite>::new("SELECT guild_id, epoch FROM guild_owners WHERE guild_id IN (");
-            let mut sep = q.separated(", ");
-            for g in ids {
-                sep.push_bind(*g);
-            }
-            q.push(")");
-            for row in q.build().fetch_all(&mut *tx).await? {
-                current.insert(row.try_get(0)?, row.try_get(1)?);
-            }
-        }
-        let ok: Vec<bool> =
-            batch.iter().map(|(e, m)| *e == 0 || m.guild_id.is_some_and(|g| current.get(&i(g)) == Some(&(*e as i64)))).collect();
-        let rows: Vec<&MessageRecord> = batch.iter().zip(&ok).filter(|(_, ok)| **ok).map(|((_, m), _)| m).collect();
-        // 13 values a row; SQLite allows 32,766 per statement.
-        for chunk in rows.chunks(1000) {
-            let mut q = QueryBuilder::<Sqlite>::new(
-                "INSERT INTO messages (id, channel_id, guild_id, author_id, content, edited_at, kind, flags, tts, mention_everyone, mentions, reference, extra) ",
-            );
-            let mut err = None;
-            q.push_values(chunk, |mut b, m| {
-                let reference = m.reference.as_ref().map(serde_json::to_string).transpose();
-                let extra = serde_json::to_string(&m.extra);
-                let (reference, extra) = match (reference, extra) {
-                    (Ok(r), Ok(x)) => (r, x),
-                    (Err(e), _) | (_, Err(e)) => {
-                        err = Some(e);
-                        (None, String::new())
-                    }
-                };
-                b.push_bind(i(m.id))
-                    .push_bind(i(m.channel_id))
-                    .push_bind(m.guild_id.map(i))
-                    .push_bind(i(m.author_id))
-                    .push_bind(m.content.clone())
-                    .push_bind(m.edited_at.map(|v| v as i64))
-                    .push_bind(i64::from(m.kind))
-                    .push_bind(m.flags as i64)
-                    .push_bind(m.tts)
-                    .push_bind(m.mention_everyone)
-                    .push_bind(ids_json(&m.mentions.iter().map(|u| u.0).collect::<Vec<_>>()))
-                    .push_bind(reference)
-                    .push_bind(extra);
-            });
-            if let Some(e) = err {
-                return Err(e.into());
-            }
-            q.build().execute(&mut *tx).await?;
-        }
-        let mut last: HashMap<i64, i64> = HashMap::new();
-        for m in &rows {
-            let v = last.entry(i(m.channel_id)).or_insert(0);
-            *v = (*v).max(i(m.id));
-        }
-        // One statement for every channel of the batch (each statement is a
-        // hand-off to the connection's thread).
-        let last: Vec<(i64, i64)> = last.into_iter().collect();
-        for chunk in last.chunks(1000) {
-            let mut q = QueryBuilder::<Sqlite>::new("WITH v(c, m) AS (");
-            q.push_values(chunk, |mut b, (c, m)| {
-                b.push_bind(*c).push_bind(*m);
-            });
-            q.push(") UPDATE channels SET last_message_id = max(coalesce(last_message_id, 0), v.m) FROM v WHERE channels.id = v.c");
-            q.build().execute(&mut *tx).await?;
-        }
-        tx.commit().await?;
-        Ok(ok)
+        self.batches.create_messages(batch).await
     }
 
     async fn claim_guild(&self, guild: GuildId, node: u64) -> Result<u64> {

@@ -10,3 +10,4 @@ mod gateway;
 mod member_list;
 mod postgres;
 mod rest;
+mod write_failures;
