@@ -54,6 +54,27 @@ pub struct IngestArgs {
     /// Report directory (ingest.json and README.md).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// A durability run: SIGKILL every --server-pid this long into the
+    /// measured phase, stop posting a second later and skip the delivery
+    /// check (check history with `history-check` after a restart).
+    #[arg(long, value_parser = crate::scenario::parse_duration)]
+    pub kill_after: Option<Duration>,
+    /// Write every acknowledged message as a "CHANNEL_ID MESSAGE_ID" line.
+    #[arg(long)]
+    pub acked_out: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct HistoryCheckArgs {
+    /// Server HTTP base URL.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    pub server: String,
+    /// The fixture the acknowledged messages were posted with (for tokens).
+    #[arg(long)]
+    pub fixture: PathBuf,
+    /// "CHANNEL_ID MESSAGE_ID" lines, from `ingest --acked-out`.
+    #[arg(long)]
+    pub acked: PathBuf,
 }
 
 #[derive(Serialize, Debug)]
@@ -175,7 +196,19 @@ pub async fn run(a: IngestArgs) -> anyhow::Result<()> {
     let base_accepted = shared.accepted.load(Ordering::Relaxed);
     shared.measuring.store(true, Ordering::Relaxed);
     let started = Instant::now();
-    tokio::time::sleep(a.duration).await;
+    let killed = if let Some(after) = a.kill_after {
+        tokio::time::sleep(after).await;
+        for &pid in &a.server_pids {
+            // SAFETY: kill(2) with a pid we were given; no memory involved.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+        eprintln!("ingest: SIGKILL sent to {:?} after {:.1} s", a.server_pids, started.elapsed().as_secs_f64());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        true
+    } else {
+        tokio::time::sleep(a.duration).await;
+        false
+    };
     let elapsed = started.elapsed().as_secs_f64();
     let accepted = shared.accepted.load(Ordering::Relaxed) - base_accepted;
     let cpu_after = (!a.server_pids.is_empty()).then(|| procfs::sample_sum(&a.server_pids).1);
@@ -188,6 +221,27 @@ pub async fn run(a: IngestArgs) -> anyhow::Result<()> {
     }
     // Deliveries still on their way.
     let acked = std::mem::take(&mut *shared.acked.lock().expect("acked poisoned"));
+    if let Some(path) = &a.acked_out {
+        let mut text = String::with_capacity(acked.len() * 40);
+        for (id, g) in &acked {
+            let channel = ix.fixture.guilds[*g as usize].channel_ids.first().map_or("", String::as_str);
+            text.push_str(&format!("{channel} {id}\n"));
+        }
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if killed {
+        println!(
+            "durability run: {} messages acknowledged before and while the server was killed (SIGKILL at {:.1} s); failed requests: {}; delivery not checked",
+            acked.len(),
+            a.kill_after.unwrap_or_default().as_secs_f64(),
+            shared.failed.load(Ordering::Relaxed)
+        );
+        reader_stop.store(true, Ordering::Relaxed);
+        for t in reader_tasks {
+            t.abort();
+        }
+        return Ok(());
+    }
     let expected: Vec<Vec<u64>> = readers
         .iter()
         .map(|&u| {
@@ -299,6 +353,68 @@ fn summary(r: &IngestRes) -> String {
         r.missing,
         r.duplicates,
     )
+}
+
+/// After a restart: every acknowledged message of `--acked` is in its
+/// channel's history (read with a member's token, 100 per page).
+pub async fn history_check(a: HistoryCheckArgs) -> anyhow::Result<()> {
+    let ix = Index::new(Fixture::load(&a.fixture)?);
+    let text = std::fs::read_to_string(&a.acked).with_context(|| format!("reading {}", a.acked.display()))?;
+    let mut by_channel: HashMap<&str, Vec<u64>> = HashMap::new();
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        let (c, id) = line.split_once(' ').ok_or_else(|| anyhow!("bad line {line:?}"))?;
+        by_channel.entry(c).or_default().push(id.parse()?);
+    }
+    let client = reqwest::Client::new();
+    let base = format!("{}/api/v10", a.server.trim_end_matches('/'));
+    let (mut checked, mut missing) = (0u64, 0u64);
+    for (channel, ids) in &by_channel {
+        let g = ix
+            .fixture
+            .guilds
+            .iter()
+            .position(|g| g.channel_ids.iter().any(|c| c == channel))
+            .ok_or_else(|| anyhow!("channel {channel} not in the fixture"))?;
+        // Pages go round the guild's members (per-user rate limits); a 429
+        // waits as long as it says.
+        let members = &ix.members_of[g];
+        if members.is_empty() {
+            bail!("guild of {channel} has no member with a token");
+        }
+        let mut have = std::collections::HashSet::new();
+        let (mut after, mut n) = (0u64, 0usize);
+        loop {
+            n += 1;
+            let token = &ix.fixture.users[members[n % members.len()] as usize].token;
+            let r = client
+                .get(format!("{base}/channels/{channel}/messages?after={after}&limit=100"))
+                .header("authorization", token)
+                .send()
+                .await?;
+            if r.status() == 429 {
+                let v: Value = r.json().await.unwrap_or_default();
+                tokio::time::sleep(Duration::from_secs_f64(v["retry_after"].as_f64().unwrap_or(0.1).clamp(0.01, 5.0))).await;
+                continue;
+            }
+            let page: Value = r.error_for_status()?.json().await?;
+            let page = page.as_array().ok_or_else(|| anyhow!("history page is not a list"))?;
+            if page.is_empty() {
+                break;
+            }
+            for m in page {
+                let id: u64 = m["id"].as_str().and_then(|s| s.parse().ok()).ok_or_else(|| anyhow!("message without id"))?;
+                have.insert(id);
+                after = after.max(id);
+            }
+        }
+        checked += ids.len() as u64;
+        missing += ids.iter().filter(|id| !have.contains(id)).count() as u64;
+    }
+    println!("history check: {checked} acknowledged messages in {} channels, {missing} missing", by_channel.len());
+    if missing > 0 {
+        bail!("{missing} acknowledged messages are not in history");
+    }
+    Ok(())
 }
 
 /// One keep-alive connection posting in a loop (hyper's HTTP/1 connection

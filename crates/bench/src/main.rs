@@ -66,6 +66,9 @@ enum Cmd {
     /// The write path at full speed: users post as fast as the server accepts;
     /// reader sessions check every accepted message arrives once.
     Ingest(ingest::IngestArgs),
+    /// After an `ingest --kill-after` run and a restart: every acknowledged
+    /// message is in history.
+    HistoryCheck(ingest::HistoryCheckArgs),
     /// Internal: a worker process driven by the coordinator over stdin/stdout.
     #[command(hide = true)]
     Worker,
@@ -77,6 +80,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Worker => worker::main().map(|()| 0),
         Cmd::Setup(a) => runtime().and_then(|rt| rt.block_on(setup::run(a))).map(|()| 0),
         Cmd::Ingest(a) => runtime().and_then(|rt| rt.block_on(ingest::run(a))).map(|()| 0),
+        Cmd::HistoryCheck(a) => runtime().and_then(|rt| rt.block_on(ingest::history_check(a))).map(|()| 0),
         Cmd::Connect(a) => run(Scenario::Connect, a),
         Cmd::Chat(a) => run(Scenario::Chat, a),
         Cmd::Broadcast(a) => run(Scenario::Broadcast, a),
