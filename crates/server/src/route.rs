@@ -101,6 +101,28 @@ pub enum PostReply {
     Failed(String),
 }
 
+impl PostReply {
+    /// `PostReply::Ok(body)` exactly as serde_json writes it (`{"Ok":…}`),
+    /// built with two copies instead of a UTF-8 check, a copy into a
+    /// `RawValue` and a serialisation: the answer to every message posted.
+    pub fn ok_bytes(body: &[u8]) -> Bytes {
+        let mut v = Vec::with_capacity(body.len() + OK_PREFIX.len() + 1);
+        v.extend_from_slice(OK_PREFIX);
+        v.extend_from_slice(body);
+        v.push(b'}');
+        Bytes::from(v)
+    }
+
+    /// The message JSON of an `Ok` answer without parsing it (a slice of
+    /// `answer`); `None` for any other answer.
+    pub fn ok_body(answer: &Bytes) -> Option<Bytes> {
+        (answer.len() > OK_PREFIX.len() && answer.starts_with(OK_PREFIX) && answer.ends_with(b"}"))
+            .then(|| answer.slice(OK_PREFIX.len()..answer.len() - 1))
+    }
+}
+
+const OK_PREFIX: &[u8] = b"{\"Ok\":";
+
 /// Committed changes, applied to the actor's state and fanned out in order.
 #[derive(Clone, serde::Serialize, serde::Deserialize)]
 #[serde(into = "WireEvent", try_from = "WireEvent")]
@@ -367,6 +389,25 @@ pub fn broadcast_presence(router: &dyn GuildRouter, user: UserId, guilds: &[Guil
     for &g in guilds {
         if let Err(e) = router.send(g, GuildMsg::Presence { user, presence: presence.clone() }) {
             tracing::debug!(guild = %g, error = %e, "presence update dropped");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ok_bytes_are_what_serde_writes_and_ok_body_slices_them_back() {
+        let body = r#"{"id":"1","content":"hi \"there\" é"}"#.as_bytes();
+        let ours = PostReply::ok_bytes(body);
+        let serde = serde_json::to_vec(&PostReply::Ok(raw(&Bytes::from_static(body)))).unwrap();
+        assert_eq!(&ours[..], &serde[..]);
+        assert_eq!(&PostReply::ok_body(&ours).unwrap()[..], body);
+        assert!(matches!(serde_json::from_slice::<PostReply>(&ours).unwrap(), PostReply::Ok(b) if b.get().as_bytes() == body));
+        for other in [PostReply::MissingAccess, PostReply::Failed("x}".into()), PostReply::Retry] {
+            let bytes = Bytes::from(serde_json::to_vec(&other).unwrap());
+            assert_eq!(PostReply::ok_body(&bytes), None);
         }
     }
 }

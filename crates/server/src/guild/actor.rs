@@ -266,9 +266,9 @@ impl GuildActor {
     fn committed(&mut self, st: &State, c: Committed) {
         let answer = match c.outcome {
             Outcome::Committed => {
-                let body = c.body.clone();
                 self.fan_out_message(st, "MESSAGE_CREATE", c.message, &c.body);
-                PostReply::Ok(crate::route::raw(&body))
+                self.node.guilds.reply(c.reply, PostReply::ok_bytes(&c.body));
+                return;
             }
             Outcome::Fenced => {
                 // Another node owns the guild now: take nothing more (what is

@@ -212,6 +212,9 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
     // No answer in time (the owner died or lost the bus): the message may
     // or may not be committed; the client may retry.
     let Ok(Ok(answer)) = tokio::time::timeout(wait, answer).await else { return Err(ApiError::Busy) };
+    if let Some(body) = PostReply::ok_body(&answer) {
+        return Ok(json_bytes(StatusCode::OK, body));
+    }
     match serde_json::from_slice::<PostReply>(&answer).map_err(|e| ApiError::Internal(e.to_string()))? {
         PostReply::Ok(body) => Ok(json_bytes(StatusCode::OK, Bytes::copy_from_slice(body.get().as_bytes()))),
         PostReply::UnknownChannel => Err(ApiError::not_found(ErrorCode::UnknownChannel)),

@@ -7,7 +7,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::HeaderValue;
+use axum::http::{HeaderName, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -29,9 +29,13 @@ fn major(path: &str) -> &str {
     it.next().unwrap_or("")
 }
 
+const LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+const REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+const RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+const RESET_AFTER: HeaderName = HeaderName::from_static("x-ratelimit-reset-after");
+const BUCKET: HeaderName = HeaderName::from_static("x-ratelimit-bucket");
+
 pub async fn middleware(State(node): State<Arc<Node>>, req: Request, next: Next) -> Response {
-    let route = req.extensions().get::<MatchedPath>().map(|m| m.as_str().to_string()).unwrap_or_default();
-    let method = req.method().as_str().to_string();
     let caller = match req.headers().get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
         Some(a) => hash_of(&["token", a]),
         None => {
@@ -39,7 +43,8 @@ pub async fn middleware(State(node): State<Arc<Node>>, req: Request, next: Next)
             hash_of(&["ip", ip.as_deref().unwrap_or("?")])
         }
     };
-    let bucket = hash_of(&[&method, &route, major(req.uri().path())]);
+    let route = req.extensions().get::<MatchedPath>().map_or("", |m| m.as_str());
+    let bucket = hash_of(&[req.method().as_str(), route, major(req.uri().path())]);
     let limiter = &node.rest_limits;
     let v = limiter.check(caller, bucket);
     let now_epoch = crate::auth::now_ms() as f64 / 1000.0;
@@ -55,13 +60,11 @@ pub async fn middleware(State(node): State<Arc<Node>>, req: Request, next: Next)
     }
     let mut resp = next.run(req).await;
     let h = resp.headers_mut();
-    for (k, val) in [
-        ("x-ratelimit-limit", limiter.limit().to_string()),
-        ("x-ratelimit-remaining", v.remaining.to_string()),
-        ("x-ratelimit-reset", format!("{:.3}", now_epoch + v.reset_after)),
-        ("x-ratelimit-reset-after", format!("{:.3}", v.reset_after)),
-        ("x-ratelimit-bucket", bucket_id),
-    ] {
+    h.insert(LIMIT, HeaderValue::from(limiter.limit()));
+    h.insert(REMAINING, HeaderValue::from(v.remaining));
+    for (k, val) in
+        [(RESET, format!("{:.3}", now_epoch + v.reset_after)), (RESET_AFTER, format!("{:.3}", v.reset_after)), (BUCKET, bucket_id)]
+    {
         if let Ok(val) = HeaderValue::from_str(&val) {
             h.insert(k, val);
         }
