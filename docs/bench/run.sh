@@ -77,5 +77,11 @@ done
 # Server warnings and errors (if any) go next to the report.
 cat "$work"/server-*.log | grep -aE 'WARN|ERROR' | sed 's/\x1b\[[0-9;]*m//g' | head -n 200 >"$out/server-warnings.log" || true
 [ -s "$out/server-warnings.log" ] || rm -f "$out/server-warnings.log"
+# In a cluster: every change of a node's view of the membership (a ring change moves guilds).
+if [ "$NODES" -gt 1 ]; then
+    for n in $(seq 1 "$NODES"); do
+        grep -a 'membership changed' "$work/server-$n.log" | sed 's/\x1b\[[0-9;]*m//g' | sed "s/^/node $n: /"
+    done >"$out/membership.log" || true
+fi
 echo "exit status $rc" >&2
 exit $rc

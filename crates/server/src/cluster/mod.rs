@@ -344,11 +344,10 @@ pub async fn start_node(config: crate::config::Config, store: Arc<dyn store::Sto
             received: AtomicU64::new(0),
         })
     });
-    let hb_sub = client.subscribe("throng.hb").await.map_err(|e| ClusterError::Subscribe(e.to_string()))?;
     let guild_sub = client.subscribe(format!("throng.n.{me}.g")).await.map_err(|e| ClusterError::Subscribe(e.to_string()))?;
     let deliver_sub = client.subscribe(format!("throng.n.{me}.d")).await.map_err(|e| ClusterError::Subscribe(e.to_string()))?;
     node.tasks.spawn(outbound(client.clone(), out_rx, node.shutdown.clone()));
-    node.tasks.spawn(membership(node.clone(), client.clone(), hb_sub, cc));
+    start_membership(node.clone(), client.clone(), url, cc)?;
     node.tasks.spawn(inbound_guild(node.clone(), guild_sub));
     node.tasks.spawn(inbound_deliver(node.clone(), deliver_sub));
     Ok(node)
@@ -373,10 +372,58 @@ async fn outbound(client: async_nats::Client, mut rx: mpsc::Receiver<(String, By
     }
 }
 
+/// Starts heartbeats and membership on a thread of their own, with a
+/// runtime and NATS connection of their own. On the node's runtime they
+/// starved under load: in a 100,000-session reconnect storm over 6 nodes
+/// one node processed no heartbeat for over 3 s, dropped every node from
+/// its ring (itself included) and back, stopped its actors and lost the
+/// subscriptions of sessions on other nodes (2,500 receipts never
+/// arrived). Here a busy node still beats and still hears the others.
+fn start_membership(node: Arc<Node>, main: async_nats::Client, url: String, cc: crate::config::ClusterConfig) -> Result<(), ClusterError> {
+    let main_rt = tokio::runtime::Handle::current();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ClusterError::Connect(url.clone(), e.to_string()))?;
+    let name = format!("throng-node-{}-membership", node.id.0);
+    std::thread::Builder::new()
+        .name("throng-membership".into())
+        .spawn(move || {
+            rt.block_on(async move {
+                let client = match async_nats::ConnectOptions::new().name(name).retry_on_initial_connect().connect(url.as_str()).await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::error!(error = %e, "membership: cannot connect to NATS");
+                        return;
+                    }
+                };
+                let hb = match client.subscribe("throng.hb").await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::error!(error = %e, "membership: cannot subscribe to heartbeats");
+                        return;
+                    }
+                };
+                membership(node, main, client, hb, cc, main_rt).await;
+            })
+        })
+        .map_err(|e| ClusterError::Connect(String::new(), e.to_string()))?;
+    Ok(())
+}
+
 /// Announces this node, tracks the others, and rebuilds the ring when the
 /// live set changes. A node that cannot reach NATS leaves its own ring
-/// (and so owns no guild) until it can again.
-async fn membership(node: Arc<Node>, client: async_nats::Client, mut hb: async_nats::Subscriber, cc: crate::config::ClusterConfig) {
+/// (and so owns no guild) until it can again. Runs on the membership
+/// thread; the work a ring change causes (re-subscribing sessions, ending
+/// sessions of a node that is gone) runs on the node's runtime.
+async fn membership(
+    node: Arc<Node>,
+    main: async_nats::Client,
+    client: async_nats::Client,
+    mut hb: async_nats::Subscriber,
+    cc: crate::config::ClusterConfig,
+    main_rt: tokio::runtime::Handle,
+) {
     let r = router(&node);
     let me = r.me;
     let timeout = Duration::from_millis(cc.node_timeout_ms);
@@ -399,7 +446,7 @@ async fn membership(node: Arc<Node>, client: async_nats::Client, mut hb: async_n
                 }
             }
         }
-        let connected = matches!(client.connection_state(), async_nats::connection::State::Connected);
+        let connected = [&main, &client].iter().all(|c| matches!(c.connection_state(), async_nats::connection::State::Connected));
         let now = Instant::now();
         seen.retain(|_, t| now.duration_since(*t) < timeout);
         let mut next: Vec<u64> = if connected && seen.contains_key(&me) { seen.keys().map(|n| n.0).collect() } else { Vec::new() };
@@ -409,14 +456,18 @@ async fn membership(node: Arc<Node>, client: async_nats::Client, mut hb: async_n
             let old = r.ring.load_full();
             r.ring.store(Ring::with_vnodes(next.iter().copied(), cc.vnodes));
             r.healthy.store(!next.is_empty(), Ordering::Release);
-            rehome(&node, r, &old);
-            // Sessions taken over from a node that is gone get nothing more:
-            // they end, and their clients IDENTIFY again.
-            for s in crate::gateway::sessions(&node.sessions) {
-                if s.home.get().is_some_and(|h| h.node != me && !next.contains(&h.node.0)) {
-                    s.end(&node);
+            let (node2, live_now) = (node.clone(), next.clone());
+            main_rt.spawn(async move {
+                let r = router(&node2);
+                rehome(&node2, r, &old);
+                // Sessions taken over from a node that is gone get nothing
+                // more: they end, and their clients IDENTIFY again.
+                for s in crate::gateway::sessions(&node2.sessions) {
+                    if s.home.get().is_some_and(|h| h.node != me && !live_now.contains(&h.node.0)) {
+                        s.end(&node2);
+                    }
                 }
-            }
+            });
             live = next;
         }
     }
@@ -434,7 +485,11 @@ fn rehome(node: &Arc<Node>, r: &ClusterRouter, old: &Ring) {
             if a != b && b.is_some() {
                 let sub = crate::route::Subscription { session: s.session_ref(node), info: crate::fanout::Recipient::sub_info(&*s) };
                 if let Err(e) = node.guilds.send(g, GuildMsg::Subscribe(Box::new(sub))) {
-                    tracing::debug!(guild = %g, error = %e, "re-subscribe after a ring change failed");
+                    // No silent hole: the session ends and its client
+                    // identifies again (and subscribes from scratch).
+                    tracing::warn!(guild = %g, error = %e, "re-subscribe after a ring change failed; the session ends");
+                    s.end(node);
+                    break;
                 }
             }
         }
