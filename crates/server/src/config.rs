@@ -32,6 +32,9 @@ pub struct Config {
     /// The NATS server a cluster meets through (`nats://HOST:PORT`). Unset:
     /// a single node, exactly as without a cluster.
     pub nats: Option<String>,
+    /// Log lines on stderr: `text` (for people) or `json` (one object a
+    /// line: timestamp, level, target, message and fields, for collectors).
+    pub log_format: LogFormat,
     pub gateway: GatewayConfig,
     pub limits: LimitsConfig,
     pub storage: StorageConfig,
@@ -205,6 +208,7 @@ impl Default for Config {
             worker_id: 0,
             process_id: 0,
             nats: None,
+            log_format: LogFormat::Text,
             gateway: GatewayConfig::default(),
             limits: LimitsConfig::default(),
             storage: StorageConfig::default(),
@@ -281,7 +285,16 @@ pub const ENV_ALIASES: &[(&str, &str)] = &[
 ];
 
 /// Keys whose values are text even when they look like numbers.
-const TEXT_KEYS: &[&str] = &["listen", "data_dir", "database", "public_url", "admin_token", "nats"];
+const TEXT_KEYS: &[&str] = &["listen", "data_dir", "database", "public_url", "admin_token", "nats", "log_format"];
+
+/// The format of log lines ([`Config::log_format`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
 
 /// An environment value as the TOML value it spells (number, boolean), or
 /// as text.

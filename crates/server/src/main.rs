@@ -122,13 +122,29 @@ fn load(common: &Common) -> anyhow::Result<Config> {
     Ok(c)
 }
 
+/// Logs on stderr, in the configured format (`log_format`, or
+/// `THRONG_LOG_FORMAT=json`); a configuration that does not load is
+/// reported by the command itself, with text logs.
+fn init_logs(cmd: &Cmd) {
+    let common = match cmd {
+        Cmd::Config { common } | Cmd::Serve { common, .. } | Cmd::Seed { common, .. } => common,
+        Cmd::Bot { cmd: BotCmd::Create { common, .. } } => common,
+    };
+    let format = load(common).map(|c| c.log_format).unwrap_or_default();
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr);
+    match format {
+        server::config::LogFormat::Json => logs.json().with_current_span(false).init(),
+        server::config::LogFormat::Text => logs.init(),
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .init();
-    match Cli::parse().cmd {
+    let cli = Cli::parse();
+    init_logs(&cli.cmd);
+    match cli.cmd {
         Cmd::Config { common } => {
             let c = load(&common)?;
             c.validate()?;

@@ -7,6 +7,7 @@ mod common;
 mod compat;
 mod durability;
 mod gateway;
+mod logs;
 mod member_list;
 mod postgres;
 mod rest;
