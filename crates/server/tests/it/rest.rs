@@ -312,3 +312,67 @@ async fn metrics_are_prometheus_text_that_promtool_accepts() {
     let out = check.wait_with_output().unwrap();
     assert!(out.status.success(), "promtool: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 }
+
+/// A role that granted SEND_MESSAGES is taken away (`PATCH` of the member's
+/// roles): the very next send is refused, and giving it back allows it
+/// again at once. Roles cannot be created over REST yet (issue #14), so the
+/// guild with its roles is created in the store directly.
+#[tokio::test]
+async fn a_send_right_after_a_role_is_removed_is_refused() {
+    use protocol::model::permission;
+    use protocol::{ChannelId, GuildId, RoleId, UserId};
+    let t = TestServer::start().await;
+    let (owner, owner_id) = t.user("owner").await;
+    let (member, member_id) = t.user("speaker").await;
+    let node = t.node();
+    let gid: GuildId = node.ids.next().into();
+    let cid: ChannelId = node.ids.next().into();
+    let speaker: RoleId = node.ids.next().into();
+    let (owner_id, member_id) = (UserId(owner_id.parse().unwrap()), UserId(member_id.parse().unwrap()));
+    let mut everyone = server::guild::everyone_role(gid);
+    everyone.permissions &= !permission::SEND_MESSAGES;
+    let role = store::RoleRecord {
+        id: speaker,
+        guild_id: gid,
+        name: "speaker".into(),
+        color: 0,
+        hoist: false,
+        position: 1,
+        permissions: permission::SEND_MESSAGES,
+        mentionable: false,
+    };
+    let m = |u: UserId, roles: Vec<RoleId>| store::MemberRecord { guild_id: gid, user_id: u, nick: None, roles, joined_at: 1, flags: 0 };
+    let guild = store::GuildRecord {
+        id: gid,
+        name: "roles".into(),
+        icon: None,
+        description: None,
+        owner_id,
+        system_channel_id: Some(cid),
+        created_at: 1,
+    };
+    node.store
+        .create_guild(&store::NewGuild {
+            guild,
+            roles: vec![everyone, role],
+            channels: vec![server::guild::text_channel(cid, gid, "general".into(), 0)],
+            members: vec![m(owner_id, vec![]), m(member_id, vec![speaker])],
+        })
+        .await
+        .unwrap();
+    let path = format!("/channels/{cid}/messages");
+    let send = |n: u32| {
+        let (t, member, path) = (&t, &member, &path);
+        async move { t.post(path, member, json!({"content": format!("try {n}")})).await }
+    };
+    assert_eq!(send(0).await.0, 200, "the role allows sending");
+    let roles = format!("/guilds/{gid}/members/{member_id}");
+    assert_eq!(t.req(Method::PATCH, &roles, Some(&owner), Some(json!({"roles": []}))).await.0, 200);
+    let (s, v) = send(1).await;
+    assert_eq!((s, v["code"].as_u64()), (403, Some(50013)), "{v}");
+    assert_eq!(t.req(Method::PATCH, &roles, Some(&owner), Some(json!({"roles": [speaker.0.to_string()]}))).await.0, 200);
+    assert_eq!(send(2).await.0, 200, "given back: allowed at once");
+    let (_, h) = t.get(&format!("{path}?limit=10"), &owner).await;
+    let got: Vec<&str> = h.as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap()).collect();
+    assert_eq!(got, ["try 2", "try 0"]);
+}
