@@ -40,6 +40,7 @@ pub async fn run_all(s: &dyn Store) {
     guilds_channels_members(s).await;
     messages(s).await;
     group_commit_and_fencing(s).await;
+    fenced_changes(s).await;
     invites(s).await;
     bulk(s).await;
     batched_guild_loads(s).await;
@@ -361,6 +362,40 @@ async fn group_commit_and_fencing(s: &dyn Store) {
     for id in 1_001..=1_006 {
         s.delete_message(ChannelId(101), MessageId(id)).await.unwrap();
     }
+}
+
+/// `apply_changes`: fenced by the claimed epoch like new messages, rows
+/// touched per change, all or nothing.
+async fn fenced_changes(s: &dyn Store) {
+    let g = GuildId(100);
+    let (_, epoch) = s.guild_owner(g).await.unwrap().expect("claimed by group_commit_and_fencing");
+    let mut c = s.get_channel(ChannelId(101)).await.unwrap().unwrap();
+    c.topic = Some("fenced".into());
+    assert_eq!(s.apply_changes(epoch - 1, g, &[Change::UpdateChannel(c.clone())]).await.unwrap(), None, "a stale epoch writes nothing");
+    assert_ne!(s.get_channel(ChannelId(101)).await.unwrap().unwrap().topic.as_deref(), Some("fenced"));
+    let m = MemberRecord { guild_id: g, user_id: UserId(3), nick: Some("n".into()), roles: vec![], joined_at: 5, flags: 0 };
+    let rows = s
+        .apply_changes(
+            epoch,
+            g,
+            &[
+                Change::UpdateChannel(c.clone()),
+                Change::AddMember(m.clone()),
+                Change::AddMember(m.clone()),
+                Change::RemoveMember { guild: g, user: UserId(77) },
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows, Some(vec![1, 1, 0, 0]), "rows touched by each change, in order");
+    assert_eq!(s.get_channel(ChannelId(101)).await.unwrap().unwrap().topic.as_deref(), Some("fenced"));
+    assert_eq!(s.get_member(g, UserId(3)).await.unwrap(), Some(m));
+    // A failing change (a channel in no known guild) undoes the whole call.
+    let orphan = ChannelRecord { id: ChannelId(4_343), guild_id: Some(GuildId(987_654)), ..c.clone() };
+    let r = s.apply_changes(epoch, g, &[Change::RemoveMember { guild: g, user: UserId(3) }, Change::CreateChannel(orphan)]).await;
+    assert!(r.is_err(), "a channel of an unknown guild is refused");
+    assert!(s.get_member(g, UserId(3)).await.unwrap().is_some(), "nothing of a failed call is written");
+    assert!(s.remove_member(g, UserId(3)).await.unwrap());
 }
 
 async fn invites(s: &dyn Store) {

@@ -3,6 +3,7 @@
 //! - [`Store`]: the backend-neutral trait the server talks to (one method per
 //!   query it needs; no SQL leaks out).
 //! - [`records`]: plain rows the trait exchanges.
+//! - [`change`]: the changes a guild's actor commits (`apply_changes`).
 //! - [`sqlite`]: the embedded default backend (WAL, one writer connection,
 //!   a small reader pool, migrations embedded in the binary).
 //! - [`postgres`]: the backend several nodes share (`--database postgres://…`):
@@ -12,6 +13,7 @@
 //! Invariants: a method that returns `Ok` has committed its writes; library
 //! code never reads environment variables.
 
+pub mod change;
 pub mod conformance;
 pub mod postgres;
 pub mod records;
@@ -20,6 +22,7 @@ pub mod sqlite;
 use async_trait::async_trait;
 use protocol::{ChannelId, GuildId, MessageId, UserId};
 
+pub use change::Change;
 pub use records::*;
 
 #[derive(Debug, thiserror::Error)]
@@ -88,8 +91,12 @@ pub trait Store: Send + Sync + 'static {
     /// Creates a guild with its roles, channels and first members in one transaction.
     async fn create_guild(&self, g: &NewGuild) -> Result<()>;
     async fn get_guild(&self, id: GuildId) -> Result<Option<GuildRecord>>;
-    async fn update_guild(&self, g: &GuildRecord) -> Result<()>;
-    async fn delete_guild(&self, id: GuildId) -> Result<bool>;
+    async fn update_guild(&self, g: &GuildRecord) -> Result<()> {
+        self.apply_changes(0, g.id, &[Change::UpdateGuild(g.clone())]).await.map(drop)
+    }
+    async fn delete_guild(&self, id: GuildId) -> Result<bool> {
+        one_row(self.apply_changes(0, id, &[Change::DeleteGuild(id)]).await)
+    }
     /// Everything guild actors hold, for several guilds in one round of
     /// statements: each guild, its roles, channels, members (ordered by user
     /// id) and their users. Guilds that do not exist are left out.
@@ -98,18 +105,30 @@ pub trait Store: Send + Sync + 'static {
     async fn roles_of_guild(&self, guild: GuildId) -> Result<Vec<RoleRecord>>;
 
     // Channels.
-    async fn create_channel(&self, c: &ChannelRecord) -> Result<()>;
+    async fn create_channel(&self, c: &ChannelRecord) -> Result<()> {
+        self.apply_changes(0, c.guild_id.unwrap_or(GuildId(0)), &[Change::CreateChannel(c.clone())]).await.map(drop)
+    }
     async fn get_channel(&self, id: ChannelId) -> Result<Option<ChannelRecord>>;
-    async fn update_channel(&self, c: &ChannelRecord) -> Result<()>;
-    async fn delete_channel(&self, id: ChannelId) -> Result<bool>;
+    async fn update_channel(&self, c: &ChannelRecord) -> Result<()> {
+        self.apply_changes(0, c.guild_id.unwrap_or(GuildId(0)), &[Change::UpdateChannel(c.clone())]).await.map(drop)
+    }
+    async fn delete_channel(&self, id: ChannelId) -> Result<bool> {
+        one_row(self.apply_changes(0, GuildId(0), &[Change::DeleteChannel(id)]).await)
+    }
     async fn channels_of_guild(&self, guild: GuildId) -> Result<Vec<ChannelRecord>>;
 
     // Members.
     /// Adds a member; `Ok(false)` if it already was one.
-    async fn add_member(&self, m: &MemberRecord) -> Result<bool>;
+    async fn add_member(&self, m: &MemberRecord) -> Result<bool> {
+        one_row(self.apply_changes(0, m.guild_id, &[Change::AddMember(m.clone())]).await)
+    }
     async fn get_member(&self, guild: GuildId, user: UserId) -> Result<Option<MemberRecord>>;
-    async fn update_member(&self, m: &MemberRecord) -> Result<bool>;
-    async fn remove_member(&self, guild: GuildId, user: UserId) -> Result<bool>;
+    async fn update_member(&self, m: &MemberRecord) -> Result<bool> {
+        one_row(self.apply_changes(0, m.guild_id, &[Change::UpdateMember(m.clone())]).await)
+    }
+    async fn remove_member(&self, guild: GuildId, user: UserId) -> Result<bool> {
+        one_row(self.apply_changes(0, guild, &[Change::RemoveMember { guild, user }]).await)
+    }
     /// Members ordered by user id, starting after `after`.
     async fn list_members(&self, guild: GuildId, after: UserId, limit: u32) -> Result<Vec<MemberRecord>>;
     async fn count_members(&self, guild: GuildId) -> Result<u64>;
@@ -136,11 +155,20 @@ pub trait Store: Send + Sync + 'static {
         }
         Ok(out)
     }
+    /// Commits `changes` of `guild` in one transaction, fenced by `epoch`
+    /// (the ownership epoch its actor claimed; 0: not fenced). `Ok(None)`:
+    /// the guild has a newer owner and nothing was written. Otherwise the
+    /// rows each change touched, in order. An error means nothing was written.
+    async fn apply_changes(&self, epoch: u64, guild: GuildId, changes: &[Change]) -> Result<Option<Vec<u64>>>;
     /// The guild's current owner and epoch, if it was ever claimed.
     async fn guild_owner(&self, guild: GuildId) -> Result<Option<(u64, u64)>>;
     async fn get_message(&self, channel: ChannelId, id: MessageId) -> Result<Option<MessageRecord>>;
-    async fn update_message(&self, m: &MessageRecord) -> Result<()>;
-    async fn delete_message(&self, channel: ChannelId, id: MessageId) -> Result<bool>;
+    async fn update_message(&self, m: &MessageRecord) -> Result<()> {
+        self.apply_changes(0, m.guild_id.unwrap_or(GuildId(0)), &[Change::UpdateMessage(m.clone())]).await.map(drop)
+    }
+    async fn delete_message(&self, channel: ChannelId, id: MessageId) -> Result<bool> {
+        one_row(self.apply_changes(0, GuildId(0), &[Change::DeleteMessage { channel, id }]).await)
+    }
     /// Messages newest first, as Discord returns them.
     async fn list_messages(&self, channel: ChannelId, window: MessageWindow, limit: u32) -> Result<Vec<MessageRecord>>;
 
@@ -150,4 +178,9 @@ pub trait Store: Send + Sync + 'static {
     /// Counts one use; `Ok(false)` if the invite is used up or gone.
     async fn use_invite(&self, code: &str) -> Result<bool>;
     async fn delete_invite(&self, code: &str) -> Result<bool>;
+}
+
+/// `Ok(true)` if the one change of an unfenced `apply_changes` touched a row.
+fn one_row(r: Result<Option<Vec<u64>>>) -> Result<bool> {
+    r.map(|rows| rows.and_then(|v| v.first().copied()).unwrap_or(0) > 0)
 }

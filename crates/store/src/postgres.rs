@@ -24,6 +24,8 @@ use sqlx::{FromRow, Row};
 
 use crate::*;
 
+mod change;
+
 pub struct PostgresStore {
     pool: PgPool,
     /// IDENTIFY's batched token lookups only.
@@ -727,27 +729,6 @@ impl Store for PostgresStore {
         Ok(sqlx::query_as::<_, GuildRow>(&q).bind(i(id)).fetch_optional(&self.pool).await?.map(Into::into))
     }
 
-    async fn update_guild(&self, g: &GuildRecord) -> Result<()> {
-        sqlx::query("UPDATE guilds SET name = $1, icon = $2, description = $3, owner_id = $4, system_channel_id = $5 WHERE id = $6")
-            .bind(&g.name)
-            .bind(&g.icon)
-            .bind(&g.description)
-            .bind(i(g.owner_id))
-            .bind(g.system_channel_id.map(i))
-            .bind(i(g.id))
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    async fn delete_guild(&self, id: GuildId) -> Result<bool> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("DELETE FROM messages WHERE guild_id = $1").bind(i(id)).execute(&mut *tx).await?;
-        let r = sqlx::query("DELETE FROM guilds WHERE id = $1").bind(i(id)).execute(&mut *tx).await?;
-        tx.commit().await?;
-        Ok(r.rows_affected() == 1)
-    }
-
     async fn load_guilds(&self, ids: &[GuildId]) -> Result<Vec<GuildSnapshot>> {
         if ids.is_empty() {
             return Ok(Vec::new());
@@ -813,36 +794,9 @@ impl Store for PostgresStore {
         Ok(rows.into_iter().map(Into::into).collect())
     }
 
-    async fn create_channel(&self, c: &ChannelRecord) -> Result<()> {
-        insert_channels(&self.pool, &[c]).await
-    }
-
     async fn get_channel(&self, id: ChannelId) -> Result<Option<ChannelRecord>> {
         let q = format!("SELECT {CHANNEL_COLS} FROM channels WHERE id = $1");
         sqlx::query_as::<_, ChannelRow>(&q).bind(i(id)).fetch_optional(&self.pool).await?.map(TryInto::try_into).transpose()
-    }
-
-    async fn update_channel(&self, c: &ChannelRecord) -> Result<()> {
-        sqlx::query(
-            "UPDATE channels SET name = $1, position = $2, topic = $3, nsfw = $4, parent_id = $5, rate_limit_per_user = $6, overwrites = $7
-             WHERE id = $8",
-        )
-        .bind(&c.name)
-        .bind(i64::from(c.position))
-        .bind(&c.topic)
-        .bind(c.nsfw)
-        .bind(c.parent_id.map(i))
-        .bind(i64::from(c.rate_limit_per_user))
-        .bind(serde_json::to_string(&c.overwrites)?)
-        .bind(i(c.id))
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
-    async fn delete_channel(&self, id: ChannelId) -> Result<bool> {
-        let r = sqlx::query("DELETE FROM channels WHERE id = $1").bind(i(id)).execute(&self.pool).await?;
-        Ok(r.rows_affected() == 1)
     }
 
     async fn channels_of_guild(&self, guild: GuildId) -> Result<Vec<ChannelRecord>> {
@@ -850,34 +804,9 @@ impl Store for PostgresStore {
         sqlx::query_as::<_, ChannelRow>(&q).bind(i(guild)).fetch_all(&self.pool).await?.into_iter().map(TryInto::try_into).collect()
     }
 
-    async fn add_member(&self, m: &MemberRecord) -> Result<bool> {
-        Ok(insert_members(&self.pool, &[m]).await? == 1)
-    }
-
     async fn get_member(&self, guild: GuildId, user: UserId) -> Result<Option<MemberRecord>> {
         let q = format!("SELECT {MEMBER_COLS} FROM members WHERE guild_id = $1 AND user_id = $2");
         sqlx::query_as::<_, MemberRow>(&q).bind(i(guild)).bind(i(user)).fetch_optional(&self.pool).await?.map(TryInto::try_into).transpose()
-    }
-
-    async fn update_member(&self, m: &MemberRecord) -> Result<bool> {
-        let r = sqlx::query("UPDATE members SET nick = $1, roles = $2, flags = $3 WHERE guild_id = $4 AND user_id = $5")
-            .bind(&m.nick)
-            .bind(ids_json(m.roles.iter().map(|r| r.0)))
-            .bind(m.flags as i64)
-            .bind(i(m.guild_id))
-            .bind(i(m.user_id))
-            .execute(&self.pool)
-            .await?;
-        Ok(r.rows_affected() == 1)
-    }
-
-    async fn remove_member(&self, guild: GuildId, user: UserId) -> Result<bool> {
-        let r = sqlx::query("DELETE FROM members WHERE guild_id = $1 AND user_id = $2")
-            .bind(i(guild))
-            .bind(i(user))
-            .execute(&self.pool)
-            .await?;
-        Ok(r.rows_affected() == 1)
     }
 
     async fn list_members(&self, guild: GuildId, after: UserId, limit: u32) -> Result<Vec<MemberRecord>> {
@@ -971,6 +900,26 @@ impl Store for PostgresStore {
         Ok(rows.into_iter().map(|(g, e)| (GuildId(g as u64), e as u64)).collect())
     }
 
+    async fn apply_changes(&self, epoch: u64, guild: GuildId, changes: &[Change]) -> Result<Option<Vec<u64>>> {
+        let mut tx = self.pool.begin().await?;
+        if epoch != 0 {
+            // FOR SHARE holds the fence row until commit, as in `create_messages`.
+            let current: Option<i64> = sqlx::query_scalar("SELECT epoch FROM guild_owners WHERE guild_id = $1 FOR SHARE")
+                .bind(i(guild))
+                .fetch_optional(&mut *tx)
+                .await?;
+            if current != Some(epoch as i64) {
+                return Ok(None);
+            }
+        }
+        let mut rows = Vec::with_capacity(changes.len());
+        for c in changes {
+            rows.push(change::apply(&mut tx, c).await?);
+        }
+        tx.commit().await?;
+        Ok(Some(rows))
+    }
+
     async fn guild_owner(&self, guild: GuildId) -> Result<Option<(u64, u64)>> {
         let row: Option<(i64, i64)> =
             sqlx::query_as("SELECT node, epoch FROM guild_owners WHERE guild_id = $1").bind(i(guild)).fetch_optional(&self.pool).await?;
@@ -986,28 +935,6 @@ impl Store for PostgresStore {
             .await?
             .map(TryInto::try_into)
             .transpose()
-    }
-
-    async fn update_message(&self, m: &MessageRecord) -> Result<()> {
-        sqlx::query(
-            "UPDATE messages SET content = $1, edited_at = $2, flags = $3, mention_everyone = $4, mentions = $5, extra = $6 WHERE id = $7",
-        )
-        .bind(&m.content)
-        .bind(m.edited_at.map(|v| v as i64))
-        .bind(m.flags as i64)
-        .bind(m.mention_everyone)
-        .bind(ids_json(m.mentions.iter().map(|u| u.0)))
-        .bind(serde_json::to_string(&m.extra)?)
-        .bind(i(m.id))
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
-    async fn delete_message(&self, channel: ChannelId, id: MessageId) -> Result<bool> {
-        let r =
-            sqlx::query("DELETE FROM messages WHERE id = $1 AND channel_id = $2").bind(i(id)).bind(i(channel)).execute(&self.pool).await?;
-        Ok(r.rows_affected() == 1)
     }
 
     async fn list_messages(&self, channel: ChannelId, window: MessageWindow, limit: u32) -> Result<Vec<MessageRecord>> {

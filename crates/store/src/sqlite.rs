@@ -21,6 +21,7 @@ use sqlx::{FromRow, QueryBuilder, Row, Sqlite, SqlitePool};
 use crate::*;
 
 mod batch;
+mod change;
 
 pub struct SqliteStore {
     /// New messages' group commits: a thread and connection of their own.
@@ -649,27 +650,6 @@ impl Store for SqliteStore {
         .map(Into::into))
     }
 
-    async fn update_guild(&self, g: &GuildRecord) -> Result<()> {
-        sqlx::query("UPDATE guilds SET name = ?, icon = ?, description = ?, owner_id = ?, system_channel_id = ? WHERE id = ?")
-            .bind(&g.name)
-            .bind(&g.icon)
-            .bind(&g.description)
-            .bind(i(g.owner_id))
-            .bind(g.system_channel_id.map(i))
-            .bind(i(g.id))
-            .execute(&self.writer)
-            .await?;
-        Ok(())
-    }
-
-    async fn delete_guild(&self, id: GuildId) -> Result<bool> {
-        let mut tx = self.writer.begin().await?;
-        sqlx::query("DELETE FROM messages WHERE guild_id = ?").bind(i(id)).execute(&mut *tx).await?;
-        let r = sqlx::query("DELETE FROM guilds WHERE id = ?").bind(i(id)).execute(&mut *tx).await?;
-        tx.commit().await?;
-        Ok(r.rows_affected() == 1)
-    }
-
     async fn load_guilds(&self, ids: &[GuildId]) -> Result<Vec<GuildSnapshot>> {
         if ids.is_empty() {
             return Ok(Vec::new());
@@ -753,44 +733,14 @@ impl Store for SqliteStore {
         Ok(rows.into_iter().map(Into::into).collect())
     }
 
-    async fn create_channel(&self, c: &ChannelRecord) -> Result<()> {
-        insert_channel(&self.writer, c).await
-    }
-
     async fn get_channel(&self, id: ChannelId) -> Result<Option<ChannelRecord>> {
         let q = format!("SELECT {CHANNEL_COLS} FROM channels WHERE id = ?");
         sqlx::query_as::<_, ChannelRow>(&q).bind(i(id)).fetch_optional(&self.reader).await?.map(TryInto::try_into).transpose()
     }
 
-    async fn update_channel(&self, c: &ChannelRecord) -> Result<()> {
-        sqlx::query(
-            "UPDATE channels SET name = ?, position = ?, topic = ?, nsfw = ?, parent_id = ?, rate_limit_per_user = ?, overwrites = ? WHERE id = ?",
-        )
-        .bind(&c.name)
-        .bind(i64::from(c.position))
-        .bind(&c.topic)
-        .bind(c.nsfw)
-        .bind(c.parent_id.map(i))
-        .bind(i64::from(c.rate_limit_per_user))
-        .bind(serde_json::to_string(&c.overwrites)?)
-        .bind(i(c.id))
-        .execute(&self.writer)
-        .await?;
-        Ok(())
-    }
-
-    async fn delete_channel(&self, id: ChannelId) -> Result<bool> {
-        let r = sqlx::query("DELETE FROM channels WHERE id = ?").bind(i(id)).execute(&self.writer).await?;
-        Ok(r.rows_affected() == 1)
-    }
-
     async fn channels_of_guild(&self, guild: GuildId) -> Result<Vec<ChannelRecord>> {
         let q = format!("SELECT {CHANNEL_COLS} FROM channels WHERE guild_id = ? ORDER BY position, id");
         sqlx::query_as::<_, ChannelRow>(&q).bind(i(guild)).fetch_all(&self.reader).await?.into_iter().map(TryInto::try_into).collect()
-    }
-
-    async fn add_member(&self, m: &MemberRecord) -> Result<bool> {
-        insert_member(&self.writer, m).await
     }
 
     async fn get_member(&self, guild: GuildId, user: UserId) -> Result<Option<MemberRecord>> {
@@ -803,27 +753,6 @@ impl Store for SqliteStore {
         .await?
         .map(TryInto::try_into)
         .transpose()
-    }
-
-    async fn update_member(&self, m: &MemberRecord) -> Result<bool> {
-        let r = sqlx::query("UPDATE members SET nick = ?, roles = ?, flags = ? WHERE guild_id = ? AND user_id = ?")
-            .bind(&m.nick)
-            .bind(ids_json(&m.roles.iter().map(|r| r.0).collect::<Vec<_>>()))
-            .bind(m.flags as i64)
-            .bind(i(m.guild_id))
-            .bind(i(m.user_id))
-            .execute(&self.writer)
-            .await?;
-        Ok(r.rows_affected() == 1)
-    }
-
-    async fn remove_member(&self, guild: GuildId, user: UserId) -> Result<bool> {
-        let r = sqlx::query("DELETE FROM members WHERE guild_id = ? AND user_id = ?")
-            .bind(i(guild))
-            .bind(i(user))
-            .execute(&self.writer)
-            .await?;
-        Ok(r.rows_affected() == 1)
     }
 
     async fn count_members(&self, guild: GuildId) -> Result<u64> {
@@ -908,6 +837,24 @@ impl Store for SqliteStore {
         Ok(out)
     }
 
+    async fn apply_changes(&self, epoch: u64, guild: GuildId, changes: &[Change]) -> Result<Option<Vec<u64>>> {
+        // The write lock first, so the fence holds until the commit.
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+        if epoch != 0 {
+            let current: Option<i64> =
+                sqlx::query_scalar("SELECT epoch FROM guild_owners WHERE guild_id = ?").bind(i(guild)).fetch_optional(&mut *tx).await?;
+            if current != Some(epoch as i64) {
+                return Ok(None);
+            }
+        }
+        let mut rows = Vec::with_capacity(changes.len());
+        for c in changes {
+            rows.push(change::apply(&mut tx, c).await?);
+        }
+        tx.commit().await?;
+        Ok(Some(rows))
+    }
+
     async fn guild_owner(&self, guild: GuildId) -> Result<Option<(u64, u64)>> {
         let row =
             sqlx::query("SELECT node, epoch FROM guild_owners WHERE guild_id = ?").bind(i(guild)).fetch_optional(&self.reader).await?;
@@ -923,28 +870,6 @@ impl Store for SqliteStore {
             .await?
             .map(TryInto::try_into)
             .transpose()
-    }
-
-    async fn update_message(&self, m: &MessageRecord) -> Result<()> {
-        sqlx::query(
-            "UPDATE messages SET content = ?, edited_at = ?, flags = ?, mention_everyone = ?, mentions = ?, extra = ? WHERE id = ?",
-        )
-        .bind(&m.content)
-        .bind(m.edited_at.map(|v| v as i64))
-        .bind(m.flags as i64)
-        .bind(m.mention_everyone)
-        .bind(ids_json(&m.mentions.iter().map(|u| u.0).collect::<Vec<_>>()))
-        .bind(serde_json::to_string(&m.extra)?)
-        .bind(i(m.id))
-        .execute(&self.writer)
-        .await?;
-        Ok(())
-    }
-
-    async fn delete_message(&self, channel: ChannelId, id: MessageId) -> Result<bool> {
-        let r =
-            sqlx::query("DELETE FROM messages WHERE id = ? AND channel_id = ?").bind(i(id)).bind(i(channel)).execute(&self.writer).await?;
-        Ok(r.rows_affected() == 1)
     }
 
     async fn list_messages(&self, channel: ChannelId, window: MessageWindow, limit: u32) -> Result<Vec<MessageRecord>> {
