@@ -77,7 +77,7 @@ impl CloseCode {
 }
 
 /// Discord's JSON error codes, sent as `{"code": N, "message": "..."}`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum ErrorCode {
     /// General error; also used with 401 Unauthorized and 5xx.
     General,

@@ -28,4 +28,12 @@ pub mod de {
     pub fn null_default<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(d: D) -> Result<T, D::Error> {
         Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
     }
+
+    /// For a PATCH field that may be cleared, with `#[serde(default)]`:
+    /// absent is `None` (leave it), `null` is `Some(None)` (clear it), a
+    /// value is `Some(Some(v))`. Plain `Option<Option<T>>` reads `null` as
+    /// absent.
+    pub fn nullable<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+        Ok(Some(Option::<T>::deserialize(d)?))
+    }
 }

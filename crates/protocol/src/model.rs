@@ -19,18 +19,32 @@ pub mod channel_type {
 pub mod permission {
     pub const CREATE_INSTANT_INVITE: u64 = 1 << 0;
     pub const KICK_MEMBERS: u64 = 1 << 1;
+    pub const BAN_MEMBERS: u64 = 1 << 2;
     pub const ADMINISTRATOR: u64 = 1 << 3;
     pub const MANAGE_CHANNELS: u64 = 1 << 4;
     pub const MANAGE_GUILD: u64 = 1 << 5;
     pub const ADD_REACTIONS: u64 = 1 << 6;
+    pub const VIEW_AUDIT_LOG: u64 = 1 << 7;
     pub const VIEW_CHANNEL: u64 = 1 << 10;
     pub const SEND_MESSAGES: u64 = 1 << 11;
+    pub const SEND_TTS_MESSAGES: u64 = 1 << 12;
     pub const MANAGE_MESSAGES: u64 = 1 << 13;
     pub const EMBED_LINKS: u64 = 1 << 14;
     pub const ATTACH_FILES: u64 = 1 << 15;
     pub const READ_MESSAGE_HISTORY: u64 = 1 << 16;
     pub const MENTION_EVERYONE: u64 = 1 << 17;
+    pub const USE_EXTERNAL_EMOJIS: u64 = 1 << 18;
     pub const CHANGE_NICKNAME: u64 = 1 << 26;
+    pub const MANAGE_NICKNAMES: u64 = 1 << 27;
+    pub const MANAGE_ROLES: u64 = 1 << 28;
+    pub const MANAGE_WEBHOOKS: u64 = 1 << 29;
+    pub const MANAGE_GUILD_EXPRESSIONS: u64 = 1 << 30;
+    pub const USE_APPLICATION_COMMANDS: u64 = 1 << 31;
+    pub const MANAGE_THREADS: u64 = 1 << 34;
+    pub const CREATE_PUBLIC_THREADS: u64 = 1 << 35;
+    pub const CREATE_PRIVATE_THREADS: u64 = 1 << 36;
+    pub const SEND_MESSAGES_IN_THREADS: u64 = 1 << 38;
+    pub const MODERATE_MEMBERS: u64 = 1 << 40;
     /// What `@everyone` gets in a new guild (Discord's default, 0x6_3584_6c41 trimmed to known bits).
     pub const DEFAULT_EVERYONE: u64 = CREATE_INSTANT_INVITE
         | ADD_REACTIONS

@@ -16,6 +16,9 @@ use tokio::sync::oneshot;
 use crate::fanout::{NodeId, SessionRef, SubInfo};
 use crate::presence::Presence;
 
+pub mod ops;
+pub use ops::{Action, Op, OpReply, Set};
+
 /// What a guild actor is asked to do. Plain data: the cluster router sends
 /// it to the node that owns the guild as JSON. Requests never wait for a reply: the
 /// actor answers sessions by pushing dispatches into their queues, and
@@ -46,6 +49,8 @@ pub enum GuildMsg {
     /// A new message to authorize, commit and fan out (REST's create
     /// message): the guild's owner is the one writer of its messages.
     Post(Box<Post>),
+    /// Any other change a user asks of the guild (see [`ops`]).
+    Op(Box<Op>),
     /// A change already committed to the store. Boxed, as are the larger
     /// requests: a mailbox holds its capacity in blocks of 32 messages, so
     /// the largest variant sets the size of every slot of every guild's

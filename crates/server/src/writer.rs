@@ -1,6 +1,8 @@
 //! Group commit of new messages: one task takes every message queued while
 //! the previous transaction ran and commits them together, then tells each
-//! one's author (a guild actor) how it went. With SQLite every statement is
+//! one's author (a guild actor) how it went. The same task commits guild
+//! actors' other changes ([`store::Change`]), each in a transaction of its
+//! own, in the order they were queued among the messages. With SQLite every statement is
 //! a hand-off to the connection's thread; one transaction per message made
 //! those hand-offs (futex wake-ups) the cost of the write path.
 //!
@@ -14,13 +16,16 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use store::{MessageRecord, Store};
+use protocol::GuildId;
+use store::{Change, MessageRecord, Store};
 use tokio::sync::mpsc;
 
 /// How a queued message went.
 #[derive(Debug)]
 pub enum Outcome {
     Committed,
+    /// Changes committed: the rows each touched, in order.
+    Applied(Vec<u64>),
     /// Its guild has a newer owner: the actor that sent it is stale.
     Fenced,
     Failed(String),
@@ -30,15 +35,23 @@ type Done = Box<dyn FnOnce(Outcome) + Send>;
 
 struct Job {
     epoch: u64,
-    message: MessageRecord,
+    work: Work,
     done: Done,
+}
+
+enum Work {
+    Message(MessageRecord),
+    Changes(GuildId, Vec<Change>),
 }
 
 /// Counters for `/_throng/admin/stats` and the ingest benchmark.
 #[derive(Default)]
 pub struct WriterStats {
+    /// Group commits of new messages, and the messages in them.
     pub commits: AtomicU64,
     pub rows: AtomicU64,
+    /// Other guild changes committed (a transaction each).
+    pub changes: AtomicU64,
     pub fenced: AtomicU64,
     pub failed: AtomicU64,
 }
@@ -66,7 +79,19 @@ impl Writer {
     /// the writer task once the batch holding it is committed or failed:
     /// it must not block.
     pub fn submit(&self, epoch: u64, message: MessageRecord, done: impl FnOnce(Outcome) + Send + 'static) -> Result<(), Full> {
-        self.tx.try_send(Job { epoch, message, done: Box::new(done) }).map_err(|_| Full)
+        self.tx.try_send(Job { epoch, work: Work::Message(message), done: Box::new(done) }).map_err(|_| Full)
+    }
+
+    /// Queues `changes` of `guild`, fenced by `epoch`, to commit in one
+    /// transaction after everything queued before them. `done` as in `submit`.
+    pub fn submit_changes(
+        &self,
+        epoch: u64,
+        guild: GuildId,
+        changes: Vec<Change>,
+        done: impl FnOnce(Outcome) + Send + 'static,
+    ) -> Result<(), Full> {
+        self.tx.try_send(Job { epoch, work: Work::Changes(guild, changes), done: Box::new(done) }).map_err(|_| Full)
     }
 
     /// Messages waiting for a transaction.
@@ -78,39 +103,74 @@ impl Writer {
 async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Job>, max_batch: usize, stats: Arc<WriterStats>) {
     let mut jobs: Vec<Job> = Vec::with_capacity(max_batch);
     while rx.recv_many(&mut jobs, max_batch).await > 0 {
-        let (batch, dones): (Vec<(u64, MessageRecord)>, Vec<Done>) = jobs.drain(..).map(|j| ((j.epoch, j.message), j.done)).unzip();
-        let outcomes: Vec<Outcome> = match store.create_messages(&batch).await {
-            Ok(ok) => {
-                stats.commits.fetch_add(1, Ordering::Relaxed);
-                ok.into_iter().map(|ok| if ok { Outcome::Committed } else { Outcome::Fenced }).collect()
-            }
-            Err(e) if batch.len() == 1 || !e.is_row_error() => {
-                tracing::error!(error = %e, rows = batch.len(), "batch commit failed");
-                let e = e.to_string();
-                batch.iter().map(|_| Outcome::Failed(e.clone())).collect()
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, rows = batch.len(), "batch commit failed; retrying one by one");
-                let mut v = Vec::with_capacity(batch.len());
-                for one in batch.chunks(1) {
-                    v.push(match store.create_messages(one).await {
-                        Ok(ok) if ok.first() == Some(&true) => Outcome::Committed,
-                        Ok(_) => Outcome::Fenced,
-                        Err(e) => Outcome::Failed(e.to_string()),
-                    });
+        let mut queue = jobs.drain(..).peekable();
+        while let Some(job) = queue.next() {
+            match job.work {
+                Work::Changes(guild, changes) => {
+                    let outcome = match store.apply_changes(job.epoch, guild, &changes).await {
+                        Ok(Some(rows)) => Outcome::Applied(rows),
+                        Ok(None) => Outcome::Fenced,
+                        Err(e) => {
+                            tracing::error!(error = %e, guild = %guild, "guild change not committed");
+                            Outcome::Failed(e.to_string())
+                        }
+                    };
+                    finish(&stats, job.done, outcome);
                 }
-                stats.commits.fetch_add(v.len() as u64, Ordering::Relaxed);
-                v
+                Work::Message(first) => {
+                    // This message and the messages queued right after it.
+                    let mut batch = vec![(job.epoch, first)];
+                    let mut dones = vec![job.done];
+                    while let Some(Job { work: Work::Message(_), .. }) = queue.peek() {
+                        let Some(Job { epoch, work: Work::Message(m), done }) = queue.next() else { unreachable!("peeked a message") };
+                        batch.push((epoch, m));
+                        dones.push(done);
+                    }
+                    let outcomes = commit_messages(&*store, &batch, &stats).await;
+                    for (done, outcome) in dones.into_iter().zip(outcomes) {
+                        finish(&stats, done, outcome);
+                    }
+                }
             }
-        };
-        for (done, outcome) in dones.into_iter().zip(outcomes) {
-            let counter = match outcome {
-                Outcome::Committed => &stats.rows,
-                Outcome::Fenced => &stats.fenced,
-                Outcome::Failed(_) => &stats.failed,
-            };
-            counter.fetch_add(1, Ordering::Relaxed);
-            done(outcome);
         }
     }
+}
+
+/// One transaction for `batch`; one by one if a row spoils it.
+async fn commit_messages(store: &dyn Store, batch: &[(u64, MessageRecord)], stats: &WriterStats) -> Vec<Outcome> {
+    match store.create_messages(batch).await {
+        Ok(ok) => {
+            stats.commits.fetch_add(1, Ordering::Relaxed);
+            ok.into_iter().map(|ok| if ok { Outcome::Committed } else { Outcome::Fenced }).collect()
+        }
+        Err(e) if batch.len() == 1 || !e.is_row_error() => {
+            tracing::error!(error = %e, rows = batch.len(), "batch commit failed");
+            let e = e.to_string();
+            batch.iter().map(|_| Outcome::Failed(e.clone())).collect()
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, rows = batch.len(), "batch commit failed; retrying one by one");
+            let mut v = Vec::with_capacity(batch.len());
+            for one in batch.chunks(1) {
+                v.push(match store.create_messages(one).await {
+                    Ok(ok) if ok.first() == Some(&true) => Outcome::Committed,
+                    Ok(_) => Outcome::Fenced,
+                    Err(e) => Outcome::Failed(e.to_string()),
+                });
+            }
+            stats.commits.fetch_add(v.len() as u64, Ordering::Relaxed);
+            v
+        }
+    }
+}
+
+fn finish(stats: &WriterStats, done: Done, outcome: Outcome) {
+    let counter = match outcome {
+        Outcome::Committed => &stats.rows,
+        Outcome::Applied(_) => &stats.changes,
+        Outcome::Fenced => &stats.fenced,
+        Outcome::Failed(_) => &stats.failed,
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+    done(outcome);
 }

@@ -21,7 +21,7 @@ use crate::fanout::Recipient;
 use crate::fanout::{encode, Dispatch, FanEvent, Filter, Partitions, SessionRef, Sink, SubInfo, Subscribers};
 use crate::node::Node;
 use crate::presence::Presence;
-use crate::route::{Post, PostReply, ReplyTo, Subscription};
+use crate::route::{Op, OpReply, Post, PostReply, ReplyTo, Subscription};
 use crate::writer::{Full, Outcome};
 use crate::{convert, perm};
 
@@ -51,23 +51,25 @@ pub struct GuildActor {
     committed_tx: mpsc::UnboundedSender<Committed>,
     committed_rx: mpsc::UnboundedReceiver<Committed>,
     inflight: usize,
+    /// The guild was deleted: the actor ends.
+    stopped: bool,
 }
 
-/// A message the writer has committed (or not), back at its actor.
-struct Committed {
-    outcome: Outcome,
-    message: Arc<model::Message>,
-    body: Bytes,
-    reply: ReplyTo,
+/// What the writer has committed (or not), back at its actor.
+enum Committed {
+    Message { outcome: Outcome, message: Arc<model::Message>, body: Bytes, reply: ReplyTo },
+    Op { outcome: Outcome, then: super::ops::Then, reply: ReplyTo },
 }
 
-struct State {
-    guild: GuildRecord,
-    roles: Vec<RoleRecord>,
-    channels: Vec<ChannelRecord>,
-    members: HashMap<UserId, (MemberRecord, Arc<UserRecord>)>,
+/// The guild as its actor holds it: everything permission checks and
+/// fan-out need, kept current by the changes the actor commits.
+pub(crate) struct State {
+    pub(crate) guild: GuildRecord,
+    pub(crate) roles: Vec<RoleRecord>,
+    pub(crate) channels: Vec<ChannelRecord>,
+    pub(crate) members: HashMap<UserId, (MemberRecord, Arc<UserRecord>)>,
     /// Members whose visible status is not offline.
-    online: HashMap<UserId, Presence>,
+    pub(crate) online: HashMap<UserId, Presence>,
 }
 
 impl GuildActor {
@@ -87,7 +89,12 @@ impl GuildActor {
             committed_tx,
             committed_rx,
             inflight: 0,
+            stopped: false,
         }
+    }
+
+    pub(crate) fn id(&self) -> GuildId {
+        self.id
     }
 
     pub async fn run(mut self) {
@@ -132,7 +139,10 @@ impl GuildActor {
                         _ = node.shutdown.cancelled() => break,
                         Some(c) = self.committed_rx.recv() => {
                             self.inflight -= 1;
-                            self.committed(&state, c);
+                            self.committed(&mut state, c);
+                            if self.stopped {
+                                break;
+                            }
                         }
                         m = self.rx.recv(), if open => match m {
                             Some(msg) => {
@@ -148,7 +158,10 @@ impl GuildActor {
                     }
                 }
             }
-            Ok(None) => tracing::debug!(guild = %id, "no such guild; actor stops"),
+            Ok(None) => {
+                tracing::debug!(guild = %id, "no such guild; actor stops");
+                self.refuse_all().await;
+            }
             Err(e) => tracing::error!(guild = %id, error = %e, "guild load failed"),
         }
         drop(self);
@@ -208,6 +221,7 @@ impl GuildActor {
                 self.node.guilds.reply(reply, encode(&(st.members.len(), st.online.len())));
             }
             GuildMsg::Post(p) => self.post(st, *p),
+            GuildMsg::Op(op) => self.op(st, *op),
             GuildMsg::Event(ev) => return self.apply(st, *ev),
         }
         true
@@ -254,7 +268,7 @@ impl GuildActor {
         let tx = self.committed_tx.clone();
         let done = move |outcome| {
             // The actor waits for every message it handed over before it ends.
-            let _ = tx.send(Committed { outcome, message, body, reply });
+            let _ = tx.send(Committed::Message { outcome, message, body, reply });
         };
         match self.node.writer.submit(self.epoch, rec, done) {
             Ok(()) => self.inflight += 1,
@@ -262,14 +276,23 @@ impl GuildActor {
         }
     }
 
-    /// The writer's answer for one message of this actor.
-    fn committed(&mut self, st: &State, c: Committed) {
-        let answer = match c.outcome {
-            Outcome::Committed => {
-                self.fan_out_message(st, "MESSAGE_CREATE", c.message, &c.body);
-                self.node.guilds.reply(c.reply, PostReply::ok_bytes(&c.body));
+    /// The writer's answer for one message or change of this actor.
+    fn committed(&mut self, st: &mut State, c: Committed) {
+        let (outcome, reply) = match c {
+            Committed::Message { outcome: Outcome::Committed, message, body, reply } => {
+                self.fan_out_message(st, "MESSAGE_CREATE", message, &body);
+                self.node.guilds.reply(reply, PostReply::ok_bytes(&body));
                 return;
             }
+            Committed::Op { outcome: Outcome::Applied(rows), then, reply } => {
+                let answer = then(self, st, &rows);
+                self.node.guilds.reply(reply, encode(&answer));
+                return;
+            }
+            Committed::Message { outcome, reply, .. } => (outcome, Ok(reply)),
+            Committed::Op { outcome, reply, .. } => (outcome, Err(reply)),
+        };
+        let failure = match outcome {
             Outcome::Fenced => {
                 // Another node owns the guild now: take nothing more (what is
                 // queued still drains, and is refused the same way).
@@ -277,14 +300,59 @@ impl GuildActor {
                     tracing::info!(guild = %self.id, epoch = self.epoch, "fenced off by a newer owner; actor stops");
                 }
                 self.rx.close();
-                PostReply::Retry
+                None
             }
             Outcome::Failed(e) => {
-                tracing::error!(guild = %self.id, error = %e, "message not committed");
-                PostReply::Failed(e)
+                tracing::error!(guild = %self.id, error = %e, "change not committed");
+                Some(e)
             }
+            Outcome::Committed | Outcome::Applied(_) => Some("writer answered the wrong kind of job".to_string()),
         };
-        self.node.guilds.reply(c.reply, encode(&answer));
+        let body = match (reply, failure) {
+            (Ok(_), None) => encode(&PostReply::Retry),
+            (Ok(_), Some(e)) => encode(&PostReply::Failed(e)),
+            (Err(_), None) => encode(&OpReply::Retry),
+            (Err(_), Some(e)) => encode(&OpReply::Failed(e)),
+        };
+        let (Ok(to) | Err(to)) = reply;
+        self.node.guilds.reply(to, body);
+    }
+
+    /// A change a user asked for: checked against this actor's state, then
+    /// committed through the writer (fenced by the epoch) and applied in
+    /// commit order; answered in either case.
+    fn op(&mut self, st: &mut State, op: Op) {
+        let Op { user, action, reply } = op;
+        let plan = match super::ops::plan(self, st, user, action) {
+            Ok(p) => p,
+            Err(refused) => return self.node.guilds.reply(reply, encode(&refused)),
+        };
+        if plan.changes.is_empty() {
+            let answer = (plan.then)(self, st, &[]);
+            return self.node.guilds.reply(reply, encode(&answer));
+        }
+        let tx = self.committed_tx.clone();
+        let then = plan.then;
+        let done = move |outcome| {
+            let _ = tx.send(Committed::Op { outcome, then, reply });
+        };
+        match self.node.writer.submit_changes(self.epoch, self.id, plan.changes, done) {
+            Ok(()) => self.inflight += 1,
+            Err(Full) => self.node.guilds.reply(reply, encode(&OpReply::Retry)),
+        }
+    }
+
+    /// The guild does not exist: whatever was sent to it is answered so,
+    /// at once, until no sender has it.
+    async fn refuse_all(&mut self) {
+        self.rx.close();
+        while let Some(msg) = self.rx.recv().await {
+            match msg {
+                GuildMsg::Post(p) => self.node.guilds.reply(p.reply, encode(&PostReply::UnknownChannel)),
+                GuildMsg::Op(op) => self.node.guilds.reply(op.reply, encode(&OpReply::not_found(protocol::ErrorCode::UnknownGuild))),
+                _ => {}
+            }
+        }
     }
 
     /// A subscribed session, on this node or another.
@@ -430,7 +498,7 @@ impl GuildActor {
         }
     }
 
-    fn apply(&mut self, st: &mut State, ev: GuildEvent) -> bool {
+    pub(crate) fn apply(&mut self, st: &mut State, ev: GuildEvent) -> bool {
         let gid = self.id;
         match ev {
             GuildEvent::MessageCreate { message, body } => self.fan_out_message(st, "MESSAGE_CREATE", message, &body),
@@ -504,6 +572,7 @@ impl GuildActor {
                     self.node.guilds.subscribed_remote(&s.r, gid, false);
                 }
                 self.remote = RemoteSubs::default();
+                self.stopped = true;
                 return false;
             }
             GuildEvent::MemberAdd { member, user } => {

@@ -4,6 +4,7 @@
 
 pub(crate) mod actor;
 pub mod list;
+mod ops;
 pub mod remote;
 
 use std::collections::HashMap;

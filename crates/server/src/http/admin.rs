@@ -78,6 +78,7 @@ pub async fn stats(State(node): State<Arc<Node>>, headers: HeaderMap) -> ApiResu
         "writer": {
             "commits": node.writer.stats.commits.load(Ordering::Relaxed),
             "rows": node.writer.stats.rows.load(Ordering::Relaxed),
+            "changes": node.writer.stats.changes.load(Ordering::Relaxed),
             "fenced": node.writer.stats.fenced.load(Ordering::Relaxed),
             "failed": node.writer.stats.failed.load(Ordering::Relaxed),
             "queued": node.writer.queued(),

@@ -13,12 +13,13 @@ use serde::Deserialize;
 use serde_json::json;
 use store::{InviteRecord, MemberRecord, StoreError};
 
-use super::guilds::{overwrites, OverwriteIn};
-use super::{channel_access, json_bytes, parse_id, publish, ApiError, ApiResult, Caller, JsonBody};
+use super::guilds::{overwrites, OverwriteIn, MAX_SLOWMODE_S};
+use super::{ask, channel_access, guild_of, json_bytes, parse_id, ApiError, ApiResult, Caller, JsonBody};
 use crate::auth::now_ms;
 use crate::convert;
-use crate::guild::GuildEvent;
 use crate::node::Node;
+use crate::route::ops::{ChannelAction, ChannelPatch, MemberAction};
+use crate::route::Action;
 
 fn json_ok<T: serde::Serialize>(status: StatusCode, v: &T) -> ApiResult<Response> {
     Ok(json_bytes(status, serde_json::to_vec(v).map_err(|e| ApiError::Internal(e.to_string()))?))
@@ -32,60 +33,53 @@ pub async fn get(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Pat
 #[derive(Deserialize)]
 pub struct ModifyChannel {
     name: Option<String>,
+    #[serde(default, deserialize_with = "protocol::de::nullable")]
     topic: Option<Option<String>>,
     position: Option<i32>,
     nsfw: Option<bool>,
+    #[serde(default, deserialize_with = "protocol::de::nullable")]
     parent_id: Option<Option<ChannelId>>,
     rate_limit_per_user: Option<u32>,
     permission_overwrites: Option<Vec<OverwriteIn>>,
 }
 
+/// `PATCH /channels/{id}`: MANAGE_CHANNELS in the channel (and MANAGE_ROLES
+/// for its overwrites), checked by the guild's actor.
 pub async fn modify(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
     Path(id): Path<String>,
     JsonBody(b): JsonBody<ModifyChannel>,
 ) -> ApiResult<Response> {
-    let (mut c, a) = channel_access(&node, parse_id(&id, ErrorCode::UnknownChannel)?, u.id).await?;
-    a.require(permission::MANAGE_CHANNELS)?;
-    if let Some(n) = b.name {
+    let cid = parse_id(&id, ErrorCode::UnknownChannel)?;
+    let guild = guild_of(&node, cid).await?;
+    if let Some(n) = &b.name {
         if !(1..=100).contains(&n.chars().count()) {
             return Err(ApiError::field("name", "BASE_TYPE_BAD_LENGTH", "Must be between 1 and 100 in length."));
         }
-        c.name = n;
     }
-    if let Some(t) = b.topic {
-        if t.as_ref().is_some_and(|t| t.chars().count() > 1024) {
+    if let Some(Some(t)) = &b.topic {
+        if t.chars().count() > 1024 {
             return Err(ApiError::field("topic", "BASE_TYPE_MAX_LENGTH", "Must be 1024 or fewer in length."));
         }
-        c.topic = t;
     }
-    if let Some(p) = b.position {
-        c.position = p;
-    }
-    if let Some(n) = b.nsfw {
-        c.nsfw = n;
-    }
-    if let Some(p) = b.parent_id {
-        c.parent_id = p;
-    }
-    if let Some(r) = b.rate_limit_per_user {
-        c.rate_limit_per_user = r.min(21_600);
-    }
-    if let Some(o) = b.permission_overwrites {
-        c.overwrites = overwrites(o)?;
-    }
-    node.store.update_channel(&c).await?;
-    publish(&node, a.guild.id, GuildEvent::ChannelUpdate(c.clone()));
-    json_ok(StatusCode::OK, &convert::channel(&c))
+    let patch = ChannelPatch {
+        name: b.name.into(),
+        topic: b.topic.into(),
+        position: b.position.into(),
+        nsfw: b.nsfw.into(),
+        parent_id: b.parent_id.into(),
+        rate_limit_per_user: b.rate_limit_per_user.map(|r| r.min(MAX_SLOWMODE_S)).into(),
+        overwrites: b.permission_overwrites.map(overwrites).transpose()?.into(),
+    };
+    ask(&node, guild, u.id, Action::Channel(ChannelAction::Modify { channel: cid, patch: Box::new(patch) })).await
 }
 
+/// `DELETE /channels/{id}`: MANAGE_CHANNELS; answers the deleted channel.
 pub async fn delete(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>) -> ApiResult<Response> {
-    let (c, a) = channel_access(&node, parse_id(&id, ErrorCode::UnknownChannel)?, u.id).await?;
-    a.require(permission::MANAGE_CHANNELS)?;
-    node.store.delete_channel(c.id).await?;
-    publish(&node, a.guild.id, GuildEvent::ChannelDelete(c.clone()));
-    json_ok(StatusCode::OK, &convert::channel(&c))
+    let cid = parse_id(&id, ErrorCode::UnknownChannel)?;
+    let guild = guild_of(&node, cid).await?;
+    ask(&node, guild, u.id, Action::Channel(ChannelAction::Delete { channel: cid })).await
 }
 
 #[derive(Deserialize)]
@@ -191,8 +185,10 @@ pub async fn accept_invite(State(node): State<Arc<Node>>, Caller(u): Caller, Pat
             return Err(ApiError::not_found(ErrorCode::UnknownInvite));
         }
         let m = MemberRecord { guild_id: g.id, user_id: u.id, nick: None, roles: Vec::new(), joined_at: now_ms(), flags: 0 };
-        if node.store.add_member(&m).await? {
-            publish(&node, g.id, GuildEvent::MemberAdd { member: m, user: (*u).clone() });
+        let joined =
+            ask(&node, g.id, u.id, Action::Member(MemberAction::Add { user: Box::new((*u).clone()), member: Box::new(m) })).await?;
+        if !joined.status().is_success() {
+            return Ok(joined);
         }
     }
     let inviter = match i.inviter_id {

@@ -4,25 +4,23 @@ use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use protocol::model::{channel_type, permission};
 use protocol::{ChannelId, ErrorCode, GuildId, RoleId, UserId};
 use serde::Deserialize;
 use serde_json::json;
 use store::{ChannelRecord, GuildRecord, MemberRecord, NewGuild, OverwriteRecord, RoleRecord};
 
-use super::{guild_access, json_bytes, parse_id, publish, ApiError, ApiResult, Caller, JsonBody};
+use super::{ask, guild_access, json_bytes, parse_id, publish, ApiError, ApiResult, Caller, JsonBody};
 use crate::auth::now_ms;
 use crate::convert;
 use crate::guild::{GuildEvent, GuildMsg};
 use crate::node::Node;
+use crate::route::ops::{ChannelAction, GuildAction, MemberAction};
+use crate::route::{Action, Set};
 
 fn json_ok<T: serde::Serialize>(status: StatusCode, v: &T) -> ApiResult<Response> {
     Ok(json_bytes(status, serde_json::to_vec(v).map_err(|e| ApiError::Internal(e.to_string()))?))
-}
-
-fn no_content() -> Response {
-    StatusCode::NO_CONTENT.into_response()
 }
 
 fn guild_json(g: &GuildRecord, roles: &[RoleRecord], extra: serde_json::Value) -> serde_json::Value {
@@ -32,6 +30,9 @@ fn guild_json(g: &GuildRecord, roles: &[RoleRecord], extra: serde_json::Value) -
     }
     v
 }
+
+/// Discord's longest slow mode: 6 hours.
+pub const MAX_SLOWMODE_S: u32 = 21_600;
 
 fn check_name(field: &str, name: &str, min: usize, max: usize) -> ApiResult<()> {
     let n = name.chars().count();
@@ -116,7 +117,9 @@ pub async fn get(
 #[derive(Deserialize)]
 pub struct ModifyGuild {
     name: Option<String>,
+    #[serde(default, deserialize_with = "protocol::de::nullable")]
     description: Option<Option<String>>,
+    #[serde(default, deserialize_with = "protocol::de::nullable")]
     system_channel_id: Option<Option<ChannelId>>,
 }
 
@@ -127,46 +130,22 @@ pub async fn modify(
     JsonBody(b): JsonBody<ModifyGuild>,
 ) -> ApiResult<Response> {
     let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
-    let a = guild_access(&node, gid, u.id).await?;
-    a.require(permission::MANAGE_GUILD)?;
-    let mut g = a.guild;
-    if let Some(n) = b.name {
-        check_name("name", &n, 2, 100)?;
-        g.name = n;
+    if let Some(n) = &b.name {
+        check_name("name", n, 2, 100)?;
     }
-    if let Some(d) = b.description {
-        g.description = d;
-    }
-    if let Some(c) = b.system_channel_id {
-        g.system_channel_id = c;
-    }
-    node.store.update_guild(&g).await?;
-    let roles = node.store.roles_of_guild(gid).await?;
-    publish(&node, gid, GuildEvent::GuildUpdate(g.clone()));
-    json_ok(StatusCode::OK, &guild_json(&g, &roles, json!({})))
+    let action =
+        GuildAction::Modify { name: b.name.into(), description: b.description.into(), system_channel_id: b.system_channel_id.into() };
+    ask(&node, gid, u.id, Action::Guild(action)).await
 }
 
+/// `DELETE /guilds/{id}`: the owner deletes the guild.
 pub async fn delete(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>) -> ApiResult<Response> {
-    let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
-    let a = guild_access(&node, gid, u.id).await?;
-    if !a.is_owner() {
-        return Err(ApiError::forbidden(ErrorCode::MissingPermissions));
-    }
-    node.store.delete_guild(gid).await?;
-    publish(&node, gid, GuildEvent::GuildDelete);
-    Ok(no_content())
+    ask(&node, parse_id(&id, ErrorCode::UnknownGuild)?, u.id, Action::Guild(GuildAction::Delete)).await
 }
 
 /// `DELETE /users/@me/guilds/{id}`: leave a guild (the owner cannot).
 pub async fn leave(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>) -> ApiResult<Response> {
-    let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
-    let a = guild_access(&node, gid, u.id).await?;
-    if a.is_owner() {
-        return Err(ApiError::field("guild_id", "OWNER_CANNOT_LEAVE", "The owner cannot leave the guild."));
-    }
-    node.store.remove_member(gid, u.id).await?;
-    publish(&node, gid, GuildEvent::MemberRemove(u.id));
-    Ok(no_content())
+    ask(&node, parse_id(&id, ErrorCode::UnknownGuild)?, u.id, Action::Member(MemberAction::Leave)).await
 }
 
 pub async fn channels(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>) -> ApiResult<Response> {
@@ -249,8 +228,6 @@ pub async fn create_channel(
     JsonBody(b): JsonBody<CreateChannel>,
 ) -> ApiResult<Response> {
     let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
-    let a = guild_access(&node, gid, u.id).await?;
-    a.require(permission::MANAGE_CHANNELS)?;
     let name = b.name.ok_or_else(|| ApiError::field("name", "BASE_TYPE_REQUIRED", "This field is required"))?;
     check_name("name", &name, 1, 100)?;
     let kind = b.kind.unwrap_or(channel_type::GUILD_TEXT);
@@ -259,23 +236,20 @@ pub async fn create_channel(
     {
         return Err(ApiError::field("type", "BASE_TYPE_CHOICES", "Value must be one of {0, 2, 4, 5}."));
     }
-    let existing = node.store.channels_of_guild(gid).await?;
     let c = ChannelRecord {
         id: node.ids.next().into(),
         guild_id: Some(gid),
         kind,
         name,
-        position: b.position.unwrap_or(existing.len() as i32),
+        position: 0,
         topic: b.topic,
         nsfw: b.nsfw.unwrap_or(false),
         parent_id: b.parent_id,
-        rate_limit_per_user: b.rate_limit_per_user.unwrap_or(0),
+        rate_limit_per_user: b.rate_limit_per_user.unwrap_or(0).min(MAX_SLOWMODE_S),
         overwrites: overwrites(b.permission_overwrites.unwrap_or_default())?,
         last_message_id: None,
     };
-    node.store.create_channel(&c).await?;
-    publish(&node, gid, GuildEvent::ChannelCreate(c.clone()));
-    json_ok(StatusCode::CREATED, &convert::channel(&c))
+    ask(&node, gid, u.id, Action::Channel(ChannelAction::Create { channel: Box::new(c), position: b.position })).await
 }
 
 pub async fn roles(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>) -> ApiResult<Response> {
@@ -318,50 +292,38 @@ pub async fn member(State(node): State<Arc<Node>>, Caller(u): Caller, Path((id, 
     json_ok(StatusCode::OK, &convert::member(&m, Some(&usr)))
 }
 
-/// `PUT /guilds/{id}/members/{user}`: the owner (or an administrator) adds a
-/// user, e.g. a bot. 201 with the member, or 204 if already a member.
+/// `PUT /guilds/{id}/members/{user}`: an administrator adds a user, e.g. a
+/// bot. 201 with the member, or 204 if already a member.
 pub async fn add_member(State(node): State<Arc<Node>>, Caller(u): Caller, Path((id, uid)): Path<(String, String)>) -> ApiResult<Response> {
     let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
     let uid: UserId = parse_id(&uid, ErrorCode::UnknownUser)?;
-    let a = guild_access(&node, gid, u.id).await?;
-    a.require(permission::ADMINISTRATOR)?;
     let usr = node.store.get_user(uid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownUser))?;
     let m = MemberRecord { guild_id: gid, user_id: uid, nick: None, roles: Vec::new(), joined_at: now_ms(), flags: 0 };
-    if !node.store.add_member(&m).await? {
-        return Ok(no_content());
-    }
-    let body = convert::member(&m, Some(&usr));
-    publish(&node, gid, GuildEvent::MemberAdd { member: m, user: usr });
-    json_ok(StatusCode::CREATED, &body)
+    ask(&node, gid, u.id, Action::Member(MemberAction::Add { user: Box::new(usr), member: Box::new(m) })).await
 }
 
 #[derive(Deserialize)]
 pub struct ModifyMember {
+    #[serde(default, deserialize_with = "protocol::de::nullable")]
     nick: Option<Option<String>>,
     roles: Option<Vec<RoleId>>,
 }
 
-async fn apply_member_change(node: &Arc<Node>, gid: GuildId, mut m: MemberRecord, b: ModifyMember) -> ApiResult<Response> {
-    if let Some(n) = b.nick {
-        if let Some(n) = &n {
-            check_name("nick", n, 1, 32)?;
+/// A member's nickname and roles as an action sets them.
+type MemberPatch = (Set<Option<String>>, Set<Vec<RoleId>>);
+
+impl ModifyMember {
+    fn checked(self) -> ApiResult<MemberPatch> {
+        if let Some(Some(n)) = &self.nick {
+            if !n.is_empty() {
+                check_name("nick", n, 1, 32)?;
+            }
         }
-        m.nick = n.filter(|s| !s.is_empty());
+        Ok((self.nick.into(), self.roles.into()))
     }
-    if let Some(roles) = b.roles {
-        let known = node.store.roles_of_guild(gid).await?;
-        if roles.iter().any(|r| !known.iter().any(|k| k.id == *r)) {
-            return Err(ApiError::not_found(ErrorCode::UnknownRole));
-        }
-        m.roles = roles;
-    }
-    node.store.update_member(&m).await?;
-    let usr = node.store.get_user(m.user_id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownUser))?;
-    let body = convert::member(&m, Some(&usr));
-    publish(node, gid, GuildEvent::MemberUpdate(m));
-    json_ok(StatusCode::OK, &body)
 }
 
+/// `PATCH /guilds/{id}/members/{user}`: nickname and roles.
 pub async fn modify_member(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
@@ -370,12 +332,8 @@ pub async fn modify_member(
 ) -> ApiResult<Response> {
     let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
     let uid: UserId = parse_id(&uid, ErrorCode::UnknownUser)?;
-    let a = guild_access(&node, gid, u.id).await?;
-    if uid != u.id || b.roles.is_some() {
-        a.require(permission::ADMINISTRATOR)?;
-    }
-    let m = node.store.get_member(gid, uid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownMember))?;
-    apply_member_change(&node, gid, m, b).await
+    let (nick, roles) = b.checked()?;
+    ask(&node, gid, u.id, Action::Member(MemberAction::Modify { user: uid, nick, roles })).await
 }
 
 /// `PATCH /guilds/{id}/members/@me`: change one's own nickname.
@@ -386,13 +344,14 @@ pub async fn modify_me(
     JsonBody(b): JsonBody<ModifyMember>,
 ) -> ApiResult<Response> {
     let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
-    let a = guild_access(&node, gid, u.id).await?;
     if b.roles.is_some() {
         return Err(ApiError::field("roles", "BASE_TYPE_INVALID", "Use PATCH /guilds/{id}/members/{user_id} to change roles."));
     }
-    apply_member_change(&node, gid, a.member, b).await
+    let (nick, _) = b.checked()?;
+    ask(&node, gid, u.id, Action::Member(MemberAction::Modify { user: u.id, nick, roles: Set::Keep })).await
 }
 
+/// `DELETE /guilds/{id}/members/{user}`: a kick (KICK_MEMBERS).
 pub async fn remove_member(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
@@ -400,14 +359,5 @@ pub async fn remove_member(
 ) -> ApiResult<Response> {
     let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
     let uid: UserId = parse_id(&uid, ErrorCode::UnknownUser)?;
-    let a = guild_access(&node, gid, u.id).await?;
-    a.require(permission::KICK_MEMBERS)?;
-    if uid == a.guild.owner_id {
-        return Err(ApiError::forbidden(ErrorCode::MissingPermissions));
-    }
-    if !node.store.remove_member(gid, uid).await? {
-        return Err(ApiError::not_found(ErrorCode::UnknownMember));
-    }
-    publish(&node, gid, GuildEvent::MemberRemove(uid));
-    Ok(no_content())
+    ask(&node, gid, u.id, Action::Member(MemberAction::Remove { user: uid })).await
 }

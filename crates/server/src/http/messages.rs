@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use axum::extract::{FromRequest, Multipart, Path, Query, Request, State};
 use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
 use protocol::model::{self, permission, MessageReference};
 use protocol::{ChannelId, ErrorCode, MessageId, UserId};
@@ -17,12 +17,13 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use store::{MessageRecord, MessageWindow, UserRecord};
 
-use super::{channel_access, json_bytes, parse_id, parse_json, publish, Access, ApiError, ApiResult, Caller};
+use super::{channel_access, guild_of, json_bytes, parse_id, parse_json, ApiError, ApiResult, Caller};
 use crate::auth::now_ms;
 use crate::convert;
-use crate::guild::{GuildEvent, GuildMsg};
+use crate::guild::GuildMsg;
 use crate::node::Node;
-use crate::route::{Post, PostReply};
+use crate::route::ops::MessageAction;
+use crate::route::{Action, Post, PostReply};
 
 /// Discord's limit on message content.
 const MAX_CONTENT: usize = 2000;
@@ -225,11 +226,6 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
     }
 }
 
-/// The partial member attached to guild messages (no `user`).
-fn member_partial(a: &Access) -> model::Member {
-    convert::member(&a.member, None)
-}
-
 #[derive(Deserialize, Default)]
 pub struct ListQuery {
     before: Option<String>,
@@ -286,19 +282,19 @@ pub struct EditBody {
     components: Option<Vec<Value>>,
 }
 
+/// `PATCH /channels/{c}/messages/{m}`: the author edits; the guild's actor
+/// checks who asks, commits and sends MESSAGE_UPDATE.
 pub async fn edit(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
     Path((id, mid)): Path<(String, String)>,
     super::JsonBody(b): super::JsonBody<EditBody>,
 ) -> ApiResult<Response> {
-    let (c, access) = channel_access(&node, parse_id(&id, ErrorCode::UnknownChannel)?, u.id).await?;
-    let mut m = find(&node, c.id, &mid).await?;
-    if m.author_id != u.id {
-        return Err(ApiError::forbidden(ErrorCode::CannotEditOthersMessage));
-    }
+    let cid = parse_id(&id, ErrorCode::UnknownChannel)?;
+    let guild = guild_of(&node, cid).await?;
+    let mut m = find(&node, cid, &mid).await?;
     if let Some(content) = b.content {
-        m.mentions = node.store.get_users(&parse_mentions(&content)).await?.iter().map(|u| u.id).collect();
+        m.mentions = parse_mentions(&content);
         m.content = content;
     }
     if let Some(e) = b.embeds {
@@ -311,34 +307,39 @@ pub async fn edit(
         m.extra["embeds"].as_array().is_some_and(|a| !a.is_empty()) || m.extra["attachments"].as_array().is_some_and(|a| !a.is_empty());
     validate_content(&m.content, has_other)?;
     m.edited_at = Some(now_ms());
-    node.store.update_message(&m).await?;
-    let mut rendered = render(&node, std::slice::from_ref(&m)).await?.remove(0);
-    rendered.member = Some(member_partial(&access));
-    let message = Arc::new(rendered);
-    let body = encode_message(&message)?;
-    publish(&node, access.guild.id, GuildEvent::MessageUpdate { message, body: body.clone() });
-    Ok(json_bytes(StatusCode::OK, body))
+    // A reply carries the message it answers (the actor keeps no history).
+    let mut referenced = None;
+    if m.kind == 19 {
+        if let Some((rc, rid)) = m
+            .reference
+            .as_ref()
+            .and_then(|r| serde_json::from_value::<MessageReference>(r.clone()).ok())
+            .and_then(|r| r.channel_id.zip(r.message_id))
+        {
+            referenced = Some(match node.store.get_message(rc, rid).await? {
+                Some(rec) => render_plain(&node, std::slice::from_ref(&rec)).await?.pop().map(Box::new),
+                None => None,
+            });
+        }
+    }
+    super::ask(&node, guild, u.id, Action::Message(MessageAction::Edit { message: Box::new(m), referenced })).await
 }
 
+/// `DELETE /channels/{c}/messages/{m}`: the author, or a member with
+/// MANAGE_MESSAGES in the channel (checked by the guild's actor).
 pub async fn delete(State(node): State<Arc<Node>>, Caller(u): Caller, Path((id, mid)): Path<(String, String)>) -> ApiResult<Response> {
-    let (c, access) = channel_access(&node, parse_id(&id, ErrorCode::UnknownChannel)?, u.id).await?;
-    let m = find(&node, c.id, &mid).await?;
-    if m.author_id != u.id && access.in_channel(&c) & permission::MANAGE_MESSAGES == 0 {
-        return Err(ApiError::forbidden(ErrorCode::MissingPermissions));
-    }
-    if node.store.delete_message(c.id, m.id).await? {
-        publish(&node, access.guild.id, GuildEvent::MessageDelete { id: m.id, channel_id: c.id });
-    }
-    Ok(StatusCode::NO_CONTENT.into_response())
+    let cid = parse_id(&id, ErrorCode::UnknownChannel)?;
+    let guild = guild_of(&node, cid).await?;
+    let m = find(&node, cid, &mid).await?;
+    super::ask(&node, guild, u.id, Action::Message(MessageAction::Delete { channel: cid, id: m.id, author: m.author_id })).await
 }
 
+/// `POST /channels/{c}/typing`: TYPING_START to those who see the channel
+/// (SEND_MESSAGES, checked by the guild's actor; nothing is stored).
 pub async fn typing(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>) -> ApiResult<Response> {
-    let (c, access) = channel_access(&node, parse_id(&id, ErrorCode::UnknownChannel)?, u.id).await?;
-    if access.in_channel(&c) & permission::SEND_MESSAGES == 0 {
-        return Err(ApiError::forbidden(ErrorCode::MissingPermissions));
-    }
-    publish(&node, access.guild.id, GuildEvent::TypingStart { channel_id: c.id, user_id: u.id, timestamp: now_ms() / 1000 });
-    Ok(StatusCode::NO_CONTENT.into_response())
+    let cid = parse_id(&id, ErrorCode::UnknownChannel)?;
+    let guild = guild_of(&node, cid).await?;
+    super::ask(&node, guild, u.id, Action::Message(MessageAction::Typing { channel: cid })).await
 }
 
 #[cfg(test)]

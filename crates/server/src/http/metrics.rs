@@ -85,14 +85,22 @@ pub async fn metrics(State(node): State<Arc<Node>>) -> Response {
     one(&mut out, "throng_writer_rows_total", "counter", "New messages committed.", n, c(w.rows.load(Ordering::Relaxed)));
     one(
         &mut out,
+        "throng_writer_changes_total",
+        "counter",
+        "Other guild changes committed (roles, channels, members, edits...).",
+        n,
+        c(w.changes.load(Ordering::Relaxed)),
+    );
+    one(
+        &mut out,
         "throng_writer_fenced_total",
         "counter",
-        "New messages refused: their guild has a newer owner.",
+        "Writes refused: their guild has a newer owner.",
         n,
         c(w.fenced.load(Ordering::Relaxed)),
     );
-    one(&mut out, "throng_writer_failed_total", "counter", "New messages whose commit failed.", n, c(w.failed.load(Ordering::Relaxed)));
-    one(&mut out, "throng_writer_queue", "gauge", "New messages waiting for the next transaction.", n, g(node.writer.queued()));
+    one(&mut out, "throng_writer_failed_total", "counter", "Writes whose commit failed.", n, c(w.failed.load(Ordering::Relaxed)));
+    one(&mut out, "throng_writer_queue", "gauge", "Writes waiting for the writer.", n, g(node.writer.queued()));
     let bus = node.guilds.stats();
     if !bus.is_null() {
         let f = |k: &str| bus[k].as_u64().unwrap_or(0) as f64;

@@ -241,6 +241,38 @@ pub fn parse_id<T: std::str::FromStr>(s: &str, code: ErrorCode) -> ApiResult<T> 
     s.parse().map_err(|_| ApiError::not_found(code))
 }
 
+/// Asks `guild`'s actor, wherever it runs, to carry out `action` for
+/// `user`, and answers with what it says: the actor checks permissions
+/// from its own state and commits the change. A full mailbox or writer, an
+/// owner that is gone or no answer within `limits.write_timeout_ms`: 503
+/// (the change may have committed in the last case; the client may retry).
+pub async fn ask(node: &Arc<Node>, guild: GuildId, user: UserId, action: crate::route::Action) -> ApiResult<axum::response::Response> {
+    use crate::route::{Op, OpReply};
+    let (reply, answer) = node.replies.register();
+    node.guilds.send(guild, crate::guild::GuildMsg::Op(Box::new(Op { user, action, reply })))?;
+    let wait = std::time::Duration::from_millis(node.config.limits.write_timeout_ms);
+    let Ok(Ok(answer)) = tokio::time::timeout(wait, answer).await else { return Err(ApiError::Busy) };
+    match serde_json::from_slice::<OpReply>(&answer).map_err(|e| ApiError::Internal(e.to_string()))? {
+        OpReply::Done { status, body } => {
+            let status = StatusCode::from_u16(status).map_err(|e| ApiError::Internal(e.to_string()))?;
+            Ok(match body {
+                Some(b) => json_bytes(status, b.get().to_owned()),
+                None => axum::response::IntoResponse::into_response(status),
+            })
+        }
+        OpReply::Error { status, code } => Err(ApiError::Code(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST), code)),
+        OpReply::Form(errors) => Err(ApiError::InvalidForm(errors)),
+        OpReply::Retry => Err(ApiError::Busy),
+        OpReply::Failed(e) => Err(ApiError::Internal(e)),
+    }
+}
+
+/// The guild of channel `id` (a node-level map; a store read the first
+/// time): 404 10003 if there is no such guild channel.
+pub async fn guild_of(node: &Node, id: protocol::ChannelId) -> ApiResult<GuildId> {
+    node.channel_guild(id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownChannel))
+}
+
 /// Sends a committed change to its guild's actor. The store already has it,
 /// so a busy guild only delays live delivery; that is logged, not failed.
 pub fn publish(node: &Arc<Node>, guild: GuildId, ev: crate::guild::GuildEvent) {

@@ -268,6 +268,63 @@ async fn a_send_right_after_a_permission_change_is_refused() {
     assert_eq!((s, v["code"].as_u64()), (404, Some(10003)));
 }
 
+/// Typing, edits and deletes are authorized from the guild actor's state
+/// too: each change of overwrites or membership applies to the very next
+/// request.
+#[tokio::test]
+async fn typing_edits_and_deletes_right_after_a_permission_change() {
+    let t = TestServer::start().await;
+    let w = t.world().await;
+    let (s, inv) = t.post(&format!("/channels/{}/invites", w.channel), &w.owner, json!({})).await;
+    assert_eq!(s, 200);
+    let (joiner, joiner_id) = t.user("joiner").await;
+    assert_eq!(t.post(&format!("/invites/{}", inv["code"].as_str().unwrap()), &joiner, json!({})).await.0, 200);
+    let path = format!("/channels/{}/messages", w.channel);
+    let (_, own) = t.post(&path, &joiner, json!({"content": "mine"})).await;
+    let (_, theirs) = t.post(&path, &w.owner, json!({"content": "theirs"})).await;
+    let own = format!("{path}/{}", own["id"].as_str().unwrap());
+    let theirs = format!("{path}/{}", theirs["id"].as_str().unwrap());
+    let typing = format!("/channels/{}/typing", w.channel);
+    let channel = format!("/channels/{}", w.channel);
+    let set = |allow: u64, deny: u64| {
+        let (t, channel, owner) = (&t, &channel, &w.owner);
+        let body = json!({"permission_overwrites": [{"id": joiner_id, "type": 1, "allow": allow.to_string(), "deny": deny.to_string()}]});
+        async move { assert_eq!(t.req(Method::PATCH, channel, Some(owner), Some(body)).await.0, 200) }
+    };
+    let code = |r: (u16, serde_json::Value, reqwest::header::HeaderMap)| (r.0, r.1["code"].as_u64());
+    let edit = |n: u32| {
+        let (t, own, joiner) = (&t, &own, &joiner);
+        async move { code(t.req(Method::PATCH, own, Some(joiner), Some(json!({"content": format!("edit {n}")}))).await) }
+    };
+    assert_eq!(t.req(Method::POST, &typing, Some(&joiner), None).await.0, 204);
+    assert_eq!(edit(0).await, (200, None));
+    // SEND_MESSAGES denied: no typing; one's own messages stay editable.
+    set(0, 1 << 11).await;
+    assert_eq!(code(t.req(Method::POST, &typing, Some(&joiner), None).await), (403, Some(50013)));
+    assert_eq!(edit(1).await, (200, None));
+    // VIEW_CHANNEL denied: nothing in the channel.
+    set(0, 1 << 10).await;
+    assert_eq!(code(t.req(Method::POST, &typing, Some(&joiner), None).await), (403, Some(50001)));
+    assert_eq!(edit(2).await, (403, Some(50001)));
+    assert_eq!(code(t.req(Method::DELETE, &own, Some(&joiner), None).await), (403, Some(50001)));
+    // Another's message: only with MANAGE_MESSAGES (1 << 13), given and taken at once.
+    set(0, 0).await;
+    assert_eq!(code(t.req(Method::DELETE, &theirs, Some(&joiner), None).await), (403, Some(50013)));
+    assert_eq!(code(t.req(Method::PATCH, &theirs, Some(&joiner), Some(json!({"content": "no"}))).await), (403, Some(50005)));
+    set(1 << 13, 0).await;
+    assert_eq!(t.req(Method::DELETE, &theirs, Some(&joiner), None).await.0, 204);
+    assert_eq!(code(t.req(Method::DELETE, &theirs, Some(&joiner), None).await), (404, Some(10008)));
+    // Kicked: nothing at all, not even one's own message.
+    let kick = format!("/guilds/{}/members/{joiner_id}", w.guild);
+    assert_eq!(t.req(Method::DELETE, &kick, Some(&w.owner), None).await.0, 204);
+    assert_eq!(code(t.req(Method::POST, &typing, Some(&joiner), None).await), (403, Some(50001)));
+    assert_eq!(edit(3).await, (403, Some(50001)));
+    assert_eq!(code(t.req(Method::DELETE, &own, Some(&joiner), None).await), (403, Some(50001)));
+    let (_, h) = t.get(&format!("{path}?limit=10"), &w.owner).await;
+    let got: Vec<&str> = h.as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap()).collect();
+    assert_eq!(got, ["edit 1"], "the last allowed edit stands; their message is gone");
+}
+
 /// `GET /metrics` speaks Prometheus' text format; `promtool check metrics`
 /// accepts it (required in CI: `THRONG_REQUIRE_PROMTOOL=1`).
 #[tokio::test]
@@ -315,8 +372,7 @@ async fn metrics_are_prometheus_text_that_promtool_accepts() {
 
 /// A role that granted SEND_MESSAGES is taken away (`PATCH` of the member's
 /// roles): the very next send is refused, and giving it back allows it
-/// again at once. Roles cannot be created over REST yet (issue #14), so the
-/// guild with its roles is created in the store directly.
+/// again at once. The guild with its roles is created in the store directly.
 #[tokio::test]
 async fn a_send_right_after_a_role_is_removed_is_refused() {
     use protocol::model::permission;

@@ -1,0 +1,88 @@
+//! Members joining, changing, being kicked and leaving.
+
+use axum::http::StatusCode;
+use protocol::model::permission;
+use protocol::{ErrorCode, UserId};
+use store::Change;
+
+use super::{gone, missing_permissions, ok, Decided, Plan};
+use crate::convert;
+use crate::guild::actor::{GuildActor, State};
+use crate::guild::GuildEvent;
+use crate::route::ops::MemberAction;
+use crate::route::OpReply;
+
+pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MemberAction) -> Decided {
+    match action {
+        MemberAction::Add { user: new, member } => {
+            // Joining oneself (the REST handler used an invite for it), or
+            // an administrator adding someone.
+            if new.id != user {
+                st.caller(user)?.require(permission::ADMINISTRATOR)?;
+            }
+            if st.members.contains_key(&new.id) {
+                return Ok(Plan::now(|_, _| OpReply::no_content()));
+            }
+            let member = *member;
+            let new = *new;
+            Ok(Plan::new(vec![Change::AddMember(member.clone())], move |a, st, rows| {
+                if gone(rows) {
+                    // Already a member in the store (a race with another join).
+                    return OpReply::no_content();
+                }
+                let body = convert::member(&member, Some(&new));
+                a.apply(st, GuildEvent::MemberAdd { member, user: new });
+                OpReply::ok(StatusCode::CREATED, &body)
+            }))
+        }
+        MemberAction::Modify { user: target, nick, roles } => {
+            let caller = st.caller(user)?;
+            if target != user || roles.is_set() {
+                caller.require(permission::ADMINISTRATOR)?;
+            }
+            let (current, target_user) = st.members.get(&target).ok_or_else(|| OpReply::not_found(ErrorCode::UnknownMember))?;
+            let mut m = current.clone();
+            nick.apply(&mut m.nick);
+            m.nick = m.nick.filter(|n| !n.is_empty());
+            roles.apply(&mut m.roles);
+            if m.roles.iter().any(|r| !st.roles.iter().any(|k| k.id == *r)) {
+                return Err(OpReply::not_found(ErrorCode::UnknownRole));
+            }
+            let target_user = target_user.clone();
+            Ok(Plan::new(vec![Change::UpdateMember(m.clone())], move |a, st, rows| {
+                if gone(rows) {
+                    return OpReply::not_found(ErrorCode::UnknownMember);
+                }
+                let body = convert::member(&m, Some(&target_user));
+                a.apply(st, GuildEvent::MemberUpdate(m));
+                ok(&body)
+            }))
+        }
+        MemberAction::Remove { user: target } => {
+            st.caller(user)?.require(permission::KICK_MEMBERS)?;
+            if target == st.guild.owner_id {
+                return Err(missing_permissions());
+            }
+            if !st.members.contains_key(&target) {
+                return Err(OpReply::not_found(ErrorCode::UnknownMember));
+            }
+            Ok(remove(st, target))
+        }
+        MemberAction::Leave => {
+            if st.caller(user)?.owner {
+                return Err(OpReply::field("guild_id", "OWNER_CANNOT_LEAVE", "The owner cannot leave the guild."));
+            }
+            Ok(remove(st, user))
+        }
+    }
+}
+
+fn remove(st: &State, target: UserId) -> Plan {
+    Plan::new(vec![Change::RemoveMember { guild: st.guild.id, user: target }], move |a, st, rows| {
+        if gone(rows) {
+            return OpReply::not_found(ErrorCode::UnknownMember);
+        }
+        a.apply(st, GuildEvent::MemberRemove(target));
+        OpReply::no_content()
+    })
+}

@@ -1,0 +1,185 @@
+//! Changes users ask of a guild (REST), as plain data: the guild's actor,
+//! wherever it runs, checks them against its own state (membership, roles,
+//! overwrites: no store read), commits them through the node's writer,
+//! fenced by its ownership epoch, applies them and fans the events out in
+//! commit order, then answers with an [`OpReply`].
+//!
+//! The REST handler checks only the request's shape and reads what the
+//! actor does not hold (a message's current row); everything that depends
+//! on who the caller is happens in the actor.
+
+use axum::http::StatusCode;
+use protocol::{model, ChannelId, ErrorCode, MessageId, RoleId, UserId};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::Value;
+use store::{ChannelRecord, MemberRecord, MessageRecord, OverwriteRecord, UserRecord};
+
+use super::ReplyTo;
+
+/// A change `user` asks of a guild; the actor answers `reply`.
+#[derive(Serialize, Deserialize)]
+pub struct Op {
+    pub user: UserId,
+    pub action: Action,
+    pub reply: ReplyTo,
+}
+
+/// What is asked, grouped by resource.
+#[derive(Serialize, Deserialize)]
+pub enum Action {
+    Message(MessageAction),
+    Channel(ChannelAction),
+    Member(MemberAction),
+    Guild(GuildAction),
+}
+
+/// A field of a PATCH: left alone, or set (to `None`: cleared). Unlike
+/// `Option<Option<T>>`, it keeps the difference through JSON.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub enum Set<T> {
+    #[default]
+    Keep,
+    To(T),
+}
+
+impl<T> Set<T> {
+    /// Writes the new value into `slot`, if there is one.
+    pub fn apply(self, slot: &mut T) {
+        if let Set::To(v) = self {
+            *slot = v;
+        }
+    }
+
+    pub fn is_set(&self) -> bool {
+        matches!(self, Set::To(_))
+    }
+}
+
+impl<T> From<Option<T>> for Set<T> {
+    /// A present JSON field (`Some`) sets, an absent one keeps.
+    fn from(v: Option<T>) -> Set<T> {
+        v.map_or(Set::Keep, Set::To)
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+pub enum MessageAction {
+    /// TYPING_START in a channel (SEND_MESSAGES).
+    Typing { channel: ChannelId },
+    /// The author edits a message: `message` is its row with the edit
+    /// applied (content, embeds, `edited_at`; `mentions` as parsed from the
+    /// content: the actor keeps the members among them).
+    Edit {
+        message: Box<MessageRecord>,
+        /// A reply's `referenced_message`, rendered (the actor has no
+        /// history): `Some(None)` once the original is gone.
+        referenced: Option<Option<Box<model::Message>>>,
+    },
+    /// The author, or a member with MANAGE_MESSAGES, deletes a message.
+    Delete { channel: ChannelId, id: MessageId, author: UserId },
+}
+
+#[derive(Serialize, Deserialize)]
+pub enum ChannelAction {
+    /// A new channel (MANAGE_CHANNELS); `position: None` puts it last.
+    Create {
+        channel: Box<ChannelRecord>,
+        position: Option<i32>,
+    },
+    Modify {
+        channel: ChannelId,
+        patch: Box<ChannelPatch>,
+    },
+    Delete {
+        channel: ChannelId,
+    },
+}
+
+#[derive(Default, Serialize, Deserialize)]
+pub struct ChannelPatch {
+    pub name: Set<String>,
+    pub topic: Set<Option<String>>,
+    pub position: Set<i32>,
+    pub nsfw: Set<bool>,
+    pub parent_id: Set<Option<ChannelId>>,
+    pub rate_limit_per_user: Set<u32>,
+    pub overwrites: Set<Vec<OverwriteRecord>>,
+}
+
+#[derive(Serialize, Deserialize)]
+pub enum MemberAction {
+    /// `user` becomes a member: added by an administrator (`PUT
+    /// /guilds/{g}/members/{u}`), or the caller joining through an invite.
+    Add { user: Box<UserRecord>, member: Box<MemberRecord> },
+    /// Nickname and roles. The caller's own nickname needs no permission;
+    /// anyone else's, or roles, need ADMINISTRATOR.
+    Modify { user: UserId, nick: Set<Option<String>>, roles: Set<Vec<RoleId>> },
+    /// A kick (KICK_MEMBERS); never the owner.
+    Remove { user: UserId },
+    /// The caller leaves (never the owner).
+    Leave,
+}
+
+#[derive(Serialize, Deserialize)]
+pub enum GuildAction {
+    /// MANAGE_GUILD.
+    Modify { name: Set<String>, description: Set<Option<String>>, system_channel_id: Set<Option<ChannelId>> },
+    /// The owner only.
+    Delete,
+}
+
+/// The actor's answer, as the REST handler turns it into a response.
+#[derive(Serialize, Deserialize)]
+pub enum OpReply {
+    /// A 2xx status with a JSON body, or none (204).
+    Done {
+        status: u16,
+        body: Option<Box<RawValue>>,
+    },
+    /// One of Discord's error codes with its status.
+    Error {
+        status: u16,
+        code: ErrorCode,
+    },
+    /// 400 50035 with these field errors.
+    Form(Value),
+    /// The actor no longer owns the guild, or the writer is full: 503.
+    Retry,
+    Failed(String),
+}
+
+impl OpReply {
+    pub fn ok<T: Serialize>(status: StatusCode, body: &T) -> OpReply {
+        match serde_json::value::to_raw_value(body) {
+            Ok(b) => OpReply::Done { status: status.as_u16(), body: Some(b) },
+            Err(e) => OpReply::Failed(e.to_string()),
+        }
+    }
+
+    /// `body`: JSON we encoded ourselves.
+    pub fn ok_bytes(status: StatusCode, body: &bytes::Bytes) -> OpReply {
+        OpReply::Done { status: status.as_u16(), body: Some(super::raw(body)) }
+    }
+
+    pub fn no_content() -> OpReply {
+        OpReply::Done { status: StatusCode::NO_CONTENT.as_u16(), body: None }
+    }
+
+    pub fn error(status: StatusCode, code: ErrorCode) -> OpReply {
+        OpReply::Error { status: status.as_u16(), code }
+    }
+
+    pub fn not_found(code: ErrorCode) -> OpReply {
+        OpReply::error(StatusCode::NOT_FOUND, code)
+    }
+
+    pub fn forbidden(code: ErrorCode) -> OpReply {
+        OpReply::error(StatusCode::FORBIDDEN, code)
+    }
+
+    /// A 50035 error for one field.
+    pub fn field(field: &str, code: &str, message: &str) -> OpReply {
+        OpReply::Form(serde_json::json!({ field: { "_errors": [{ "code": code, "message": message }] } }))
+    }
+}
