@@ -52,7 +52,7 @@ cd "$COMPAT"
 # The suite is test_compat.py (pytest.ini's testpaths) plus the 3-node cluster tests: test_cluster.py
 # (its own nats-server and nodes) and test_cluster_lb.py (scripts/cluster.sh + HAProxy); all run
 # unless the arguments name test files or node ids themselves.
-files=(test_compat.py test_cluster.py test_cluster_lb.py)
+files=(test_compat.py test_feat_*.py test_cluster.py test_cluster_lb.py)
 for a in "${args[@]}"; do
   case "$a" in
     *.py | *.py::*) files=() ;;

@@ -29,4 +29,11 @@ pub enum Change {
         channel: ChannelId,
         id: MessageId,
     },
+    // Roles, overwrites, bans:
+
+    // Reactions, emojis, pins, bulk delete:
+
+    // Attachments, webhooks:
+
+    // DMs, threads, application commands:
 }

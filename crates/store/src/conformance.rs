@@ -41,6 +41,13 @@ pub async fn run_all(s: &dyn Store) {
     messages(s).await;
     group_commit_and_fencing(s).await;
     fenced_changes(s).await;
+    // Roles, overwrites, bans:
+
+    // Reactions, emojis, pins, bulk delete:
+
+    // Attachments, webhooks:
+
+    // DMs, threads, application commands:
     invites(s).await;
     bulk(s).await;
     batched_guild_loads(s).await;

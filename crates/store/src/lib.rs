@@ -178,6 +178,14 @@ pub trait Store: Send + Sync + 'static {
     /// Counts one use; `Ok(false)` if the invite is used up or gone.
     async fn use_invite(&self, code: &str) -> Result<bool>;
     async fn delete_invite(&self, code: &str) -> Result<bool>;
+
+    // Roles, overwrites, bans:
+
+    // Reactions, emojis, pins, bulk delete:
+
+    // Attachments, webhooks:
+
+    // DMs, threads, application commands:
 }
 
 /// `Ok(true)` if the one change of an unfenced `apply_changes` touched a row.

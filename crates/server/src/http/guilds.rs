@@ -285,7 +285,7 @@ pub async fn members(
 
 pub async fn member(State(node): State<Arc<Node>>, Caller(u): Caller, Path((id, uid)): Path<(String, String)>) -> ApiResult<Response> {
     let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
-    let uid: UserId = parse_id(&uid, ErrorCode::UnknownUser)?;
+    let uid = super::user_or_me(&uid, u.id)?;
     guild_access(&node, gid, u.id).await?;
     let m = node.store.get_member(gid, uid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownMember))?;
     let usr = node.store.get_user(uid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownUser))?;
@@ -296,7 +296,7 @@ pub async fn member(State(node): State<Arc<Node>>, Caller(u): Caller, Path((id, 
 /// bot. 201 with the member, or 204 if already a member.
 pub async fn add_member(State(node): State<Arc<Node>>, Caller(u): Caller, Path((id, uid)): Path<(String, String)>) -> ApiResult<Response> {
     let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
-    let uid: UserId = parse_id(&uid, ErrorCode::UnknownUser)?;
+    let uid = super::user_or_me(&uid, u.id)?;
     let usr = node.store.get_user(uid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownUser))?;
     let m = MemberRecord { guild_id: gid, user_id: uid, nick: None, roles: Vec::new(), joined_at: now_ms(), flags: 0 };
     ask(&node, gid, u.id, Action::Member(MemberAction::Add { user: Box::new(usr), member: Box::new(m) })).await
@@ -331,7 +331,7 @@ pub async fn modify_member(
     JsonBody(b): JsonBody<ModifyMember>,
 ) -> ApiResult<Response> {
     let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
-    let uid: UserId = parse_id(&uid, ErrorCode::UnknownUser)?;
+    let uid = super::user_or_me(&uid, u.id)?;
     let (nick, roles) = b.checked()?;
     ask(&node, gid, u.id, Action::Member(MemberAction::Modify { user: uid, nick, roles })).await
 }
@@ -358,6 +358,6 @@ pub async fn remove_member(
     Path((id, uid)): Path<(String, String)>,
 ) -> ApiResult<Response> {
     let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
-    let uid: UserId = parse_id(&uid, ErrorCode::UnknownUser)?;
+    let uid = super::user_or_me(&uid, u.id)?;
     ask(&node, gid, u.id, Action::Member(MemberAction::Remove { user: uid })).await
 }

@@ -159,6 +159,10 @@ fn api(node: &Arc<Node>) -> Router<Arc<Node>> {
         .route("/channels/{channel_id}/typing", post(messages::typing))
         .route("/channels/{channel_id}/invites", post(channels::create_invite))
         .route("/invites/{code}", get(channels::get_invite).post(channels::accept_invite).delete(channels::delete_invite))
+        // Roles, overwrites, bans:
+        // Reactions, emojis, pins, bulk delete:
+        // Attachments, webhooks:
+        // DMs, threads, application commands:
         .route("/applications/{app_id}/commands", get(absent::empty_list))
         .route("/applications/{app_id}/guilds/{guild_id}/commands", get(absent::empty_list))
         .route("/applications/{app_id}/guilds/{guild_id}/commands/permissions", get(absent::empty_list))
@@ -234,6 +238,16 @@ pub fn router(node: Arc<Node>) -> Router {
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(node.config.limits.max_body_bytes))
         .with_state(node)
+}
+
+/// A user id in a path, where `@me` is the caller. Clients may send it
+/// percent-encoded (discord.js: `members/%40me`), which no literal `@me`
+/// route matches, so routes with a `{user_id}` take it too.
+pub fn user_or_me(s: &str, caller: UserId) -> ApiResult<UserId> {
+    if s == "@me" {
+        return Ok(caller);
+    }
+    parse_id(s, ErrorCode::UnknownUser)
 }
 
 /// Parses a path id; anything that is not a snowflake is an unknown `code`.

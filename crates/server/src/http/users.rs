@@ -6,7 +6,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Json;
-use protocol::{ErrorCode, UserId};
+use protocol::ErrorCode;
 use serde::Deserialize;
 use serde_json::json;
 use store::{StoreError, UserRecord};
@@ -135,8 +135,8 @@ pub async fn modify_me(State(_node): State<Arc<Node>>, Caller(u): Caller, JsonBo
     Ok(json_bytes(StatusCode::OK, serde_json::to_string(&convert::current_user(&u)).map_err(|e| ApiError::Internal(e.to_string()))?))
 }
 
-pub async fn get_user(State(node): State<Arc<Node>>, _c: Caller, Path(id): Path<String>) -> ApiResult<Json<protocol::model::User>> {
-    let id: UserId = id.parse().map_err(|_| ApiError::not_found(ErrorCode::UnknownUser))?;
+pub async fn get_user(State(node): State<Arc<Node>>, Caller(me): Caller, Path(id): Path<String>) -> ApiResult<Json<protocol::model::User>> {
+    let id = super::user_or_me(&id, me.id)?;
     let u = node.store.get_user(id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownUser))?;
     Ok(Json(convert::user(&u)))
 }

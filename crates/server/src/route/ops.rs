@@ -32,6 +32,13 @@ pub enum Action {
     Channel(ChannelAction),
     Member(MemberAction),
     Guild(GuildAction),
+    // Roles, overwrites, bans (#14):
+
+    // Reactions, emojis, pins, bulk delete (#14):
+
+    // Attachments, webhooks (#14):
+
+    // DMs, threads, application commands (#14):
 }
 
 /// A field of a PATCH: left alone, or set (to `None`: cleared). Unlike

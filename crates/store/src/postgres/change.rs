@@ -81,6 +81,13 @@ pub(super) async fn apply(conn: &mut PgConnection, change: &Change) -> Result<u6
             .execute(conn)
             .await?
             .rows_affected(),
+        // Roles, overwrites, bans:
+
+        // Reactions, emojis, pins, bulk delete:
+
+        // Attachments, webhooks:
+
+        // DMs, threads, application commands:
     };
     Ok(r)
 }

@@ -79,6 +79,13 @@ pub(super) async fn apply(conn: &mut SqliteConnection, change: &Change) -> Resul
             .execute(conn)
             .await?
             .rows_affected(),
+        // Roles, overwrites, bans:
+
+        // Reactions, emojis, pins, bulk delete:
+
+        // Attachments, webhooks:
+
+        // DMs, threads, application commands:
     };
     Ok(r)
 }

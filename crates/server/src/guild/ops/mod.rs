@@ -53,6 +53,13 @@ pub(super) fn plan(a: &GuildActor, st: &State, user: UserId, action: Action) -> 
         Action::Channel(c) => channels::plan(a, st, user, c),
         Action::Member(m) => members::plan(a, st, user, m),
         Action::Guild(g) => guild::plan(a, st, user, g),
+        // Roles, overwrites, bans:
+
+        // Reactions, emojis, pins, bulk delete:
+
+        // Attachments, webhooks:
+
+        // DMs, threads, application commands:
     }
 }
 
