@@ -2,9 +2,11 @@
 discord.js scripts drive one feature through each library's own high-level
 API against a fresh server.
 
-``world(tmp)`` starts a server (SQLite, or PostgreSQL with COMPAT_DATABASE_URL)
-with a bot, an owner who made a guild and added the bot, and a second human
-who joined by invite. ``run_dpy``/``run_djs`` run one scenario script
+``make_world(name)`` starts a server (SQLite, or PostgreSQL with
+COMPAT_DATABASE_URL) with a bot, an owner who made a guild and added the bot,
+and two more humans who joined by invite (member, member2). With
+``bot_owns=True`` the bot creates the guild itself (so it has every
+permission) and the owner human joins by invite like the others. ``run_dpy``/``run_djs`` run one scenario script
 (features/dpy_*.py, features/djs_*.js; see dpy_common.py / djs_common.js) with
 the bot's token and the world's ids, wait for it to end and return its events.
 ``Result.assert_ok()`` fails on a non-zero exit, a missing ``done``, and any
@@ -48,34 +50,39 @@ class World:
     owner_id: str
     member_token: str
     member_id: str
+    member2_token: str
+    member2_id: str
     guild: str
     channel: str
+    # The guild owner: the owner human, or the bot (bot_owns).
+    guild_owner_token: str = ""
 
     def ctx(self, **extra) -> dict:
         return {
             "guild": self.guild, "channel": self.channel, "bot_id": self.bot_id,
             "owner_id": self.owner_id, "owner_token": self.owner_token,
             "member_id": self.member_id, "member_token": self.member_token,
+            "member2_id": self.member2_id, "member2_token": self.member2_token,
             "api": self.server.base + "/api/v10", **extra,
         }
 
     def api(self, method, path, body=None, auth=None, expect=(200, 201, 204)):
-        """REST as a raw client (the owner unless `auth` says otherwise)."""
-        return self.rest.request(method, "/api/v10" + path, body=body, auth=auth or self.owner_token, expect=expect)[:2]
+        """REST as a raw client (the guild owner unless `auth` says otherwise)."""
+        return self.rest.request(method, "/api/v10" + path, body=body, auth=auth or self.guild_owner_token, expect=expect)[:2]
 
     def stop(self):
         self.server.stop()
 
 
-def make_world(name: str) -> World:
+def make_world(name: str, bot_owns: bool = False) -> World:
     bin_path = os.environ.get("THRONG_BIN", DEFAULT_BIN)
     workdir = artifacts_dir(name)
     server = Server(bin_path, workdir, heartbeat_ms=5000)
     server.start()
     log: list = []
     rest = Rest(server.base, log)
-    bot_token = server.create_bot(f"{name[:20]}-bot")
-    _, me, _ = rest.request("GET", "/api/v10/users/@me", auth=f"Bot {bot_token}")
+    bot_token = "Bot " + server.create_bot(f"{name[:20]}-bot")
+    _, me, _ = rest.request("GET", "/api/v10/users/@me", auth=bot_token)
 
     def human(user: str):
         _, v, _ = rest.request("POST", "/api/v10/auth/register", body={"username": user, "password": "correct horse battery"})
@@ -84,13 +91,18 @@ def make_world(name: str) -> World:
 
     owner_token, owner_id = human(f"{name[:20]}_owner")
     member_token, member_id = human(f"{name[:20]}_member")
-    _, g, _ = rest.request("POST", "/api/v10/guilds", body={"name": f"{name} guild"}, auth=owner_token)
+    member2_token, member2_id = human(f"{name[:20]}_member2")
+    creator = bot_token if bot_owns else owner_token
+    _, g, _ = rest.request("POST", "/api/v10/guilds", body={"name": f"{name} guild"}, auth=creator)
     channel = g["channels"][0]["id"]
-    rest.request("PUT", f"/api/v10/guilds/{g['id']}/members/{me['id']}", auth=owner_token)
-    _, inv, _ = rest.request("POST", f"/api/v10/channels/{channel}/invites", body={}, auth=owner_token)
-    rest.request("POST", f"/api/v10/invites/{inv['code']}", body={}, auth=member_token)
-    return World(server, rest, workdir, f"Bot {bot_token}", me["id"], owner_token, owner_id, member_token, member_id,
-                 g["id"], channel)
+    _, inv, _ = rest.request("POST", f"/api/v10/channels/{channel}/invites", body={"max_uses": 0}, auth=creator)
+    joiners = [owner_token, member_token, member2_token] if bot_owns else [member_token, member2_token]
+    if not bot_owns:
+        rest.request("PUT", f"/api/v10/guilds/{g['id']}/members/{me['id']}", auth=owner_token)
+    for t in joiners:
+        rest.request("POST", f"/api/v10/invites/{inv['code']}", body={}, auth=t)
+    return World(server, rest, workdir, bot_token, me["id"], owner_token, owner_id, member_token, member_id, member2_token,
+                 member2_id, g["id"], channel, guild_owner_token=creator)
 
 
 class Result:
