@@ -30,6 +30,11 @@ pub enum GuildMsg {
     Unsubscribe {
         session: SessionRef,
     },
+    /// A session taken over by another node (a RESUME there): its
+    /// subscription moves from `from` to `to`, with the marker that lets
+    /// `to` keep the guild's order (see `gateway::session::Holding`). No
+    /// GUILD_CREATE: the session has the guild already.
+    Move(Box<Move>),
     /// op 8: answer with GUILD_MEMBERS_CHUNK dispatches.
     RequestMembers {
         session: SessionRef,
@@ -61,6 +66,13 @@ pub enum GuildMsg {
 #[derive(serde::Serialize, serde::Deserialize)]
 pub struct Subscription {
     pub session: SessionRef,
+    pub info: SubInfo,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct Move {
+    pub from: SessionRef,
+    pub to: SessionRef,
     pub info: SubInfo,
 }
 
@@ -313,6 +325,9 @@ pub trait GuildRouter: Send + Sync {
     }
     /// One dispatch to one session of `node`.
     fn one_remote(&self, _session: &SessionRef, _d: crate::fanout::Dispatch) {}
+    /// One dispatch to one session of `node`, written as forwarded by the
+    /// node that held it before (see `Recipient::write_forwarded`).
+    fn forward_remote(&self, _session: &SessionRef, _d: crate::fanout::Dispatch) {}
     /// `node`'s session starts (stops) receiving `guild`'s events there.
     fn subscribed_remote(&self, _session: &SessionRef, _guild: GuildId, _on: bool) {}
 
@@ -329,7 +344,7 @@ pub trait GuildRouter: Send + Sync {
 }
 
 /// A RESUME of a session of another node, sent to that node.
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub struct TakeOver {
     pub session: std::sync::Arc<str>,
     pub user: UserId,

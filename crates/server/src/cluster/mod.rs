@@ -45,6 +45,13 @@ enum ToNode {
         name: String,
         body: Box<RawValue>,
     },
+    /// One dispatch for a session this node took over, from the node that
+    /// held it (see `Recipient::write_forwarded`).
+    Fwd {
+        s: Arc<str>,
+        name: String,
+        body: Box<RawValue>,
+    },
     /// Session `s` starts (stops) receiving guild `g` here.
     Sub {
         s: Arc<str>,
@@ -256,6 +263,10 @@ impl GuildRouter for ClusterRouter {
         self.to_node(session.node, &ToNode::One { s: session.id.clone(), name: d.name.to_string(), body: raw(&d.body) });
     }
 
+    fn forward_remote(&self, session: &SessionRef, d: Dispatch) {
+        self.to_node(session.node, &ToNode::Fwd { s: session.id.clone(), name: d.name.to_string(), body: raw(&d.body) });
+    }
+
     fn subscribed_remote(&self, session: &SessionRef, guild: GuildId, on: bool) {
         self.to_node(session.node, &ToNode::Sub { s: session.id.clone(), g: guild, on });
     }
@@ -276,14 +287,20 @@ impl GuildRouter for ClusterRouter {
 }
 
 /// Hands this node's session `t.session` to the node that asked (see
-/// `SessionHandle::hand_over`); answers `false` if it cannot.
+/// `SessionHandle::hand_over`); answers `false` if it cannot. A session
+/// handed over already is asked for where it went.
 fn hand_over(node: &Arc<Node>, r: &ClusterRouter, t: TakeOver) {
     let to = t.reply.node;
-    let found = node.sessions.get(&t.session).and_then(crate::gateway::session).filter(|h| h.user_id == t.user && h.home.get().is_none());
+    let found = node.sessions.get(&t.session).and_then(crate::gateway::session).filter(|h| h.user_id == t.user);
+    if let Some(next) = found.as_ref().and_then(|h| h.handed_to.get()).copied() {
+        if next != to && r.nodes().contains(&next.0) && r.to_node(next, &ToNode::TakeOver(t.clone())) {
+            return;
+        }
+    }
     let done = found.is_some_and(|h| {
         let (out, sid) = (r.out.clone(), h.id.clone());
         let forward: crate::gateway::session::Forward = Box::new(move |name, body| {
-            send_to(&out, to, &ToNode::One { s: sid.clone(), name: name.to_string(), body: raw(body) });
+            send_to(&out, to, &ToNode::Fwd { s: sid.clone(), name: name.to_string(), body: raw(body) });
         });
         let reply = |ho: crate::gateway::session::HandOver| {
             let msg = ToNode::HandOver {
@@ -300,7 +317,11 @@ fn hand_over(node: &Arc<Node>, r: &ClusterRouter, t: TakeOver) {
             };
             r.to_node(to, &msg);
         };
-        h.hand_over(t.seq, reply, forward)
+        let handed = h.hand_over(t.seq, reply, forward);
+        if handed {
+            let _first = h.handed_to.set(to);
+        }
+        handed
     });
     if done {
         tracing::debug!(session = %t.session, to = %to, "session handed over");
@@ -460,15 +481,33 @@ async fn membership(
             main_rt.spawn(async move {
                 let r = router(&node2);
                 rehome(&node2, r, &old);
-                // Sessions taken over from a node that is gone get nothing
-                // more: they end, and their clients IDENTIFY again.
+                // Sessions taken over from a node that is gone while their
+                // guilds were still moving here would miss what it had: they
+                // end, and their clients IDENTIFY again. Those whose guilds
+                // all moved stand on their own.
                 for s in crate::gateway::sessions(&node2.sessions) {
-                    if s.home.get().is_some_and(|h| h.node != me && !live_now.contains(&h.node.0)) {
+                    if s.home.get().is_some_and(|h| h.node != me && !live_now.contains(&h.node.0)) && s.is_moving() {
                         s.end(&node2);
                     }
                 }
             });
             live = next;
+        }
+    }
+}
+
+/// A session just taken over from `from`: each of its guilds moves its
+/// subscription here. A guild that cannot be asked now (busy, or its owner
+/// unknown) keeps it at `from`, which forwards its events as before: the
+/// marker sent here releases that guild at once, in order.
+fn move_subscriptions(node: &Arc<Node>, h: &Arc<crate::gateway::SessionHandle>, from: SessionRef, guilds: &[GuildId]) {
+    let to = h.session_ref(node);
+    let info = crate::fanout::Recipient::sub_info(&**h);
+    for &g in guilds {
+        let m = crate::route::Move { from: from.clone(), to: to.clone(), info: info.clone() };
+        if let Err(e) = node.guilds.send(g, GuildMsg::Move(Box::new(m))) {
+            tracing::debug!(guild = %g, error = %e, "subscription not moved; the old node keeps forwarding it");
+            node.delivery.forwarded(h.clone(), Dispatch { name: crate::fanout::MOVED, body: Bytes::from(g.0.to_string()) });
         }
     }
 }
@@ -592,6 +631,11 @@ async fn inbound_deliver(node: Arc<Node>, mut sub: async_nats::Subscriber) {
                     sink.push(Dispatch { name: intern(&name), body: Bytes::copy_from_slice(body.get().as_bytes()) });
                 }
             }
+            ToNode::Fwd { s, name, body } => {
+                if let Some(sink) = node.sessions.get(&s) {
+                    node.delivery.forwarded(sink, Dispatch { name: intern(&name), body: Bytes::copy_from_slice(body.get().as_bytes()) });
+                }
+            }
             ToNode::Reply { id, body } => node.replies.complete(id, Bytes::copy_from_slice(body.get().as_bytes())),
             ToNode::TakeOver(t) => hand_over(&node, router(&node), t),
             ToNode::HandOver { id, s, user, bot, intents, large_threshold, guilds, seq, replay, home } => {
@@ -608,14 +652,16 @@ async fn inbound_deliver(node: Arc<Node>, mut sub: async_nats::Subscriber) {
                     guilds,
                     &node.delivery,
                 );
-                let _first = h.home.set(home);
+                let _first = h.home.set(home.clone());
                 let replay = replay
                     .into_iter()
                     .map(|(q, name, body)| (q, Dispatch { name: intern(&name), body: Bytes::copy_from_slice(body.get().as_bytes()) }))
                     .collect();
                 // Registered before the next message of this stream (its
                 // first forwarded dispatch, maybe) is read.
-                h.adopt(&node, seq, replay);
+                let guilds = h.guild_ids();
+                h.adopt(&node, seq, replay, guilds.clone());
+                move_subscriptions(&node, &h, home, &guilds);
                 node.replies.complete(id, Bytes::from_static(b"true"));
             }
             ToNode::Joined { g, u } => {

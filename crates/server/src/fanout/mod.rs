@@ -42,6 +42,12 @@ pub struct Dispatch {
     pub body: Bytes,
 }
 
+/// The name of a control dispatch, never sent to a client: its body is a
+/// guild id, and it tells a session taken over from another node that
+/// everything that node had of that guild came before it (see
+/// `Recipient::write_forwarded`).
+pub const MOVED: &str = "\u{0}MOVED";
+
 /// A node of the cluster (1 for a single node).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct NodeId(pub u64);
@@ -85,6 +91,13 @@ pub trait Recipient: Send + Sync + 'static {
     /// Frames one dispatch (recording it for replay). Returns (framed into
     /// a socket's buffer, first frame since the last flush).
     fn write_dispatch(&self, name: &'static str, body: &Bytes, now: std::time::Instant) -> (bool, bool);
+    /// Frames a dispatch that another node forwarded for this session (it
+    /// held the session before): those come first, in their node's order,
+    /// and [`MOVED`] markers among them say a guild's own events may follow.
+    /// A recipient that does not move between nodes writes it as any other.
+    fn write_forwarded(&self, name: &'static str, body: &Bytes, now: std::time::Instant) -> (bool, bool) {
+        self.write_dispatch(name, body, now)
+    }
     /// Writes what was framed; returns how many frames left.
     fn flush(self: Arc<Self>) -> usize;
     /// Queues one dispatch for this recipient alone, behind everything
@@ -150,6 +163,11 @@ enum Job {
         to: Arc<[Sink]>,
     },
     One {
+        to: Sink,
+        d: Dispatch,
+    },
+    /// A dispatch another node forwarded (see `Recipient::write_forwarded`).
+    Forwarded {
         to: Sink,
         d: Dispatch,
     },
@@ -294,6 +312,12 @@ impl Delivery {
     pub fn one(&self, to: Sink, d: Dispatch) {
         self.shared.stats.backlog.fetch_add(1, Ordering::Relaxed);
         self.send(to.shard() as usize % self.queues.len(), Job::One { to, d });
+    }
+
+    /// `one` for a dispatch another node forwarded for this session.
+    pub fn forwarded(&self, to: Sink, d: Dispatch) {
+        self.shared.stats.backlog.fetch_add(1, Ordering::Relaxed);
+        self.send(to.shard() as usize % self.queues.len(), Job::Forwarded { to, d });
     }
 
     /// Deliveries queued and not yet framed.
@@ -515,6 +539,14 @@ fn run(shared: &Shared, job: Job, now: std::time::Instant, dirty: &mut VecDeque<
         }
         Job::One { to, d } => {
             let (ok, first) = to.write_dispatch(d.name, &d.body, now);
+            framed += ok as usize;
+            if first {
+                dirty.push_back(to);
+            }
+            shared.stats.backlog.fetch_sub(1, Ordering::Relaxed);
+        }
+        Job::Forwarded { to, d } => {
+            let (ok, first) = to.write_forwarded(d.name, &d.body, now);
             framed += ok as usize;
             if first {
                 dirty.push_back(to);

@@ -34,10 +34,14 @@ pub struct SessionHandle {
     pub guilds: std::sync::Mutex<Vec<protocol::GuildId>>,
     delivery: Arc<delivery::Delivery>,
     state: std::sync::Mutex<session::SessionState>,
-    /// A session taken over from another node by a RESUME there: its
-    /// subscriptions stay at that node, which forwards its dispatches here
-    /// in order; guild actors keep naming it by its first node.
+    /// A session taken over from another node by a RESUME there: its guild
+    /// subscriptions move here (`GuildMsg::Move`); until they have, and for
+    /// anything else that still reaches it, that node forwards its
+    /// dispatches here in order. The two end together.
     pub home: std::sync::OnceLock<delivery::SessionRef>,
+    /// The node this session was handed over to (a RESUME there): a later
+    /// RESUME elsewhere is sent on to it.
+    pub handed_to: std::sync::OnceLock<delivery::NodeId>,
 }
 
 impl SessionHandle {
@@ -61,6 +65,7 @@ impl SessionHandle {
             delivery: delivery.clone(),
             state: std::sync::Mutex::new(session::SessionState::default()),
             home: std::sync::OnceLock::new(),
+            handed_to: std::sync::OnceLock::new(),
         })
     }
 
@@ -105,6 +110,9 @@ impl Recipient for SessionHandle {
     }
     fn write_dispatch(&self, name: &'static str, body: &Bytes, now: std::time::Instant) -> (bool, bool) {
         SessionHandle::write_dispatch(self, name, body, now)
+    }
+    fn write_forwarded(&self, name: &'static str, body: &Bytes, now: std::time::Instant) -> (bool, bool) {
+        SessionHandle::write_forwarded(self, name, body, now)
     }
     fn flush(self: Arc<Self>) -> usize {
         SessionHandle::flush(&self)

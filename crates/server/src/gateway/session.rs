@@ -68,6 +68,24 @@ pub struct SessionState {
     /// Handed over to another node (a RESUME there): every dispatch goes
     /// there, in order, instead of to a socket here.
     forward: Option<Forward>,
+    /// Taken over from another node, while its guild subscriptions move
+    /// here: what arrives directly waits (see [`Holding`]).
+    holding: Option<Box<Holding>>,
+}
+
+/// A session taken over from another node subscribes to its guilds from
+/// here; until each guild's actor has switched it over, that guild's
+/// earlier events still come through the old node (forwarded, in order).
+/// Dispatches that arrive directly meanwhile wait here, and go out once
+/// every guild's [`crate::fanout::MOVED`] marker has come through the old
+/// node behind everything it forwarded: no guild's events are reordered,
+/// lost or doubled. Bounded in time by `cluster.takeover_timeout_ms` (the
+/// sweeper ends a session whose guilds never finish moving).
+pub struct Holding {
+    /// Guilds whose marker has not come yet.
+    moving: Vec<protocol::GuildId>,
+    held: Vec<Dispatch>,
+    since: Instant,
 }
 
 /// Sends one dispatch of a handed-over session to the node that holds it now.
@@ -118,9 +136,55 @@ impl SessionHandle {
             f(name, body);
             return (false, false);
         }
+        if let Some(h) = st.holding.as_mut() {
+            h.held.push(Dispatch { name, body: body.clone() });
+            return (false, false);
+        }
+        if name == crate::fanout::MOVED {
+            // A marker for a session that is not moving (any more): not for the client.
+            return (false, false);
+        }
+        self.frame(&mut st, name, body, now)
+    }
+
+    /// `write_dispatch` for a dispatch the node that held this session
+    /// before forwarded: written at once (it comes before anything held),
+    /// or, for a [`crate::fanout::MOVED`] marker, the end of one guild's
+    /// move; after the last one, what was held goes out.
+    pub(crate) fn write_forwarded(&self, name: &'static str, body: &Bytes, now: Instant) -> (bool, bool) {
+        let mut st = self.lock();
+        if st.ended {
+            return (false, false);
+        }
+        if let Some(f) = &st.forward {
+            f(name, body);
+            return (false, false);
+        }
+        if name != crate::fanout::MOVED {
+            return self.frame(&mut st, name, body, now);
+        }
+        let Some(h) = st.holding.as_mut() else { return (false, false) };
+        let guild = std::str::from_utf8(body).ok().and_then(|g| g.parse().ok()).map(protocol::GuildId);
+        h.moving.retain(|g| Some(*g) != guild);
+        if !h.moving.is_empty() {
+            return (false, false);
+        }
+        let held = std::mem::take(&mut h.held);
+        st.holding = None;
+        let (mut framed, mut first) = (false, false);
+        for d in held {
+            let (ok, f) = self.frame(&mut st, d.name, &d.body, now);
+            framed |= ok;
+            first |= f;
+        }
+        (framed, first)
+    }
+
+    /// Records one dispatch and frames it into the socket, if any.
+    fn frame(&self, st: &mut SessionState, name: &'static str, body: &Bytes, now: Instant) -> (bool, bool) {
         st.record(&self.delivery().shared.limits, Dispatch { name, body: body.clone() }, now);
         if st.flushing && st.is_slow(&self.delivery().shared) {
-            self.close_slow(&mut st);
+            self.close_slow(st);
         }
         if st.conn.is_none() || !st.queue_last() {
             return (false, false);
@@ -354,10 +418,7 @@ impl SessionHandle {
 
     /// This session as guild actors name it (by the node it started on).
     pub fn session_ref(&self, node: &Node) -> crate::fanout::SessionRef {
-        match self.home.get() {
-            Some(home) => home.clone(),
-            None => crate::fanout::SessionRef { node: node.id, id: self.id.clone() },
-        }
+        crate::fanout::SessionRef { node: node.id, id: self.id.clone() }
     }
 
     /// Bytes queued for the socket now.
@@ -398,10 +459,12 @@ impl SessionHandle {
     /// sequence `seq`): closes its socket, gives `reply` what the client has
     /// not seen, then sends every later dispatch through `forward`. The
     /// session keeps its guild subscriptions here, so its dispatches keep
-    /// one order. False if it cannot be resumed from `seq`.
+    /// one order until the new node has moved them (`GuildMsg::Move`).
+    /// False if it cannot be resumed from `seq`, or is still moving here.
     pub fn hand_over(self: &Arc<Self>, seq: u64, reply: impl FnOnce(HandOver), forward: Forward) -> bool {
         let mut st = self.lock();
-        if st.forward.is_some() || !st.can_resume(Some(seq)) {
+        // Not while its own subscriptions are still moving here.
+        if st.forward.is_some() || st.holding.is_some() || !st.can_resume(Some(seq)) {
             return false;
         }
         st.detach(self, Some(CloseCode::UnknownError.into()));
@@ -414,12 +477,23 @@ impl SessionHandle {
         true
     }
 
+    /// Whether this session, taken over from another node, still waits for
+    /// some of its guilds to move here.
+    pub fn is_moving(&self) -> bool {
+        self.lock().holding.is_some()
+    }
+
     /// Registers a session handed over by another node, detached, with its
     /// sequence and unseen dispatches; a RESUME attaches the socket next.
-    pub fn adopt(self: &Arc<Self>, node: &Node, seq: u64, replay: Vec<(u64, Dispatch)>) {
+    /// Its `moving` guilds' events are held until their markers come (see
+    /// [`Holding`]).
+    pub fn adopt(self: &Arc<Self>, node: &Node, seq: u64, replay: Vec<(u64, Dispatch)>, moving: Vec<protocol::GuildId>) {
         {
             let mut st = self.lock();
             let now = Instant::now();
+            if !moving.is_empty() {
+                st.holding = Some(Box::new(Holding { moving, held: Vec::new(), since: now }));
+            }
             st.seq = seq;
             st.replay_bytes = replay.iter().map(|(_, d)| d.body.len()).sum();
             st.replay = replay.into_iter().map(|(q, d)| (q, d, now)).collect();
@@ -778,6 +852,7 @@ pub fn resume(node: &Arc<Node>, conn: Conn, r: &Resume, user: protocol::UserId) 
 pub async fn sweeper(node: Arc<Node>) {
     let hb_timeout = Duration::from_millis(node.config.heartbeat_timeout_ms());
     let window = Duration::from_millis(node.config.gateway.resume_window_ms);
+    let move_timeout = Duration::from_millis(node.config.cluster.takeover_timeout_ms);
     let every = (hb_timeout.min(window) / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -790,6 +865,14 @@ pub async fn sweeper(node: Arc<Node>) {
         for s in super::sessions(&node.sessions) {
             let expired = {
                 let mut st = s.lock();
+                if st.holding.as_ref().is_some_and(|h| now.duration_since(h.since) > move_timeout) {
+                    // Its guilds never finished moving here: rather than a
+                    // silent hole, the session ends and its client identifies again.
+                    tracing::warn!(session = %s.id, "guild subscriptions did not move in time; the session ends");
+                    drop(st);
+                    s.end(&node);
+                    continue;
+                }
                 if let Some(conn) = st.conn.as_ref() {
                     if now.duration_since(conn.last_heartbeat) > hb_timeout {
                         st.detach(&s, Some(CloseCode::SessionTimedOut.into()));

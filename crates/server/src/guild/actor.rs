@@ -190,6 +190,7 @@ impl GuildActor {
                 self.hidden.clear();
                 self.lists.unsubscribe(&session.id);
             }
+            GuildMsg::Move(m) => self.move_session(*m),
             GuildMsg::ListSubscribe(sub) => {
                 let Some(s) = self.subscriber(&sub.session) else { return true };
                 self.lists.subscribe(&st.view(), s, &sub.channels, &st.channels);
@@ -352,6 +353,46 @@ impl GuildActor {
                 GuildMsg::Op(op) => self.node.guilds.reply(op.reply, encode(&OpReply::not_found(protocol::ErrorCode::UnknownGuild))),
                 _ => {}
             }
+        }
+    }
+
+    /// A session's subscription moves to the node that took it over. The
+    /// [`crate::fanout::MOVED`] marker goes to where the guild's events
+    /// went so far, behind them: the old node forwards it (after everything
+    /// it forwarded), and only then does the new node let this guild's
+    /// direct events through. Without an old subscription, straight to the
+    /// new node.
+    fn move_session(&mut self, m: crate::route::Move) {
+        let crate::route::Move { from, to, info } = m;
+        let old = if from.node == self.node.id {
+            self.subs.remove(&from.id)
+        } else {
+            let old = self.remote.remove(&from).map(|s| s as Sink);
+            if old.is_some() {
+                self.node.guilds.subscribed_remote(&from, self.id, false);
+            }
+            old
+        };
+        let new: Option<Sink> = if to.node == self.node.id {
+            self.node.sessions.get(&to.id).inspect(|s| {
+                self.subs.insert(s.clone());
+            })
+        } else {
+            self.node.guilds.subscribed_remote(&to, self.id, true);
+            Some(self.remote.insert(&self.node, to.clone(), info))
+        };
+        self.hidden.clear();
+        match &new {
+            Some(n) => self.lists.moved(&to.id, n),
+            None => self.lists.unsubscribe(&to.id),
+        }
+        let marker = Dispatch { name: crate::fanout::MOVED, body: Bytes::from(self.id.0.to_string()) };
+        match (old, new) {
+            (Some(old), _) if from.node == self.node.id => self.node.delivery.one(old, marker),
+            (Some(_), _) => self.node.guilds.one_remote(&from, marker),
+            (None, Some(new)) if to.node == self.node.id => self.node.delivery.forwarded(new, marker),
+            (None, Some(_)) => self.node.guilds.forward_remote(&to, marker),
+            (None, None) => {}
         }
     }
 

@@ -174,6 +174,16 @@ impl Lists {
         }
     }
 
+    /// A session moved to another node (same id): its chunks stay, its
+    /// updates go to `to` from now on.
+    pub fn moved(&mut self, session_id: &str, to: &Sink) {
+        for one in self.lists.values_mut() {
+            if let Some(e) = one.subs.get_mut(session_id) {
+                e.0 = to.clone();
+            }
+        }
+    }
+
     pub fn unsubscribe(&mut self, session_id: &str) {
         for one in self.lists.values_mut() {
             one.subs.remove(session_id);

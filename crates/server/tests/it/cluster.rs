@@ -188,7 +188,7 @@ async fn a_node_that_loses_nats_refuses_new_sessions_and_says_so() {
 async fn resume_on_another_node_under_a_message_stream_loses_and_repeats_nothing() {
     let nats = Nats::start();
     let dir = tempfile::tempdir().unwrap();
-    let n1 = node(&nats, dir.path(), 1).await;
+    let mut n1 = node(&nats, dir.path(), 1).await;
     let n2 = node(&nats, dir.path(), 2).await;
     let n3 = node(&nats, dir.path(), 3).await;
     converge(&[&n1, &n2, &n3], &[1, 2, 3]).await;
@@ -217,15 +217,17 @@ async fn resume_on_another_node_under_a_message_stream_loses_and_repeats_nothing
         }
     });
     let mut got: Vec<(u64, String)> = Vec::new();
-    // Every dispatch after GUILD_CREATE: messages, and RESUMED.
+    // Every dispatch after GUILD_CREATE: a message as its content, anything
+    // else (RESUMED, GUILD_CREATE again after a ring change) as its name.
     fn take(got: &mut Vec<(u64, String)>, v: &serde_json::Value) {
-        if v["t"] == "RESUMED" {
-            got.push((v["s"].as_u64().unwrap(), "RESUMED".into()));
-        }
-        if v["t"] == "MESSAGE_CREATE" {
-            got.push((v["s"].as_u64().unwrap(), v["d"]["content"].as_str().unwrap().to_string()));
+        let Some(s) = v["s"].as_u64() else { return };
+        match v["t"].as_str() {
+            Some("MESSAGE_CREATE") => got.push((s, v["d"]["content"].as_str().unwrap().to_string())),
+            Some(t) => got.push((s, t.to_string())),
+            None => {}
         }
     }
+    let is_message = |c: &str| c.starts_with('m');
     while got.len() < 40 {
         let v = bot.recv().await;
         take(&mut got, &v);
@@ -237,7 +239,7 @@ async fn resume_on_another_node_under_a_message_stream_loses_and_repeats_nothing
     let mut g = Gw::connect(&n3.ws).await;
     g.send(json!({"op": 6, "d": {"token": w.bot_auth, "session_id": session, "seq": seen}})).await;
     let mut resumed = false;
-    while got.len() < N + 1 {
+    while got.iter().filter(|(_, c)| is_message(c)).count() < N {
         let v = g.recv().await;
         assert_ne!(v["op"], 9, "the session was not taken over: {v}");
         resumed |= v["t"] == "RESUMED";
@@ -245,7 +247,7 @@ async fn resume_on_another_node_under_a_message_stream_loses_and_repeats_nothing
     }
     writer.await.unwrap();
     assert!(resumed, "no RESUMED");
-    let contents: Vec<&str> = got.iter().map(|(_, c)| c.as_str()).filter(|c| *c != "RESUMED").collect();
+    let contents: Vec<&str> = got.iter().map(|(_, c)| c.as_str()).filter(|c| is_message(c)).collect();
     let expected: Vec<String> = (0..N).map(|i| format!("m{i}")).collect();
     assert_eq!(contents, expected, "every message once, in order");
     assert!(got.windows(2).all(|p| p[1].0 == p[0].0 + 1), "sequence numbers are consecutive: {got:?}");
@@ -254,6 +256,102 @@ async fn resume_on_another_node_under_a_message_stream_loses_and_repeats_nothing
     g.send(json!({"op": 8, "d": {"guild_id": w.guild, "query": "", "limit": 0}})).await;
     let chunk = g.until("GUILD_MEMBERS_CHUNK").await;
     assert_eq!(chunk["d"]["members"].as_array().unwrap().len(), 2, "{chunk}");
+    take(&mut got, &chunk);
+
+    // Taken over again, on node 2 (the RESUME is asked of node 1, where the
+    // session started, which sends it on to node 3), under a burst from
+    // eight writers at once, so the guild's events are in flight on both
+    // paths while its subscription moves: what the session sees must be
+    // the guild's own order, which is its history's.
+    let post = {
+        let (http, base, auth, channel) = (n2.http.clone(), n2.base.clone(), w.owner.clone(), w.channel.clone());
+        move |i: usize| {
+            let (http, base, auth, channel) = (http.clone(), base.clone(), auth.clone(), channel.clone());
+            async move {
+                // Retried while the guild's owner changes (503 for a moment).
+                loop {
+                    let r = http
+                        .post(format!("{base}/channels/{channel}/messages"))
+                        .header("authorization", &auth)
+                        .json(&json!({"content": format!("m{i}")}))
+                        .send()
+                        .await
+                        .unwrap();
+                    match r.status().as_u16() {
+                        200 => return,
+                        503 => tokio::time::sleep(Duration::from_millis(50)).await,
+                        s => panic!("message {i}: {s}"),
+                    }
+                }
+            }
+        }
+    };
+    const BURST: usize = 160;
+    let writers: Vec<_> = (0..8)
+        .map(|k| {
+            let post = post.clone();
+            tokio::spawn(async move {
+                for i in (N + k..N + BURST).step_by(8) {
+                    post(i).await;
+                }
+            })
+        })
+        .collect();
+    while got.iter().filter(|(_, c)| is_message(c)).count() < N + 10 {
+        let v = g.recv().await;
+        take(&mut got, &v);
+    }
+    let seen = g.seq.unwrap();
+    g.close_abruptly().await;
+    let mut g = Gw::connect(&n2.ws).await;
+    g.send(json!({"op": 6, "d": {"token": w.bot_auth, "session_id": session, "seq": seen}})).await;
+    while got.iter().filter(|(_, c)| is_message(c)).count() < N + BURST {
+        let v = g.recv().await;
+        assert_ne!(v["op"], 9, "the session was not taken over a second time: {v}");
+        take(&mut got, &v);
+    }
+    for wr in writers {
+        wr.await.unwrap();
+    }
+    // The subscriptions moved with the session: the node it started on
+    // goes away, and the session keeps getting the guild where it is now.
+    n1.shutdown().await;
+    converge(&[&n2, &n3], &[2, 3]).await;
+    for i in N + BURST..N + BURST + 20 {
+        post(i).await;
+    }
+    while got.iter().filter(|(_, c)| is_message(c)).count() < N + BURST + 20 {
+        let v = g.recv().await;
+        assert_ne!(v["op"], 9, "the session ended with its first node: {v}");
+        take(&mut got, &v);
+    }
+    let order: Vec<String> = {
+        let mut by_id: Vec<(u64, String)> = Vec::new();
+        let mut after = 0u64;
+        loop {
+            let url = format!("{}/channels/{}/messages?after={after}&limit=100", n2.base, w.channel);
+            let page: serde_json::Value = n2.http.get(url).header("authorization", &w.owner).send().await.unwrap().json().await.unwrap();
+            let page: Vec<(u64, String)> = page
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| (m["id"].as_str().unwrap().parse().unwrap(), m["content"].as_str().unwrap().to_string()))
+                .collect();
+            let Some(max) = page.iter().map(|(id, _)| *id).max() else { break };
+            by_id.extend(page);
+            after = max;
+        }
+        by_id.sort();
+        by_id.into_iter().map(|(_, c)| c).collect()
+    };
+    let contents: Vec<&str> = got.iter().map(|(_, c)| c.as_str()).filter(|c| is_message(c)).collect();
+    assert_eq!(order.len(), N + BURST + 20, "every message committed once");
+    assert_eq!(contents, order, "every message once, in the guild's order, across two take-overs and a node's exit");
+    assert!(got.windows(2).all(|p| p[1].0 == p[0].0 + 1), "sequence numbers are consecutive: {got:?}");
+    // Node 3 keeps only a copy that says where the session went.
+    let on3 = n3.node().sessions.get(&session).and_then(server::gateway::session).expect("node 3's copy");
+    assert_eq!(on3.handed_to.get().copied(), Some(server::fanout::NodeId(2)));
+    assert!(n2.node().sessions.get(&session).is_some(), "the session lives on node 2");
 }
 
 /// A TCP relay between one node and NATS that the test can cut (every
