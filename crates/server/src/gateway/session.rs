@@ -25,6 +25,9 @@ use crate::node::Node;
 use crate::presence::Presence;
 use crate::route::{GuildMsg, ListSubscription, Subscription};
 
+#[cfg(test)]
+mod props;
+
 /// Everything IDENTIFY established.
 pub struct Identified {
     pub handle: Arc<SessionHandle>,
@@ -174,26 +177,20 @@ impl SessionHandle {
         st.detach(self, Some(CloseCode::UnknownError.into()));
     }
 
-    /// Waits for a backed-up socket to drain, writing as it does.
+    /// Waits for a backed-up socket to become writable and writes it once.
+    /// Still backed up, `flush_locked` hands it to a new flusher, so one
+    /// task waits per socket (looping here as well left one more waiting
+    /// task per partial write until the socket drained).
     async fn flusher(self: Arc<Self>, sock: Sock, gen: u32) {
-        loop {
-            if sock.writable().await.is_err() {
-                let mut st = self.lock();
-                if st.gen == gen {
-                    st.flushing = false;
-                    st.detach(&self, None);
-                }
-                return;
-            }
-            let mut st = self.lock();
-            if st.gen != gen {
-                return;
-            }
-            st.flushing = false;
-            self.flush_locked(&mut st);
-            if !st.flushing {
-                return;
-            }
+        let writable = sock.writable().await;
+        let mut st = self.lock();
+        if st.gen != gen {
+            return;
+        }
+        st.flushing = false;
+        match writable {
+            Ok(()) => self.flush_locked(&mut st),
+            Err(_) => st.detach(&self, None),
         }
     }
 
