@@ -28,6 +28,17 @@ use crate::route::{GuildMsg, ListSubscription, Subscription};
 #[cfg(test)]
 mod props;
 
+/// The clock of session state (replay ages, heartbeats, resume windows,
+/// slow-consumer grace): `Instant::now()`. Under this crate's unit tests the
+/// state-machine test (`props`) sets the time of its own thread instead.
+#[cfg(not(test))]
+#[inline(always)]
+fn now() -> Instant {
+    Instant::now()
+}
+#[cfg(test)]
+use props::now;
+
 /// Everything IDENTIFY established.
 pub struct Identified {
     pub handle: Arc<SessionHandle>,
@@ -273,7 +284,7 @@ impl SessionHandle {
             let d = frame.d.map(|d| d.get()).unwrap_or("null");
             match frame.op {
                 op::HEARTBEAT | op::QOS_HEARTBEAT => {
-                    conn.last_heartbeat = Instant::now();
+                    conn.last_heartbeat = now();
                     if conn.send_op(op::HEARTBEAT_ACK, b"null").is_err() {
                         return Some(Outcome::Detach(Some(CloseCode::UnknownError.into())));
                     }
@@ -564,7 +575,7 @@ impl SessionState {
     }
 
     fn record_and_send(&mut self, limits: &crate::fanout::Limits, d: Dispatch) {
-        self.record(limits, d, Instant::now());
+        self.record(limits, d, now());
         if self.conn.is_some() && !self.queue_last() {
             tracing::debug!("dispatch could not be framed");
         }
@@ -593,8 +604,9 @@ impl SessionState {
             self.backlogged_since = None;
             return false;
         }
-        let since = *self.backlogged_since.get_or_insert_with(Instant::now);
-        backlog > l.max_pending_hard_bytes || since.elapsed() >= l.slow_consumer_grace
+        let now = now();
+        let since = *self.backlogged_since.get_or_insert(now);
+        backlog > l.max_pending_hard_bytes || now.duration_since(since) >= l.slow_consumer_grace
     }
 
     /// Puts a socket in and returns its generation.
@@ -646,7 +658,7 @@ impl SessionState {
     fn detach(&mut self, s: &SessionHandle, code: Option<Close>) {
         let Some(mut conn) = self.conn.take() else { return };
         self.new_socket_generation();
-        self.detached_at = Some(Instant::now());
+        self.detached_at = Some(now());
         let (sent, last) = (self.sent, self.seq);
         self.unsent_bytes = 0;
         match code {
@@ -783,24 +795,7 @@ pub async fn sweeper(node: Arc<Node>) {
             _ = node.shutdown.cancelled() => break,
             _ = tick.tick() => {}
         }
-        let now = Instant::now();
-        for s in super::sessions(&node.sessions) {
-            let expired = {
-                let mut st = s.lock();
-                if let Some(conn) = st.conn.as_ref() {
-                    if now.duration_since(conn.last_heartbeat) > hb_timeout {
-                        st.detach(&s, Some(CloseCode::SessionTimedOut.into()));
-                    }
-                    false
-                } else {
-                    // A handed-over session lives as long as its new node keeps it.
-                    st.forward.is_none() && st.detached_at.is_some_and(|t| now.duration_since(t) > window)
-                }
-            };
-            if expired {
-                s.end(&node);
-            }
-        }
+        sweep(&node, now(), hb_timeout, window);
     }
     // Shutdown: every socket gets RECONNECT and a resumable close.
     for s in super::sessions(&node.sessions) {
@@ -818,5 +813,28 @@ pub async fn sweeper(node: Arc<Node>) {
             st.detach(&s, Some(CloseCode::UnknownError.into()));
         }
         s.end(&node);
+    }
+}
+
+/// One pass of the sweeper at `now`: closes sockets without a heartbeat for
+/// `hb_timeout` (4009, resumable) and ends sessions detached for longer than
+/// the resume `window`.
+fn sweep(node: &Arc<Node>, now: Instant, hb_timeout: Duration, window: Duration) {
+    for s in super::sessions(&node.sessions) {
+        let expired = {
+            let mut st = s.lock();
+            if let Some(conn) = st.conn.as_ref() {
+                if now.duration_since(conn.last_heartbeat) > hb_timeout {
+                    st.detach(&s, Some(CloseCode::SessionTimedOut.into()));
+                }
+                false
+            } else {
+                // A handed-over session lives as long as its new node keeps it.
+                st.forward.is_none() && st.detached_at.is_some_and(|t| now.duration_since(t) > window)
+            }
+        };
+        if expired {
+            s.end(node);
+        }
     }
 }
