@@ -19,6 +19,9 @@ use tokio::net::TcpStream;
 
 use super::ws::{self, Incoming};
 
+#[cfg(test)]
+pub(crate) mod pipe;
+
 /// Per-thread buffers: reads land here, and compressed or assembled frames
 /// are staged here, so idle connections hold none.
 struct Scratch {
@@ -103,6 +106,9 @@ pub enum Sock {
     Tcp(Arc<TcpStream>),
     /// Discards everything written (in-process benchmarks: no file descriptor).
     Sink,
+    /// An in-memory socket whose other end is a test (see `pipe`).
+    #[cfg(test)]
+    Pipe(Arc<pipe::Pipe>),
 }
 
 pub struct Conn {
@@ -154,6 +160,12 @@ impl Conn {
     /// A connection whose writes go nowhere (benchmarks of the delivery path).
     pub fn sink(transport: Transport, params: &CompressParams) -> Result<Conn, ConnError> {
         Conn::with_sock(None, Sock::Sink, transport, params)
+    }
+
+    /// A connection over an in-memory pipe whose client end is the test.
+    #[cfg(test)]
+    pub fn pipe(p: Arc<pipe::Pipe>, transport: Transport, params: &CompressParams) -> Result<Conn, ConnError> {
+        Conn::with_sock(None, Sock::Pipe(p), transport, params)
     }
 
     fn with_sock(slot: Option<ConnSlot>, sock: Sock, transport: Transport, params: &CompressParams) -> Result<Conn, ConnError> {
@@ -226,11 +238,13 @@ impl Conn {
             let n = ws::parse(&self.rbuf, max_payload, &mut self.reasm, out)?;
             self.rbuf.drain(..n);
         }
-        let Sock::Tcp(stream) = &self.sock else { return Ok(ReadStatus::Open) };
+        if let Sock::Sink = self.sock {
+            return Ok(ReadStatus::Open);
+        }
         SCRATCH.with(|s| {
             let s = &mut *s.borrow_mut();
             loop {
-                match stream.try_read(&mut s.read) {
+                match self.sock.try_read(&mut s.read) {
                     Ok(0) => return Ok(ReadStatus::Eof),
                     Ok(n) => {
                         if self.rbuf.is_empty() {
@@ -544,6 +558,8 @@ impl Sock {
         match self {
             Sock::Tcp(s) => s.readable().await,
             Sock::Sink => std::future::pending().await,
+            #[cfg(test)]
+            Sock::Pipe(p) => p.readable().await,
         }
     }
 
@@ -551,6 +567,8 @@ impl Sock {
         match self {
             Sock::Tcp(s) => s.writable().await,
             Sock::Sink => Ok(()),
+            #[cfg(test)]
+            Sock::Pipe(p) => p.writable().await,
         }
     }
 
@@ -558,16 +576,32 @@ impl Sock {
         match self {
             Sock::Tcp(s) => s.try_write(buf),
             Sock::Sink => Ok(buf.len()),
+            #[cfg(test)]
+            Sock::Pipe(p) => p.try_write(buf),
+        }
+    }
+
+    fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Sock::Tcp(s) => s.try_read(buf),
+            Sock::Sink => Err(io::ErrorKind::WouldBlock.into()),
+            #[cfg(test)]
+            Sock::Pipe(p) => p.try_read(buf),
         }
     }
 
     /// Shuts both directions down now: the peer sees EOF, and a task waiting
     /// for readability on this socket wakes (and finds it is no longer current).
     pub fn shutdown(&self) {
-        if let Sock::Tcp(s) = self {
-            if let Err(e) = socket2::SockRef::from(&**s).shutdown(std::net::Shutdown::Both) {
-                tracing::trace!(error = %e, "socket shutdown");
+        match self {
+            Sock::Tcp(s) => {
+                if let Err(e) = socket2::SockRef::from(&**s).shutdown(std::net::Shutdown::Both) {
+                    tracing::trace!(error = %e, "socket shutdown");
+                }
             }
+            Sock::Sink => {}
+            #[cfg(test)]
+            Sock::Pipe(p) => p.shutdown(),
         }
     }
 }

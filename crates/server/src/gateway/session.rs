@@ -25,6 +25,20 @@ use crate::node::Node;
 use crate::presence::Presence;
 use crate::route::{GuildMsg, ListSubscription, Subscription};
 
+#[cfg(test)]
+mod props;
+
+/// The clock of session state (replay ages, heartbeats, resume windows,
+/// slow-consumer grace): `Instant::now()`. Under this crate's unit tests the
+/// state-machine test (`props`) sets the time of its own thread instead.
+#[cfg(not(test))]
+#[inline(always)]
+fn now() -> Instant {
+    Instant::now()
+}
+#[cfg(test)]
+use props::now;
+
 /// Everything IDENTIFY established.
 pub struct Identified {
     pub handle: Arc<SessionHandle>,
@@ -238,26 +252,20 @@ impl SessionHandle {
         st.detach(self, Some(CloseCode::UnknownError.into()));
     }
 
-    /// Waits for a backed-up socket to drain, writing as it does.
+    /// Waits for a backed-up socket to become writable and writes it once.
+    /// Still backed up, `flush_locked` hands it to a new flusher, so one
+    /// task waits per socket (looping here as well left one more waiting
+    /// task per partial write until the socket drained).
     async fn flusher(self: Arc<Self>, sock: Sock, gen: u32) {
-        loop {
-            if sock.writable().await.is_err() {
-                let mut st = self.lock();
-                if st.gen == gen {
-                    st.flushing = false;
-                    st.detach(&self, None);
-                }
-                return;
-            }
-            let mut st = self.lock();
-            if st.gen != gen {
-                return;
-            }
-            st.flushing = false;
-            self.flush_locked(&mut st);
-            if !st.flushing {
-                return;
-            }
+        let writable = sock.writable().await;
+        let mut st = self.lock();
+        if st.gen != gen {
+            return;
+        }
+        st.flushing = false;
+        match writable {
+            Ok(()) => self.flush_locked(&mut st),
+            Err(_) => st.detach(&self, None),
         }
     }
 
@@ -340,7 +348,7 @@ impl SessionHandle {
             let d = frame.d.map(|d| d.get()).unwrap_or("null");
             match frame.op {
                 op::HEARTBEAT | op::QOS_HEARTBEAT => {
-                    conn.last_heartbeat = Instant::now();
+                    conn.last_heartbeat = now();
                     if conn.send_op(op::HEARTBEAT_ACK, b"null").is_err() {
                         return Some(Outcome::Detach(Some(CloseCode::UnknownError.into())));
                     }
@@ -490,7 +498,7 @@ impl SessionHandle {
     pub fn adopt(self: &Arc<Self>, node: &Node, seq: u64, replay: Vec<(u64, Dispatch)>, moving: Vec<protocol::GuildId>) {
         {
             let mut st = self.lock();
-            let now = Instant::now();
+            let now = now();
             if !moving.is_empty() {
                 st.holding = Some(Box::new(Holding { moving, held: Vec::new(), since: now }));
             }
@@ -641,7 +649,7 @@ impl SessionState {
     }
 
     fn record_and_send(&mut self, limits: &crate::fanout::Limits, d: Dispatch) {
-        self.record(limits, d, Instant::now());
+        self.record(limits, d, now());
         if self.conn.is_some() && !self.queue_last() {
             tracing::debug!("dispatch could not be framed");
         }
@@ -670,8 +678,9 @@ impl SessionState {
             self.backlogged_since = None;
             return false;
         }
-        let since = *self.backlogged_since.get_or_insert_with(Instant::now);
-        backlog > l.max_pending_hard_bytes || since.elapsed() >= l.slow_consumer_grace
+        let now = now();
+        let since = *self.backlogged_since.get_or_insert(now);
+        backlog > l.max_pending_hard_bytes || now.duration_since(since) >= l.slow_consumer_grace
     }
 
     /// Puts a socket in and returns its generation.
@@ -723,7 +732,7 @@ impl SessionState {
     fn detach(&mut self, s: &SessionHandle, code: Option<Close>) {
         let Some(mut conn) = self.conn.take() else { return };
         self.new_socket_generation();
-        self.detached_at = Some(Instant::now());
+        self.detached_at = Some(now());
         let (sent, last) = (self.sent, self.seq);
         self.unsent_bytes = 0;
         match code {
@@ -861,32 +870,7 @@ pub async fn sweeper(node: Arc<Node>) {
             _ = node.shutdown.cancelled() => break,
             _ = tick.tick() => {}
         }
-        let now = Instant::now();
-        for s in super::sessions(&node.sessions) {
-            let expired = {
-                let mut st = s.lock();
-                if st.holding.as_ref().is_some_and(|h| now.duration_since(h.since) > move_timeout) {
-                    // Its guilds never finished moving here: rather than a
-                    // silent hole, the session ends and its client identifies again.
-                    tracing::warn!(session = %s.id, "guild subscriptions did not move in time; the session ends");
-                    drop(st);
-                    s.end(&node);
-                    continue;
-                }
-                if let Some(conn) = st.conn.as_ref() {
-                    if now.duration_since(conn.last_heartbeat) > hb_timeout {
-                        st.detach(&s, Some(CloseCode::SessionTimedOut.into()));
-                    }
-                    false
-                } else {
-                    // A handed-over session lives as long as its new node keeps it.
-                    st.forward.is_none() && st.detached_at.is_some_and(|t| now.duration_since(t) > window)
-                }
-            };
-            if expired {
-                s.end(&node);
-            }
-        }
+        sweep(&node, now(), hb_timeout, window, move_timeout);
     }
     // Shutdown: every socket gets RECONNECT and a resumable close.
     for s in super::sessions(&node.sessions) {
@@ -904,5 +888,37 @@ pub async fn sweeper(node: Arc<Node>) {
             st.detach(&s, Some(CloseCode::UnknownError.into()));
         }
         s.end(&node);
+    }
+}
+
+/// One pass of the sweeper at `now`: closes sockets without a heartbeat for
+/// `hb_timeout` (4009, resumable), ends sessions detached for longer than
+/// the resume `window`, and sessions taken over from another node whose
+/// guilds did not finish moving within `move_timeout`.
+fn sweep(node: &Arc<Node>, now: Instant, hb_timeout: Duration, window: Duration, move_timeout: Duration) {
+    for s in super::sessions(&node.sessions) {
+        let expired = {
+            let mut st = s.lock();
+            if st.holding.as_ref().is_some_and(|h| now.duration_since(h.since) > move_timeout) {
+                // Its guilds never finished moving here: rather than a
+                // silent hole, the session ends and its client identifies again.
+                tracing::warn!(session = %s.id, "guild subscriptions did not move in time; the session ends");
+                drop(st);
+                s.end(node);
+                continue;
+            }
+            if let Some(conn) = st.conn.as_ref() {
+                if now.duration_since(conn.last_heartbeat) > hb_timeout {
+                    st.detach(&s, Some(CloseCode::SessionTimedOut.into()));
+                }
+                false
+            } else {
+                // A handed-over session lives as long as its new node keeps it.
+                st.forward.is_none() && st.detached_at.is_some_and(|t| now.duration_since(t) > window)
+            }
+        };
+        if expired {
+            s.end(node);
+        }
     }
 }
