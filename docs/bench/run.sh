@@ -2,7 +2,8 @@
 # Runs one throng-bench scenario against a fresh throng on this machine:
 # seeds a fixture straight into a new data directory (`throng seed`), starts
 # the server, runs the scenario with the server's pid (for CPU/RSS), stops
-# the server. Reports land in docs/bench/<name>/.
+# the server. Reports land in docs/bench/<name>/ (a NAME starting with / is
+# the report directory itself, e.g. a scratch run under /tmp).
 #
 #   docs/bench/run.sh NAME "SEED ARGS" SCENARIO [throng-bench args...]
 #   docs/bench/run.sh chat-19k "--users 19000 --guilds 1000 --memberships-per-user 5" chat --duration 120s
@@ -23,7 +24,10 @@ BENCH=${BENCH:-target-bench/release/throng-bench}
 PORT=${PORT:-28181}
 SERVER_ARGS=${SERVER_ARGS:-}
 work=$(mktemp -d /tmp/throng-bench.XXXXXX)
-out=docs/bench/$name
+case $name in
+    /*) out=$name ;;
+    *) out=docs/bench/$name ;;
+esac
 
 # shellcheck disable=SC2086
 "$THRONG" seed --data-dir "$work/data" $seed --out "$work/fixture.json" >&2

@@ -2,11 +2,12 @@
 //! this binary with the hidden `worker` subcommand), sends commands, merges
 //! their reports, samples the processes under test once a second.
 
+use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
@@ -14,6 +15,9 @@ use tokio::sync::mpsc;
 use crate::procfs;
 use crate::progress::Progress;
 use crate::wire::{new_hist, Command, Final, Report, Tick, WorkerConfig};
+
+/// Time between two samples of the time series.
+const SAMPLE_EVERY: Duration = Duration::from_secs(1);
 
 /// Time allowed for every worker's final report after Finish.
 const FINAL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -28,11 +32,12 @@ struct WorkerProc {
 }
 
 /// One point of the time series (once a second).
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Sample {
     pub t_s: f64,
     /// What the run was doing (ramp, hold, chat, storm, drain, steps, finish).
-    pub phase: &'static str,
+    pub phase: Cow<'static, str>,
     pub started: u64,
     pub ready: u64,
     pub connect_failures: u64,
@@ -49,6 +54,47 @@ pub struct Sample {
     pub server_cpu_pct: Option<f64>,
     pub client_rss_mib: f64,
     pub client_cpu_pct: f64,
+    /// Each server process (`--server-pid`, in that order); the two fields
+    /// above are their sums. A cluster's nodes are not alike: a sum hides
+    /// the one that is saturated.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub server_procs: Vec<ProcPoint>,
+}
+
+/// One server process at one sample or over one capacity step.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProcPoint {
+    pub pid: u32,
+    /// None: the process was gone.
+    pub rss_mib: Option<f64>,
+    /// CPU time over wall time, 100 = one core (None: no earlier reading).
+    pub cpu_pct: Option<f64>,
+}
+
+/// Per-process points from two readings of `procfs::sample_each`, `dt_s` apart.
+pub fn proc_points(pids: &[u32], before: &[Option<(u64, f64)>], after: &[Option<(u64, f64)>], dt_s: f64) -> Vec<ProcPoint> {
+    let dt = dt_s.max(1e-3);
+    pids.iter()
+        .enumerate()
+        .map(|(i, &pid)| {
+            let now = after.get(i).copied().flatten();
+            let then = before.get(i).copied().flatten();
+            ProcPoint {
+                pid,
+                rss_mib: now.map(|(rss, _)| rss as f64 / 1048576.0),
+                cpu_pct: now.zip(then).map(|((_, c1), (_, c0))| (c1 - c0).max(0.0) / dt * 100.0),
+            }
+        })
+        .collect()
+}
+
+/// The previous sample's counters, for rates.
+struct LastSample {
+    at: Instant,
+    sent: u64,
+    deliveries: u64,
+    server: Vec<Option<(u64, f64)>>,
+    client_cpu: f64,
 }
 
 pub struct Fleet {
@@ -61,7 +107,11 @@ pub struct Fleet {
     second_e2e: Histogram<u64>,
     pub window_e2e: Histogram<u64>,
     pub full_e2e: Histogram<u64>,
-    last_sample: Option<(Instant, Sample, f64, f64)>,
+    last_sample: Option<LastSample>,
+    /// One sample a second across pump calls: a pump that sampled on entry
+    /// would add one a few ms after the last, whose rates are noise (a
+    /// 13,000 msg/s spike from a handful of messages) and whose e2e is empty.
+    next_sample: Instant,
     pub peak_server_rss: u64,
     pub progress: Progress,
     /// The current phase, stamped on each sample.
@@ -122,6 +172,7 @@ impl Fleet {
             window_e2e: new_hist(),
             full_e2e: new_hist(),
             last_sample: None,
+            next_sample: Instant::now(),
             peak_server_rss: 0,
             progress,
             phase: "start",
@@ -216,8 +267,6 @@ impl Fleet {
     /// Processes reports and samples until `deadline` or until `stop` holds.
     /// `fast_rss` polls the server's RSS every 100 ms (for peaks).
     pub async fn pump(&mut self, deadline: Instant, fast_rss: bool, mut stop: impl FnMut(&Fleet) -> bool) -> anyhow::Result<()> {
-        let mut sample_iv = tokio::time::interval(Duration::from_secs(1));
-        sample_iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut rss_iv = tokio::time::interval(Duration::from_millis(100));
         rss_iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
@@ -232,7 +281,7 @@ impl Fleet {
                     let Some((i, r)) = r else { bail!("worker channel closed") };
                     self.absorb(i, r);
                 }
-                _ = sample_iv.tick() => self.sample(),
+                _ = tokio::time::sleep_until(self.next_sample.into()) => self.sample(),
                 _ = rss_iv.tick(), if fast_rss && !self.server_pids.is_empty() => {
                     let (rss, _) = procfs::sample_sum(&self.server_pids);
                     self.peak_server_rss = self.peak_server_rss.max(rss);
@@ -244,13 +293,15 @@ impl Fleet {
 
     pub fn sample(&mut self) {
         let now = Instant::now();
+        self.next_sample = now + SAMPLE_EVERY;
         let t = self.totals();
-        let (srss, scpu) = procfs::sample_sum(&self.server_pids);
+        let server = procfs::sample_each(&self.server_pids);
+        let (srss, _) = procfs::sum(&server);
         let (crss, ccpu) = procfs::sample_sum(&self.worker_pids());
         self.peak_server_rss = self.peak_server_rss.max(srss);
         let mut s = Sample {
             t_s: now.duration_since(self.t0).as_secs_f64(),
-            phase: self.phase,
+            phase: Cow::Borrowed(self.phase),
             started: t.started,
             ready: t.ready,
             connect_failures: t.connect_failures,
@@ -269,19 +320,25 @@ impl Fleet {
             s.e2e_p50_ms = Some(self.second_e2e.value_at_quantile(0.5) as f64 / 1000.0);
             s.e2e_p99_ms = Some(self.second_e2e.value_at_quantile(0.99) as f64 / 1000.0);
         }
-        if let Some((at, prev, pscpu, pccpu)) = &self.last_sample {
-            let dt = now.duration_since(*at).as_secs_f64().max(1e-3);
-            s.msgs_per_s = (t.sent.saturating_sub(prev.sent)) as f64 / dt;
-            s.deliveries_per_s = (t.deliveries.saturating_sub(prev.deliveries)) as f64 / dt;
+        let none = vec![None; self.server_pids.len()];
+        let (before, dt) = match &self.last_sample {
+            Some(l) => (&l.server, now.duration_since(l.at).as_secs_f64().max(1e-3)),
+            None => (&none, 1.0),
+        };
+        s.server_procs = proc_points(&self.server_pids, before, &server, dt);
+        if let Some(l) = &self.last_sample {
+            s.msgs_per_s = (t.sent.saturating_sub(l.sent)) as f64 / dt;
+            s.deliveries_per_s = (t.deliveries.saturating_sub(l.deliveries)) as f64 / dt;
             if !self.server_pids.is_empty() {
-                s.server_cpu_pct = Some((scpu - pscpu) / dt * 100.0);
+                // Only processes read both times: one that exited does not make the sum negative.
+                s.server_cpu_pct = Some(s.server_procs.iter().filter_map(|p| p.cpu_pct).sum());
             }
-            s.client_cpu_pct = (ccpu - pccpu) / dt * 100.0;
+            s.client_cpu_pct = (ccpu - l.client_cpu) / dt * 100.0;
         }
         self.second_e2e.reset();
         self.progress.update(&s);
-        self.samples.push(s.clone());
-        self.last_sample = Some((now, s, scpu, ccpu));
+        self.last_sample = Some(LastSample { at: now, sent: t.sent, deliveries: t.deliveries, server, client_cpu: ccpu });
+        self.samples.push(s);
     }
 
     /// Sends Finish and collects every worker's final report.
@@ -335,6 +392,19 @@ pub fn split_ranges(users: &[u32], n: usize) -> Vec<Vec<(u32, u32)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_points_are_per_process_and_skip_missing_readings() {
+        let mib = 1048576;
+        let before = [Some((10 * mib, 1.0)), None, Some((5 * mib, 2.0))];
+        let after = [Some((20 * mib, 1.5)), Some((7 * mib, 9.0)), None];
+        let p = proc_points(&[11, 12, 13], &before, &after, 2.0);
+        assert_eq!(p[0], ProcPoint { pid: 11, rss_mib: Some(20.0), cpu_pct: Some(25.0) });
+        // No earlier reading: RSS yes, CPU unknown (not 450 %).
+        assert_eq!(p[1], ProcPoint { pid: 12, rss_mib: Some(7.0), cpu_pct: None });
+        // Gone: neither.
+        assert_eq!(p[2], ProcPoint { pid: 13, rss_mib: None, cpu_pct: None });
+    }
 
     #[test]
     fn split_ranges_covers_every_user_once() {

@@ -69,6 +69,8 @@ enum Cmd {
     /// After an `ingest --kill-after` run and a restart: every acknowledged
     /// message is in history.
     HistoryCheck(ingest::HistoryCheckArgs),
+    /// Redraw report.md and the plots of a report.json (an older run's too).
+    Plot(PlotArgs),
     /// Internal: a worker process driven by the coordinator over stdin/stdout.
     #[command(hide = true)]
     Worker,
@@ -87,6 +89,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Storm(a) => run(Scenario::Storm, a),
         Cmd::Capacity(a) => run(Scenario::Capacity, a),
         Cmd::Slow(a) => run(Scenario::Slow, a),
+        Cmd::Plot(a) => plot(a).map(|()| 0),
     };
     match result {
         Ok(code) => std::process::ExitCode::from(code as u8),
@@ -99,6 +102,25 @@ fn main() -> std::process::ExitCode {
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
+}
+
+#[derive(clap::Args)]
+struct PlotArgs {
+    /// A report.json written by throng-bench.
+    report: std::path::PathBuf,
+    /// Where report.md and the PNGs go (default: next to the report.json).
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+fn plot(a: PlotArgs) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let text = std::fs::read(&a.report).with_context(|| format!("reading {}", a.report.display()))?;
+    let r: report::Results = serde_json::from_slice(&text).with_context(|| format!("parsing {}", a.report.display()))?;
+    let dir = a.out.unwrap_or_else(|| a.report.parent().map(|p| p.to_path_buf()).unwrap_or_default());
+    report::redraw(&dir, &r)?;
+    eprintln!("throng-bench: report.md and plots in {}", dir.display());
+    Ok(())
 }
 
 fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {

@@ -19,7 +19,40 @@ pub fn sample(pid: u32) -> Option<(u64, f64)> {
 
 /// Sums `sample` over several processes; missing ones count as zero.
 pub fn sample_sum(pids: &[u32]) -> (u64, f64) {
-    pids.iter().filter_map(|&p| sample(p)).fold((0, 0.0), |(r, c), (r2, c2)| (r + r2, c + c2))
+    sum(&sample_each(pids))
+}
+
+/// `sample` of each process, in the order given (None: gone), so a cluster's
+/// nodes can be told apart in the plots.
+pub fn sample_each(pids: &[u32]) -> Vec<Option<(u64, f64)>> {
+    pids.iter().map(|&p| sample(p)).collect()
+}
+
+/// The sum of the processes still there.
+pub fn sum(each: &[Option<(u64, f64)>]) -> (u64, f64) {
+    each.iter().flatten().fold((0, 0.0), |(r, c), &(r2, c2)| (r + r2, c + c2))
+}
+
+/// A legend name for a process under test: `node N` for a throng cluster
+/// node (`--node-id N` on its command line), else its command name; with the pid.
+pub fn label(pid: u32) -> String {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let args: Vec<String> = cmdline.split(|&b| b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+    label_of(comm.trim(), &args, pid)
+}
+
+fn label_of(comm: &str, args: &[String], pid: u32) -> String {
+    let node = args.iter().enumerate().find_map(|(i, a)| match a.strip_prefix("--node-id") {
+        Some("") => args.get(i + 1).cloned(),
+        Some(v) => v.strip_prefix('=').map(str::to_owned),
+        None => None,
+    });
+    match (node, comm) {
+        (Some(n), _) => format!("node {n} ({pid})"),
+        (None, "") => format!("pid {pid}"),
+        (None, c) => format!("{c} ({pid})"),
+    }
 }
 
 /// Send-queue bytes (`tx_queue`: written, not yet acknowledged by the peer)
@@ -54,6 +87,16 @@ mod tests {
         let (rss, cpu) = super::sample(std::process::id()).unwrap();
         assert!(rss > 1 << 20);
         assert!(cpu >= 0.0);
+    }
+
+    #[test]
+    fn labels_name_cluster_nodes_and_other_processes() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(super::label_of("throng", &args(&["throng", "serve", "--node-id", "3"]), 7), "node 3 (7)");
+        assert_eq!(super::label_of("throng", &args(&["throng", "--node-id=12"]), 7), "node 12 (7)");
+        assert_eq!(super::label_of("nats-server", &args(&["nats-server", "-p", "4222"]), 8), "nats-server (8)");
+        assert_eq!(super::label_of("", &[], 9), "pid 9");
+        assert!(super::label(std::process::id()).ends_with(&format!("({})", std::process::id())));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use hdrhistogram::Histogram;
 use protocol::gateway::Intents;
 
 use crate::fixture::{Fixture, Index};
-use crate::fleet::{split_ranges, Fleet};
+use crate::fleet::{proc_points, split_ranges, Fleet, ProcPoint};
 use crate::procfs;
 use crate::progress::Progress;
 use crate::report::{self, BroadcastRes, CapacityRes, CapacityStep, ClientCost, Delivery, Pcts, Results, ServerRes, StormRes};
@@ -26,7 +26,7 @@ use crate::rest::Rest;
 use crate::slow;
 use crate::wire::{new_hist, Command, Final, GatewayTarget, WorkerConfig};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Scenario {
     Connect,
@@ -50,6 +50,9 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     };
     Ok(Duration::from_secs_f64(secs))
 }
+
+/// `--max-p99-ms` when not given.
+pub const DEFAULT_MAX_P99_MS: f64 = 1000.0;
 
 #[derive(Clone, Debug, clap::Args)]
 pub struct RunArgs {
@@ -152,7 +155,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 0.01)]
     pub max_failure_ratio: f64,
     /// capacity: stop when the step's e2e p99 exceeds this (ms).
-    #[arg(long, default_value_t = 1000.0)]
+    #[arg(long, default_value_t = DEFAULT_MAX_P99_MS)]
     pub max_p99_ms: f64,
     /// Give up a session after this many failed connection attempts in a row.
     #[arg(long, default_value_t = 5)]
@@ -248,6 +251,8 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
         gateways.len()
     ));
     let server_base = procfs::sample_sum(&a.server_pids);
+    // Named now: a process that dies during the run keeps its name.
+    let server_labels: Vec<String> = a.server_pids.iter().map(|&p| procfs::label(p)).collect();
     let client_base = procfs::sample_sum(&fleet.worker_pids()).0;
     fleet.sample();
     let admin = a.admin_token.as_ref().map(|t| slow::AdminPoller::start(&a.servers[0], t, fleet.t0));
@@ -402,7 +407,7 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
         let (mut d, b) = account(&ix, &finals, t.duplicates_seq, cutoff_us);
         d.seq_gaps = t.seq_gaps;
         if kind == Scenario::Broadcast {
-            r.broadcast = Some(b);
+            r.broadcast = Some(BroadcastRes { receipts: report::Receipts::of(&e2e), ..b });
         }
         r.delivery = Some(d);
     }
@@ -421,6 +426,7 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
         let after = rss_after_ramp.unwrap_or(server_end.0);
         r.server = Some(ServerRes {
             pids: a.server_pids.clone(),
+            labels: server_labels,
             rss_baseline_mib: server_base.0 as f64 / 1048576.0,
             rss_after_ramp_mib: after as f64 / 1048576.0,
             rss_end_mib: server_end.0 as f64 / 1048576.0,
@@ -647,32 +653,32 @@ async fn capacity_phase(fleet: &mut Fleet, users: &[u32], a: &RunArgs) -> anyhow
         fleet.phase = "step";
         fleet.window_e2e.reset();
         let w0 = Instant::now();
-        let cpu0 = procfs::sample_sum(&fleet.server_pids).1;
+        let procs0 = procfs::sample_each(&fleet.server_pids);
         fleet.pump(w0 + a.step_interval, false, |_| false).await?;
         let dt = w0.elapsed().as_secs_f64();
         let x = fleet.totals();
-        let cpu1 = procfs::sample_sum(&fleet.server_pids).1;
-        let failures = (x.failed - before.failed) + (x.connect_failures - before.connect_failures);
-        let ratio = failures as f64 / step.len().max(1) as f64;
+        let procs1 = procfs::sample_each(&fleet.server_pids);
         let h = &fleet.window_e2e;
         let (p50, p99) = if h.is_empty() {
             (None, None)
         } else {
             (Some(h.value_at_quantile(0.5) as f64 / 1e3), Some(h.value_at_quantile(0.99) as f64 / 1e3))
         };
-        let s = CapacityStep {
+        let window = StepWindow {
             sessions: x.ready,
+            new_sessions: step.len() as u64,
             ramp_s: ramp,
-            msgs_per_s: (x.sent - mid.sent) as f64 / dt,
-            deliveries_per_s: (x.deliveries - mid.deliveries) as f64 / dt,
-            e2e_p50_ms: p50,
-            e2e_p99_ms: p99,
-            failures,
-            failure_ratio: ratio,
-            server_cpu_pct: (!fleet.server_pids.is_empty()).then(|| (cpu1 - cpu0) / dt * 100.0),
-            server_rss_mib: (!fleet.server_pids.is_empty()).then(|| procfs::sample_sum(&fleet.server_pids).0 as f64 / 1048576.0),
-            passed: ratio <= a.max_failure_ratio && p99.is_none_or(|p| p <= a.max_p99_ms),
+            start_s: w0.duration_since(fleet.t0).as_secs_f64(),
+            dt_s: dt,
+            sent: x.sent - mid.sent,
+            deliveries: x.deliveries - mid.deliveries,
+            failures: (x.failed - before.failed) + (x.connect_failures - before.connect_failures),
+            p50_ms: p50,
+            p99_ms: p99,
+            procs: proc_points(&fleet.server_pids, &procs0, &procs1, dt),
         };
+        let s = window.into_step(a.max_failure_ratio, a.max_p99_ms);
+        let failures = s.failures;
         fleet.progress.line(&format!(
             "capacity step: {} sessions, {:.0} msg/s, {:.0} deliveries/s, p99 {} ms, failures {} -> {}",
             s.sessions,
@@ -694,7 +700,56 @@ async fn capacity_phase(fleet: &mut Fleet, users: &[u32], a: &RunArgs) -> anyhow
     drain(fleet, a.drain, a.drain_max).await?;
     let c1 = client_mark(fleet);
     let top = steps.iter().filter(|s| s.passed).max_by_key(|s| s.sessions).cloned();
-    Ok((CapacityRes { stop_reason, top_speed: top, steps }, (c0.0, c0.1, c1.0, c1.1)))
+    let res =
+        CapacityRes { stop_reason, top_speed: top, steps, max_p99_ms: Some(a.max_p99_ms), max_failure_ratio: Some(a.max_failure_ratio) };
+    Ok((res, (c0.0, c0.1, c1.0, c1.1)))
+}
+
+/// What one capacity step measured in its steady window: from the moment
+/// its new sessions were ready, for --step-interval. The ramp is left out,
+/// so a step's point is the load it holds, not the cost of getting there.
+struct StepWindow {
+    /// Sessions ready at the end of the window.
+    sessions: u64,
+    new_sessions: u64,
+    ramp_s: f64,
+    /// Seconds since the run started.
+    start_s: f64,
+    dt_s: f64,
+    /// Messages sent and deliveries received in the window.
+    sent: u64,
+    deliveries: u64,
+    /// Connection failures and given-up sessions of the step (ramp included).
+    failures: u64,
+    p50_ms: Option<f64>,
+    p99_ms: Option<f64>,
+    procs: Vec<ProcPoint>,
+}
+
+impl StepWindow {
+    /// The step's point: rates over the window, each server process's CPU
+    /// and RSS and their sums, and the verdict against the limits.
+    fn into_step(self, max_failure_ratio: f64, max_p99_ms: f64) -> CapacityStep {
+        let dt = self.dt_s.max(1e-3);
+        let ratio = self.failures as f64 / self.new_sessions.max(1) as f64;
+        let any = !self.procs.is_empty();
+        CapacityStep {
+            sessions: self.sessions,
+            ramp_s: self.ramp_s,
+            msgs_per_s: self.sent as f64 / dt,
+            deliveries_per_s: self.deliveries as f64 / dt,
+            e2e_p50_ms: self.p50_ms,
+            e2e_p99_ms: self.p99_ms,
+            failures: self.failures,
+            failure_ratio: ratio,
+            server_cpu_pct: any.then(|| self.procs.iter().filter_map(|p| p.cpu_pct).sum()),
+            server_rss_mib: any.then(|| self.procs.iter().filter_map(|p| p.rss_mib).sum()),
+            passed: ratio <= max_failure_ratio && self.p99_ms.is_none_or(|p| p <= max_p99_ms),
+            window_start_s: self.start_s,
+            window_end_s: self.start_s + self.dt_s,
+            server_procs: self.procs,
+        }
+    }
 }
 
 /// Expected receipts per message from the fixture's member lists and each
@@ -718,6 +773,7 @@ fn account(ix: &Index, finals: &[Final], duplicates_seq: u64, cutoff_us: Option<
     }
     let mut d = Delivery { duplicates: duplicates_seq, duplicates_seq, ..Delivery::default() };
     let mut completion = new_hist();
+    let mut last_member: Vec<(u64, f64)> = Vec::new();
     let mut b = BroadcastRes::default();
     for f in finals {
         for m in f.sent.iter().filter(|m| !m.ok && m.answered_us.is_none()) {
@@ -756,7 +812,9 @@ fn account(ix: &Index, finals: &[Final], duplicates_seq: u64, cutoff_us: Option<
                 d.duplicates += got - expected;
             }
             if got >= expected && expected > 0 {
-                completion.saturating_record(last.saturating_sub(m.ts_us).max(1));
+                let took = last.saturating_sub(m.ts_us).max(1);
+                completion.saturating_record(took);
+                last_member.push((m.ts_us, took as f64 / 1e3));
                 b.complete += 1;
             }
             b.messages += 1;
@@ -766,6 +824,8 @@ fn account(ix: &Index, finals: &[Final], duplicates_seq: u64, cutoff_us: Option<
     if !completion.is_empty() {
         b.last_member = Some(Pcts::of(&completion));
     }
+    last_member.sort_by_key(|&(ts, _)| ts);
+    b.last_member_ms = last_member.into_iter().map(|(_, ms)| ms).collect();
     (d, b)
 }
 
@@ -780,6 +840,56 @@ mod tests {
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert_eq!(parse_duration("5").unwrap(), Duration::from_secs(5));
         assert!(parse_duration("5x").is_err());
+    }
+
+    fn window(p99: Option<f64>, failures: u64) -> StepWindow {
+        StepWindow {
+            sessions: 3000,
+            new_sessions: 500,
+            ramp_s: 1.5,
+            start_s: 40.0,
+            dt_s: 20.0,
+            sent: 1000,
+            deliveries: 30_000,
+            failures,
+            p50_ms: p99.map(|p| p / 4.0),
+            p99_ms: p99,
+            procs: vec![
+                ProcPoint { pid: 1, rss_mib: Some(100.0), cpu_pct: Some(30.0) },
+                ProcPoint { pid: 2, rss_mib: Some(50.0), cpu_pct: None },
+                ProcPoint { pid: 3, rss_mib: None, cpu_pct: None },
+            ],
+        }
+    }
+
+    #[test]
+    fn a_capacity_step_is_its_steady_window() {
+        let s = window(Some(80.0), 0).into_step(0.01, 100.0);
+        assert_eq!(s.sessions, 3000);
+        assert_eq!(s.msgs_per_s, 50.0);
+        assert_eq!(s.deliveries_per_s, 1500.0);
+        assert_eq!((s.window_start_s, s.window_end_s), (40.0, 60.0));
+        // Sums over the processes that were read; each process kept.
+        assert_eq!(s.server_cpu_pct, Some(30.0));
+        assert_eq!(s.server_rss_mib, Some(150.0));
+        assert_eq!(s.server_procs.len(), 3);
+        assert!(s.passed);
+        let mut none = window(Some(80.0), 0);
+        none.procs.clear();
+        let s = none.into_step(0.01, 100.0);
+        assert_eq!((s.server_cpu_pct, s.server_rss_mib), (None, None));
+    }
+
+    #[test]
+    fn a_capacity_step_fails_on_p99_or_failures() {
+        assert!(!window(Some(100.5), 0).into_step(0.01, 100.0).passed);
+        // 6 of 500 new sessions failed: 1.2 % > 1 %.
+        let s = window(Some(10.0), 6).into_step(0.01, 100.0);
+        assert!((s.failure_ratio - 0.012).abs() < 1e-12);
+        assert!(!s.passed);
+        assert!(window(Some(10.0), 5).into_step(0.01, 100.0).passed);
+        // No delivery in the window: latency does not fail the step.
+        assert!(window(None, 0).into_step(0.01, 100.0).passed);
     }
 
     #[tokio::test]
