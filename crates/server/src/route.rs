@@ -314,11 +314,14 @@ pub trait GuildRouter: Send + Sync {
     // subscribers. A single process has none: these are never called there.
     // Everything one actor sends one node travels in one ordered stream.
 
-    /// One event to `node`'s subscribers of `guild` (all of them, or `only` these).
+    /// One event to `node`'s subscribers of `guild` (all of them, or `only`
+    /// these), from the actor that claimed `epoch`: a node takes no event of
+    /// a guild from an older epoch than one it has seen (a fenced owner).
     fn fan_remote(
         &self,
         _node: NodeId,
         _guild: GuildId,
+        _epoch: u64,
         _event: &std::sync::Arc<crate::fanout::FanEvent>,
         _only: Option<Vec<std::sync::Arc<str>>>,
     ) {
@@ -328,8 +331,9 @@ pub trait GuildRouter: Send + Sync {
     /// One dispatch to one session of `node`, written as forwarded by the
     /// node that held it before (see `Recipient::write_forwarded`).
     fn forward_remote(&self, _session: &SessionRef, _d: crate::fanout::Dispatch) {}
-    /// `node`'s session starts (stops) receiving `guild`'s events there.
-    fn subscribed_remote(&self, _session: &SessionRef, _guild: GuildId, _on: bool) {}
+    /// `node`'s session starts (stops) receiving `guild`'s events there
+    /// (from the actor of `epoch`, as in `fan_remote`).
+    fn subscribed_remote(&self, _session: &SessionRef, _guild: GuildId, _epoch: u64, _on: bool) {}
 
     /// Asks `holder` to hand a session over to this node (a RESUME that
     /// reached this node). False if the request could not be sent.

@@ -31,9 +31,11 @@ use crate::route::{raw, GuildMsg, GuildRouter, ReplyTo, RouteError, TakeOver};
 /// A delivery to a node's own sessions, or an answer to one of its requests.
 #[derive(Serialize, Deserialize)]
 enum ToNode {
-    /// One guild event for the node's subscribers of `g` (or `only` these).
+    /// One guild event for the node's subscribers of `g` (or `only` these),
+    /// from the actor of epoch `e`.
     Fan {
         g: GuildId,
+        e: u64,
         name: String,
         body: Box<RawValue>,
         filter: WireFilter,
@@ -52,10 +54,12 @@ enum ToNode {
         name: String,
         body: Box<RawValue>,
     },
-    /// Session `s` starts (stops) receiving guild `g` here.
+    /// Session `s` starts (stops) receiving guild `g` here (from the actor
+    /// of epoch `e`).
     Sub {
         s: Arc<str>,
         g: GuildId,
+        e: u64,
         on: bool,
     },
     Reply {
@@ -147,6 +151,8 @@ pub struct ClusterRouter {
     sent: AtomicU64,
     /// Messages received on this node's subjects.
     received: AtomicU64,
+    /// Guild events refused because a newer owner of the guild was seen.
+    stale: AtomicU64,
 }
 
 impl ClusterRouter {
@@ -236,6 +242,7 @@ impl GuildRouter for ClusterRouter {
             "sent": self.sent.load(Ordering::Relaxed),
             "sent_guild_events": self.sent_fan.load(Ordering::Relaxed),
             "received": self.received.load(Ordering::Relaxed),
+            "stale_dropped": self.stale.load(Ordering::Relaxed),
             "outbound_queued": self.out.max_capacity() - self.out.capacity(),
         })
     }
@@ -248,13 +255,13 @@ impl GuildRouter for ClusterRouter {
         self
     }
 
-    fn fan_remote(&self, node: NodeId, guild: GuildId, event: &Arc<FanEvent>, only: Option<Vec<Arc<str>>>) {
+    fn fan_remote(&self, node: NodeId, guild: GuildId, epoch: u64, event: &Arc<FanEvent>, only: Option<Vec<Arc<str>>>) {
         let filter = match &event.filter {
             Filter::Intent(i) => WireFilter::Intent(*i),
             Filter::IntentNotUser(i, u) => WireFilter::IntentNotUser(*i, *u),
             Filter::Message { .. } => WireFilter::Message,
         };
-        let msg = ToNode::Fan { g: guild, name: event.name.to_string(), body: raw(&event.body), filter, only };
+        let msg = ToNode::Fan { g: guild, e: epoch, name: event.name.to_string(), body: raw(&event.body), filter, only };
         self.sent_fan.fetch_add(1, Ordering::Relaxed);
         self.to_node(node, &msg);
     }
@@ -267,8 +274,8 @@ impl GuildRouter for ClusterRouter {
         self.to_node(session.node, &ToNode::Fwd { s: session.id.clone(), name: d.name.to_string(), body: raw(&d.body) });
     }
 
-    fn subscribed_remote(&self, session: &SessionRef, guild: GuildId, on: bool) {
-        self.to_node(session.node, &ToNode::Sub { s: session.id.clone(), g: guild, on });
+    fn subscribed_remote(&self, session: &SessionRef, guild: GuildId, epoch: u64, on: bool) {
+        self.to_node(session.node, &ToNode::Sub { s: session.id.clone(), g: guild, e: epoch, on });
     }
 
     fn take_over(&self, holder: NodeId, req: TakeOver) -> bool {
@@ -363,6 +370,7 @@ pub async fn start_node(config: crate::config::Config, store: Arc<dyn store::Sto
             sent_fan: AtomicU64::new(0),
             sent: AtomicU64::new(0),
             received: AtomicU64::new(0),
+            stale: AtomicU64::new(0),
         })
     });
     let guild_sub = client.subscribe(format!("throng.n.{me}.g")).await.map_err(|e| ClusterError::Subscribe(e.to_string()))?;
@@ -567,6 +575,18 @@ async fn inbound_guild(node: Arc<Node>, mut sub: async_nats::Subscriber) {
 /// node's own audience of each such guild, split over its delivery workers.
 async fn inbound_deliver(node: Arc<Node>, mut sub: async_nats::Subscriber) {
     let mut audience: HashMap<GuildId, Subscribers> = HashMap::new();
+    // The newest ownership epoch seen per guild: events of an owner that
+    // another has fenced off since are not taken (its sessions get the
+    // guild again from the new owner instead).
+    let mut epochs: HashMap<GuildId, u64> = HashMap::new();
+    let mut current = |g: GuildId, e: u64| {
+        let seen = epochs.entry(g).or_insert(e);
+        if e < *seen {
+            return false;
+        }
+        *seen = e;
+        true
+    };
     let workers = node.delivery.workers();
     loop {
         let m = tokio::select! {
@@ -583,7 +603,11 @@ async fn inbound_deliver(node: Arc<Node>, mut sub: async_nats::Subscriber) {
             }
         };
         match msg {
-            ToNode::Sub { s, g, on } => {
+            ToNode::Sub { s, g, e, on } => {
+                if !current(g, e) {
+                    router(&node).stale.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
                 let sink = node.sessions.get(&s);
                 if on {
                     if let Some(sink) = sink {
@@ -602,7 +626,11 @@ async fn inbound_deliver(node: Arc<Node>, mut sub: async_nats::Subscriber) {
                     }
                 }
             }
-            ToNode::Fan { g, name, body, filter, only } => {
+            ToNode::Fan { g, e, name, body, filter, only } => {
+                if !current(g, e) {
+                    router(&node).stale.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
                 let Some(a) = audience.get_mut(&g) else { continue };
                 let body = Bytes::copy_from_slice(body.get().as_bytes());
                 let filter = match filter {

@@ -182,7 +182,7 @@ impl GuildActor {
             GuildMsg::Unsubscribe { session } => {
                 if session.node != self.node.id {
                     if self.remote.remove(&session).is_some() {
-                        self.node.guilds.subscribed_remote(&session, self.id, false);
+                        self.node.guilds.subscribed_remote(&session, self.id, self.epoch, false);
                     }
                 } else {
                     self.subs.remove(&session.id);
@@ -369,7 +369,7 @@ impl GuildActor {
         } else {
             let old = self.remote.remove(&from).map(|s| s as Sink);
             if old.is_some() {
-                self.node.guilds.subscribed_remote(&from, self.id, false);
+                self.node.guilds.subscribed_remote(&from, self.id, self.epoch, false);
             }
             old
         };
@@ -378,7 +378,7 @@ impl GuildActor {
                 self.subs.insert(s.clone());
             })
         } else {
-            self.node.guilds.subscribed_remote(&to, self.id, true);
+            self.node.guilds.subscribed_remote(&to, self.id, self.epoch, true);
             Some(self.remote.insert(&self.node, to.clone(), info))
         };
         self.hidden.clear();
@@ -416,7 +416,7 @@ impl GuildActor {
             let body = st.guild_create(&info);
             self.node.guilds.one_remote(&r, Dispatch { name: "GUILD_CREATE", body });
         }
-        self.node.guilds.subscribed_remote(&r, self.id, true);
+        self.node.guilds.subscribed_remote(&r, self.id, self.epoch, true);
         self.remote.insert(&self.node, r, info);
         self.hidden.clear();
     }
@@ -443,7 +443,7 @@ impl GuildActor {
             self.node.delivery.fan_out(&event, self.subs.partitions());
         }
         if !self.remote.is_empty() && self.remote_wanted(&event) {
-            self.remote.fan(&self.node, self.id, &event, None);
+            self.remote.fan(&self.node, self.id, self.epoch, &event, None);
         }
     }
 
@@ -458,7 +458,7 @@ impl GuildActor {
         let (gid, owner) = (self.id, st.guild.owner_id);
         if !self.remote.is_empty() && self.remote_wanted(&event) {
             let keep = |i: &SubInfo| st.members.get(&i.user_id).is_some_and(|(m, _)| perm::can_view(gid, owner, &st.roles, m, c));
-            self.remote.fan(&self.node, gid, &event, Some(&keep));
+            self.remote.fan(&self.node, gid, self.epoch, &event, Some(&keep));
         }
         if !self.wanted(&event) {
             return;
@@ -481,7 +481,7 @@ impl GuildActor {
         let can = |u: &UserId| st.members.get(u).is_some_and(|(m, _)| channels.iter().any(|c| perm::can_view(gid, owner, &st.roles, m, c)));
         if !self.remote.is_empty() && self.remote_wanted(&event) {
             let keep = |i: &SubInfo| can(&i.user_id);
-            self.remote.fan(&self.node, gid, &event, Some(&keep));
+            self.remote.fan(&self.node, gid, self.epoch, &event, Some(&keep));
         }
         if !self.wanted(&event) {
             return;
@@ -610,7 +610,7 @@ impl GuildActor {
                     if s.info.intents.contains(Intents::GUILDS) {
                         s.clone().push(Dispatch { name: "GUILD_DELETE", body: body.clone() });
                     }
-                    self.node.guilds.subscribed_remote(&s.r, gid, false);
+                    self.node.guilds.subscribed_remote(&s.r, gid, self.epoch, false);
                 }
                 self.remote = RemoteSubs::default();
                 self.stopped = true;
@@ -674,7 +674,7 @@ impl GuildActor {
                         s.clone().push(Dispatch { name: "GUILD_DELETE", body: gone.clone() });
                     }
                     // Its node also takes the guild off the session's list.
-                    self.node.guilds.subscribed_remote(&s.r, gid, false);
+                    self.node.guilds.subscribed_remote(&s.r, gid, self.epoch, false);
                 }
             }
         }

@@ -113,14 +113,14 @@ impl RemoteSubs {
 
     /// Sends `event` once to each node with subscribers, for those `keep`
     /// accepts (`None`: all of them, and the node resolves them itself).
-    pub fn fan(&self, node: &Node, guild: GuildId, event: &Arc<FanEvent>, keep: Option<&dyn Fn(&SubInfo) -> bool>) {
+    pub fn fan(&self, node: &Node, guild: GuildId, epoch: u64, event: &Arc<FanEvent>, keep: Option<&dyn Fn(&SubInfo) -> bool>) {
         for (&n, subs) in &self.by_node {
             match keep {
-                None => node.guilds.fan_remote(n, guild, event, None),
+                None => node.guilds.fan_remote(n, guild, epoch, event, None),
                 Some(keep) => {
                     let only: Vec<Arc<str>> = subs.values().filter(|s| keep(&s.info)).map(|s| s.r.id.clone()).collect();
                     if !only.is_empty() {
-                        node.guilds.fan_remote(n, guild, event, Some(only));
+                        node.guilds.fan_remote(n, guild, epoch, event, Some(only));
                     }
                 }
             }

@@ -146,6 +146,40 @@ async fn three_nodes_share_a_guild_whose_actor_runs_on_another() {
     assert_eq!((a.node().guilds.local_actors(), b.node().guilds.local_actors()), (0, 0));
 }
 
+/// A node takes a guild's events only from its newest owner: an event
+/// stamped with an older ownership epoch (an owner fenced off since) is
+/// dropped, one with the current epoch goes through.
+#[tokio::test]
+async fn events_of_a_fenced_owner_are_not_taken() {
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let n1 = node(&nats, dir.path(), 1).await;
+    let n2 = node(&nats, dir.path(), 2).await;
+    converge(&[&n1, &n2], &[1, 2]).await;
+    let w = n1.world().await;
+    let gid: u64 = w.guild.parse().unwrap();
+    let owner = hashring::Ring::with_vnodes([1, 2], VNODES).lookup(gid).unwrap();
+    let other = if owner == 1 { &n2 } else { &n1 };
+    let mut human = Gw::connect(&other.ws).await;
+    human.identify(&w.owner, ALL_INTENTS).await;
+    human.until("GUILD_CREATE").await;
+    let (_, epoch) = other.node().store.guild_owner(protocol::GuildId(gid)).await.unwrap().expect("claimed");
+    // What the owner would publish to the other node for a typing event.
+    let client = async_nats::connect(&nats.url).await.unwrap();
+    let fan = |e: u64, user: &str| {
+        let body = json!({"channel_id": w.channel, "guild_id": w.guild, "user_id": user, "timestamp": 1});
+        json!({"Fan": {"g": w.guild, "e": e, "name": "TYPING_START", "body": body, "filter": {"Intent": 1 << 11}, "only": null}})
+    };
+    let subject = format!("throng.n.{}.d", if owner == 1 { 2 } else { 1 });
+    client.publish(subject.clone(), serde_json::to_vec(&fan(epoch - 1, "111")).unwrap().into()).await.unwrap();
+    client.publish(subject, serde_json::to_vec(&fan(epoch, "222")).unwrap().into()).await.unwrap();
+    client.flush().await.unwrap();
+    let t = human.until("TYPING_START").await;
+    assert_eq!(t["d"]["user_id"], "222", "the stale owner's event was dropped, the current one's delivered: {t}");
+    let stats = other.node().guilds.stats();
+    assert_eq!(stats["stale_dropped"], 1, "{stats}");
+}
+
 #[tokio::test]
 async fn a_node_that_loses_nats_refuses_new_sessions_and_says_so() {
     let nats = Nats::start();
