@@ -65,7 +65,12 @@ impl Blobs {
         if let Err(e) = std::fs::create_dir_all(&tmp) {
             tracing::error!(dir = %tmp.display(), error = %e, "cannot create the attachments directory; uploads will fail");
         }
-        Blobs { dir, tmp, uploads: Arc::new(Semaphore::new(config.attachments.upload_concurrency.max(1))), config: config.attachments.clone() }
+        Blobs {
+            dir,
+            tmp,
+            uploads: Arc::new(Semaphore::new(config.attachments.upload_concurrency.max(1))),
+            config: config.attachments.clone(),
+        }
     }
 
     /// A place among the uploads in flight, or `None` when all are taken.

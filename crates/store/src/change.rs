@@ -41,6 +41,5 @@ pub enum Change {
     /// A message a webhook sent (with its channel's `last_message_id`, and
     /// its pending uploads linked to it).
     WebhookMessage(MessageRecord),
-
     // DMs, threads, application commands:
 }

@@ -126,8 +126,9 @@ pub async fn read_body<T: DeserializeOwned + Default>(req: Request, node: &Arc<N
         obj.entry("content").or_insert(Value::String(c));
     }
     describe(&mut uploads.list, &payload)?;
-    let body: T = serde_json::from_value(payload)
-        .map_err(|e| ApiError::InvalidForm(serde_json::json!({ "_errors": [{ "code": "BASE_TYPE_INVALID", "message": e.to_string() }] })))?;
+    let body: T = serde_json::from_value(payload).map_err(|e| {
+        ApiError::InvalidForm(serde_json::json!({ "_errors": [{ "code": "BASE_TYPE_INVALID", "message": e.to_string() }] }))
+    })?;
     Ok((body, uploads))
 }
 

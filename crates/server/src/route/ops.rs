@@ -38,7 +38,6 @@ pub enum Action {
 
     // Attachments, webhooks (#14):
     Webhook(WebhookAction),
-
     // DMs, threads, application commands (#14):
 }
 

@@ -108,7 +108,10 @@ pub(super) async fn attachments_of_message(r: &PgPool, m: MessageId) -> Result<V
 
 pub(super) async fn delete_pending_attachments(w: &PgPool, ids: &[Snowflake]) -> Result<Vec<String>> {
     let ids: Vec<i64> = ids.iter().map(|id| id.0 as i64).collect();
-    Ok(sqlx::query_scalar("DELETE FROM attachments WHERE id = ANY($1) AND message_id IS NULL RETURNING hash").bind(ids).fetch_all(w).await?)
+    Ok(sqlx::query_scalar("DELETE FROM attachments WHERE id = ANY($1) AND message_id IS NULL RETURNING hash")
+        .bind(ids)
+        .fetch_all(w)
+        .await?)
 }
 
 pub(super) async fn expire_pending_attachments(w: &PgPool, before_ms: u64) -> Result<Vec<String>> {
@@ -186,7 +189,9 @@ pub(super) async fn apply(conn: &mut PgConnection, change: &crate::Change) -> Re
             .execute(conn)
             .await?
             .rows_affected(),
-        Change::DeleteWebhook(id) => sqlx::query("DELETE FROM webhooks WHERE id = $1").bind(id.0 as i64).execute(conn).await?.rows_affected(),
+        Change::DeleteWebhook(id) => {
+            sqlx::query("DELETE FROM webhooks WHERE id = $1").bind(id.0 as i64).execute(conn).await?.rows_affected()
+        }
         Change::WebhookMessage(m) => {
             sqlx::query(
                 "INSERT INTO messages (id, channel_id, guild_id, author_id, content, edited_at, kind, flags, tts, mention_everyone, mentions, reference, extra)

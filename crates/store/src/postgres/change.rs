@@ -88,9 +88,7 @@ pub(super) async fn apply(conn: &mut PgConnection, change: &Change) -> Result<u6
         // Attachments, webhooks:
         Change::CreateWebhook(_) | Change::UpdateWebhook(_) | Change::DeleteWebhook(_) | Change::WebhookMessage(_) => {
             super::attachments::apply(conn, change).await?
-        }
-
-        // DMs, threads, application commands:
+        } // DMs, threads, application commands:
     };
     Ok(r)
 }

@@ -193,7 +193,9 @@ pub(super) async fn apply(conn: &mut SqliteConnection, change: &crate::Change) -
             .execute(conn)
             .await?
             .rows_affected(),
-        Change::DeleteWebhook(id) => sqlx::query("DELETE FROM webhooks WHERE id = ?").bind(id.0 as i64).execute(conn).await?.rows_affected(),
+        Change::DeleteWebhook(id) => {
+            sqlx::query("DELETE FROM webhooks WHERE id = ?").bind(id.0 as i64).execute(conn).await?.rows_affected()
+        }
         Change::WebhookMessage(m) => {
             sqlx::query(
                 "INSERT INTO messages (id, channel_id, guild_id, author_id, content, edited_at, kind, flags, tts, mention_everyone, mentions, reference, extra)

@@ -60,7 +60,6 @@ pub(super) fn plan(a: &GuildActor, st: &State, user: UserId, action: Action) -> 
 
         // Attachments, webhooks:
         Action::Webhook(w) => webhooks::plan(a, st, user, w),
-
         // DMs, threads, application commands:
     }
 }
