@@ -545,7 +545,7 @@ async fn insert_messages(tx: &mut Tx<'_>, rows: &[&MessageRecord]) -> Result<()>
     .bind(extras)
     .execute(&mut **tx)
     .await?;
-    attachments::link(&mut **tx, rows).await?;
+    attachments::link(tx, rows).await?;
     // Each channel's newest id, in one statement; GREATEST keeps it from
     // going back if an older id commits later.
     let mut last: HashMap<i64, i64> = HashMap::new();

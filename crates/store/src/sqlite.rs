@@ -797,7 +797,7 @@ impl Store for SqliteStore {
         .execute(&mut *tx)
         .await?;
         sqlx::query("UPDATE channels SET last_message_id = ? WHERE id = ?").bind(i(m.id)).bind(i(m.channel_id)).execute(&mut *tx).await?;
-        attachments::link(&mut *tx, m).await?;
+        attachments::link(&mut tx, m).await?;
         tx.commit().await?;
         Ok(())
     }

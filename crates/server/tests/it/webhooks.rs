@@ -44,7 +44,7 @@ async fn webhook_routes_need_manage_webhooks() {
     }
     let (_, list) = t.get(&format!("/guilds/{}/webhooks", r.guild), &r.owner).await;
     assert_eq!(list.as_array().unwrap().len(), 3, "first, by owner, by granted: {list}");
-    assert_eq!(list[0]["user"]["id"].as_str().is_some(), true, "creator shown to users");
+    assert!(list[0]["user"]["id"].as_str().is_some(), "creator shown to users");
     for (name, auth, status, code) in [("plain", &r.without, 403, Some(50013)), ("stranger", &r.stranger, 403, Some(50001))] {
         let (s, v, _) = t.req(Method::DELETE, &format!("/webhooks/{id}"), Some(auth), None).await;
         assert_eq!((s, v["code"].as_u64()), (status, code), "DELETE by {name}: {v}");
