@@ -113,6 +113,10 @@ pub enum ErrorCode {
     MaxGuilds,
     /// 40005 Request entity too large.
     EntityTooLarge,
+    /// 10015 Unknown webhook.
+    UnknownWebhook,
+    /// 50027 Invalid webhook token.
+    InvalidWebhookToken,
 }
 
 impl ErrorCode {
@@ -132,6 +136,8 @@ impl ErrorCode {
             Self::Unauthorized => 40001,
             Self::UsernameTaken => 40002,
             Self::EntityTooLarge => 40005,
+            Self::UnknownWebhook => 10015,
+            Self::InvalidWebhookToken => 50027,
             Self::BotsCannotUse => 20001,
             Self::MaxGuilds => 30001,
             Self::MissingAccess => 50001,
@@ -159,6 +165,8 @@ impl ErrorCode {
             Self::Unauthorized => "401: Unauthorized",
             Self::UsernameTaken => "Username is already taken",
             Self::EntityTooLarge => "Request entity too large",
+            Self::UnknownWebhook => "Unknown Webhook",
+            Self::InvalidWebhookToken => "Invalid Webhook Token",
             Self::BotsCannotUse => "Bots cannot use this endpoint",
             Self::MaxGuilds => "Maximum number of guilds reached",
             Self::MissingAccess => "Missing Access",

@@ -256,6 +256,9 @@ pub struct Message {
     /// deleted. Absent on every other message.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub referenced_message: Option<Option<Box<Message>>>,
+    /// Messages a webhook sent: its id (the author is built from it).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub webhook_id: Option<crate::Snowflake>,
 }
 
 impl Message {

@@ -39,6 +39,7 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub storage: StorageConfig,
     pub cluster: ClusterConfig,
+    pub attachments: AttachmentsConfig,
 }
 
 /// Timings and bounds of a cluster (used only with `nats`).
@@ -213,6 +214,7 @@ impl Default for Config {
             limits: LimitsConfig::default(),
             storage: StorageConfig::default(),
             cluster: ClusterConfig::default(),
+            attachments: AttachmentsConfig::default(),
         }
     }
 }
@@ -271,6 +273,46 @@ impl Default for StorageConfig {
     }
 }
 
+/// Uploaded files (`[attachments]`): where they live and the bounds on
+/// uploads, which are streamed to disk, never held whole in memory.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AttachmentsConfig {
+    /// The directory of uploaded files (`THRONG_ATTACHMENTS__DIR`); unset:
+    /// `<data_dir>/attachments`. Nodes of a cluster point it at one shared
+    /// directory: files are named by their content's SHA-256, and removing
+    /// one is safe against another node uploading the same content.
+    pub dir: Option<PathBuf>,
+    /// Largest file (Discord's free tier: 25 MiB); larger: 413, code 40005.
+    pub max_file_bytes: u64,
+    /// Largest multipart request, every file and field together.
+    pub max_request_bytes: u64,
+    /// Files in one message (Discord: 10).
+    pub max_files: usize,
+    /// Uploads streaming to disk at once on this node; one more: 503 with
+    /// Retry-After (each holds a socket, a file and a hash state).
+    pub upload_concurrency: usize,
+    /// An upload whose message has not committed after this long is
+    /// removed by the sweeper (the REST node died in between).
+    pub pending_grace_ms: u64,
+    /// How often the sweeper runs.
+    pub sweep_interval_ms: u64,
+}
+
+impl Default for AttachmentsConfig {
+    fn default() -> Self {
+        Self {
+            dir: None,
+            max_file_bytes: 25 << 20,
+            max_request_bytes: 50 << 20,
+            max_files: 10,
+            upload_concurrency: 64,
+            pending_grace_ms: 15 * 60_000,
+            sweep_interval_ms: 60 * 60_000,
+        }
+    }
+}
+
 /// `THRONG_*` variables of the project's own scripts and tests (a trailing
 /// `_` is a prefix), not configuration.
 pub const ENV_NOT_OURS: &[&str] = &["BIN", "BENCH_BIN", "NATS_SERVER", "CLUSTER_RUN", "TEST_", "REQUIRE_", "LOG"];
@@ -285,7 +327,7 @@ pub const ENV_ALIASES: &[(&str, &str)] = &[
 ];
 
 /// Keys whose values are text even when they look like numbers.
-const TEXT_KEYS: &[&str] = &["listen", "data_dir", "database", "public_url", "admin_token", "nats", "log_format"];
+const TEXT_KEYS: &[&str] = &["listen", "data_dir", "database", "public_url", "admin_token", "nats", "log_format", "dir"];
 
 /// The format of log lines ([`Config::log_format`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]

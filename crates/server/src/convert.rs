@@ -126,7 +126,7 @@ pub fn message(m: &MessageRecord, author: &UserRecord, mentions: &[UserRecord], 
         id: m.id,
         channel_id: m.channel_id,
         guild_id: m.guild_id,
-        author: user(author),
+        author: webhook_author(m).unwrap_or_else(|| user(author)),
         member,
         content: m.content.clone(),
         timestamp: iso8601(m.id.timestamp_ms()),
@@ -145,5 +145,23 @@ pub fn message(m: &MessageRecord, author: &UserRecord, mentions: &[UserRecord], 
         message_reference: m.reference.as_ref().and_then(|r| serde_json::from_value(r.clone()).ok()),
         channel_type: None,
         referenced_message: None,
+        webhook_id: m.extra.get("webhook_id").and_then(|v| serde_json::from_value(v.clone()).ok()),
     }
+}
+
+/// A webhook's message: its author as Discord shows it (the webhook's id,
+/// the name and avatar it posted with, `bot: true`), from the message's
+/// `extra.webhook_author`.
+fn webhook_author(m: &MessageRecord) -> Option<model::User> {
+    let a = m.extra.get("webhook_author")?;
+    Some(model::User {
+        id: m.author_id,
+        username: a.get("username")?.as_str()?.to_string(),
+        global_name: None,
+        discriminator: "0000".into(),
+        avatar: a.get("avatar").and_then(|v| v.as_str()).map(str::to_string),
+        bot: true,
+        flags: 0,
+        public_flags: 0,
+    })
 }

@@ -22,6 +22,7 @@
 //! delivery worker never waits on a socket; a dispatch body is encoded once
 //! per guild event (per variant); queues are bounded where work enters.
 
+pub mod attachments;
 pub mod auth;
 pub mod batch;
 pub mod cluster;
@@ -107,6 +108,7 @@ impl Server {
             None => guild::local_node(config, store),
         };
         node.tasks.spawn(gateway::session::sweeper(node.clone()));
+        node.tasks.spawn(attachments::sweeper(node.clone()));
         let accept = tokio::spawn(listener::serve(node.clone(), listener));
         Ok(Server { node, addr, accept })
     }

@@ -58,6 +58,8 @@ pub struct Node {
     /// Every connection and session task, so shutdown can wait for them
     /// (axum/hyper do not track upgraded sockets).
     pub tasks: TaskTracker,
+    /// Uploaded files on disk and the bound on uploads in flight.
+    pub blobs: crate::attachments::Blobs,
 }
 
 impl Node {
@@ -99,6 +101,7 @@ impl Node {
             gateway_connections: Arc::default(),
             shutdown: CancellationToken::new(),
             tasks,
+            blobs: crate::attachments::Blobs::new(&config),
             ids,
             store,
             config,

@@ -34,6 +34,12 @@ pub enum Change {
     // Reactions, emojis, pins, bulk delete:
 
     // Attachments, webhooks:
-
+    CreateWebhook(crate::WebhookRecord),
+    /// Name, avatar and channel of a webhook.
+    UpdateWebhook(crate::WebhookRecord),
+    DeleteWebhook(protocol::Snowflake),
+    /// A message a webhook sent (with its channel's `last_message_id`, and
+    /// its pending uploads linked to it).
+    WebhookMessage(MessageRecord),
     // DMs, threads, application commands:
 }

@@ -46,6 +46,7 @@ pub async fn run_all(s: &dyn Store) {
     // Reactions, emojis, pins, bulk delete:
 
     // Attachments, webhooks:
+    attachments_conformance::attachments_and_webhooks(s).await;
 
     // DMs, threads, application commands:
     invites(s).await;
@@ -428,3 +429,6 @@ async fn invites(s: &dyn Store) {
     assert!(!s.delete_invite("abc").await.unwrap());
     assert!(s.get_invite("abc").await.unwrap().is_none());
 }
+
+#[path = "conformance_attachments.rs"]
+mod attachments_conformance;

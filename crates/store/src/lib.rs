@@ -13,6 +13,7 @@
 //! Invariants: a method that returns `Ok` has committed its writes; library
 //! code never reads environment variables.
 
+pub mod attachments;
 pub mod change;
 pub mod conformance;
 pub mod postgres;
@@ -22,6 +23,7 @@ pub mod sqlite;
 use async_trait::async_trait;
 use protocol::{ChannelId, GuildId, MessageId, UserId};
 
+pub use attachments::{AttachmentRecord, WebhookRecord};
 pub use change::Change;
 pub use records::*;
 
@@ -184,6 +186,21 @@ pub trait Store: Send + Sync + 'static {
     // Reactions, emojis, pins, bulk delete:
 
     // Attachments, webhooks:
+    /// Records an upload before its message exists (`message_id: None`):
+    /// from now on it counts as a reference to its file.
+    async fn create_attachment(&self, a: &AttachmentRecord) -> Result<()>;
+    async fn get_attachment(&self, id: protocol::Snowflake) -> Result<Option<AttachmentRecord>>;
+    async fn attachments_of_message(&self, message: MessageId) -> Result<Vec<AttachmentRecord>>;
+    /// Removes uploads whose message never committed (only rows still
+    /// pending); the hashes of the rows removed.
+    async fn delete_pending_attachments(&self, ids: &[protocol::Snowflake]) -> Result<Vec<String>>;
+    /// Removes pending uploads created before `before_ms`; their hashes.
+    async fn expire_pending_attachments(&self, before_ms: u64) -> Result<Vec<String>>;
+    /// How many attachment rows (pending or not) name the file `hash`.
+    async fn blob_refs(&self, hash: &str) -> Result<u64>;
+    async fn get_webhook(&self, id: protocol::Snowflake) -> Result<Option<WebhookRecord>>;
+    async fn webhooks_of_channel(&self, channel: ChannelId) -> Result<Vec<WebhookRecord>>;
+    async fn webhooks_of_guild(&self, guild: GuildId) -> Result<Vec<WebhookRecord>>;
 
     // DMs, threads, application commands:
 }

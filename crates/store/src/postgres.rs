@@ -24,6 +24,7 @@ use sqlx::{FromRow, Row};
 
 use crate::*;
 
+mod attachments;
 mod change;
 
 pub struct PostgresStore {
@@ -544,6 +545,7 @@ async fn insert_messages(tx: &mut Tx<'_>, rows: &[&MessageRecord]) -> Result<()>
     .bind(extras)
     .execute(&mut **tx)
     .await?;
+    attachments::link(tx, rows).await?;
     // Each channel's newest id, in one statement; GREATEST keeps it from
     // going back if an older id commits later.
     let mut last: HashMap<i64, i64> = HashMap::new();
@@ -1008,6 +1010,35 @@ impl Store for PostgresStore {
     async fn delete_invite(&self, code: &str) -> Result<bool> {
         let r = sqlx::query("DELETE FROM invites WHERE code = $1").bind(code).execute(&self.pool).await?;
         Ok(r.rows_affected() == 1)
+    }
+
+    // Attachments, webhooks:
+    async fn create_attachment(&self, a: &AttachmentRecord) -> Result<()> {
+        attachments::create_attachment(&self.pool, a).await
+    }
+    async fn get_attachment(&self, id: protocol::Snowflake) -> Result<Option<AttachmentRecord>> {
+        attachments::get_attachment(&self.pool, id).await
+    }
+    async fn attachments_of_message(&self, message: MessageId) -> Result<Vec<AttachmentRecord>> {
+        attachments::attachments_of_message(&self.pool, message).await
+    }
+    async fn delete_pending_attachments(&self, ids: &[protocol::Snowflake]) -> Result<Vec<String>> {
+        attachments::delete_pending_attachments(&self.pool, ids).await
+    }
+    async fn expire_pending_attachments(&self, before_ms: u64) -> Result<Vec<String>> {
+        attachments::expire_pending_attachments(&self.pool, before_ms).await
+    }
+    async fn blob_refs(&self, hash: &str) -> Result<u64> {
+        attachments::blob_refs(&self.pool, hash).await
+    }
+    async fn get_webhook(&self, id: protocol::Snowflake) -> Result<Option<WebhookRecord>> {
+        attachments::get_webhook(&self.pool, id).await
+    }
+    async fn webhooks_of_channel(&self, channel: ChannelId) -> Result<Vec<WebhookRecord>> {
+        attachments::webhooks_where(&self.pool, "channel_id", i(channel)).await
+    }
+    async fn webhooks_of_guild(&self, guild: GuildId) -> Result<Vec<WebhookRecord>> {
+        attachments::webhooks_where(&self.pool, "guild_id", i(guild)).await
     }
 }
 

@@ -20,6 +20,7 @@ use sqlx::{FromRow, QueryBuilder, Row, Sqlite, SqlitePool};
 
 use crate::*;
 
+mod attachments;
 mod batch;
 mod change;
 
@@ -796,6 +797,7 @@ impl Store for SqliteStore {
         .execute(&mut *tx)
         .await?;
         sqlx::query("UPDATE channels SET last_message_id = ? WHERE id = ?").bind(i(m.id)).bind(i(m.channel_id)).execute(&mut *tx).await?;
+        attachments::link(&mut tx, m).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -967,5 +969,36 @@ impl Store for SqliteStore {
     async fn delete_invite(&self, code: &str) -> Result<bool> {
         let r = sqlx::query("DELETE FROM invites WHERE code = ?").bind(code).execute(&self.writer).await?;
         Ok(r.rows_affected() == 1)
+    }
+
+    // Attachments, webhooks:
+    async fn create_attachment(&self, a: &AttachmentRecord) -> Result<()> {
+        attachments::create_attachment(&self.writer, a).await
+    }
+    async fn get_attachment(&self, id: protocol::Snowflake) -> Result<Option<AttachmentRecord>> {
+        attachments::get_attachment(&self.reader, id).await
+    }
+    async fn attachments_of_message(&self, message: MessageId) -> Result<Vec<AttachmentRecord>> {
+        attachments::attachments_of_message(&self.reader, message).await
+    }
+    async fn delete_pending_attachments(&self, ids: &[protocol::Snowflake]) -> Result<Vec<String>> {
+        attachments::delete_pending_attachments(&self.writer, ids).await
+    }
+    async fn expire_pending_attachments(&self, before_ms: u64) -> Result<Vec<String>> {
+        attachments::expire_pending_attachments(&self.writer, before_ms).await
+    }
+    async fn blob_refs(&self, hash: &str) -> Result<u64> {
+        // The writer: a count that sees every commit before it (see the
+        // release protocol in the server's `attachments`).
+        attachments::blob_refs(&self.writer, hash).await
+    }
+    async fn get_webhook(&self, id: protocol::Snowflake) -> Result<Option<WebhookRecord>> {
+        attachments::get_webhook(&self.reader, id).await
+    }
+    async fn webhooks_of_channel(&self, channel: ChannelId) -> Result<Vec<WebhookRecord>> {
+        attachments::webhooks_where(&self.reader, "channel_id", i(channel)).await
+    }
+    async fn webhooks_of_guild(&self, guild: GuildId) -> Result<Vec<WebhookRecord>> {
+        attachments::webhooks_where(&self.reader, "guild_id", i(guild)).await
     }
 }

@@ -243,6 +243,9 @@ impl GuildActor {
         if bits & permission::SEND_MESSAGES == 0 {
             return refuse(PostReply::MissingPermissions);
         }
+        if bits & permission::ATTACH_FILES == 0 && crate::attachments::has_files(&p.extra) {
+            return refuse(PostReply::MissingPermissions);
+        }
         // Mentions of members resolve here; others are left out.
         let mentions: Vec<UserRecord> = p.mentions.iter().filter_map(|u| st.members.get(u)).map(|(_, u)| (**u).clone()).collect();
         let rec = MessageRecord {
@@ -516,7 +519,7 @@ impl GuildActor {
     /// `fan_out` for an event of one channel: to those who may see it. An
     /// event of a channel this guild does not (or no longer) have goes to
     /// nobody rather than to everyone.
-    fn fan_out_in(&mut self, st: &State, channel: ChannelId, name: &'static str, body: &Bytes, intent: u64) {
+    pub(crate) fn fan_out_in(&mut self, st: &State, channel: ChannelId, name: &'static str, body: &Bytes, intent: u64) {
         self.publish_in_channel(st, channel, FanEvent::new(name, body.clone(), Filter::Intent(intent)));
     }
 

@@ -7,8 +7,8 @@
 
 use std::sync::Arc;
 
-use axum::extract::{FromRequest, Multipart, Path, Query, Request, State};
-use axum::http::{header, StatusCode};
+use axum::extract::{Path, Query, Request, State};
+use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::Bytes;
 use protocol::model::{self, permission, MessageReference};
@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use store::{MessageRecord, MessageWindow, UserRecord};
 
-use super::{channel_access, guild_of, json_bytes, parse_id, parse_json, ApiError, ApiResult, Caller};
+use super::{channel_access, guild_of, json_bytes, parse_id, ApiError, ApiResult, Caller};
 use crate::auth::now_ms;
 use crate::convert;
 use crate::guild::GuildMsg;
@@ -43,42 +43,8 @@ pub struct MessageBody {
     // Accepted and ignored: enforce_nonce, allowed_mentions, sticker_ids, attachments metadata.
 }
 
-/// Reads a message body from JSON or from multipart (`payload_json` plus files).
-async fn read_body(req: Request, node: &Arc<Node>) -> ApiResult<(MessageBody, Vec<Value>)> {
-    let is_multipart =
-        req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("multipart/form-data"));
-    if !is_multipart {
-        let super::JsonBody(b) = super::JsonBody::<MessageBody>::from_request(req, node).await?;
-        return Ok((b, Vec::new()));
-    }
-    let mut mp =
-        Multipart::from_request(req, node).await.map_err(|_| ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::InvalidFormBody))?;
-    let mut body = MessageBody::default();
-    let mut attachments = Vec::new();
-    let bad = |_| ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::InvalidFormBody);
-    while let Some(field) = mp.next_field().await.map_err(bad)? {
-        let name = field.name().unwrap_or("").to_string();
-        if name == "payload_json" {
-            body = parse_json(&field.bytes().await.map_err(bad)?)?;
-        } else if name.starts_with("files[") || name.starts_with("file") {
-            let filename = field.file_name().unwrap_or("file").to_string();
-            let content_type = field.content_type().map(str::to_string);
-            let data = field.bytes().await.map_err(bad)?;
-            let id = node.ids.next();
-            attachments.push(json!({
-                "id": id, "filename": filename, "size": data.len(), "content_type": content_type,
-                "url": format!("{}/attachments/{id}/{filename}", node.config.gateway_url().replacen("ws", "http", 1)),
-                "proxy_url": null,
-            }));
-        } else if name == "content" {
-            body.content = Some(String::from_utf8_lossy(&field.bytes().await.map_err(bad)?).into_owned());
-        }
-    }
-    Ok((body, attachments))
-}
-
 /// `<@id>` and `<@!id>` mentions in `content`.
-fn parse_mentions(content: &str) -> Vec<UserId> {
+pub(crate) fn parse_mentions(content: &str) -> Vec<UserId> {
     let mut out = Vec::new();
     let mut rest = content;
     while let Some(i) = rest.find("<@") {
@@ -158,7 +124,10 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
     // state; this node only needs to know which guild (no store read once
     // the channel is known).
     let guild_id = node.channel_guild(cid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownChannel))?;
-    let (b, attachments) = read_body(req, &node).await?;
+    // Files are on disk and recorded as pending uploads from here; dropped
+    // without `keep` (a refusal, an error), they are discarded.
+    let (b, uploads) = super::attachments::read_body::<MessageBody>(req, &node, cid).await?;
+    let attachments = uploads.json();
     let content = b.content.unwrap_or_default();
     let embeds = b.embeds.unwrap_or_default();
     if embeds.len() > 10 {
@@ -212,8 +181,12 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
     let wait = std::time::Duration::from_millis(node.config.limits.write_timeout_ms);
     // No answer in time (the owner died or lost the bus): the message may
     // or may not be committed; the client may retry.
-    let Ok(Ok(answer)) = tokio::time::timeout(wait, answer).await else { return Err(ApiError::Busy) };
+    let Ok(Ok(answer)) = tokio::time::timeout(wait, answer).await else {
+        uploads.keep();
+        return Err(ApiError::Busy);
+    };
     if let Some(body) = PostReply::ok_body(&answer) {
+        uploads.keep();
         return Ok(json_bytes(StatusCode::OK, body));
     }
     match serde_json::from_slice::<PostReply>(&answer).map_err(|e| ApiError::Internal(e.to_string()))? {
@@ -331,7 +304,10 @@ pub async fn delete(State(node): State<Arc<Node>>, Caller(u): Caller, Path((id, 
     let cid = parse_id(&id, ErrorCode::UnknownChannel)?;
     let guild = guild_of(&node, cid).await?;
     let m = find(&node, cid, &mid).await?;
-    super::ask(&node, guild, u.id, Action::Message(MessageAction::Delete { channel: cid, id: m.id, author: m.author_id })).await
+    let files = super::attachments::files_of(&node, &m).await?;
+    let r = super::ask(&node, guild, u.id, Action::Message(MessageAction::Delete { channel: cid, id: m.id, author: m.author_id })).await?;
+    super::attachments::release(&node, files).await;
+    Ok(r)
 }
 
 /// `POST /channels/{c}/typing`: TYPING_START to those who see the channel

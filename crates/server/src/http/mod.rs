@@ -5,6 +5,7 @@
 
 pub mod absent;
 pub mod admin;
+pub mod attachments;
 pub mod channels;
 pub mod error;
 pub mod guilds;
@@ -13,6 +14,7 @@ pub mod metrics;
 pub mod ratelimit;
 pub mod users;
 pub mod web;
+pub mod webhooks;
 
 use std::sync::Arc;
 
@@ -162,6 +164,7 @@ fn api(node: &Arc<Node>) -> Router<Arc<Node>> {
         // Roles, overwrites, bans:
         // Reactions, emojis, pins, bulk delete:
         // Attachments, webhooks:
+        .merge(webhooks::routes())
         // DMs, threads, application commands:
         .route("/applications/{app_id}/commands", get(absent::empty_list))
         .route("/applications/{app_id}/guilds/{guild_id}/commands", get(absent::empty_list))
@@ -235,6 +238,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/metrics", get(metrics::metrics))
         .route("/ready", get(ready))
         .merge(web::routes())
+        .merge(attachments::routes())
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(node.config.limits.max_body_bytes))
         .with_state(node)

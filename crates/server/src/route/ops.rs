@@ -37,7 +37,7 @@ pub enum Action {
     // Reactions, emojis, pins, bulk delete (#14):
 
     // Attachments, webhooks (#14):
-
+    Webhook(WebhookAction),
     // DMs, threads, application commands (#14):
 }
 
@@ -189,4 +189,21 @@ impl OpReply {
     pub fn field(field: &str, code: &str, message: &str) -> OpReply {
         OpReply::Form(serde_json::json!({ field: { "_errors": [{ "code": code, "message": message }] } }))
     }
+}
+
+/// Webhooks of a guild's channels, and the messages they send.
+#[derive(Serialize, Deserialize)]
+pub enum WebhookAction {
+    /// A new webhook (MANAGE_WEBHOOKS in its channel). `body`: the webhook
+    /// object the REST handler rendered, the answer once committed.
+    Create { webhook: Box<store::WebhookRecord>, body: Value },
+    /// Name, avatar or channel. `by_token`: the caller proved the webhook's
+    /// token (no user; the channel cannot change). Otherwise the caller
+    /// needs MANAGE_WEBHOOKS in the webhook's channel, and in the new one.
+    Modify { webhook: Box<store::WebhookRecord>, from: ChannelId, by_token: bool, body: Value },
+    /// As `Modify`, for removing it.
+    Delete { id: protocol::Snowflake, channel: ChannelId, by_token: bool },
+    /// A message the webhook sends (its token was checked): its channel must
+    /// still exist; no member or permission is involved.
+    Execute { message: Box<MessageRecord> },
 }

@@ -12,3 +12,6 @@ mod member_list;
 mod postgres;
 mod rest;
 mod write_failures;
+// #14: attachments, webhooks
+mod attachments;
+mod webhooks;

@@ -86,8 +86,9 @@ pub(super) async fn apply(conn: &mut PgConnection, change: &Change) -> Result<u6
         // Reactions, emojis, pins, bulk delete:
 
         // Attachments, webhooks:
-
-        // DMs, threads, application commands:
+        Change::CreateWebhook(_) | Change::UpdateWebhook(_) | Change::DeleteWebhook(_) | Change::WebhookMessage(_) => {
+            super::attachments::apply(conn, change).await?
+        } // DMs, threads, application commands:
     };
     Ok(r)
 }

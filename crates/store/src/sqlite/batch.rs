@@ -110,6 +110,7 @@ fn write(conn: &mut Connection, batch: &[(u64, MessageRecord)]) -> Result<Vec<bo
                 reference,
                 extra,
             ])?;
+            super::attachments::link_batch(&tx, m)?;
             let v = last.entry(m.channel_id.0 as i64).or_insert(0);
             *v = (*v).max(m.id.0 as i64);
         }

@@ -84,6 +84,9 @@ pub(super) async fn apply(conn: &mut SqliteConnection, change: &Change) -> Resul
         // Reactions, emojis, pins, bulk delete:
 
         // Attachments, webhooks:
+        Change::CreateWebhook(_) | Change::UpdateWebhook(_) | Change::DeleteWebhook(_) | Change::WebhookMessage(_) => {
+            super::attachments::apply(conn, change).await?
+        }
 
         // DMs, threads, application commands:
     };

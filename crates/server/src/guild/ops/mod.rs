@@ -12,6 +12,7 @@ mod channels;
 mod guild;
 mod members;
 mod messages;
+mod webhooks;
 
 use axum::http::StatusCode;
 use protocol::model::permission;
@@ -58,7 +59,7 @@ pub(super) fn plan(a: &GuildActor, st: &State, user: UserId, action: Action) -> 
         // Reactions, emojis, pins, bulk delete:
 
         // Attachments, webhooks:
-
+        Action::Webhook(w) => webhooks::plan(a, st, user, w),
         // DMs, threads, application commands:
     }
 }
