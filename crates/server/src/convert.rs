@@ -98,7 +98,7 @@ pub fn guild(g: &GuildRecord, roles: &[RoleRecord]) -> model::Guild {
         default_message_notifications: 0,
         explicit_content_filter: 0,
         roles: roles.iter().map(role).collect(),
-        emojis: [],
+        emojis: Vec::new(),
         stickers: [],
         features: [],
         mfa_level: 0,
@@ -145,5 +145,6 @@ pub fn message(m: &MessageRecord, author: &UserRecord, mentions: &[UserRecord], 
         message_reference: m.reference.as_ref().and_then(|r| serde_json::from_value(r.clone()).ok()),
         channel_type: None,
         referenced_message: None,
+        reactions: Vec::new(),
     }
 }
