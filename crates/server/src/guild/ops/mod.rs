@@ -9,9 +9,12 @@
 //! One file per resource; each exports `plan(actor, state, user, action)`.
 
 mod channels;
+mod emojis;
 mod guild;
 mod members;
 mod messages;
+mod pins;
+mod reactions;
 
 use axum::http::StatusCode;
 use protocol::model::permission;
@@ -56,6 +59,9 @@ pub(super) fn plan(a: &GuildActor, st: &State, user: UserId, action: Action) -> 
         // Roles, overwrites, bans:
 
         // Reactions, emojis, pins, bulk delete:
+        Action::Reaction(r) => reactions::plan(a, st, user, r),
+        Action::Pin(p) => pins::plan(a, st, user, p),
+        Action::Emoji(e) => emojis::plan(a, st, user, e),
 
         // Attachments, webhooks:
 
