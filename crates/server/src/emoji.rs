@@ -204,7 +204,8 @@ mod tests {
         assert_eq!(from_path("<a:dance:456>"), custom(456, "dance", true));
         assert_eq!(from_path("blob:x"), None);
         assert_eq!(from_path("a:b:c:1"), None);
-        for ok in ["👍", "👍🏽", "❤", "❤️", "1️⃣", "#️⃣", "🇫🇷", "👨‍👩‍👧‍👦", "🏴󠁧󠁢󠁳󠁣󠁴󠁿", "Ⓜ️", "🈯", "©️"] {
+        for ok in ["👍", "👍🏽", "❤", "❤️", "1️⃣", "#️⃣", "🇫🇷", "👨‍👩‍👧‍👦", "🏴󠁧󠁢󠁳󠁣󠁴󠁿", "Ⓜ️", "🈯", "©️"]
+        {
             assert_eq!(from_path(ok), Some(ReactionEmoji::Unicode(ok.into())), "{ok}");
         }
         for bad in ["", "x", "thumbsup", "1", "12", "é", "日本", "👍 ", "a👍", "\u{0}", &"👍".repeat(20)] {

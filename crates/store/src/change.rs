@@ -77,7 +77,6 @@ pub enum Change {
         guild: GuildId,
         id: protocol::id::EmojiId,
     },
-
     // Attachments, webhooks:
 
     // DMs, threads, application commands:

@@ -168,10 +168,7 @@ fn api(node: &Arc<Node>) -> Router<Arc<Node>> {
             "/channels/{channel_id}/messages/{message_id}/reactions/{emoji}/{user_id}",
             axum::routing::put(reactions::add).delete(reactions::remove),
         )
-        .route(
-            "/channels/{channel_id}/messages/{message_id}/reactions/{emoji}",
-            get(reactions::users).delete(reactions::clear_emoji),
-        )
+        .route("/channels/{channel_id}/messages/{message_id}/reactions/{emoji}", get(reactions::users).delete(reactions::clear_emoji))
         .route("/channels/{channel_id}/messages/{message_id}/reactions", axum::routing::delete(reactions::clear_all))
         .route("/channels/{channel_id}/messages/pins", get(pins::list))
         .route("/channels/{channel_id}/messages/pins/{message_id}", axum::routing::put(pins::pin).delete(pins::unpin))

@@ -41,7 +41,6 @@ pub enum Action {
     Reaction(ReactionAction),
     Pin(PinAction),
     Emoji(EmojiAction),
-
     // Attachments, webhooks (#14):
 
     // DMs, threads, application commands (#14):

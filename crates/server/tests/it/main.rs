@@ -10,5 +10,6 @@ mod gateway;
 mod logs;
 mod member_list;
 mod postgres;
+mod reactions;
 mod rest;
 mod write_failures;

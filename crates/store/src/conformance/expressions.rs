@@ -13,7 +13,10 @@ const G: GuildId = GuildId(100);
 const C: ChannelId = ChannelId(101);
 
 fn react(message: u64, emoji: ReactionEmoji, user: u64, at: u64) -> Change {
-    Change::AddReaction { reaction: ReactionRecord { message_id: MessageId(message), emoji, user_id: UserId(user), created_at: at }, max_emojis: 3 }
+    Change::AddReaction {
+        reaction: ReactionRecord { message_id: MessageId(message), emoji, user_id: UserId(user), created_at: at },
+        max_emojis: 3,
+    }
 }
 
 fn uni(s: &str) -> ReactionEmoji {
@@ -95,9 +98,10 @@ async fn emojis(s: &dyn Store) {
         creator_id: Some(UserId(1)),
     };
     let gif = EmojiRecord { id: EmojiId(701), name: "dance".into(), animated: true, roles: vec![], ..e.clone() };
-    assert_eq!(rows(s, vec![Change::CreateEmoji(e.clone()), Change::CreateEmoji(gif.clone()), Change::CreateEmoji(e.clone())]).await, vec![
-        1, 1, 0
-    ]);
+    assert_eq!(
+        rows(s, vec![Change::CreateEmoji(e.clone()), Change::CreateEmoji(gif.clone()), Change::CreateEmoji(e.clone())]).await,
+        vec![1, 1, 0]
+    );
     assert_eq!(s.emojis_of(G).await.unwrap(), vec![e.clone(), gif.clone()]);
     assert_eq!(load_one(s, 100).await.unwrap().emojis, vec![e.clone(), gif.clone()], "guild loads carry the emojis");
     let renamed = EmojiRecord { name: "blobby".into(), roles: vec![], ..e.clone() };
@@ -141,9 +145,10 @@ async fn pins(s: &dyn Store) {
     assert_eq!(listed(Some(103), 50).await, vec![(5_001, 100)], "pinned before a time");
     assert_eq!(listed(None, 1).await, vec![(5_002, 103)]);
     let unpin = |m: u64| Change::UnpinMessage { channel: C, message: MessageId(m) };
-    assert_eq!(rows(s, vec![unpin(5_002), unpin(5_002), Change::UnpinMessage { channel: ChannelId(999), message: MessageId(5_001) }]).await, vec![
-        1, 0, 0
-    ]);
+    assert_eq!(
+        rows(s, vec![unpin(5_002), unpin(5_002), Change::UnpinMessage { channel: ChannelId(999), message: MessageId(5_001) }]).await,
+        vec![1, 0, 0]
+    );
     // A pin goes with its message.
     s.delete_message(C, MessageId(5_001)).await.unwrap();
     assert_eq!(s.count_pins(C).await.unwrap(), 0);
@@ -156,7 +161,10 @@ async fn bulk_delete(s: &dyn Store) {
     assert!(s.messages_among(ChannelId(999), &ids).await.unwrap().is_empty(), "scoped to the channel");
     rows(s, vec![react(5_002, uni("👍"), 1, 40)]).await;
     let del = |channel: ChannelId| Change::DeleteMessages { channel, ids: ids.to_vec() };
-    assert_eq!(rows(s, vec![del(ChannelId(999)), del(C), del(C), Change::DeleteMessages { channel: C, ids: vec![] }]).await, vec![0, 2, 0, 0]);
+    assert_eq!(
+        rows(s, vec![del(ChannelId(999)), del(C), del(C), Change::DeleteMessages { channel: C, ids: vec![] }]).await,
+        vec![0, 2, 0, 0]
+    );
     assert!(s.messages_among(C, &ids).await.unwrap().is_empty());
     assert!(s.reactions_of(&[MessageId(5_002)], UserId(1)).await.unwrap().is_empty(), "reactions go with their messages");
 }

@@ -93,7 +93,6 @@ pub(super) async fn apply(conn: &mut PgConnection, change: &Change) -> Result<u6
         | Change::CreateEmoji(_)
         | Change::UpdateEmoji(_)
         | Change::DeleteEmoji { .. } => expressions::apply(conn, change).await?,
-
         // Attachments, webhooks:
 
         // DMs, threads, application commands:

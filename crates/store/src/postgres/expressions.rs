@@ -196,8 +196,7 @@ pub(super) async fn reaction_users(pool: &PgPool, message: MessageId, key: &str,
         "SELECT {cols} FROM reactions r JOIN users u ON u.id = r.user_id
          WHERE r.message_id = $1 AND r.emoji = $2 AND r.user_id > $3 ORDER BY r.user_id LIMIT $4"
     );
-    let rows: Vec<UserRow> =
-        sqlx::query_as(&q).bind(i(message)).bind(key).bind(i(after)).bind(i64::from(limit)).fetch_all(pool).await?;
+    let rows: Vec<UserRow> = sqlx::query_as(&q).bind(i(message)).bind(key).bind(i(after)).bind(i64::from(limit)).fetch_all(pool).await?;
     Ok(rows.into_iter().map(Into::into).collect())
 }
 
@@ -219,7 +218,12 @@ struct PinnedRow {
     pinned_at: i64,
 }
 
-pub(super) async fn pinned_messages(pool: &PgPool, channel: ChannelId, before: Option<u64>, limit: u32) -> Result<Vec<(MessageRecord, u64)>> {
+pub(super) async fn pinned_messages(
+    pool: &PgPool,
+    channel: ChannelId,
+    before: Option<u64>,
+    limit: u32,
+) -> Result<Vec<(MessageRecord, u64)>> {
     let cols = MESSAGE_COLS.split(", ").map(|c| format!("m.{c}")).collect::<Vec<_>>().join(", ");
     let q = format!(
         "SELECT {cols}, p.pinned_at FROM pins p JOIN messages m ON m.id = p.message_id

@@ -219,8 +219,7 @@ pub(super) async fn reaction_users(pool: &SqlitePool, message: MessageId, key: &
         "SELECT {cols} FROM reactions r JOIN users u ON u.id = r.user_id
          WHERE r.message_id = ? AND r.emoji = ? AND r.user_id > ? ORDER BY r.user_id LIMIT ?"
     );
-    let rows: Vec<UserRow> =
-        sqlx::query_as(&q).bind(i(message)).bind(key).bind(i(after)).bind(i64::from(limit)).fetch_all(pool).await?;
+    let rows: Vec<UserRow> = sqlx::query_as(&q).bind(i(message)).bind(key).bind(i(after)).bind(i64::from(limit)).fetch_all(pool).await?;
     Ok(rows.into_iter().map(Into::into).collect())
 }
 

@@ -62,7 +62,6 @@ pub(super) fn plan(a: &GuildActor, st: &State, user: UserId, action: Action) -> 
         Action::Reaction(r) => reactions::plan(a, st, user, r),
         Action::Pin(p) => pins::plan(a, st, user, p),
         Action::Emoji(e) => emojis::plan(a, st, user, e),
-
         // Attachments, webhooks:
 
         // DMs, threads, application commands:

@@ -15,7 +15,14 @@ pub enum ReactionAction {
     /// emoji is on the message already). `groups`: the message's reactions
     /// as REST read them, seen by the caller; `custom`: the custom emoji
     /// named, as the store has it (`None`: Unicode, or no such emoji).
-    Add { channel: ChannelId, message: MessageId, author: UserId, emoji: ReactionEmoji, custom: Option<Box<EmojiRecord>>, groups: Vec<ReactionGroup> },
+    Add {
+        channel: ChannelId,
+        message: MessageId,
+        author: UserId,
+        emoji: ReactionEmoji,
+        custom: Option<Box<EmojiRecord>>,
+        groups: Vec<ReactionGroup>,
+    },
     /// Takes `user`'s reaction off: the caller's own, or anyone's with
     /// MANAGE_MESSAGES.
     Remove { channel: ChannelId, message: MessageId, emoji: ReactionEmoji, user: UserId },
@@ -43,8 +50,16 @@ pub enum PinAction {
 pub enum EmojiAction {
     /// MANAGE_GUILD_EXPRESSIONS or CREATE_GUILD_EXPRESSIONS; the image is
     /// stored already (REST wrote it under the emoji's id).
-    Create { emoji: Box<EmojiRecord> },
+    Create {
+        emoji: Box<EmojiRecord>,
+    },
     /// MANAGE_GUILD_EXPRESSIONS, or CREATE_GUILD_EXPRESSIONS for one's own.
-    Modify { id: EmojiId, name: Set<String>, roles: Set<Vec<RoleId>> },
-    Delete { id: EmojiId },
+    Modify {
+        id: EmojiId,
+        name: Set<String>,
+        roles: Set<Vec<RoleId>>,
+    },
+    Delete {
+        id: EmojiId,
+    },
 }
