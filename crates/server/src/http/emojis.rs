@@ -87,7 +87,9 @@ pub async fn create(
     let path = emoji::image_path(&node.config.data_dir, id);
     write_image(&path, &bytes).await?;
     let answer = ask(&node, gid, u.id, Action::Emoji(EmojiAction::Create { emoji: Box::new(rec) })).await;
-    if !answer.as_ref().is_ok_and(|r| r.status().is_success()) {
+    // Refused: the image goes. No answer (503, 500): the emoji may have
+    // been committed, so it stays.
+    if matches!(answer, Err(ApiError::Code(..) | ApiError::InvalidForm(_))) {
         let _ = tokio::fs::remove_file(&path).await;
     }
     answer
