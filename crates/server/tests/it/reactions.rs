@@ -124,6 +124,7 @@ async fn every_route_is_authorized_for_owner_holder_member_and_stranger() {
         Pin,
         PinOld,
         Unpin,
+        UnpinOld,
         ListPins,
         ListPinsOld,
         BulkDelete,
@@ -147,6 +148,7 @@ async fn every_route_is_authorized_for_owner_holder_member_and_stranger() {
         (PinOld, "pinner", [204, 204, 403, 403]),
         (Unpin, "pinner", [204, 204, 403, 403]),
         (Unpin, "moderator", [204, 204, 403, 403]),
+        (UnpinOld, "pinner", [204, 204, 403, 403]),
         (ListPins, "plain", [200, 200, 200, 403]),
         (ListPinsOld, "plain", [200, 200, 200, 403]),
         (BulkDelete, "moderator", [204, 204, 403, 403]),
@@ -195,9 +197,11 @@ async fn every_route_is_authorized_for_owner_holder_member_and_stranger() {
                 }
                 Pin => (Method::PUT, format!("/channels/{c}/messages/pins/{m}"), None),
                 PinOld => (Method::PUT, format!("/channels/{c}/pins/{m}"), None),
-                Unpin => {
+                Unpin | UnpinOld => {
                     assert_eq!(t.req(Method::PUT, &format!("/channels/{c}/messages/pins/{m}"), Some(&g.owner), None).await.0, 204);
-                    (Method::DELETE, format!("/channels/{c}/messages/pins/{m}"), None)
+                    let path =
+                        if matches!(route, Unpin) { format!("/channels/{c}/messages/pins/{m}") } else { format!("/channels/{c}/pins/{m}") };
+                    (Method::DELETE, path, None)
                 }
                 ListPins => (Method::GET, format!("/channels/{c}/messages/pins"), None),
                 ListPinsOld => (Method::GET, format!("/channels/{c}/pins"), None),
@@ -218,6 +222,19 @@ async fn every_route_is_authorized_for_owner_holder_member_and_stranger() {
             }
         }
     }
+    // CREATE_GUILD_EXPRESSIONS: one's own emojis only.
+    let emojis = format!("/guilds/{}/emojis", g.gid);
+    let creator = g.token("creator");
+    let (s, own) = t.post(&emojis, creator, json!({"name": "mine", "image": png_uri()})).await;
+    assert_eq!(s, 201, "{own}");
+    let own = format!("{emojis}/{}", own["id"].as_str().unwrap());
+    assert_eq!(t.req(Method::PATCH, &own, Some(creator), Some(json!({"name": "still_mine"}))).await.0, 200);
+    let (_, theirs) = t.post(&emojis, &g.owner, json!({"name": "theirs", "image": png_uri()})).await;
+    let theirs = format!("{emojis}/{}", theirs["id"].as_str().unwrap());
+    let (s, v, _) = t.req(Method::PATCH, &theirs, Some(creator), Some(json!({"name": "taken"}))).await;
+    assert_eq!((s, code(&v)), (403, Some(50013)));
+    assert_eq!(t.req(Method::DELETE, &theirs, Some(creator), None).await.0, 403);
+    assert_eq!(t.req(Method::DELETE, &own, Some(creator), None).await.0, 204);
 }
 
 #[tokio::test]
