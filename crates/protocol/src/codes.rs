@@ -117,6 +117,21 @@ pub enum ErrorCode {
     UnknownWebhook,
     /// 50027 Invalid webhook token.
     InvalidWebhookToken,
+    // Reactions, emojis, pins, bulk delete:
+    /// 10014 Unknown emoji (also: a reaction path that names no emoji).
+    UnknownEmoji,
+    /// 30003 Maximum number of pins reached for the channel.
+    MaxPins,
+    /// 30008 Maximum number of emojis reached.
+    MaxEmojis,
+    /// 30010 Maximum number of reactions reached (distinct emojis on a message).
+    MaxReactions,
+    /// 50021 Cannot execute action on a system message.
+    SystemMessage,
+    /// 50034 A message provided was too old to bulk delete.
+    BulkDeleteTooOld,
+    /// 50138 Failed to resize asset below the maximum size.
+    AssetTooLarge,
 }
 
 impl ErrorCode {
@@ -146,6 +161,13 @@ impl ErrorCode {
             Self::MissingPermissions => 50013,
             Self::InvalidFormBody => 50035,
             Self::InvalidJson => 50109,
+            Self::UnknownEmoji => 10014,
+            Self::MaxPins => 30003,
+            Self::MaxEmojis => 30008,
+            Self::MaxReactions => 30010,
+            Self::SystemMessage => 50021,
+            Self::BulkDeleteTooOld => 50034,
+            Self::AssetTooLarge => 50138,
         }
     }
 
@@ -175,6 +197,13 @@ impl ErrorCode {
             Self::MissingPermissions => "Missing Permissions",
             Self::InvalidFormBody => "Invalid Form Body",
             Self::InvalidJson => "The request body contains invalid JSON.",
+            Self::UnknownEmoji => "Unknown Emoji",
+            Self::MaxPins => "Maximum number of pins reached (250)",
+            Self::MaxEmojis => "Maximum number of emojis reached",
+            Self::MaxReactions => "Maximum number of reactions reached (20)",
+            Self::SystemMessage => "Cannot execute action on a system message",
+            Self::BulkDeleteTooOld => "You can only bulk delete messages that are under 14 days old.",
+            Self::AssetTooLarge => "Failed to resize asset below the maximum size: 262144",
         }
     }
 }

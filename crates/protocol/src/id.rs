@@ -56,6 +56,7 @@ macro_rules! id_type {
 }
 
 id_type!(UserId, GuildId, ChannelId, MessageId, RoleId, ApplicationId);
+id_type!(EmojiId);
 
 impl fmt::Display for Snowflake {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

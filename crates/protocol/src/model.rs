@@ -45,6 +45,11 @@ pub mod permission {
     pub const CREATE_PRIVATE_THREADS: u64 = 1 << 36;
     pub const SEND_MESSAGES_IN_THREADS: u64 = 1 << 38;
     pub const MODERATE_MEMBERS: u64 = 1 << 40;
+    /// Create emojis, and edit or delete one's own.
+    pub const CREATE_GUILD_EXPRESSIONS: u64 = 1 << 43;
+    /// Pin and unpin messages (Discord split it from MANAGE_MESSAGES; either is
+    /// accepted). Beyond `ALL`: nobody holds it but by an explicit grant.
+    pub const PIN_MESSAGES: u64 = 1 << 51;
     /// What `@everyone` gets in a new guild (Discord's default, 0x6_3584_6c41 trimmed to known bits).
     pub const DEFAULT_EVERYONE: u64 = CREATE_INSTANT_INVITE
         | ADD_REACTIONS
@@ -189,7 +194,7 @@ pub struct Guild {
     pub default_message_notifications: u8,
     pub explicit_content_filter: u8,
     pub roles: Vec<Role>,
-    pub emojis: [(); 0],
+    pub emojis: Vec<Emoji>,
     pub stickers: [(); 0],
     pub features: [(); 0],
     pub mfa_level: u8,
@@ -259,6 +264,49 @@ pub struct Message {
     /// Messages a webhook sent: its id (the author is built from it).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub webhook_id: Option<crate::Snowflake>,
+    /// Per requester (`me`): filled in by REST reads, absent when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub reactions: Vec<Reaction>,
+}
+
+/// A custom emoji (`id`, `name`, ...), or a Unicode one (`id: null`, the
+/// emoji as `name`). Reactions and their events carry the partial form:
+/// `id`, `name` and, for custom ones, `animated`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Emoji {
+    pub id: Option<crate::id::EmojiId>,
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub roles: Option<Vec<RoleId>>,
+    /// Who created it; only for those who may manage the guild's emojis.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub user: Option<User>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub require_colons: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub managed: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub animated: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub available: Option<bool>,
+}
+
+/// A message's reactions with one emoji, as one requester sees them.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Reaction {
+    pub count: u32,
+    pub count_details: ReactionCountDetails,
+    /// The requester reacted with this emoji.
+    pub me: bool,
+    pub me_burst: bool,
+    pub burst_colors: Vec<String>,
+    pub emoji: Emoji,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct ReactionCountDetails {
+    pub burst: u32,
+    pub normal: u32,
 }
 
 impl Message {

@@ -98,7 +98,7 @@ pub fn guild(g: &GuildRecord, roles: &[RoleRecord]) -> model::Guild {
         default_message_notifications: 0,
         explicit_content_filter: 0,
         roles: roles.iter().map(role).collect(),
-        emojis: [],
+        emojis: Vec::new(),
         stickers: [],
         features: [],
         mfa_level: 0,
@@ -146,6 +146,7 @@ pub fn message(m: &MessageRecord, author: &UserRecord, mentions: &[UserRecord], 
         channel_type: None,
         referenced_message: None,
         webhook_id: m.extra.get("webhook_id").and_then(|v| serde_json::from_value(v.clone()).ok()),
+        reactions: Vec::new(),
     }
 }
 

@@ -28,6 +28,7 @@ pub mod batch;
 pub mod cluster;
 pub mod config;
 pub mod convert;
+pub mod emoji;
 pub mod fanout;
 pub mod gateway;
 pub mod guild;

@@ -32,7 +32,51 @@ pub enum Change {
     // Roles, overwrites, bans:
 
     // Reactions, emojis, pins, bulk delete:
-
+    /// A reaction; 0 rows if it is there already, if its message is gone,
+    /// or if the message has `max_emojis` other emojis already (one
+    /// conditional insert: the limit holds whatever raced the caller's check).
+    AddReaction {
+        reaction: crate::ReactionRecord,
+        max_emojis: u32,
+    },
+    /// A message's reactions: all of them, those with one emoji (`emoji`:
+    /// its key, [`ReactionEmoji::key`]), or one user's with it (both).
+    RemoveReactions {
+        message: MessageId,
+        emoji: Option<String>,
+        user: Option<UserId>,
+    },
+    /// Pins a message of `channel` at `at` (ms); 0 rows if it is pinned
+    /// already, gone, or the channel has `max` pins (one conditional insert).
+    PinMessage {
+        channel: ChannelId,
+        message: MessageId,
+        at: u64,
+        max: u32,
+    },
+    UnpinMessage {
+        channel: ChannelId,
+        message: MessageId,
+    },
+    /// The system message announcing a pin (type 6): written only if
+    /// `pinned` is pinned at `at`, i.e. the `PinMessage` before it took.
+    PinNotice {
+        message: MessageRecord,
+        pinned: MessageId,
+        at: u64,
+    },
+    /// Bulk delete: the messages of `channel` among `ids`.
+    DeleteMessages {
+        channel: ChannelId,
+        ids: Vec<MessageId>,
+    },
+    CreateEmoji(crate::EmojiRecord),
+    /// Name and roles.
+    UpdateEmoji(crate::EmojiRecord),
+    DeleteEmoji {
+        guild: GuildId,
+        id: protocol::id::EmojiId,
+    },
     // Attachments, webhooks:
     CreateWebhook(crate::WebhookRecord),
     /// Name, avatar and channel of a webhook.

@@ -16,6 +16,7 @@
 pub mod attachments;
 pub mod change;
 pub mod conformance;
+pub mod expressions;
 pub mod postgres;
 pub mod records;
 pub mod sqlite;
@@ -25,6 +26,7 @@ use protocol::{ChannelId, GuildId, MessageId, UserId};
 
 pub use attachments::{AttachmentRecord, WebhookRecord};
 pub use change::Change;
+pub use expressions::*;
 pub use records::*;
 
 #[derive(Debug, thiserror::Error)]
@@ -184,6 +186,24 @@ pub trait Store: Send + Sync + 'static {
     // Roles, overwrites, bans:
 
     // Reactions, emojis, pins, bulk delete:
+    /// The reactions of each of `messages` grouped by emoji, each message's
+    /// groups in the order their emojis were first used; `me`: `viewer` is
+    /// among those who reacted.
+    async fn reactions_of(&self, messages: &[MessageId], viewer: UserId) -> Result<Vec<ReactionGroup>>;
+    /// Who reacted to `message` with the emoji keyed `key`
+    /// ([`ReactionEmoji::key`]), by user id ascending, after `after`.
+    async fn reaction_users(&self, message: MessageId, key: &str, after: UserId, limit: u32) -> Result<Vec<UserRecord>>;
+    /// When each of `messages` that is pinned was pinned (ms).
+    async fn pins_among(&self, messages: &[MessageId]) -> Result<Vec<(MessageId, u64)>>;
+    /// A channel's pinned messages, latest pin first, pinned before `before`
+    /// (ms; `None`: the latest), with when each was pinned.
+    async fn pinned_messages(&self, channel: ChannelId, before: Option<u64>, limit: u32) -> Result<Vec<(MessageRecord, u64)>>;
+    async fn count_pins(&self, channel: ChannelId) -> Result<u64>;
+    /// Which of `ids` are messages of `channel`.
+    async fn messages_among(&self, channel: ChannelId, ids: &[MessageId]) -> Result<Vec<MessageId>>;
+    /// A guild's custom emojis, by id.
+    async fn emojis_of(&self, guild: GuildId) -> Result<Vec<EmojiRecord>>;
+    async fn get_emoji(&self, id: protocol::id::EmojiId) -> Result<Option<EmojiRecord>>;
 
     // Attachments, webhooks:
     /// Records an upload before its message exists (`message_id: None`):

@@ -26,6 +26,7 @@ use crate::*;
 
 mod attachments;
 mod change;
+mod expressions;
 
 pub struct PostgresStore {
     pool: PgPool,
@@ -745,7 +746,7 @@ impl Store for PostgresStore {
         }
         let mut snaps: Vec<GuildSnapshot> = guilds
             .into_iter()
-            .map(|g| GuildSnapshot { guild: g.into(), roles: Vec::new(), channels: Vec::new(), members: Vec::new() })
+            .map(|g| GuildSnapshot { guild: g.into(), roles: Vec::new(), channels: Vec::new(), members: Vec::new(), emojis: Vec::new() })
             .collect();
         let q = format!("SELECT {ROLE_COLS} FROM roles WHERE guild_id = ANY($1) ORDER BY guild_id, position, id");
         let roles: Vec<RoleRow> = sqlx::query_as(&q).bind(&ids).fetch_all(&self.pool).await?;
@@ -781,6 +782,7 @@ impl Store for PostgresStore {
             let rows: Vec<MemberJson> = serde_json::from_str(json)?;
             snaps[n].members = rows.into_iter().map(|m| m.into_records(guild_id)).collect();
         }
+        expressions::load_emojis(&self.pool, &mut snaps).await?;
         Ok(snaps)
     }
 
@@ -1039,6 +1041,39 @@ impl Store for PostgresStore {
     }
     async fn webhooks_of_guild(&self, guild: GuildId) -> Result<Vec<WebhookRecord>> {
         attachments::webhooks_where(&self.pool, "guild_id", i(guild)).await
+    }
+
+    // Reactions, emojis, pins, bulk delete:
+    async fn reactions_of(&self, messages: &[MessageId], viewer: UserId) -> Result<Vec<ReactionGroup>> {
+        expressions::reactions_of(&self.pool, messages, viewer).await
+    }
+
+    async fn reaction_users(&self, message: MessageId, key: &str, after: UserId, limit: u32) -> Result<Vec<UserRecord>> {
+        expressions::reaction_users(&self.pool, message, key, after, limit).await
+    }
+
+    async fn pins_among(&self, messages: &[MessageId]) -> Result<Vec<(MessageId, u64)>> {
+        expressions::pins_among(&self.pool, messages).await
+    }
+
+    async fn pinned_messages(&self, channel: ChannelId, before: Option<u64>, limit: u32) -> Result<Vec<(MessageRecord, u64)>> {
+        expressions::pinned_messages(&self.pool, channel, before, limit).await
+    }
+
+    async fn count_pins(&self, channel: ChannelId) -> Result<u64> {
+        expressions::count_pins(&self.pool, channel).await
+    }
+
+    async fn messages_among(&self, channel: ChannelId, ids: &[MessageId]) -> Result<Vec<MessageId>> {
+        expressions::messages_among(&self.pool, channel, ids).await
+    }
+
+    async fn emojis_of(&self, guild: GuildId) -> Result<Vec<EmojiRecord>> {
+        expressions::emojis_of(&self.pool, guild).await
+    }
+
+    async fn get_emoji(&self, id: protocol::id::EmojiId) -> Result<Option<EmojiRecord>> {
+        expressions::get_emoji(&self.pool, id).await
     }
 }
 

@@ -140,6 +140,9 @@ pub struct GuildSnapshot {
     pub roles: Vec<RoleRecord>,
     pub channels: Vec<ChannelRecord>,
     pub members: Vec<(MemberRecord, UserRecord)>,
+    /// Custom emojis, by id.
+    #[serde(default)]
+    pub emojis: Vec<crate::EmojiRecord>,
 }
 
 /// Rows inserted in bulk by the seeding tool, in one transaction.

@@ -23,6 +23,7 @@ use crate::*;
 mod attachments;
 mod batch;
 mod change;
+mod expressions;
 
 pub struct SqliteStore {
     /// New messages' group commits: a thread and connection of their own.
@@ -677,7 +678,7 @@ impl Store for SqliteStore {
         }
         let mut snaps: Vec<GuildSnapshot> = guilds
             .into_iter()
-            .map(|g| GuildSnapshot { guild: g.into(), roles: Vec::new(), channels: Vec::new(), members: Vec::new() })
+            .map(|g| GuildSnapshot { guild: g.into(), roles: Vec::new(), channels: Vec::new(), members: Vec::new(), emojis: Vec::new() })
             .collect();
         let mut q = in_list("SELECT id, guild_id, name, color, hoist, position, permissions, mentionable FROM roles WHERE guild_id");
         q.push(" ORDER BY guild_id, position, id");
@@ -713,6 +714,7 @@ impl Store for SqliteStore {
             let rows: Vec<MemberJson> = serde_json::from_str(json)?;
             snaps[n].members = rows.into_iter().map(|m| m.into_records(guild_id)).collect();
         }
+        expressions::load_emojis(&self.reader, &mut snaps).await?;
         Ok(snaps)
     }
 
@@ -1000,5 +1002,38 @@ impl Store for SqliteStore {
     }
     async fn webhooks_of_guild(&self, guild: GuildId) -> Result<Vec<WebhookRecord>> {
         attachments::webhooks_where(&self.reader, "guild_id", i(guild)).await
+    }
+
+    // Reactions, emojis, pins, bulk delete:
+    async fn reactions_of(&self, messages: &[MessageId], viewer: UserId) -> Result<Vec<ReactionGroup>> {
+        expressions::reactions_of(&self.reader, messages, viewer).await
+    }
+
+    async fn reaction_users(&self, message: MessageId, key: &str, after: UserId, limit: u32) -> Result<Vec<UserRecord>> {
+        expressions::reaction_users(&self.reader, message, key, after, limit).await
+    }
+
+    async fn pins_among(&self, messages: &[MessageId]) -> Result<Vec<(MessageId, u64)>> {
+        expressions::pins_among(&self.reader, messages).await
+    }
+
+    async fn pinned_messages(&self, channel: ChannelId, before: Option<u64>, limit: u32) -> Result<Vec<(MessageRecord, u64)>> {
+        expressions::pinned_messages(&self.reader, channel, before, limit).await
+    }
+
+    async fn count_pins(&self, channel: ChannelId) -> Result<u64> {
+        expressions::count_pins(&self.reader, channel).await
+    }
+
+    async fn messages_among(&self, channel: ChannelId, ids: &[MessageId]) -> Result<Vec<MessageId>> {
+        expressions::messages_among(&self.reader, channel, ids).await
+    }
+
+    async fn emojis_of(&self, guild: GuildId) -> Result<Vec<EmojiRecord>> {
+        expressions::emojis_of(&self.reader, guild).await
+    }
+
+    async fn get_emoji(&self, id: protocol::id::EmojiId) -> Result<Option<EmojiRecord>> {
+        expressions::get_emoji(&self.reader, id).await
     }
 }

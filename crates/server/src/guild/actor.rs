@@ -70,6 +70,8 @@ pub(crate) struct State {
     pub(crate) members: HashMap<UserId, (MemberRecord, Arc<UserRecord>)>,
     /// Members whose visible status is not offline.
     pub(crate) online: HashMap<UserId, Presence>,
+    /// Custom emojis, by id.
+    pub(crate) emojis: Vec<store::EmojiRecord>,
 }
 
 impl GuildActor {
@@ -512,7 +514,7 @@ impl GuildActor {
     }
 
     /// Sends one shared body to every subscriber with `intent`.
-    fn fan_out(&mut self, name: &'static str, body: &Bytes, intent: u64) {
+    pub(crate) fn fan_out(&mut self, name: &'static str, body: &Bytes, intent: u64) {
         self.publish(FanEvent::new(name, body.clone(), Filter::Intent(intent)));
     }
 
@@ -596,7 +598,7 @@ impl GuildActor {
             GuildEvent::GuildUpdate(g) => {
                 st.guild = g;
                 self.hidden.clear();
-                let body = encode(&convert::guild(&st.guild, &st.roles));
+                let body = encode(&st.guild_object());
                 self.fan_out("GUILD_UPDATE", &body, Intents::GUILDS);
             }
             GuildEvent::GuildDelete => {
@@ -753,6 +755,7 @@ impl State {
             channels: s.channels,
             members: s.members.into_iter().map(|(m, u)| (m.user_id, (m, users.intern(u)))).collect(),
             online: HashMap::new(),
+            emojis: s.emojis,
         }
     }
 
@@ -799,7 +802,7 @@ impl State {
             Vec::new()
         };
         let gc = GuildCreate {
-            guild: convert::guild(&self.guild, &self.roles),
+            guild: self.guild_object(),
             joined_at: self.members.get(&s.user_id).map(|(m, _)| iso8601(m.joined_at)),
             large,
             unavailable: false,

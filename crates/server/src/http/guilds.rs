@@ -111,6 +111,8 @@ pub async fn get(
     } else {
         json!({})
     };
+    let mut extra = extra;
+    extra["emojis"] = json!(node.store.emojis_of(gid).await?.iter().map(|e| crate::emoji::full(e, None)).collect::<Vec<_>>());
     json_ok(StatusCode::OK, &guild_json(&a.guild, &roles, extra))
 }
 

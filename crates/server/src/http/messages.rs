@@ -62,7 +62,7 @@ pub(crate) fn parse_mentions(content: &str) -> Vec<UserId> {
 }
 
 /// Resolves authors, mentions and replied-to messages and renders stored messages.
-async fn render(node: &Node, msgs: &[MessageRecord]) -> ApiResult<Vec<model::Message>> {
+pub(super) async fn render(node: &Node, msgs: &[MessageRecord]) -> ApiResult<Vec<model::Message>> {
     let mut out = render_plain(node, msgs).await?;
     // Replies carry the message they answer (one level deep, as on Discord),
     // or null once it is gone.
@@ -232,7 +232,8 @@ pub async fn list(
         _ => return Err(ApiError::field("_errors", "BASE_TYPE_INVALID", "Only one of before, after and around may be given.")),
     };
     let msgs = node.store.list_messages(c.id, window, limit).await?;
-    let out = render(&node, &msgs).await?;
+    let mut out = render(&node, &msgs).await?;
+    super::reactions::decorate(&node, &mut out, u.id).await?;
     Ok(json_bytes(StatusCode::OK, serde_json::to_vec(&out).map_err(|e| ApiError::Internal(e.to_string()))?))
 }
 
@@ -244,7 +245,8 @@ async fn find(node: &Node, c: ChannelId, mid: &str) -> ApiResult<MessageRecord> 
 pub async fn get(State(node): State<Arc<Node>>, Caller(u): Caller, Path((id, mid)): Path<(String, String)>) -> ApiResult<Response> {
     let (c, _) = channel_access(&node, parse_id(&id, ErrorCode::UnknownChannel)?, u.id).await?;
     let m = find(&node, c.id, &mid).await?;
-    let out = render(&node, &[m]).await?;
+    let mut out = render(&node, &[m]).await?;
+    super::reactions::decorate(&node, &mut out, u.id).await?;
     Ok(json_bytes(StatusCode::OK, encode_message(&out[0])?))
 }
 
@@ -295,7 +297,8 @@ pub async fn edit(
             });
         }
     }
-    super::ask(&node, guild, u.id, Action::Message(MessageAction::Edit { message: Box::new(m), referenced })).await
+    let pinned = !node.store.pins_among(&[m.id]).await?.is_empty();
+    super::ask(&node, guild, u.id, Action::Message(MessageAction::Edit { message: Box::new(m), referenced, pinned })).await
 }
 
 /// `DELETE /channels/{c}/messages/{m}`: the author, or a member with

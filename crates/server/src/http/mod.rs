@@ -7,11 +7,14 @@ pub mod absent;
 pub mod admin;
 pub mod attachments;
 pub mod channels;
+pub mod emojis;
 pub mod error;
 pub mod guilds;
 pub mod messages;
 pub mod metrics;
+pub mod pins;
 pub mod ratelimit;
+pub mod reactions;
 pub mod users;
 pub mod web;
 pub mod webhooks;
@@ -163,6 +166,18 @@ fn api(node: &Arc<Node>) -> Router<Arc<Node>> {
         .route("/invites/{code}", get(channels::get_invite).post(channels::accept_invite).delete(channels::delete_invite))
         // Roles, overwrites, bans:
         // Reactions, emojis, pins, bulk delete:
+        .route(
+            "/channels/{channel_id}/messages/{message_id}/reactions/{emoji}/{user_id}",
+            axum::routing::put(reactions::add).delete(reactions::remove),
+        )
+        .route("/channels/{channel_id}/messages/{message_id}/reactions/{emoji}", get(reactions::users).delete(reactions::clear_emoji))
+        .route("/channels/{channel_id}/messages/{message_id}/reactions", axum::routing::delete(reactions::clear_all))
+        .route("/channels/{channel_id}/messages/pins", get(pins::list))
+        .route("/channels/{channel_id}/messages/pins/{message_id}", axum::routing::put(pins::pin).delete(pins::unpin))
+        .route("/channels/{channel_id}/pins", get(pins::list_old))
+        .route("/channels/{channel_id}/pins/{message_id}", axum::routing::put(pins::pin).delete(pins::unpin))
+        .route("/channels/{channel_id}/messages/bulk-delete", post(pins::bulk_delete))
+        .route("/guilds/{guild_id}/emojis/{emoji_id}", get(emojis::get).patch(emojis::modify).delete(emojis::delete))
         // Attachments, webhooks:
         .merge(webhooks::routes())
         // DMs, threads, application commands:
@@ -173,7 +188,7 @@ fn api(node: &Arc<Node>) -> Router<Arc<Node>> {
         .route("/applications/{app_id}/emojis", get(absent::empty_items))
         .route("/soundboard-default-sounds", get(absent::empty_list))
         .route("/guilds/{guild_id}/soundboard-sounds", get(absent::empty_items))
-        .route("/guilds/{guild_id}/emojis", get(absent::empty_list))
+        .route("/guilds/{guild_id}/emojis", get(emojis::list).post(emojis::create))
         .route("/guilds/{guild_id}/stickers", get(absent::empty_list))
         .route("/sticker-packs", get(absent::sticker_packs))
         .route("/voice/regions", get(absent::empty_list))
@@ -237,6 +252,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/health", get(health))
         .route("/metrics", get(metrics::metrics))
         .route("/ready", get(ready))
+        .route("/emojis/{file}", get(emojis::image))
         .merge(web::routes())
         .merge(attachments::routes())
         .fallback(not_found)

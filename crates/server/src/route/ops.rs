@@ -17,6 +17,9 @@ use store::{ChannelRecord, MemberRecord, MessageRecord, OverwriteRecord, UserRec
 
 use super::ReplyTo;
 
+mod expressions;
+pub use expressions::{EmojiAction, PinAction, ReactionAction};
+
 /// A change `user` asks of a guild; the actor answers `reply`.
 #[derive(Serialize, Deserialize)]
 pub struct Op {
@@ -35,7 +38,9 @@ pub enum Action {
     // Roles, overwrites, bans (#14):
 
     // Reactions, emojis, pins, bulk delete (#14):
-
+    Reaction(ReactionAction),
+    Pin(PinAction),
+    Emoji(EmojiAction),
     // Attachments, webhooks (#14):
     Webhook(WebhookAction),
     // DMs, threads, application commands (#14):
@@ -82,6 +87,9 @@ pub enum MessageAction {
         /// A reply's `referenced_message`, rendered (the actor has no
         /// history): `Some(None)` once the original is gone.
         referenced: Option<Option<Box<model::Message>>>,
+        /// Whether it is pinned (REST read it: pins are not in the row).
+        #[serde(default)]
+        pinned: bool,
     },
     /// The author, or a member with MANAGE_MESSAGES, deletes a message.
     Delete { channel: ChannelId, id: MessageId, author: UserId },

@@ -542,12 +542,15 @@ struct Proc {
     child: Child,
     base: String,
     ws: String,
+    /// The node's log; its tail is printed if the test fails.
+    log: PathBuf,
 }
 
 impl Proc {
     fn start(nats: &Nats, dir: &std::path::Path, id: u64) -> Proc {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let config = dir.join(format!("node{id}.toml"));
+        let log = dir.join(format!("node{id}.log"));
         std::fs::write(&config, "[cluster]\nheartbeat_ms = 100\nnode_timeout_ms = 1000\n\n[limits]\nwrite_timeout_ms = 1500\nrest_requests_per_window = 100000\n").unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_throng"))
             .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--nats", &nats.url, "--node-id", &id.to_string()])
@@ -555,12 +558,12 @@ impl Proc {
             .arg(&config)
             .arg("--data-dir")
             .arg(dir.join("data"))
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", "info")
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("node log"))
             .spawn()
             .expect("throng starts");
-        Proc { child, base: format!("http://127.0.0.1:{port}/api/v10"), ws: format!("ws://127.0.0.1:{port}/?v=10&encoding=json") }
+        Proc { child, base: format!("http://127.0.0.1:{port}/api/v10"), ws: format!("ws://127.0.0.1:{port}/?v=10&encoding=json"), log }
     }
 }
 
@@ -568,6 +571,14 @@ impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::thread::panicking() {
+            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(40).collect();
+            eprintln!("--- {} (last {} lines) ---", self.log.display(), tail.len());
+            for l in tail.iter().rev() {
+                eprintln!("{l}");
+            }
+        }
     }
 }
 
@@ -634,6 +645,16 @@ async fn kill_9_of_a_guild_owner_under_load_loses_no_acknowledged_message() {
     let mut live = Gw::connect(&ws(survivors[0])).await;
     live.identify(&token, ALL_INTENTS).await;
     live.until("GUILD_CREATE").await;
+    // Read all along (a client that stops reading while hundreds of
+    // messages arrive is closed as a slow consumer): until "after".
+    let live = tokio::spawn(async move {
+        loop {
+            let m = live.until("MESSAGE_CREATE").await;
+            if m["d"]["content"] == "after" {
+                return;
+            }
+        }
+    });
 
     // Writers through both survivors for 4 s; the owner dies after 1 s.
     let started = Instant::now();
@@ -702,12 +723,7 @@ async fn kill_9_of_a_guild_owner_under_load_loses_no_acknowledged_message() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    loop {
-        let m = live.until("MESSAGE_CREATE").await;
-        if m["d"]["content"] == "after" {
-            break;
-        }
-    }
+    tokio::time::timeout(Duration::from_secs(10), live).await.expect("\"after\" reached the live session").unwrap();
     // Every acknowledged message is in history.
     let stored: std::collections::HashSet<u64> = history_ids(&http, &base(survivors[0]), &channel, &token).await.into_iter().collect();
     let missing = acked.iter().filter(|(_, _, id)| !stored.contains(&id.parse::<u64>().unwrap())).count();

@@ -10,6 +10,7 @@ mod gateway;
 mod logs;
 mod member_list;
 mod postgres;
+mod reactions;
 mod rest;
 mod write_failures;
 // #14: attachments, webhooks

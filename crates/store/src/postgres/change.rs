@@ -4,7 +4,7 @@
 
 use sqlx::PgConnection;
 
-use super::{i, ids_json, insert_channels, insert_members};
+use super::{expressions, i, ids_json, insert_channels, insert_members};
 use crate::{Change, Result};
 
 /// Applies one change; the rows it touched.
@@ -84,7 +84,15 @@ pub(super) async fn apply(conn: &mut PgConnection, change: &Change) -> Result<u6
         // Roles, overwrites, bans:
 
         // Reactions, emojis, pins, bulk delete:
-
+        Change::AddReaction { .. }
+        | Change::RemoveReactions { .. }
+        | Change::PinMessage { .. }
+        | Change::UnpinMessage { .. }
+        | Change::PinNotice { .. }
+        | Change::DeleteMessages { .. }
+        | Change::CreateEmoji(_)
+        | Change::UpdateEmoji(_)
+        | Change::DeleteEmoji { .. } => expressions::apply(conn, change).await?,
         // Attachments, webhooks:
         Change::CreateWebhook(_) | Change::UpdateWebhook(_) | Change::DeleteWebhook(_) | Change::WebhookMessage(_) => {
             super::attachments::apply(conn, change).await?

@@ -3,7 +3,7 @@
 
 use sqlx::SqliteConnection;
 
-use super::{i, ids_json, insert_channel, insert_member};
+use super::{expressions, i, ids_json, insert_channel, insert_member};
 use crate::{Change, Result};
 
 /// Applies one change; the rows it touched.
@@ -82,6 +82,15 @@ pub(super) async fn apply(conn: &mut SqliteConnection, change: &Change) -> Resul
         // Roles, overwrites, bans:
 
         // Reactions, emojis, pins, bulk delete:
+        Change::AddReaction { .. }
+        | Change::RemoveReactions { .. }
+        | Change::PinMessage { .. }
+        | Change::UnpinMessage { .. }
+        | Change::PinNotice { .. }
+        | Change::DeleteMessages { .. }
+        | Change::CreateEmoji(_)
+        | Change::UpdateEmoji(_)
+        | Change::DeleteEmoji { .. } => expressions::apply(conn, change).await?,
 
         // Attachments, webhooks:
         Change::CreateWebhook(_) | Change::UpdateWebhook(_) | Change::DeleteWebhook(_) | Change::WebhookMessage(_) => {

@@ -5,7 +5,6 @@ use protocol::UserId;
 use store::Change;
 
 use super::{missing_permissions, ok, Decided, Plan};
-use crate::convert;
 use crate::guild::actor::{GuildActor, State};
 use crate::guild::GuildEvent;
 use crate::route::ops::GuildAction;
@@ -22,7 +21,7 @@ pub(super) fn plan(a: &GuildActor, st: &State, user: UserId, action: GuildAction
             system_channel_id.apply(&mut g.system_channel_id);
             Ok(Plan::new(vec![Change::UpdateGuild(g.clone())], move |a, st, _| {
                 a.apply(st, GuildEvent::GuildUpdate(g));
-                ok(&convert::guild(&st.guild, &st.roles))
+                ok(&st.guild_object())
             }))
         }
         GuildAction::Delete => {

@@ -27,7 +27,7 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MessageAct
                 OpReply::no_content()
             }))
         }
-        MessageAction::Edit { message, referenced } => {
+        MessageAction::Edit { message, referenced, pinned } => {
             let c = st.channel(message.channel_id)?;
             caller.view(st, c)?;
             if message.author_id != user {
@@ -44,6 +44,7 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MessageAct
                     return OpReply::not_found(ErrorCode::UnknownMessage);
                 }
                 let mut m = convert::message(&rec, &author, &mentions, Some(member));
+                m.pinned = pinned;
                 if let Some(r) = referenced {
                     m.referenced_message = Some(r);
                 }

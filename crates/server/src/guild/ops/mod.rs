@@ -9,9 +9,12 @@
 //! One file per resource; each exports `plan(actor, state, user, action)`.
 
 mod channels;
+mod emojis;
 mod guild;
 mod members;
 mod messages;
+mod pins;
+mod reactions;
 mod webhooks;
 
 use axum::http::StatusCode;
@@ -57,7 +60,9 @@ pub(super) fn plan(a: &GuildActor, st: &State, user: UserId, action: Action) -> 
         // Roles, overwrites, bans:
 
         // Reactions, emojis, pins, bulk delete:
-
+        Action::Reaction(r) => reactions::plan(a, st, user, r),
+        Action::Pin(p) => pins::plan(a, st, user, p),
+        Action::Emoji(e) => emojis::plan(a, st, user, e),
         // Attachments, webhooks:
         Action::Webhook(w) => webhooks::plan(a, st, user, w),
         // DMs, threads, application commands:
