@@ -113,6 +113,17 @@ pub enum ErrorCode {
     MaxGuilds,
     /// 40005 Request entity too large.
     EntityTooLarge,
+    // Roles, overwrites, bans (#14):
+    /// 10009 Unknown permission overwrite.
+    UnknownOverwrite,
+    /// 10026 Unknown ban.
+    UnknownBan,
+    /// 30005 Maximum number of guild roles reached (250).
+    MaxRoles,
+    /// 40007 The user is banned from this guild.
+    UserBanned,
+    /// 50028 Invalid role (e.g. deleting `@everyone`).
+    InvalidRole,
 }
 
 impl ErrorCode {
@@ -140,6 +151,11 @@ impl ErrorCode {
             Self::MissingPermissions => 50013,
             Self::InvalidFormBody => 50035,
             Self::InvalidJson => 50109,
+            Self::UnknownOverwrite => 10009,
+            Self::UnknownBan => 10026,
+            Self::MaxRoles => 30005,
+            Self::UserBanned => 40007,
+            Self::InvalidRole => 50028,
         }
     }
 
@@ -167,6 +183,11 @@ impl ErrorCode {
             Self::MissingPermissions => "Missing Permissions",
             Self::InvalidFormBody => "Invalid Form Body",
             Self::InvalidJson => "The request body contains invalid JSON.",
+            Self::UnknownOverwrite => "Unknown Overwrite",
+            Self::UnknownBan => "Unknown Ban",
+            Self::MaxRoles => "Maximum number of guild roles reached (250)",
+            Self::UserBanned => "The user is banned from this guild.",
+            Self::InvalidRole => "Invalid Role",
         }
     }
 }

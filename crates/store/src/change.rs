@@ -2,7 +2,7 @@
 //! [`crate::Store::apply_changes`], atomically and fenced by the actor's
 //! ownership epoch, so only the guild's current owner writes.
 
-use protocol::{ChannelId, GuildId, MessageId, UserId};
+use protocol::{ChannelId, GuildId, MessageId, RoleId, UserId};
 
 use crate::records::*;
 
@@ -30,6 +30,27 @@ pub enum Change {
         id: MessageId,
     },
     // Roles, overwrites, bans:
+    CreateRole(RoleRecord),
+    /// Name, colour, hoist, position, permissions and mentionable of a role.
+    UpdateRole(RoleRecord),
+    /// The role, and its id in every member's roles (overwrites naming it
+    /// are channel updates of their own).
+    DeleteRole {
+        guild: GuildId,
+        role: RoleId,
+    },
+    /// Bans a user; 0 if they already were.
+    AddBan(BanRecord),
+    RemoveBan {
+        guild: GuildId,
+        user: UserId,
+    },
+    /// Deletes these messages, if `author` wrote them in `guild` (a ban's purge).
+    PurgeMessages {
+        guild: GuildId,
+        author: UserId,
+        ids: Vec<MessageId>,
+    },
 
     // Reactions, emojis, pins, bulk delete:
 

@@ -25,6 +25,7 @@ use sqlx::{FromRow, Row};
 use crate::*;
 
 mod change;
+mod roles;
 
 pub struct PostgresStore {
     pool: PgPool,
@@ -733,7 +734,7 @@ impl Store for PostgresStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        // Four statements for the whole batch; each guild's members come back
+        // Five statements for the whole batch; each guild's members come back
         // as one JSON row.
         let ids: Vec<i64> = ids.iter().map(|&g| i(g)).collect();
         let q = format!("SELECT {GUILD_COLS} FROM guilds WHERE id = ANY($1)");
@@ -743,7 +744,7 @@ impl Store for PostgresStore {
         }
         let mut snaps: Vec<GuildSnapshot> = guilds
             .into_iter()
-            .map(|g| GuildSnapshot { guild: g.into(), roles: Vec::new(), channels: Vec::new(), members: Vec::new() })
+            .map(|g| GuildSnapshot { guild: g.into(), roles: Vec::new(), channels: Vec::new(), members: Vec::new(), bans: Vec::new() })
             .collect();
         let q = format!("SELECT {ROLE_COLS} FROM roles WHERE guild_id = ANY($1) ORDER BY guild_id, position, id");
         let roles: Vec<RoleRow> = sqlx::query_as(&q).bind(&ids).fetch_all(&self.pool).await?;
@@ -778,6 +779,11 @@ impl Store for PostgresStore {
             let guild_id = snaps[n].guild.id;
             let rows: Vec<MemberJson> = serde_json::from_str(json)?;
             snaps[n].members = rows.into_iter().map(|m| m.into_records(guild_id)).collect();
+        }
+        for (g, u) in roles::bans_of_guilds(&self.pool, &ids).await? {
+            if let Some(n) = slot(g.0 as i64) {
+                snaps[n].bans.push(u);
+            }
         }
         Ok(snaps)
     }
@@ -1008,6 +1014,18 @@ impl Store for PostgresStore {
     async fn delete_invite(&self, code: &str) -> Result<bool> {
         let r = sqlx::query("DELETE FROM invites WHERE code = $1").bind(code).execute(&self.pool).await?;
         Ok(r.rows_affected() == 1)
+    }
+
+    async fn bans_of_guild(&self, guild: GuildId, before: Option<UserId>, after: UserId, limit: u32) -> Result<Vec<BanRecord>> {
+        roles::bans_of_guild(&self.pool, guild, before, after, limit).await
+    }
+
+    async fn get_ban(&self, guild: GuildId, user: UserId) -> Result<Option<BanRecord>> {
+        roles::get_ban(&self.pool, guild, user).await
+    }
+
+    async fn messages_of_author(&self, guild: GuildId, author: UserId, since: MessageId, limit: u32) -> Result<Vec<(ChannelId, MessageId)>> {
+        roles::messages_of_author(&self.pool, guild, author, since, limit).await
     }
 }
 

@@ -140,6 +140,9 @@ pub struct GuildSnapshot {
     pub roles: Vec<RoleRecord>,
     pub channels: Vec<ChannelRecord>,
     pub members: Vec<(MemberRecord, UserRecord)>,
+    /// Users banned from the guild, ascending: the actor refuses their joins.
+    #[serde(default)]
+    pub bans: Vec<UserId>,
 }
 
 /// Rows inserted in bulk by the seeding tool, in one transaction.
@@ -149,4 +152,13 @@ pub struct BulkLoad {
     /// (token hash, user).
     pub tokens: Vec<([u8; 32], UserId)>,
     pub guilds: Vec<NewGuild>,
+}
+
+/// A user banned from a guild.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BanRecord {
+    pub guild_id: GuildId,
+    pub user_id: UserId,
+    pub reason: Option<String>,
+    pub created_at: u64,
 }
