@@ -30,6 +30,9 @@ pub enum Change {
         id: MessageId,
     },
     // Roles, overwrites, bans:
+    /// `AddMember`, unless the user is banned from the guild (0 then too):
+    /// decided in the transaction, so a ban committed before it always wins.
+    AddMemberUnlessBanned(MemberRecord),
     CreateRole(RoleRecord),
     /// Name, colour, hoist, position, permissions and mentionable of a role.
     UpdateRole(RoleRecord),
@@ -51,7 +54,6 @@ pub enum Change {
         author: UserId,
         ids: Vec<MessageId>,
     },
-
     // Reactions, emojis, pins, bulk delete:
 
     // Attachments, webhooks:

@@ -189,7 +189,8 @@ pub trait Store: Send + Sync + 'static {
     async fn get_ban(&self, guild: GuildId, user: UserId) -> Result<Option<BanRecord>>;
     /// `author`'s messages in `guild` with ids from `since` on, newest
     /// first, at most `limit`: (channel, message).
-    async fn messages_of_author(&self, guild: GuildId, author: UserId, since: MessageId, limit: u32) -> Result<Vec<(ChannelId, MessageId)>>;
+    async fn messages_of_author(&self, guild: GuildId, author: UserId, since: MessageId, limit: u32)
+        -> Result<Vec<(ChannelId, MessageId)>>;
 
     // Reactions, emojis, pins, bulk delete:
 

@@ -1024,7 +1024,13 @@ impl Store for PostgresStore {
         roles::get_ban(&self.pool, guild, user).await
     }
 
-    async fn messages_of_author(&self, guild: GuildId, author: UserId, since: MessageId, limit: u32) -> Result<Vec<(ChannelId, MessageId)>> {
+    async fn messages_of_author(
+        &self,
+        guild: GuildId,
+        author: UserId,
+        since: MessageId,
+        limit: u32,
+    ) -> Result<Vec<(ChannelId, MessageId)>> {
         roles::messages_of_author(&self.pool, guild, author, since, limit).await
     }
 }

@@ -983,7 +983,13 @@ impl Store for SqliteStore {
         roles::get_ban(&self.reader, guild, user).await
     }
 
-    async fn messages_of_author(&self, guild: GuildId, author: UserId, since: MessageId, limit: u32) -> Result<Vec<(ChannelId, MessageId)>> {
+    async fn messages_of_author(
+        &self,
+        guild: GuildId,
+        author: UserId,
+        since: MessageId,
+        limit: u32,
+    ) -> Result<Vec<(ChannelId, MessageId)>> {
         roles::messages_of_author(&self.reader, guild, author, since, limit).await
     }
 }

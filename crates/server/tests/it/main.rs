@@ -11,4 +11,5 @@ mod logs;
 mod member_list;
 mod postgres;
 mod rest;
+mod roles;
 mod write_failures;

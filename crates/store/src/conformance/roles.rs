@@ -24,7 +24,14 @@ fn role(id: u64, position: i32) -> RoleRecord {
 }
 
 fn member(user: u64, roles: &[u64]) -> MemberRecord {
-    MemberRecord { guild_id: GuildId(G), user_id: UserId(user), nick: None, roles: roles.iter().map(|&r| RoleId(r)).collect(), joined_at: 1, flags: 0 }
+    MemberRecord {
+        guild_id: GuildId(G),
+        user_id: UserId(user),
+        nick: None,
+        roles: roles.iter().map(|&r| RoleId(r)).collect(),
+        joined_at: 1,
+        flags: 0,
+    }
 }
 
 async fn apply(s: &dyn Store, changes: &[Change]) -> Vec<u64> {
@@ -34,7 +41,8 @@ async fn apply(s: &dyn Store, changes: &[Change]) -> Vec<u64> {
 /// Runs the checks of this slice on a store that `run_all` has filled so far.
 pub(super) async fn roles_bans(s: &dyn Store) {
     for u in 7_001..=7_012u64 {
-        let user = UserRecord { id: UserId(u), username: format!("rb{u}"), global_name: None, avatar: None, bot: false, flags: 0, created_at: 1 };
+        let user =
+            UserRecord { id: UserId(u), username: format!("rb{u}"), global_name: None, avatar: None, bot: false, flags: 0, created_at: 1 };
         s.create_user(&user, None).await.unwrap();
     }
     let guild = |id: u64| GuildRecord {
@@ -108,7 +116,12 @@ async fn roles(s: &dyn Store, a: u64, b: u64, big: u64) {
 /// Add (idempotent), read, page in ascending user id both ways, remove;
 /// the actor's load carries the banned ids.
 async fn bans(s: &dyn Store) {
-    let ban = |u: u64, reason: Option<&str>| BanRecord { guild_id: GuildId(G), user_id: UserId(u), reason: reason.map(Into::into), created_at: 5 };
+    let ban = |u: u64, reason: Option<&str>| BanRecord {
+        guild_id: GuildId(G),
+        user_id: UserId(u),
+        reason: reason.map(Into::into),
+        created_at: 5,
+    };
     assert_eq!(apply(s, &[Change::AddBan(ban(7_005, Some("spam \u{1F980}")))]).await, vec![1]);
     assert_eq!(apply(s, &[Change::AddBan(ban(7_005, None))]).await, vec![0], "already banned: nothing changes");
     assert_eq!(s.get_ban(GuildId(G), UserId(7_005)).await.unwrap(), Some(ban(7_005, Some("spam \u{1F980}"))));
@@ -122,6 +135,13 @@ async fn bans(s: &dyn Store) {
     assert_eq!(ids(s.bans_of_guild(GuildId(G), Some(UserId(9_003)), UserId(0), 2).await.unwrap()), vec![9_001, 9_002]);
     assert!(s.bans_of_guild(GuildId(OTHER_GUILD), None, UserId(0), 10).await.unwrap().is_empty());
     assert_eq!(load_one(s, G).await.unwrap().bans, vec![UserId(7_005), UserId(9_001), UserId(9_002), UserId(9_003), UserId(9_004)]);
+    // A banned user's join writes nothing; once unbanned it does.
+    let join = |u: u64| Change::AddMemberUnlessBanned(member(u, &[]));
+    assert_eq!(apply(s, &[join(7_005), join(7_006), join(7_006)]).await, vec![0, 1, 0], "banned; joined; already a member");
+    assert!(s.get_member(GuildId(G), UserId(7_005)).await.unwrap().is_none());
+    assert_eq!(apply(s, &[Change::RemoveBan { guild: GuildId(G), user: UserId(7_005) }, join(7_005)]).await, vec![1, 1]);
+    assert_eq!(apply(s, &[Change::AddBan(ban(7_005, None))]).await, vec![1]);
+    assert!(s.remove_member(GuildId(G), UserId(7_005)).await.unwrap());
     let remove = |u: u64| Change::RemoveBan { guild: GuildId(G), user: UserId(u) };
     assert_eq!(apply(s, &[remove(9_002), remove(9_002)]).await, vec![1, 0]);
     assert!(s.get_ban(GuildId(G), UserId(9_002)).await.unwrap().is_none());
@@ -149,7 +169,9 @@ async fn purge(s: &dyn Store) {
     let mut second = s.get_channel(ChannelId(CHAN)).await.unwrap().unwrap();
     second.id = ChannelId(7_002);
     s.create_channel(&second).await.unwrap();
-    for m in [msg(70_001, CHAN, G, 7_004), msg(70_002, CHAN, G, 7_003), msg(70_003, 7_002, G, 7_004), msg(70_004, 7_101, OTHER_GUILD, 7_004)] {
+    for m in
+        [msg(70_001, CHAN, G, 7_004), msg(70_002, CHAN, G, 7_003), msg(70_003, 7_002, G, 7_004), msg(70_004, 7_101, OTHER_GUILD, 7_004)]
+    {
         s.create_message(&m).await.unwrap();
     }
     let found = s.messages_of_author(GuildId(G), UserId(7_004), MessageId(70_001), 10).await.unwrap();

@@ -5,12 +5,26 @@
 use protocol::{ChannelId, GuildId, MessageId, UserId};
 use sqlx::{FromRow, PgConnection, PgPool};
 
-use super::i;
+use super::{i, ids_json};
 use crate::{BanRecord, Change, Result};
 
 /// Applies one change of this slice; the rows it touched. `None`: not one of them.
 pub(super) async fn apply(conn: &mut PgConnection, change: &Change) -> Result<Option<u64>> {
     let rows = match change {
+        Change::AddMemberUnlessBanned(m) => sqlx::query(
+            "INSERT INTO members (guild_id, user_id, nick, roles, joined_at, flags)
+             SELECT $1, $2, $3, $4, $5, $6 WHERE NOT EXISTS (SELECT 1 FROM bans WHERE guild_id = $1 AND user_id = $2)
+             ON CONFLICT (guild_id, user_id) DO NOTHING",
+        )
+        .bind(i(m.guild_id))
+        .bind(i(m.user_id))
+        .bind(&m.nick)
+        .bind(ids_json(m.roles.iter().map(|r| r.0)))
+        .bind(m.joined_at as i64)
+        .bind(m.flags as i64)
+        .execute(conn)
+        .await?
+        .rows_affected(),
         Change::CreateRole(r) => sqlx::query(
             "INSERT INTO roles (id, guild_id, name, color, hoist, position, permissions, mentionable) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
@@ -94,13 +108,24 @@ struct BanRow {
 
 impl From<BanRow> for BanRecord {
     fn from(r: BanRow) -> Self {
-        BanRecord { guild_id: GuildId(r.guild_id as u64), user_id: UserId(r.user_id as u64), reason: r.reason, created_at: r.created_at as u64 }
+        BanRecord {
+            guild_id: GuildId(r.guild_id as u64),
+            user_id: UserId(r.user_id as u64),
+            reason: r.reason,
+            created_at: r.created_at as u64,
+        }
     }
 }
 
 const BAN_COLS: &str = "guild_id, user_id, reason, created_at";
 
-pub(super) async fn bans_of_guild(pool: &PgPool, guild: GuildId, before: Option<UserId>, after: UserId, limit: u32) -> Result<Vec<BanRecord>> {
+pub(super) async fn bans_of_guild(
+    pool: &PgPool,
+    guild: GuildId,
+    before: Option<UserId>,
+    after: UserId,
+    limit: u32,
+) -> Result<Vec<BanRecord>> {
     let rows: Vec<BanRow> = match before {
         // The `limit` bans just before `before`, still in ascending order.
         Some(b) => {
@@ -114,12 +139,14 @@ pub(super) async fn bans_of_guild(pool: &PgPool, guild: GuildId, before: Option<
             v.reverse();
             v
         }
-        None => sqlx::query_as(&format!("SELECT {BAN_COLS} FROM bans WHERE guild_id = $1 AND user_id > $2 ORDER BY user_id LIMIT $3"))
-            .bind(i(guild))
-            .bind(i(after))
-            .bind(i64::from(limit))
-            .fetch_all(pool)
-            .await?,
+        None => {
+            sqlx::query_as(&format!("SELECT {BAN_COLS} FROM bans WHERE guild_id = $1 AND user_id > $2 ORDER BY user_id LIMIT $3"))
+                .bind(i(guild))
+                .bind(i(after))
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await?
+        }
     };
     Ok(rows.into_iter().map(Into::into).collect())
 }

@@ -80,7 +80,8 @@ pub(super) async fn apply(conn: &mut SqliteConnection, change: &Change) -> Resul
             .await?
             .rows_affected(),
         // Roles, overwrites, bans:
-        Change::CreateRole(_)
+        Change::AddMemberUnlessBanned(_)
+        | Change::CreateRole(_)
         | Change::UpdateRole(_)
         | Change::DeleteRole { .. }
         | Change::AddBan(_)

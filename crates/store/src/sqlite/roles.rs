@@ -10,6 +10,20 @@ use crate::{BanRecord, Change, Result};
 /// Applies one change of this slice; the rows it touched. `None`: not one of them.
 pub(super) async fn apply(conn: &mut SqliteConnection, change: &Change) -> Result<Option<u64>> {
     let rows = match change {
+        Change::AddMemberUnlessBanned(m) => sqlx::query(
+            "INSERT INTO members (guild_id, user_id, nick, roles, joined_at, flags)
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE NOT EXISTS (SELECT 1 FROM bans WHERE guild_id = ?1 AND user_id = ?2)
+             ON CONFLICT (guild_id, user_id) DO NOTHING",
+        )
+        .bind(i(m.guild_id))
+        .bind(i(m.user_id))
+        .bind(&m.nick)
+        .bind(ids_json(&m.roles.iter().map(|r| r.0).collect::<Vec<_>>()))
+        .bind(m.joined_at as i64)
+        .bind(m.flags as i64)
+        .execute(conn)
+        .await?
+        .rows_affected(),
         Change::CreateRole(r) => {
             insert_role(conn, r).await?;
             1
@@ -37,7 +51,12 @@ pub(super) async fn apply(conn: &mut SqliteConnection, change: &Change) -> Resul
             .bind(i(*role))
             .execute(&mut *conn)
             .await?;
-            sqlx::query("DELETE FROM roles WHERE id = ? AND guild_id = ?").bind(i(*role)).bind(i(*guild)).execute(conn).await?.rows_affected()
+            sqlx::query("DELETE FROM roles WHERE id = ? AND guild_id = ?")
+                .bind(i(*role))
+                .bind(i(*guild))
+                .execute(conn)
+                .await?
+                .rows_affected()
         }
         Change::AddBan(b) => sqlx::query(
             "INSERT INTO bans (guild_id, user_id, reason, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (guild_id, user_id) DO NOTHING",
@@ -79,7 +98,12 @@ struct BanRow {
 
 impl From<BanRow> for BanRecord {
     fn from(r: BanRow) -> Self {
-        BanRecord { guild_id: GuildId(r.guild_id as u64), user_id: UserId(r.user_id as u64), reason: r.reason, created_at: r.created_at as u64 }
+        BanRecord {
+            guild_id: GuildId(r.guild_id as u64),
+            user_id: UserId(r.user_id as u64),
+            reason: r.reason,
+            created_at: r.created_at as u64,
+        }
     }
 }
 
@@ -95,14 +119,13 @@ pub(super) async fn bans_of_guild(
     let rows: Vec<BanRow> = match before {
         // The `limit` bans just before `before`, still in ascending order.
         Some(b) => {
-            let mut v: Vec<BanRow> = sqlx::query_as(&format!(
-                "SELECT {BAN_COLS} FROM bans WHERE guild_id = ? AND user_id < ? ORDER BY user_id DESC LIMIT ?"
-            ))
-            .bind(i(guild))
-            .bind(i(b))
-            .bind(i64::from(limit))
-            .fetch_all(pool)
-            .await?;
+            let mut v: Vec<BanRow> =
+                sqlx::query_as(&format!("SELECT {BAN_COLS} FROM bans WHERE guild_id = ? AND user_id < ? ORDER BY user_id DESC LIMIT ?"))
+                    .bind(i(guild))
+                    .bind(i(b))
+                    .bind(i64::from(limit))
+                    .fetch_all(pool)
+                    .await?;
             v.reverse();
             v
         }
