@@ -51,8 +51,11 @@ pub struct Lists {
     /// What each session asked for last (channels and ranges, as bounded
     /// by op 14/37): when overwrites or roles change which list a channel
     /// shows, or who is on it, the session is moved without asking again.
-    requests: HashMap<Arc<str>, (Sink, Vec<(ChannelId, Vec<(u64, u64)>)>)>,
+    requests: HashMap<Arc<str>, (Sink, Request)>,
 }
+
+/// What one op 14/37 asked for in a guild: channels and their ranges.
+type Request = Vec<(ChannelId, Vec<(u64, u64)>)>;
 
 /// Channels one session watches, at most 5.
 const MAX_CHANNELS: usize = 5;
@@ -166,7 +169,7 @@ impl Lists {
     /// (at most 5 channels, 3 ranges each): SYNC for newly watched chunks,
     /// INVALIDATE for dropped ones, per list.
     pub fn subscribe(&mut self, view: &View, session: Sink, channels: &[(ChannelId, Vec<(u64, u64)>)], known: &[ChannelRecord]) {
-        let request: Vec<(ChannelId, Vec<(u64, u64)>)> =
+        let request: Request =
             channels.iter().take(MAX_CHANNELS).map(|(c, r)| (*c, r.iter().take(MAX_RANGES).copied().collect())).collect();
         let wanted = wanted_lists(view, &request, known);
         if request.is_empty() {
