@@ -116,6 +116,14 @@ fn hoisted(roles: &[RoleRecord]) -> Vec<(u64, i64)> {
     roles.iter().filter(|r| r.hoist).map(|r| (r.id.0, i64::from(r.position))).collect()
 }
 
+/// Hoisted role ids in the order the list shows their groups: highest
+/// position first, ties by role id (as `MemberList` orders them).
+fn group_order(hoisted: &[(u64, i64)]) -> Vec<u64> {
+    let mut v = hoisted.to_vec();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v.into_iter().map(|(id, _)| id).collect()
+}
+
 /// MurmurHash3, x86 32-bit variant.
 pub fn murmur3_32(data: &[u8], seed: u32) -> u32 {
     const C1: u32 = 0xcc9e_2d51;
@@ -209,8 +217,11 @@ impl Lists {
         }
         let now = hoisted(view.roles);
         for one in self.lists.values_mut() {
-            if one.hoisted != now {
-                one.hoisted = now.clone();
+            // Only the order of hoisted roles groups members: positions
+            // that all moved up together (a role created below) change nothing.
+            let regroup = group_order(&one.hoisted) != group_order(&now);
+            one.hoisted = now.clone();
+            if regroup {
                 let changes = one.list.set_hoisted_roles(now.iter().copied());
                 one.publish(view, &changes);
             }

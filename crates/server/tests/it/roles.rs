@@ -191,8 +191,10 @@ async fn every_route_is_authorized_owner_permitted_member_plain_member_outsider(
             let auth = token(who);
             // Fresh targets: a role below the moderator's, a member, a banned user, a channel.
             let target_role = g.role(json!({"name": format!("t{n}")})).await;
-            let (_, victim) = g.member(&format!("victim{n}")).await;
-            let (_, banned) = g.t.user(&format!("banned{n}")).await;
+            // Bots: no password to hash, so the table stays quick.
+            let (_, _, victim) = g.t.bot(&format!("victim{n}")).await;
+            g.add(&victim).await;
+            let (_, _, banned) = g.t.bot(&format!("banned{n}")).await;
             let (s, v) = g.req(Method::PUT, &format!("/guilds/{gid}/bans/{banned}"), &g.owner, None).await;
             assert_eq!(s, 204, "{v}");
             let (s, c) = g.t.post(&format!("/guilds/{gid}/channels"), &g.owner, json!({"name": format!("c{n}")})).await;
@@ -612,6 +614,37 @@ async fn fan_out_follows_role_and_overwrite_changes_at_once() {
     assert_eq!(step(&g, &hideout, &mut plain, &mut moderator, "m6").await, (just("six"), just("six")));
 }
 
+/// A client's copy of chunk `[0, 99]` of the list it watches, kept by
+/// applying every op in order, as the member-list README says.
+#[derive(Default)]
+struct ListCopy {
+    id: String,
+    items: Vec<Value>,
+}
+
+impl ListCopy {
+    /// The next GUILD_MEMBER_LIST_UPDATE, applied.
+    async fn next(&mut self, gw: &mut Gw) -> Value {
+        let v = gw.until("GUILD_MEMBER_LIST_UPDATE").await;
+        self.id = v["d"]["id"].as_str().unwrap().to_string();
+        for op in v["d"]["ops"].as_array().unwrap() {
+            let at = || op["index"].as_u64().unwrap() as usize;
+            match op["op"].as_str().unwrap() {
+                "SYNC" => self.items = op["items"].as_array().unwrap().clone(),
+                "INVALIDATE" => self.items.clear(),
+                "INSERT" => {
+                    self.items.insert(at(), op["item"].clone());
+                    self.items.truncate(100);
+                }
+                "DELETE" => drop(self.items.remove(at())),
+                "UPDATE" => self.items[at()] = op["item"].clone(),
+                other => panic!("unknown op {other}"),
+            }
+        }
+        v
+    }
+}
+
 /// The member list (op 14) regroups when a hoisted role changes: hoist
 /// toggled, positions changed, a member's roles changed; and a channel
 /// whose overwrites change moves its watchers to its new list.
@@ -622,50 +655,51 @@ async fn member_lists_regroup_on_hoist_changes_and_follow_overwrites() {
     let mut owner = g.gw(&g.owner).await;
     // The members are online (connected), so hoisted groups show.
     let _plain = g.gw(&g.plain).await;
-    let _moderator = g.gw(&g.moderator).await;
+    let mut moderator = g.gw(&g.moderator).await;
+    let mut copy = ListCopy::default();
     owner.send(json!({"op": 14, "d": {"guild_id": gid, "channels": {g.channel.clone(): [[0, 99]]}}})).await;
     let list = |v: &Value| -> (String, Vec<String>, String) {
         let groups = v["d"]["groups"].as_array().unwrap().iter().map(|x| x["id"].as_str().unwrap().to_string()).collect();
         let ops = v["d"]["ops"].as_array().unwrap().iter().map(|o| o["op"].as_str().unwrap().to_string()).collect::<Vec<_>>().join(",");
         (v["d"]["id"].as_str().unwrap().to_string(), groups, ops)
     };
-    // Until a list update whose groups satisfy `want`.
-    async fn until_groups(gw: &mut Gw, want: impl Fn(&[String]) -> bool) -> Value {
+    // Until a list update whose groups satisfy `want`, each applied to the copy.
+    async fn until_groups(gw: &mut Gw, copy: &mut ListCopy, want: impl Fn(&[String]) -> bool) -> Value {
         loop {
-            let v = gw.until("GUILD_MEMBER_LIST_UPDATE").await;
+            let v = copy.next(gw).await;
             let groups: Vec<String> = v["d"]["groups"].as_array().unwrap().iter().map(|x| x["id"].as_str().unwrap().to_string()).collect();
             if want(&groups) {
                 return v;
             }
         }
     }
-    until_groups(&mut owner, |gr| gr.contains(&"online".to_string())).await;
+    until_groups(&mut owner, &mut copy, |gr| gr.contains(&"online".to_string())).await;
 
     // Hoisting the moderator's role: a SYNC with its group first.
     let path = format!("/guilds/{gid}/roles/{}", g.mod_role);
     assert_eq!(g.req(Method::PATCH, &path, &g.owner, Some(json!({"hoist": true}))).await.0, 200);
-    let v = until_groups(&mut owner, |gr| gr.first() == Some(&g.mod_role)).await;
+    let v = until_groups(&mut owner, &mut copy, |gr| gr.first() == Some(&g.mod_role)).await;
     assert_eq!(list(&v).2, "SYNC", "{v}");
     // A second hoisted role, moved above: its group comes first.
     assert_eq!(g.req(Method::PATCH, &format!("/guilds/{gid}/roles/{}", g.low), &g.owner, Some(json!({"hoist": true}))).await.0, 200);
     g.grant(&g.plain_id, &g.low).await;
-    let v = until_groups(&mut owner, |gr| gr.len() >= 2 && gr[0] == g.mod_role && gr[1] == g.low).await;
+    let v = until_groups(&mut owner, &mut copy, |gr| gr.len() >= 2 && gr[0] == g.mod_role && gr[1] == g.low).await;
     assert!(!list(&v).2.contains("SYNC"), "a member's role change is range ops: {v}");
     let top = g.position(&g.mod_role).await;
     assert_eq!(
         g.req(Method::PATCH, &format!("/guilds/{gid}/roles"), &g.owner, Some(json!([{"id": g.low, "position": top + 1}]))).await.0,
         200
     );
-    let v = until_groups(&mut owner, |gr| gr.len() >= 2 && gr[0] == g.low && gr[1] == g.mod_role).await;
+    let v = until_groups(&mut owner, &mut copy, |gr| gr.len() >= 2 && gr[0] == g.low && gr[1] == g.mod_role).await;
     assert_eq!(list(&v).2, "SYNC");
     // The member's hoisted role taken away: moved by range ops to "online".
     let revoke = format!("/guilds/{gid}/members/{}/roles/{}", g.plain_id, g.low);
     assert_eq!(g.req(Method::DELETE, &revoke, &g.owner, None).await.0, 204);
-    let v = until_groups(&mut owner, |gr| !gr.contains(&g.low)).await;
+    let v = until_groups(&mut owner, &mut copy, |gr| !gr.contains(&g.low)).await;
     assert!(list(&v).2.contains("DELETE") && list(&v).2.contains("INSERT"), "{v}");
     // Unhoisted: SYNC without the group.
     assert_eq!(g.req(Method::PATCH, &path, &g.owner, Some(json!({"hoist": false}))).await.0, 200);
-    let v = until_groups(&mut owner, |gr| !gr.contains(&g.mod_role)).await;
+    let v = until_groups(&mut owner, &mut copy, |gr| !gr.contains(&g.mod_role)).await;
     assert_eq!(list(&v).2, "SYNC");
 
     // Overwrites hiding the watched channel from @everyone, allowing the moderator's role:
@@ -673,20 +707,25 @@ async fn member_lists_regroup_on_hoist_changes_and_follow_overwrites() {
     let deny = json!({"type": 0, "deny": (p::VIEW_CHANNEL).to_string()});
     let allow = json!({"type": 0, "allow": (p::VIEW_CHANNEL).to_string()});
     assert_eq!(g.req(Method::PUT, &format!("/channels/{}/permissions/{}", g.channel, g.mod_role), &g.owner, Some(allow)).await.0, 204);
-    let v = owner.until("GUILD_MEMBER_LIST_UPDATE").await;
+    let v = copy.next(&mut owner).await;
     assert_eq!((list(&v).0.as_str(), list(&v).2.as_str()), ("everyone", "SYNC"), "no VIEW_CHANNEL denied yet: the same list, re-synced");
     assert_eq!(g.req(Method::PUT, &format!("/channels/{}/permissions/{gid}", g.channel), &g.owner, Some(deny)).await.0, 204);
-    let v = owner.until("GUILD_MEMBER_LIST_UPDATE").await;
+    let v = copy.next(&mut owner).await;
     assert_eq!((list(&v).0.as_str(), list(&v).2.as_str()), ("everyone", "INVALIDATE"), "{v}");
-    let v = owner.until("GUILD_MEMBER_LIST_UPDATE").await;
+    let v = copy.next(&mut owner).await;
     assert_ne!(list(&v).0, "everyone");
     assert_eq!(list(&v).2, "SYNC");
     assert_eq!(v["d"]["member_count"], 2, "owner and moderator only: {v}");
     // The plain member given the role: inserted into that list.
     g.grant(&g.plain_id, &g.mod_role).await;
-    let v = owner.until("GUILD_MEMBER_LIST_UPDATE").await;
+    let v = copy.next(&mut owner).await;
     assert_eq!(v["d"]["member_count"], 3, "{v}");
     assert!(list(&v).2.contains("INSERT"), "{v}");
+    // Every op applied in order, the copy equals what a fresh subscriber gets.
+    moderator.send(json!({"op": 14, "d": {"guild_id": gid, "channels": {g.channel.clone(): [[0, 99]]}}})).await;
+    let fresh = moderator.until("GUILD_MEMBER_LIST_UPDATE").await;
+    assert_eq!(fresh["d"]["id"].as_str(), Some(copy.id.as_str()));
+    assert_eq!(fresh["d"]["ops"][0]["items"].as_array().unwrap(), &copy.items, "copy kept by ops == fresh SYNC");
 }
 
 /// Bans: the member is removed (GUILD_MEMBER_REMOVE), the moderators hear
