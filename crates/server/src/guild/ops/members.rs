@@ -58,8 +58,9 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MemberActi
             nick.apply(&mut m.nick);
             m.nick = m.nick.filter(|n| !n.is_empty());
             roles.apply(&mut m.roles);
-            m.roles.retain(|r| r.0 != st.guild.id.0);
-            m.roles.dedup();
+            // `@everyone` is implied, and each role counts once.
+            let mut seen = std::collections::HashSet::new();
+            m.roles.retain(|r| r.0 != st.guild.id.0 && seen.insert(*r));
             if m.roles.iter().any(|r| !st.roles.iter().any(|k| k.id == *r)) {
                 return Err(OpReply::not_found(ErrorCode::UnknownRole));
             }
