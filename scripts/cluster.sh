@@ -74,6 +74,16 @@ pid_of() {
   echo "$pid"
 }
 
+# A process we started is still running (its pid file names a live pid).
+# Right after the start its cmdline may still be this script's subshell,
+# before `exec`: `pid_of` would not recognise it yet.
+running() {
+  local pid
+  [ -f "$1" ] || return 1
+  pid=$(<"$1")
+  [[ "$pid" =~ ^[0-9]+$ ]] && alive "$pid"
+}
+
 port_answers() {
   (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
@@ -296,7 +306,7 @@ EOF
   local deadline=$((SECONDS + START_TIMEOUT_S))
   start_node 1
   until port_answers $((base + 1)); do
-    pid=$(pid_of "$RUN/node-1.pid" serve) || { tail -n 20 "$RUN/node-1.log" >&2; false; }
+    running "$RUN/node-1.pid" || { tail -n 20 "$RUN/node-1.log" >&2; say "node 1 exited"; false; }
     [ "$SECONDS" -lt "$deadline" ] || { tail -n 20 "$RUN/node-1.log" >&2; say "node 1 did not listen within ${START_TIMEOUT_S}s"; false; }
     sleep 0.1
   done
@@ -311,7 +321,7 @@ EOF
       if [[ "$h" == *" 200" ]] && [ "$(echo "${h% *}" | jq -c '.cluster_nodes' 2>/dev/null | tr -d '[]')" = "$want" ]; then
         break
       fi
-      pid=$(pid_of "$RUN/node-$i.pid" serve) || { tail -n 20 "$RUN/node-$i.log" >&2; say "node $i exited"; false; }
+      running "$RUN/node-$i.pid" || { tail -n 20 "$RUN/node-$i.log" >&2; say "node $i exited"; false; }
       [ "$SECONDS" -lt "$deadline" ] || { say "node $i not healthy in a cluster of 1..$n within ${START_TIMEOUT_S}s: $h"; false; }
       sleep 0.2
     done
@@ -330,7 +340,7 @@ EOF
     if [ "$up" -eq "$n" ] && [[ "$(health "$base")" == *" 200" ]]; then
       break
     fi
-    pid=$(pid_of "$RUN/haproxy.pid" haproxy) || { tail -n 20 "$RUN/haproxy.log" >&2; say "haproxy exited"; false; }
+    running "$RUN/haproxy.pid" || { tail -n 20 "$RUN/haproxy.log" >&2; say "haproxy exited"; false; }
     [ "$SECONDS" -lt "$deadline" ] || { say "haproxy sees $up of $n servers UP after ${START_TIMEOUT_S}s"; false; }
     sleep 0.2
   done

@@ -6,7 +6,10 @@ API against a fresh server.
 COMPAT_DATABASE_URL) with a bot, an owner who made a guild and added the bot,
 and two more humans who joined by invite (member, member2). With
 ``bot_owns=True`` the bot creates the guild itself (so it has every
-permission) and the owner human joins by invite like the others. ``run_dpy``/``run_djs`` run one scenario script
+permission) and the owner human joins by invite like the others. With
+``bot_admin=True`` the owner gives the bot a role with ADMINISTRATOR (every
+permission; in the role hierarchy it sits above the humans, who have no
+roles, and below the owner). ``run_dpy``/``run_djs`` run one scenario script
 (features/dpy_*.py, features/djs_*.js; see dpy_common.py / djs_common.js) with
 the bot's token and the world's ids, wait for it to end and return its events.
 ``Result.assert_ok()`` fails on a non-zero exit, a missing ``done``, and any
@@ -56,6 +59,8 @@ class World:
     channel: str
     # The guild owner: the owner human, or the bot (bot_owns).
     guild_owner_token: str = ""
+    # The bot's ADMINISTRATOR role (bot_admin), else "".
+    bot_role: str = ""
 
     def ctx(self, **extra) -> dict:
         return {
@@ -63,7 +68,7 @@ class World:
             "owner_id": self.owner_id, "owner_token": self.owner_token,
             "member_id": self.member_id, "member_token": self.member_token,
             "member2_id": self.member2_id, "member2_token": self.member2_token,
-            "api": self.server.base + "/api/v10", **extra,
+            "bot_role": self.bot_role, "api": self.server.base + "/api/v10", **extra,
         }
 
     def api(self, method, path, body=None, auth=None, expect=(200, 201, 204)):
@@ -74,7 +79,10 @@ class World:
         self.server.stop()
 
 
-def make_world(name: str, bot_owns: bool = False) -> World:
+ADMINISTRATOR = 1 << 3
+
+
+def make_world(name: str, bot_owns: bool = False, bot_admin: bool = False) -> World:
     bin_path = os.environ.get("THRONG_BIN", DEFAULT_BIN)
     workdir = artifacts_dir(name)
     server = Server(bin_path, workdir, heartbeat_ms=5000)
@@ -101,8 +109,14 @@ def make_world(name: str, bot_owns: bool = False) -> World:
         rest.request("PUT", f"/api/v10/guilds/{g['id']}/members/{me['id']}", auth=owner_token)
     for t in joiners:
         rest.request("POST", f"/api/v10/invites/{inv['code']}", body={}, auth=t)
+    bot_role = ""
+    if bot_admin and not bot_owns:
+        _, role, _ = rest.request("POST", f"/api/v10/guilds/{g['id']}/roles",
+                                  body={"name": "bot admin", "permissions": str(ADMINISTRATOR)}, auth=owner_token)
+        rest.request("PUT", f"/api/v10/guilds/{g['id']}/members/{me['id']}/roles/{role['id']}", auth=owner_token)
+        bot_role = role["id"]
     return World(server, rest, workdir, bot_token, me["id"], owner_token, owner_id, member_token, member_id, member2_token,
-                 member2_id, g["id"], channel, guild_owner_token=creator)
+                 member2_id, g["id"], channel, guild_owner_token=creator, bot_role=bot_role)
 
 
 class Result:

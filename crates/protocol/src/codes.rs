@@ -132,6 +132,17 @@ pub enum ErrorCode {
     BulkDeleteTooOld,
     /// 50138 Failed to resize asset below the maximum size.
     AssetTooLarge,
+    // Roles, overwrites, bans (#14):
+    /// 10009 Unknown permission overwrite.
+    UnknownOverwrite,
+    /// 10026 Unknown ban.
+    UnknownBan,
+    /// 30005 Maximum number of guild roles reached (250).
+    MaxRoles,
+    /// 40007 The user is banned from this guild.
+    UserBanned,
+    /// 50028 Invalid role (e.g. deleting `@everyone`).
+    InvalidRole,
 }
 
 impl ErrorCode {
@@ -168,6 +179,11 @@ impl ErrorCode {
             Self::SystemMessage => 50021,
             Self::BulkDeleteTooOld => 50034,
             Self::AssetTooLarge => 50138,
+            Self::UnknownOverwrite => 10009,
+            Self::UnknownBan => 10026,
+            Self::MaxRoles => 30005,
+            Self::UserBanned => 40007,
+            Self::InvalidRole => 50028,
         }
     }
 
@@ -204,6 +220,11 @@ impl ErrorCode {
             Self::SystemMessage => "Cannot execute action on a system message",
             Self::BulkDeleteTooOld => "You can only bulk delete messages that are under 14 days old.",
             Self::AssetTooLarge => "Failed to resize asset below the maximum size: 262144",
+            Self::UnknownOverwrite => "Unknown Overwrite",
+            Self::UnknownBan => "Unknown Ban",
+            Self::MaxRoles => "Maximum number of guild roles reached (250)",
+            Self::UserBanned => "The user is banned from this guild.",
+            Self::InvalidRole => "Invalid Role",
         }
     }
 }

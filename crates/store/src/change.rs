@@ -2,7 +2,7 @@
 //! [`crate::Store::apply_changes`], atomically and fenced by the actor's
 //! ownership epoch, so only the guild's current owner writes.
 
-use protocol::{ChannelId, GuildId, MessageId, UserId};
+use protocol::{ChannelId, GuildId, MessageId, RoleId, UserId};
 
 use crate::records::*;
 
@@ -30,7 +30,30 @@ pub enum Change {
         id: MessageId,
     },
     // Roles, overwrites, bans:
-
+    /// `AddMember`, unless the user is banned from the guild (0 then too):
+    /// decided in the transaction, so a ban committed before it always wins.
+    AddMemberUnlessBanned(MemberRecord),
+    CreateRole(RoleRecord),
+    /// Name, colour, hoist, position, permissions and mentionable of a role.
+    UpdateRole(RoleRecord),
+    /// The role, and its id in every member's roles (overwrites naming it
+    /// are channel updates of their own).
+    DeleteRole {
+        guild: GuildId,
+        role: RoleId,
+    },
+    /// Bans a user; 0 if they already were.
+    AddBan(BanRecord),
+    RemoveBan {
+        guild: GuildId,
+        user: UserId,
+    },
+    /// Deletes these messages, if `author` wrote them in `guild` (a ban's purge).
+    PurgeMessages {
+        guild: GuildId,
+        author: UserId,
+        ids: Vec<MessageId>,
+    },
     // Reactions, emojis, pins, bulk delete:
     /// A reaction; 0 rows if it is there already, if its message is gone,
     /// or if the message has `max_emojis` other emojis already (one

@@ -6,6 +6,7 @@ use protocol::{ChannelId, GuildId, MessageId, RoleId, UserId};
 use crate::*;
 
 mod expressions;
+mod roles;
 
 fn user(id: u64, name: &str, bot: bool) -> UserRecord {
     UserRecord { id: UserId(id), username: name.into(), global_name: None, avatar: None, bot, flags: 0, created_at: 1 }
@@ -44,6 +45,7 @@ pub async fn run_all(s: &dyn Store) {
     group_commit_and_fencing(s).await;
     fenced_changes(s).await;
     // Roles, overwrites, bans:
+    roles::roles_bans(s).await;
 
     // Reactions, emojis, pins, bulk delete:
     expressions::run(s).await;
@@ -135,7 +137,14 @@ async fn batched_guild_loads(s: &dyn Store) {
             overwrites: vec![],
             last_message_id: None,
         };
-        GuildSnapshot { guild, roles: vec![role(2, 0), role(1, 3)], channels: vec![channel(1, 0), channel(2, 1)], members, emojis: vec![] }
+        GuildSnapshot {
+            guild,
+            roles: vec![role(2, 0), role(1, 3)],
+            channels: vec![channel(1, 0), channel(2, 1)],
+            members,
+            emojis: vec![],
+            bans: vec![],
+        }
     };
     let member = |gid: u64, u: &UserRecord, nick: Option<&str>, roles: Vec<RoleId>| MemberRecord {
         guild_id: GuildId(gid),

@@ -184,6 +184,17 @@ pub trait Store: Send + Sync + 'static {
     async fn delete_invite(&self, code: &str) -> Result<bool>;
 
     // Roles, overwrites, bans:
+    async fn create_role(&self, r: &RoleRecord) -> Result<()> {
+        self.apply_changes(0, r.guild_id, &[Change::CreateRole(r.clone())]).await.map(drop)
+    }
+    /// Bans of `guild` in ascending user id, at most `limit`: those after
+    /// `after`, or, if `before` is given, the ones just before it.
+    async fn bans_of_guild(&self, guild: GuildId, before: Option<UserId>, after: UserId, limit: u32) -> Result<Vec<BanRecord>>;
+    async fn get_ban(&self, guild: GuildId, user: UserId) -> Result<Option<BanRecord>>;
+    /// `author`'s messages in `guild` with ids from `since` on, newest
+    /// first, at most `limit`: (channel, message).
+    async fn messages_of_author(&self, guild: GuildId, author: UserId, since: MessageId, limit: u32)
+        -> Result<Vec<(ChannelId, MessageId)>>;
 
     // Reactions, emojis, pins, bulk delete:
     /// The reactions of each of `messages` grouped by emoji, each message's

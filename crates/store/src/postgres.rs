@@ -27,6 +27,7 @@ use crate::*;
 mod attachments;
 mod change;
 mod expressions;
+mod roles;
 
 pub struct PostgresStore {
     pool: PgPool,
@@ -736,7 +737,7 @@ impl Store for PostgresStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        // Four statements for the whole batch; each guild's members come back
+        // Five statements for the whole batch; each guild's members come back
         // as one JSON row.
         let ids: Vec<i64> = ids.iter().map(|&g| i(g)).collect();
         let q = format!("SELECT {GUILD_COLS} FROM guilds WHERE id = ANY($1)");
@@ -746,7 +747,14 @@ impl Store for PostgresStore {
         }
         let mut snaps: Vec<GuildSnapshot> = guilds
             .into_iter()
-            .map(|g| GuildSnapshot { guild: g.into(), roles: Vec::new(), channels: Vec::new(), members: Vec::new(), emojis: Vec::new() })
+            .map(|g| GuildSnapshot {
+                guild: g.into(),
+                roles: Vec::new(),
+                channels: Vec::new(),
+                members: Vec::new(),
+                emojis: Vec::new(),
+                bans: Vec::new(),
+            })
             .collect();
         let q = format!("SELECT {ROLE_COLS} FROM roles WHERE guild_id = ANY($1) ORDER BY guild_id, position, id");
         let roles: Vec<RoleRow> = sqlx::query_as(&q).bind(&ids).fetch_all(&self.pool).await?;
@@ -783,6 +791,11 @@ impl Store for PostgresStore {
             snaps[n].members = rows.into_iter().map(|m| m.into_records(guild_id)).collect();
         }
         expressions::load_emojis(&self.pool, &mut snaps).await?;
+        for (g, u) in roles::bans_of_guilds(&self.pool, &ids).await? {
+            if let Some(n) = slot(g.0 as i64) {
+                snaps[n].bans.push(u);
+            }
+        }
         Ok(snaps)
     }
 
@@ -1074,6 +1087,25 @@ impl Store for PostgresStore {
 
     async fn get_emoji(&self, id: protocol::id::EmojiId) -> Result<Option<EmojiRecord>> {
         expressions::get_emoji(&self.pool, id).await
+    }
+
+    // Roles, overwrites, bans:
+    async fn bans_of_guild(&self, guild: GuildId, before: Option<UserId>, after: UserId, limit: u32) -> Result<Vec<BanRecord>> {
+        roles::bans_of_guild(&self.pool, guild, before, after, limit).await
+    }
+
+    async fn get_ban(&self, guild: GuildId, user: UserId) -> Result<Option<BanRecord>> {
+        roles::get_ban(&self.pool, guild, user).await
+    }
+
+    async fn messages_of_author(
+        &self,
+        guild: GuildId,
+        author: UserId,
+        since: MessageId,
+        limit: u32,
+    ) -> Result<Vec<(ChannelId, MessageId)>> {
+        roles::messages_of_author(&self.pool, guild, author, since, limit).await
     }
 }
 

@@ -143,6 +143,9 @@ pub struct GuildSnapshot {
     /// Custom emojis, by id.
     #[serde(default)]
     pub emojis: Vec<crate::EmojiRecord>,
+    /// Users banned from the guild, ascending: the actor refuses their joins.
+    #[serde(default)]
+    pub bans: Vec<UserId>,
 }
 
 /// Rows inserted in bulk by the seeding tool, in one transaction.
@@ -152,4 +155,13 @@ pub struct BulkLoad {
     /// (token hash, user).
     pub tokens: Vec<([u8; 32], UserId)>,
     pub guilds: Vec<NewGuild>,
+}
+
+/// A user banned from a guild.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BanRecord {
+    pub guild_id: GuildId,
+    pub user_id: UserId,
+    pub reason: Option<String>,
+    pub created_at: u64,
 }

@@ -24,6 +24,7 @@ mod attachments;
 mod batch;
 mod change;
 mod expressions;
+mod roles;
 
 pub struct SqliteStore {
     /// New messages' group commits: a thread and connection of their own.
@@ -656,7 +657,7 @@ impl Store for SqliteStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        // Four statements for the whole batch, and one row per guild for its
+        // Five statements for the whole batch, and one row per guild for its
         // members (aggregated to JSON by SQLite): every statement and every
         // row is a round trip to the connection's worker thread, which cost
         // more than the query itself when 1,000 guilds loaded one by one with
@@ -678,7 +679,14 @@ impl Store for SqliteStore {
         }
         let mut snaps: Vec<GuildSnapshot> = guilds
             .into_iter()
-            .map(|g| GuildSnapshot { guild: g.into(), roles: Vec::new(), channels: Vec::new(), members: Vec::new(), emojis: Vec::new() })
+            .map(|g| GuildSnapshot {
+                guild: g.into(),
+                roles: Vec::new(),
+                channels: Vec::new(),
+                members: Vec::new(),
+                emojis: Vec::new(),
+                bans: Vec::new(),
+            })
             .collect();
         let mut q = in_list("SELECT id, guild_id, name, color, hoist, position, permissions, mentionable FROM roles WHERE guild_id");
         q.push(" ORDER BY guild_id, position, id");
@@ -715,6 +723,11 @@ impl Store for SqliteStore {
             snaps[n].members = rows.into_iter().map(|m| m.into_records(guild_id)).collect();
         }
         expressions::load_emojis(&self.reader, &mut snaps).await?;
+        for (g, u) in roles::bans_of_guilds(&self.reader, ids).await? {
+            if let Some(n) = slot(g.0 as i64) {
+                snaps[n].bans.push(u);
+            }
+        }
         Ok(snaps)
     }
 
@@ -1035,5 +1048,24 @@ impl Store for SqliteStore {
 
     async fn get_emoji(&self, id: protocol::id::EmojiId) -> Result<Option<EmojiRecord>> {
         expressions::get_emoji(&self.reader, id).await
+    }
+
+    // Roles, overwrites, bans:
+    async fn bans_of_guild(&self, guild: GuildId, before: Option<UserId>, after: UserId, limit: u32) -> Result<Vec<BanRecord>> {
+        roles::bans_of_guild(&self.reader, guild, before, after, limit).await
+    }
+
+    async fn get_ban(&self, guild: GuildId, user: UserId) -> Result<Option<BanRecord>> {
+        roles::get_ban(&self.reader, guild, user).await
+    }
+
+    async fn messages_of_author(
+        &self,
+        guild: GuildId,
+        author: UserId,
+        since: MessageId,
+        limit: u32,
+    ) -> Result<Vec<(ChannelId, MessageId)>> {
+        roles::messages_of_author(&self.reader, guild, author, since, limit).await
     }
 }

@@ -2,7 +2,7 @@
 //! order, and fans each dispatch out to its subscribed sessions. It never
 //! awaits a session: pushes are `try_send` into bounded session queues.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -24,6 +24,8 @@ use crate::presence::Presence;
 use crate::route::{Op, OpReply, Post, PostReply, ReplyTo, Subscription};
 use crate::writer::{Full, Outcome};
 use crate::{convert, perm};
+
+mod roles;
 
 /// Members per GUILD_MEMBERS_CHUNK, as Discord sends them.
 const CHUNK_SIZE: usize = 1000;
@@ -72,6 +74,9 @@ pub(crate) struct State {
     pub(crate) online: HashMap<UserId, Presence>,
     /// Custom emojis, by id.
     pub(crate) emojis: Vec<store::EmojiRecord>,
+    /// Users banned from the guild: their joins are refused here, where
+    /// every ban and join is committed in one order.
+    pub(crate) bans: HashSet<UserId>,
 }
 
 impl GuildActor {
@@ -475,28 +480,6 @@ impl GuildActor {
         self.node.delivery.fan_out(&event, parts);
     }
 
-    /// `publish` to the subscribers who may see any of `channels` (versions
-    /// of one channel); not cached, for rare events.
-    fn publish_in_any(&mut self, st: &State, channels: &[&ChannelRecord], event: Arc<FanEvent>) {
-        if channels.iter().all(|c| perm::everyone_can_view(self.id, &st.roles, c)) {
-            return self.publish(event);
-        }
-        self.seq += 1;
-        let (gid, owner) = (self.id, st.guild.owner_id);
-        let can = |u: &UserId| st.members.get(u).is_some_and(|(m, _)| channels.iter().any(|c| perm::can_view(gid, owner, &st.roles, m, c)));
-        if !self.remote.is_empty() && self.remote_wanted(&event) {
-            let keep = |i: &SubInfo| can(&i.user_id);
-            self.remote.fan(&self.node, gid, self.epoch, &event, Some(&keep));
-        }
-        if !self.wanted(&event) {
-            return;
-        }
-        let parts = self.subs.partitions_where(|s| {
-            st.members.get(&s.user_id()).is_some_and(|(m, _)| channels.iter().any(|c| perm::can_view(gid, owner, &st.roles, m, c)))
-        });
-        self.node.delivery.fan_out(&event, &parts);
-    }
-
     /// Whether any remote subscriber would get `event` at all.
     fn remote_wanted(&self, event: &FanEvent) -> bool {
         match &event.filter {
@@ -572,28 +555,31 @@ impl GuildActor {
                 st.channels.sort_by_key(|c| (c.position, c.id));
             }
             GuildEvent::ChannelUpdate(c) => {
-                let body = encode(&convert::channel(&c));
                 self.hidden.clear();
-                let event = FanEvent::new("CHANNEL_UPDATE", body, Filter::Intent(Intents::GUILDS));
-                match st.channels.iter().find(|x| x.id == c.id) {
-                    // To those who may see it before or after: whoever just
-                    // lost it learns so from the new overwrites (Discord
-                    // would send them CHANNEL_DELETE; not done here).
-                    Some(before) => self.publish_in_any(st, &[before, &c], event),
-                    None => self.publish_in(st, &c, event),
+                match st.channels.iter().find(|x| x.id == c.id).cloned() {
+                    // CHANNEL_UPDATE to who sees it before and after;
+                    // CHANNEL_CREATE / CHANNEL_DELETE to who gains or loses it.
+                    Some(before) => self.publish_channel_update(st, &before, &c),
+                    None => {
+                        let body = encode(&convert::channel(&c));
+                        self.publish_in(st, &c, FanEvent::new("CHANNEL_UPDATE", body, Filter::Intent(Intents::GUILDS)));
+                    }
                 }
+                let overwrites_changed = st.channels.iter().any(|x| x.id == c.id && x.overwrites != c.overwrites);
                 if let Some(old) = st.channels.iter_mut().find(|x| x.id == c.id) {
                     *old = c;
                 }
                 st.channels.sort_by_key(|c| (c.position, c.id));
-                self.lists.invalidate_all(&st.view());
+                if overwrites_changed {
+                    self.lists.rebuild(&st.view(), &st.channels);
+                }
             }
             GuildEvent::ChannelDelete(c) => {
                 st.channels.retain(|x| x.id != c.id);
                 self.hidden.clear();
                 let event = FanEvent::new("CHANNEL_DELETE", encode(&convert::channel(&c)), Filter::Intent(Intents::GUILDS));
                 self.publish_in(st, &c, event);
-                self.lists.invalidate_all(&st.view());
+                self.lists.rebuild(&st.view(), &st.channels);
             }
             GuildEvent::GuildUpdate(g) => {
                 st.guild = g;
@@ -650,12 +636,17 @@ impl GuildActor {
             }
             GuildEvent::MemberUpdate(member) => {
                 let uid = member.user_id;
+                // New roles may show or hide channels: what the member saw before.
+                let seen = st.members.get(&uid).filter(|(old, _)| old.roles != member.roles).map(|_| self.seen_by(st, uid));
                 let Some((old, user)) = st.members.get_mut(&uid) else { return true };
                 *old = member;
                 self.hidden.clear();
                 let mut m = convert::member(old, Some(user));
                 m.guild_id = Some(gid);
                 self.fan_out("GUILD_MEMBER_UPDATE", &encode(&m), Intents::GUILD_MEMBERS);
+                if let Some(before) = seen {
+                    self.announce_seen_by(st, uid, &before);
+                }
                 self.lists.member_changed(&st.view(), uid);
             }
             GuildEvent::MemberRemove(uid) => {
@@ -756,6 +747,7 @@ impl State {
             members: s.members.into_iter().map(|(m, u)| (m.user_id, (m, users.intern(u)))).collect(),
             online: HashMap::new(),
             emojis: s.emojis,
+            bans: s.bans.into_iter().collect(),
         }
     }
 

@@ -48,11 +48,25 @@ pub fn requested_chunks(requested: &[(u64, u64)]) -> Vec<ListRange> {
 #[derive(Default)]
 pub struct Lists {
     lists: HashMap<Arc<str>, OneList>,
+    /// What each session asked for last (channels and ranges, as bounded
+    /// by op 14/37): when overwrites or roles change which list a channel
+    /// shows, or who is on it, the session is moved without asking again.
+    requests: HashMap<Arc<str>, (Sink, Request)>,
 }
+
+/// What one op 14/37 asked for in a guild: channels and their ranges.
+type Request = Vec<(ChannelId, Vec<(u64, u64)>)>;
+
+/// Channels one session watches, at most 5.
+const MAX_CHANNELS: usize = 5;
+/// Ranges per watched channel, at most 3.
+const MAX_RANGES: usize = 3;
 
 struct OneList {
     id: Arc<str>,
     list: MemberList,
+    /// The hoisted roles the list groups by, as `hoisted` gave them.
+    hoisted: Vec<(u64, i64)>,
     /// A channel shown with this list; its overwrites decide who is listed.
     channel: ChannelRecord,
     /// Session id -> (session, watched chunks).
@@ -100,6 +114,14 @@ pub fn list_member(m: &MemberRecord, u: &UserRecord, status: Status) -> Member {
 
 fn hoisted(roles: &[RoleRecord]) -> Vec<(u64, i64)> {
     roles.iter().filter(|r| r.hoist).map(|r| (r.id.0, i64::from(r.position))).collect()
+}
+
+/// Hoisted role ids in the order the list shows their groups: highest
+/// position first, ties by role id (as `MemberList` orders them).
+fn group_order(hoisted: &[(u64, i64)]) -> Vec<u64> {
+    let mut v = hoisted.to_vec();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v.into_iter().map(|(id, _)| id).collect()
 }
 
 /// MurmurHash3, x86 32-bit variant.
@@ -155,11 +177,13 @@ impl Lists {
     /// (at most 5 channels, 3 ranges each): SYNC for newly watched chunks,
     /// INVALIDATE for dropped ones, per list.
     pub fn subscribe(&mut self, view: &View, session: Sink, channels: &[(ChannelId, Vec<(u64, u64)>)], known: &[ChannelRecord]) {
-        let mut wanted: HashMap<String, (ChannelRecord, Vec<(u64, u64)>)> = HashMap::new();
-        for (cid, ranges) in channels.iter().take(5) {
-            let Some(c) = known.iter().find(|c| c.id == *cid) else { continue };
-            let e = wanted.entry(list_id(view.guild, view.roles, c)).or_insert_with(|| (c.clone(), Vec::new()));
-            e.1.extend(ranges.iter().take(3).copied());
+        let request: Request =
+            channels.iter().take(MAX_CHANNELS).map(|(c, r)| (*c, r.iter().take(MAX_RANGES).copied().collect())).collect();
+        let wanted = wanted_lists(view, &request, known);
+        if request.is_empty() {
+            self.requests.remove(session.id());
+        } else {
+            self.requests.insert(session.id().clone(), (session.clone(), request));
         }
         // Lists this session watched but no longer asks for: drop its chunks there.
         for one in self.lists.values_mut() {
@@ -185,8 +209,70 @@ impl Lists {
     }
 
     pub fn unsubscribe(&mut self, session_id: &str) {
+        self.requests.remove(session_id);
         for one in self.lists.values_mut() {
             one.subs.remove(session_id);
+        }
+    }
+
+    /// Roles changed. `visibility`: permissions changed, so lists may now
+    /// hold other members, or channels show other lists: every list is
+    /// rebuilt ([`Lists::rebuild`]). Otherwise only the grouping may have
+    /// changed (a role hoisted or not, moved, created, deleted): lists whose
+    /// hoisted roles differ regroup and their subscribers get a SYNC of
+    /// every chunk they watch.
+    pub fn roles_changed(&mut self, view: &View, known: &[ChannelRecord], visibility: bool) {
+        if visibility {
+            return self.rebuild(view, known);
+        }
+        let now = hoisted(view.roles);
+        for one in self.lists.values_mut() {
+            // Only the order of hoisted roles groups members: positions
+            // that all moved up together (a role created below) change nothing.
+            let regroup = group_order(&one.hoisted) != group_order(&now);
+            one.hoisted = now.clone();
+            if regroup {
+                let changes = one.list.set_hoisted_roles(now.iter().copied());
+                one.publish(view, &changes);
+            }
+        }
+    }
+
+    /// Who may see channels changed (overwrites, roles' permissions, a
+    /// channel deleted): every list is rebuilt from the current state and
+    /// each session is moved to the lists its request names now. It gets
+    /// INVALIDATE for chunks of a list it no longer watches (a channel whose
+    /// overwrites now show another list), then a SYNC of every chunk it
+    /// watches; sessions watching the same chunks of a list share one body.
+    pub fn rebuild(&mut self, view: &View, known: &[ChannelRecord]) {
+        let old = std::mem::take(&mut self.lists);
+        for (sid, (sink, request)) in &self.requests {
+            for (id, (channel, ranges)) in wanted_lists(view, request, known) {
+                let id: Arc<str> = id.into();
+                let one = self.lists.entry(id.clone()).or_insert_with(|| OneList::build(view, id, channel));
+                let chunks = requested_chunks(&ranges);
+                if !chunks.is_empty() {
+                    one.subs.insert(sid.clone(), (sink.clone(), chunks));
+                }
+            }
+        }
+        for one in old.values() {
+            let now = self.lists.get(&one.id);
+            let mut bodies: HashMap<Vec<ListRange>, Bytes> = HashMap::new();
+            for (sid, (s, ranges)) in &one.subs {
+                let kept = now.and_then(|n| n.subs.get(sid)).map(|(_, r)| r.as_slice()).unwrap_or(&[]);
+                let dropped: Vec<ListRange> = ranges.iter().filter(|r| !kept.contains(r)).copied().collect();
+                if dropped.is_empty() {
+                    continue;
+                }
+                let body = bodies
+                    .entry(dropped.clone())
+                    .or_insert_with(|| one.encode(view, &dropped.iter().map(|&range| Op::Invalidate { range }).collect::<Vec<_>>()));
+                s.clone().push(Dispatch { name: "GUILD_MEMBER_LIST_UPDATE", body: body.clone() });
+            }
+        }
+        for one in self.lists.values() {
+            one.sync_all(view);
         }
     }
 
@@ -214,21 +300,6 @@ impl Lists {
         }
     }
 
-    /// Channel overwrites changed: lists may now hold other members or have
-    /// another id. Subscribers get INVALIDATE for all their chunks and
-    /// subscribe again; lists are rebuilt on demand.
-    pub fn invalidate_all(&mut self, view: &View) {
-        for one in self.lists.values() {
-            for (s, ranges) in one.subs.values() {
-                let ops: Vec<Op> = ranges.iter().map(|&range| Op::Invalidate { range }).collect();
-                if !ops.is_empty() {
-                    s.clone().push(Dispatch { name: "GUILD_MEMBER_LIST_UPDATE", body: one.encode(view, &ops) });
-                }
-            }
-        }
-        self.lists.clear();
-    }
-
     /// One list's sorted set (benchmarks and tests).
     pub fn list_mut(&mut self, id: &str) -> Option<&mut MemberList> {
         self.lists.get_mut(id).map(|o| &mut o.list)
@@ -242,15 +313,41 @@ impl Lists {
     }
 }
 
+/// The lists a session's request names, by list id: the first channel
+/// showing each list, and the ranges asked for through any of them.
+fn wanted_lists(
+    view: &View,
+    request: &[(ChannelId, Vec<(u64, u64)>)],
+    known: &[ChannelRecord],
+) -> HashMap<String, (ChannelRecord, Vec<(u64, u64)>)> {
+    let mut wanted: HashMap<String, (ChannelRecord, Vec<(u64, u64)>)> = HashMap::new();
+    for (cid, ranges) in request {
+        let Some(c) = known.iter().find(|c| c.id == *cid) else { continue };
+        let e = wanted.entry(list_id(view.guild, view.roles, c)).or_insert_with(|| (c.clone(), Vec::new()));
+        e.1.extend(ranges.iter().copied());
+    }
+    wanted
+}
+
 impl OneList {
     fn build(view: &View, id: Arc<str>, channel: ChannelRecord) -> OneList {
-        let mut list = MemberList::new(hoisted(view.roles));
+        let hoisted = hoisted(view.roles);
+        let mut list = MemberList::new(hoisted.iter().copied());
         for (uid, (m, u)) in view.members {
             if view.can_view(m, &channel) {
                 list.upsert(list_member(m, u, view.status(*uid)));
             }
         }
-        OneList { id, list, channel, subs: HashMap::new() }
+        OneList { id, list, hoisted, channel, subs: HashMap::new() }
+    }
+
+    /// A SYNC of every watched chunk to every subscriber; one body per set of chunks.
+    fn sync_all(&self, view: &View) {
+        let mut bodies: HashMap<&[ListRange], Bytes> = HashMap::new();
+        for (s, ranges) in self.subs.values() {
+            let body = bodies.entry(ranges.as_slice()).or_insert_with(|| self.encode(view, &self.list.sync_ops(ranges)));
+            s.clone().push(Dispatch { name: "GUILD_MEMBER_LIST_UPDATE", body: body.clone() });
+        }
     }
 
     /// Replaces a session's watched chunks: SYNC for new ones, INVALIDATE for dropped ones.

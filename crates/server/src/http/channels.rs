@@ -178,6 +178,11 @@ pub async fn accept_invite(State(node): State<Arc<Node>>, Caller(u): Caller, Pat
     }
     let (i, g, c) = live_invite(&node, &code).await?;
     if node.store.get_member(g.id, u.id).await?.is_none() {
+        // Spares the invite a use; the guild's actor refuses the join
+        // authoritatively (a ban committed since this read).
+        if node.store.get_ban(g.id, u.id).await?.is_some() {
+            return Err(ApiError::forbidden(ErrorCode::UserBanned));
+        }
         if node.store.guilds_of_user(u.id).await?.len() as u32 >= node.config.limits.max_guilds_per_user {
             return Err(ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::MaxGuilds));
         }

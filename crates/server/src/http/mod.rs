@@ -6,6 +6,7 @@
 pub mod absent;
 pub mod admin;
 pub mod attachments;
+pub mod bans;
 pub mod channels;
 pub mod emojis;
 pub mod error;
@@ -15,6 +16,7 @@ pub mod metrics;
 pub mod pins;
 pub mod ratelimit;
 pub mod reactions;
+pub mod roles;
 pub mod users;
 pub mod web;
 pub mod webhooks;
@@ -24,7 +26,7 @@ use std::sync::Arc;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::Router;
 use protocol::model::permission;
 use protocol::{ErrorCode, GuildId, UserId};
@@ -165,6 +167,12 @@ fn api(node: &Arc<Node>) -> Router<Arc<Node>> {
         .route("/channels/{channel_id}/invites", post(channels::create_invite))
         .route("/invites/{code}", get(channels::get_invite).post(channels::accept_invite).delete(channels::delete_invite))
         // Roles, overwrites, bans:
+        .route("/guilds/{guild_id}/roles", post(roles::create).patch(roles::reorder))
+        .route("/guilds/{guild_id}/roles/{role_id}", get(roles::get).patch(roles::modify).delete(roles::delete))
+        .route("/guilds/{guild_id}/members/{user_id}/roles/{role_id}", put(roles::grant).delete(roles::revoke))
+        .route("/channels/{channel_id}/permissions/{overwrite_id}", put(roles::put_overwrite).delete(roles::delete_overwrite))
+        .route("/guilds/{guild_id}/bans", get(bans::list))
+        .route("/guilds/{guild_id}/bans/{user_id}", get(bans::get).put(bans::create).delete(bans::remove))
         // Reactions, emojis, pins, bulk delete:
         .route(
             "/channels/{channel_id}/messages/{message_id}/reactions/{emoji}/{user_id}",

@@ -19,6 +19,8 @@ use super::ReplyTo;
 
 mod expressions;
 pub use expressions::{EmojiAction, PinAction, ReactionAction};
+pub mod roles;
+pub use roles::{BanAction, OverwriteAction, RoleAction, RolePatch};
 
 /// A change `user` asks of a guild; the actor answers `reply`.
 #[derive(Serialize, Deserialize)]
@@ -36,7 +38,9 @@ pub enum Action {
     Member(MemberAction),
     Guild(GuildAction),
     // Roles, overwrites, bans (#14):
-
+    Role(RoleAction),
+    Overwrite(OverwriteAction),
+    Ban(BanAction),
     // Reactions, emojis, pins, bulk delete (#14):
     Reaction(ReactionAction),
     Pin(PinAction),
@@ -127,10 +131,12 @@ pub enum MemberAction {
     /// `user` becomes a member: added by an administrator (`PUT
     /// /guilds/{g}/members/{u}`), or the caller joining through an invite.
     Add { user: Box<UserRecord>, member: Box<MemberRecord> },
-    /// Nickname and roles. The caller's own nickname needs no permission;
-    /// anyone else's, or roles, need ADMINISTRATOR.
+    /// Nickname and roles. The caller's own nickname needs CHANGE_NICKNAME
+    /// (or MANAGE_NICKNAMES); anyone else's MANAGE_NICKNAMES and a rank
+    /// above theirs; roles MANAGE_ROLES, each role added or taken away
+    /// below the caller's highest (see `guild::ops::roles`).
     Modify { user: UserId, nick: Set<Option<String>>, roles: Set<Vec<RoleId>> },
-    /// A kick (KICK_MEMBERS); never the owner.
+    /// A kick (KICK_MEMBERS, and a rank above the member's); never the owner.
     Remove { user: UserId },
     /// The caller leaves (never the owner).
     Leave,

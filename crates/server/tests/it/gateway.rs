@@ -666,14 +666,14 @@ async fn events_of_a_hidden_channel_reach_only_those_who_may_see_it() {
     let next = m.until_not(&["PRESENCE_UPDATE", "GUILD_MEMBER_LIST_UPDATE"]).await;
     assert_eq!((next["t"].as_str(), next["d"]["content"].as_str()), (Some("MESSAGE_CREATE"), Some("public words")), "{next}");
 
-    // Hidden from the bot too: it still gets the update (so it knows), then nothing more.
+    // Hidden from the bot too: it gets CHANNEL_DELETE (as on Discord), then nothing more.
     let only_owner = json!([{"id": w.guild, "type": 0, "allow": "0", "deny": "1024"}]);
     let (s, v, _) = t
         .req(reqwest::Method::PATCH, &format!("/channels/{secret}"), Some(&w.owner), Some(json!({"permission_overwrites": only_owner})))
         .await;
     assert_eq!(s, 200, "{v}");
-    let upd = bot.until("CHANNEL_UPDATE").await;
-    assert_eq!(upd["d"]["permission_overwrites"].as_array().map(Vec::len), Some(1), "{upd}");
+    let gone = bot.until_not(&["PRESENCE_UPDATE", "GUILD_MEMBER_LIST_UPDATE"]).await;
+    assert_eq!((gone["t"].as_str(), gone["d"]["id"].as_str()), (Some("CHANNEL_DELETE"), Some(secret.as_str())), "{gone}");
     t.say(&w.owner, &secret, "owner only").await;
     t.say(&w.owner, &w.channel, "public again").await;
     let next = bot.until_not(&["PRESENCE_UPDATE", "GUILD_MEMBER_LIST_UPDATE"]).await;
@@ -681,11 +681,12 @@ async fn events_of_a_hidden_channel_reach_only_those_who_may_see_it() {
     let next = m.until_not(&["PRESENCE_UPDATE", "GUILD_MEMBER_LIST_UPDATE"]).await;
     assert_eq!(next["d"]["content"], "public again", "the member never saw the channel change: {next}");
 
-    // Opened to everyone: the member gets the update and what follows.
+    // Opened to everyone: the member gets CHANNEL_CREATE and what follows.
     let (s, v, _) =
         t.req(reqwest::Method::PATCH, &format!("/channels/{secret}"), Some(&w.owner), Some(json!({"permission_overwrites": []}))).await;
     assert_eq!(s, 200, "{v}");
-    assert_eq!(m.until("CHANNEL_UPDATE").await["d"]["id"], secret.as_str());
+    let shown = m.until_not(&["PRESENCE_UPDATE", "GUILD_MEMBER_LIST_UPDATE"]).await;
+    assert_eq!((shown["t"].as_str(), shown["d"]["id"].as_str()), (Some("CHANNEL_CREATE"), Some(secret.as_str())), "{shown}");
     t.say(&w.owner, &secret, "now public").await;
     let got = m.until("MESSAGE_CREATE").await;
     assert_eq!((got["d"]["channel_id"].as_str(), got["d"]["content"].as_str()), (Some(secret.as_str()), Some("now public")));

@@ -12,6 +12,7 @@ mod member_list;
 mod postgres;
 mod reactions;
 mod rest;
+mod roles;
 mod write_failures;
 // #14: attachments, webhooks
 mod attachments;

@@ -372,50 +372,26 @@ async fn metrics_are_prometheus_text_that_promtool_accepts() {
 
 /// A role that granted SEND_MESSAGES is taken away (`PATCH` of the member's
 /// roles): the very next send is refused, and giving it back allows it
-/// again at once. The guild with its roles is created in the store directly.
+/// again at once.
 #[tokio::test]
 async fn a_send_right_after_a_role_is_removed_is_refused() {
     use protocol::model::permission;
-    use protocol::{ChannelId, GuildId, RoleId, UserId};
     let t = TestServer::start().await;
-    let (owner, owner_id) = t.user("owner").await;
+    let (owner, _) = t.user("owner").await;
     let (member, member_id) = t.user("speaker").await;
-    let node = t.node();
-    let gid: GuildId = node.ids.next().into();
-    let cid: ChannelId = node.ids.next().into();
-    let speaker: RoleId = node.ids.next().into();
-    let (owner_id, member_id) = (UserId(owner_id.parse().unwrap()), UserId(member_id.parse().unwrap()));
-    let mut everyone = server::guild::everyone_role(gid);
-    everyone.permissions &= !permission::SEND_MESSAGES;
-    let role = store::RoleRecord {
-        id: speaker,
-        guild_id: gid,
-        name: "speaker".into(),
-        color: 0,
-        hoist: false,
-        position: 1,
-        permissions: permission::SEND_MESSAGES,
-        mentionable: false,
-    };
-    let m = |u: UserId, roles: Vec<RoleId>| store::MemberRecord { guild_id: gid, user_id: u, nick: None, roles, joined_at: 1, flags: 0 };
-    let guild = store::GuildRecord {
-        id: gid,
-        name: "roles".into(),
-        icon: None,
-        description: None,
-        owner_id,
-        system_channel_id: Some(cid),
-        created_at: 1,
-    };
-    node.store
-        .create_guild(&store::NewGuild {
-            guild,
-            roles: vec![everyone, role],
-            channels: vec![server::guild::text_channel(cid, gid, "general".into(), 0)],
-            members: vec![m(owner_id, vec![]), m(member_id, vec![speaker])],
-        })
-        .await
-        .unwrap();
+    let (gid, cid) = t.guild(&owner).await;
+    let everyone = (permission::DEFAULT_EVERYONE & !permission::SEND_MESSAGES).to_string();
+    assert_eq!(
+        t.req(Method::PATCH, &format!("/guilds/{gid}/roles/{gid}"), Some(&owner), Some(json!({"permissions": everyone}))).await.0,
+        200
+    );
+    let (s, role) = t
+        .post(&format!("/guilds/{gid}/roles"), &owner, json!({"name": "speaker", "permissions": permission::SEND_MESSAGES.to_string()}))
+        .await;
+    assert_eq!(s, 200, "{role}");
+    let speaker = role["id"].as_str().unwrap().to_string();
+    assert_eq!(t.req(Method::PUT, &format!("/guilds/{gid}/members/{member_id}"), Some(&owner), Some(json!({}))).await.0, 201);
+    assert_eq!(t.req(Method::PUT, &format!("/guilds/{gid}/members/{member_id}/roles/{speaker}"), Some(&owner), None).await.0, 204);
     let path = format!("/channels/{cid}/messages");
     let send = |n: u32| {
         let (t, member, path) = (&t, &member, &path);
@@ -426,7 +402,7 @@ async fn a_send_right_after_a_role_is_removed_is_refused() {
     assert_eq!(t.req(Method::PATCH, &roles, Some(&owner), Some(json!({"roles": []}))).await.0, 200);
     let (s, v) = send(1).await;
     assert_eq!((s, v["code"].as_u64()), (403, Some(50013)), "{v}");
-    assert_eq!(t.req(Method::PATCH, &roles, Some(&owner), Some(json!({"roles": [speaker.0.to_string()]}))).await.0, 200);
+    assert_eq!(t.req(Method::PATCH, &roles, Some(&owner), Some(json!({"roles": [speaker]}))).await.0, 200);
     assert_eq!(send(2).await.0, 200, "given back: allowed at once");
     let (_, h) = t.get(&format!("{path}?limit=10"), &owner).await;
     let got: Vec<&str> = h.as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap()).collect();

@@ -82,7 +82,13 @@ pub(super) async fn apply(conn: &mut PgConnection, change: &Change) -> Result<u6
             .await?
             .rows_affected(),
         // Roles, overwrites, bans:
-
+        Change::AddMemberUnlessBanned(_)
+        | Change::CreateRole(_)
+        | Change::UpdateRole(_)
+        | Change::DeleteRole { .. }
+        | Change::AddBan(_)
+        | Change::RemoveBan { .. }
+        | Change::PurgeMessages { .. } => super::roles::apply(conn, change).await?.unwrap_or(0),
         // Reactions, emojis, pins, bulk delete:
         Change::AddReaction { .. }
         | Change::RemoveReactions { .. }

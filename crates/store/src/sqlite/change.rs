@@ -80,6 +80,13 @@ pub(super) async fn apply(conn: &mut SqliteConnection, change: &Change) -> Resul
             .await?
             .rows_affected(),
         // Roles, overwrites, bans:
+        Change::AddMemberUnlessBanned(_)
+        | Change::CreateRole(_)
+        | Change::UpdateRole(_)
+        | Change::DeleteRole { .. }
+        | Change::AddBan(_)
+        | Change::RemoveBan { .. }
+        | Change::PurgeMessages { .. } => super::roles::apply(conn, change).await?.unwrap_or(0),
 
         // Reactions, emojis, pins, bulk delete:
         Change::AddReaction { .. }

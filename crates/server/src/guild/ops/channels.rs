@@ -20,6 +20,7 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: ChannelAct
             let mut c = *channel;
             if !c.overwrites.is_empty() {
                 caller.require(permission::MANAGE_ROLES)?;
+                super::roles::check_overwrite_bits(st, &caller, &c, &[], &c.overwrites)?;
             }
             check_parent(st, &c)?;
             c.position = position.unwrap_or(st.channels.len() as i32);
@@ -46,6 +47,7 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: ChannelAct
             patch.parent_id.apply(&mut c.parent_id);
             patch.rate_limit_per_user.apply(&mut c.rate_limit_per_user);
             patch.overwrites.apply(&mut c.overwrites);
+            super::roles::check_overwrite_bits(st, &caller, before, &before.overwrites, &c.overwrites)?;
             check_parent(st, &c)?;
             Ok(Plan::new(vec![Change::UpdateChannel(c.clone())], move |a, st, rows| {
                 if gone(rows) {

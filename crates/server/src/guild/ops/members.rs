@@ -23,9 +23,17 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MemberActi
             if st.members.contains_key(&new.id) {
                 return Ok(Plan::now(|_, _| OpReply::no_content()));
             }
+            if st.bans.contains(&new.id) {
+                return Err(OpReply::forbidden(ErrorCode::UserBanned));
+            }
             let member = *member;
             let new = *new;
-            Ok(Plan::new(vec![Change::AddMember(member.clone())], move |a, st, rows| {
+            // The ban check is repeated in the commit: a ban still on its
+            // way to the store when this was planned wins.
+            Ok(Plan::new(vec![Change::AddMemberUnlessBanned(member.clone())], move |a, st, rows| {
+                if gone(rows) && st.bans.contains(&new.id) {
+                    return OpReply::forbidden(ErrorCode::UserBanned);
+                }
                 if gone(rows) {
                     // Already a member in the store (a race with another join).
                     return OpReply::no_content();
@@ -37,16 +45,27 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MemberActi
         }
         MemberAction::Modify { user: target, nick, roles } => {
             let caller = st.caller(user)?;
-            if target != user || roles.is_set() {
-                caller.require(permission::ADMINISTRATOR)?;
-            }
             let (current, target_user) = st.members.get(&target).ok_or_else(|| OpReply::not_found(ErrorCode::UnknownMember))?;
+            if nick.is_set() {
+                if target == user {
+                    caller.require_any(permission::CHANGE_NICKNAME | permission::MANAGE_NICKNAMES)?;
+                } else {
+                    caller.require(permission::MANAGE_NICKNAMES)?;
+                    caller.outranks(st, current)?;
+                }
+            }
             let mut m = current.clone();
             nick.apply(&mut m.nick);
             m.nick = m.nick.filter(|n| !n.is_empty());
             roles.apply(&mut m.roles);
+            // `@everyone` is implied, and each role counts once.
+            let mut seen = std::collections::HashSet::new();
+            m.roles.retain(|r| r.0 != st.guild.id.0 && seen.insert(*r));
             if m.roles.iter().any(|r| !st.roles.iter().any(|k| k.id == *r)) {
                 return Err(OpReply::not_found(ErrorCode::UnknownRole));
+            }
+            if m.roles != current.roles {
+                super::roles::check_new_roles(st, &caller, &current.roles, &m.roles)?;
             }
             let target_user = target_user.clone();
             Ok(Plan::new(vec![Change::UpdateMember(m.clone())], move |a, st, rows| {
@@ -59,13 +78,13 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MemberActi
             }))
         }
         MemberAction::Remove { user: target } => {
-            st.caller(user)?.require(permission::KICK_MEMBERS)?;
+            let caller = st.caller(user)?;
+            caller.require(permission::KICK_MEMBERS)?;
             if target == st.guild.owner_id {
                 return Err(missing_permissions());
             }
-            if !st.members.contains_key(&target) {
-                return Err(OpReply::not_found(ErrorCode::UnknownMember));
-            }
+            let (m, _) = st.members.get(&target).ok_or_else(|| OpReply::not_found(ErrorCode::UnknownMember))?;
+            caller.outranks(st, m)?;
             Ok(remove(st, target))
         }
         MemberAction::Leave => {

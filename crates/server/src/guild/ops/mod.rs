@@ -8,6 +8,7 @@
 //!
 //! One file per resource; each exports `plan(actor, state, user, action)`.
 
+mod bans;
 mod channels;
 mod emojis;
 mod guild;
@@ -15,6 +16,7 @@ mod members;
 mod messages;
 mod pins;
 mod reactions;
+mod roles;
 mod webhooks;
 
 use axum::http::StatusCode;
@@ -58,7 +60,9 @@ pub(super) fn plan(a: &GuildActor, st: &State, user: UserId, action: Action) -> 
         Action::Member(m) => members::plan(a, st, user, m),
         Action::Guild(g) => guild::plan(a, st, user, g),
         // Roles, overwrites, bans:
-
+        Action::Role(r) => roles::plan(a, st, user, r),
+        Action::Overwrite(o) => roles::plan_overwrite(a, st, user, o),
+        Action::Ban(b) => bans::plan(a, st, user, b),
         // Reactions, emojis, pins, bulk delete:
         Action::Reaction(r) => reactions::plan(a, st, user, r),
         Action::Pin(p) => pins::plan(a, st, user, p),
@@ -100,6 +104,15 @@ impl Caller<'_> {
     /// Guild-level `bits` (all of them), or ADMINISTRATOR: else 403 50013.
     pub fn require(&self, bits: u64) -> Result<(), OpReply> {
         if self.base & permission::ADMINISTRATOR != 0 || self.base & bits == bits {
+            Ok(())
+        } else {
+            Err(missing_permissions())
+        }
+    }
+
+    /// At least one of `bits` (or ADMINISTRATOR): else 403 50013.
+    pub fn require_any(&self, bits: u64) -> Result<(), OpReply> {
+        if self.base & (bits | permission::ADMINISTRATOR) != 0 {
             Ok(())
         } else {
             Err(missing_permissions())
