@@ -113,6 +113,19 @@ pub enum ErrorCode {
     MaxGuilds,
     /// 40005 Request entity too large.
     EntityTooLarge,
+    // DMs, threads, application commands:
+    /// 50003 Cannot execute action on a DM channel.
+    CannotExecuteOnDm,
+    /// 50007 Cannot send messages to this user.
+    CannotSendToUser,
+    /// 50083 Operation cannot be performed on an archived thread.
+    ThreadArchived,
+    /// 160004 A thread has already been created for this message.
+    ThreadAlreadyCreated,
+    /// 10063 Unknown application command.
+    UnknownCommand,
+    /// 30032 Maximum number of application commands reached.
+    MaxCommands,
 }
 
 impl ErrorCode {
@@ -140,6 +153,12 @@ impl ErrorCode {
             Self::MissingPermissions => 50013,
             Self::InvalidFormBody => 50035,
             Self::InvalidJson => 50109,
+            Self::CannotExecuteOnDm => 50003,
+            Self::CannotSendToUser => 50007,
+            Self::ThreadArchived => 50083,
+            Self::ThreadAlreadyCreated => 160004,
+            Self::UnknownCommand => 10063,
+            Self::MaxCommands => 30032,
         }
     }
 
@@ -167,6 +186,12 @@ impl ErrorCode {
             Self::MissingPermissions => "Missing Permissions",
             Self::InvalidFormBody => "Invalid Form Body",
             Self::InvalidJson => "The request body contains invalid JSON.",
+            Self::CannotExecuteOnDm => "Cannot execute action on a DM channel",
+            Self::CannotSendToUser => "Cannot send messages to this user",
+            Self::ThreadArchived => "Thread is archived",
+            Self::ThreadAlreadyCreated => "A thread has already been created for this message",
+            Self::UnknownCommand => "Unknown application command",
+            Self::MaxCommands => "Maximum number of application commands reached",
         }
     }
 }

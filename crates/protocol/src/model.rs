@@ -13,6 +13,9 @@ pub mod channel_type {
     pub const GUILD_VOICE: u8 = 2;
     pub const GUILD_CATEGORY: u8 = 4;
     pub const GUILD_ANNOUNCEMENT: u8 = 5;
+    pub const ANNOUNCEMENT_THREAD: u8 = 10;
+    pub const PUBLIC_THREAD: u8 = 11;
+    pub const PRIVATE_THREAD: u8 = 12;
 }
 
 /// Permission bits (a subset; values are Discord's).

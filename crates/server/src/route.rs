@@ -16,6 +16,7 @@ use tokio::sync::oneshot;
 use crate::fanout::{NodeId, SessionRef, SubInfo};
 use crate::presence::Presence;
 
+pub mod dms_threads;
 pub mod ops;
 pub use ops::{Action, Op, OpReply, Set};
 

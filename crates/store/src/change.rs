@@ -5,6 +5,7 @@
 use protocol::{ChannelId, GuildId, MessageId, UserId};
 
 use crate::records::*;
+use crate::dms_threads_commands::{ThreadMemberRecord, ThreadRecord};
 
 /// One change to one guild's rows. `apply_changes` answers, for each, how
 /// many rows it touched (0: the row was not there, or already so).
@@ -36,4 +37,24 @@ pub enum Change {
     // Attachments, webhooks:
 
     // DMs, threads, application commands:
+    /// A new message of a DM (its actor's own fence key), with the
+    /// channel's `last_message_id`.
+    CreateDmMessage(MessageRecord),
+    /// A new thread: its channel, metadata and first members.
+    CreateThread {
+        channel: ChannelRecord,
+        thread: ThreadRecord,
+        members: Vec<ThreadMemberRecord>,
+    },
+    /// A thread's name, slowmode and metadata (archived, locked, ...).
+    UpdateThread {
+        channel: ChannelRecord,
+        thread: ThreadRecord,
+    },
+    /// Adds a thread member; 0 if it already was one.
+    AddThreadMember(ThreadMemberRecord),
+    RemoveThreadMember {
+        thread: ChannelId,
+        user: UserId,
+    },
 }

@@ -15,6 +15,7 @@
 
 pub mod change;
 pub mod conformance;
+pub mod dms_threads_commands;
 pub mod postgres;
 pub mod records;
 pub mod sqlite;
@@ -23,6 +24,7 @@ use async_trait::async_trait;
 use protocol::{ChannelId, GuildId, MessageId, UserId};
 
 pub use change::Change;
+pub use dms_threads_commands::*;
 pub use records::*;
 
 #[derive(Debug, thiserror::Error)]
@@ -68,7 +70,7 @@ pub enum MessageWindow {
 }
 
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: DmThreadCommandStore + Send + Sync + 'static {
     // Users and tokens.
     async fn create_user(&self, user: &UserRecord, password_hash: Option<&str>) -> Result<()>;
     async fn get_user(&self, id: UserId) -> Result<Option<UserRecord>>;
@@ -185,7 +187,7 @@ pub trait Store: Send + Sync + 'static {
 
     // Attachments, webhooks:
 
-    // DMs, threads, application commands:
+    // DMs, threads, application commands: see [`DmThreadCommandStore`], a supertrait.
 }
 
 /// `Ok(true)` if the one change of an unfenced `apply_changes` touched a row.

@@ -25,6 +25,7 @@ use sqlx::{FromRow, Row};
 use crate::*;
 
 mod change;
+mod dms_threads_commands;
 
 pub struct PostgresStore {
     pool: PgPool,
@@ -517,7 +518,7 @@ async fn insert_members<'e, E: sqlx::PgExecutor<'e>>(e: E, members: &[&MemberRec
 }
 
 /// Inserts messages with one statement.
-async fn insert_messages(tx: &mut Tx<'_>, rows: &[&MessageRecord]) -> Result<()> {
+async fn insert_messages(conn: &mut sqlx::PgConnection, rows: &[&MessageRecord]) -> Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
@@ -542,7 +543,7 @@ async fn insert_messages(tx: &mut Tx<'_>, rows: &[&MessageRecord]) -> Result<()>
     .bind(rows.iter().map(|m| ids_json(m.mentions.iter().map(|u| u.0))).collect::<Vec<_>>())
     .bind(references)
     .bind(extras)
-    .execute(&mut **tx)
+    .execute(&mut *conn)
     .await?;
     // Each channel's newest id, in one statement; GREATEST keeps it from
     // going back if an older id commits later.
@@ -561,7 +562,7 @@ async fn insert_messages(tx: &mut Tx<'_>, rows: &[&MessageRecord]) -> Result<()>
     )
     .bind(last.iter().map(|p| p.0).collect::<Vec<_>>())
     .bind(last.iter().map(|p| p.1).collect::<Vec<_>>())
-    .execute(&mut **tx)
+    .execute(&mut *conn)
     .await?;
     Ok(())
 }
@@ -743,7 +744,7 @@ impl Store for PostgresStore {
         }
         let mut snaps: Vec<GuildSnapshot> = guilds
             .into_iter()
-            .map(|g| GuildSnapshot { guild: g.into(), roles: Vec::new(), channels: Vec::new(), members: Vec::new() })
+            .map(|g| GuildSnapshot { guild: g.into(), roles: Vec::new(), channels: Vec::new(), members: Vec::new(), threads: Vec::new() })
             .collect();
         let q = format!("SELECT {ROLE_COLS} FROM roles WHERE guild_id = ANY($1) ORDER BY guild_id, position, id");
         let roles: Vec<RoleRow> = sqlx::query_as(&q).bind(&ids).fetch_all(&self.pool).await?;
@@ -779,6 +780,7 @@ impl Store for PostgresStore {
             let rows: Vec<MemberJson> = serde_json::from_str(json)?;
             snaps[n].members = rows.into_iter().map(|m| m.into_records(guild_id)).collect();
         }
+        dms_threads_commands::load_threads(&self.pool, &mut snaps).await?;
         Ok(snaps)
     }
 

@@ -140,6 +140,9 @@ pub struct GuildSnapshot {
     pub roles: Vec<RoleRecord>,
     pub channels: Vec<ChannelRecord>,
     pub members: Vec<(MemberRecord, UserRecord)>,
+    /// Threads with their members (archived ones too).
+    #[serde(default)]
+    pub threads: Vec<crate::ThreadSnapshot>,
 }
 
 /// Rows inserted in bulk by the seeding tool, in one transaction.

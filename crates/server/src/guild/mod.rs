@@ -6,6 +6,7 @@ pub(crate) mod actor;
 pub mod list;
 mod ops;
 pub mod remote;
+pub(crate) mod threads;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};

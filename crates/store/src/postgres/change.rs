@@ -88,6 +88,11 @@ pub(super) async fn apply(conn: &mut PgConnection, change: &Change) -> Result<u6
         // Attachments, webhooks:
 
         // DMs, threads, application commands:
+        Change::CreateDmMessage(_)
+        | Change::CreateThread { .. }
+        | Change::UpdateThread { .. }
+        | Change::AddThreadMember(_)
+        | Change::RemoveThreadMember { .. } => super::dms_threads_commands::apply(conn, change).await?,
     };
     Ok(r)
 }

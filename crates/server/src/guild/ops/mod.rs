@@ -12,6 +12,7 @@ mod channels;
 mod guild;
 mod members;
 mod messages;
+pub(crate) mod threads;
 
 use axum::http::StatusCode;
 use protocol::model::permission;
@@ -60,6 +61,9 @@ pub(super) fn plan(a: &GuildActor, st: &State, user: UserId, action: Action) -> 
         // Attachments, webhooks:
 
         // DMs, threads, application commands:
+        Action::Thread(t) => threads::plan(a, st, user, t),
+        // A DM's actions go to DM actors; a guild has none.
+        Action::Dm(_) => Err(OpReply::not_found(ErrorCode::UnknownChannel)),
     }
 }
 
