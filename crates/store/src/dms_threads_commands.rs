@@ -92,8 +92,9 @@ pub trait DmThreadCommandStore: Send + Sync {
     /// A thread's members, by user id.
     async fn thread_members(&self, thread: ChannelId) -> Result<Vec<ThreadMemberRecord>>;
     /// Archived threads of `parent` (public, or private ones), newest
-    /// archive first, archived before `before` (ms), at most `limit`.
-    async fn archived_threads(&self, parent: ChannelId, private: bool, before: u64, limit: u32) -> Result<Vec<(ChannelRecord, ThreadRecord)>>;
+    /// archive first, archived before `before` (ms), at most `limit`, with
+    /// their members and message counts.
+    async fn archived_threads(&self, parent: ChannelId, private: bool, before: u64, limit: u32) -> Result<Vec<ThreadSnapshot>>;
     /// An application's commands: global (`guild: None`) or of one guild, by id.
     async fn list_commands(&self, app: ApplicationId, guild: Option<GuildId>) -> Result<Vec<CommandRecord>>;
     async fn get_command(&self, app: ApplicationId, guild: Option<GuildId>, id: u64) -> Result<Option<CommandRecord>>;

@@ -48,11 +48,11 @@ pub enum DmAction {
 /// from the parent channel).
 #[derive(Serialize, Deserialize)]
 pub enum ThreadAction {
-    /// A new thread in `parent` (from `message` if given: the thread takes
-    /// its id). `channel` is the thread's channel as REST built it.
+    /// A new thread in `parent` (`from_message`: the thread takes the
+    /// message's id). `channel` is the thread's channel as REST built it.
     Create {
         parent: ChannelId,
-        message: Option<ChannelId>,
+        from_message: bool,
         channel: Box<ChannelRecord>,
         auto_archive_duration: u32,
         invitable: bool,
@@ -60,6 +60,8 @@ pub enum ThreadAction {
     /// PATCH of a thread: name, slowmode, archived, locked, auto archive, invitable.
     Modify { thread: ChannelId, patch: Box<ThreadPatch> },
     Delete { thread: ChannelId },
+    /// `GET /channels/{t}`: the thread channel object.
+    Get { thread: ChannelId },
     /// `user` joins (the caller) or is added (by a member of the thread).
     AddMember { thread: ChannelId, user: UserId },
     RemoveMember { thread: ChannelId, user: UserId },

@@ -354,10 +354,11 @@ impl DmThreadCommandStore for PostgresStore {
         rows.iter().map(member_row).collect()
     }
 
-    async fn archived_threads(&self, parent: ChannelId, private: bool, before: u64, limit: u32) -> Result<Vec<(ChannelRecord, ThreadRecord)>> {
+    async fn archived_threads(&self, parent: ChannelId, private: bool, before: u64, limit: u32) -> Result<Vec<ThreadSnapshot>> {
         let c_cols = CHANNEL_COLS.split(", ").map(|c| format!("c.{c}")).collect::<Vec<_>>().join(", ");
         let rows = sqlx::query(&format!(
-            "SELECT {THREAD_COLS}, {c_cols} FROM threads t JOIN channels c ON c.id = t.channel_id
+            "SELECT {THREAD_COLS}, (SELECT count(*) FROM messages m WHERE m.channel_id = t.channel_id) AS message_count, {c_cols}
+             FROM threads t JOIN channels c ON c.id = t.channel_id
              WHERE c.parent_id = $1 AND t.archived AND c.kind = $2 AND t.archive_timestamp < $3
              ORDER BY t.archive_timestamp DESC, t.channel_id DESC LIMIT $4"
         ))
@@ -367,12 +368,14 @@ impl DmThreadCommandStore for PostgresStore {
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|r| {
-                let channel: ChannelRecord = <ChannelRow as sqlx::FromRow<_>>::from_row(r)?.try_into()?;
-                Ok((channel, thread_row(r)?))
-            })
-            .collect()
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let channel: ChannelRecord = <ChannelRow as sqlx::FromRow<_>>::from_row(r)?.try_into()?;
+            let thread = thread_row(r)?;
+            let members = self.thread_members(thread.channel_id).await?;
+            out.push(ThreadSnapshot { channel, thread, members, message_count: r.try_get::<i64, _>("message_count")? as u64 });
+        }
+        Ok(out)
     }
 
     async fn list_commands(&self, app: ApplicationId, guild: Option<GuildId>) -> Result<Vec<CommandRecord>> {

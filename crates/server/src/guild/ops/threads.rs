@@ -8,7 +8,7 @@ use protocol::gateway::Intents;
 use protocol::model::{channel_type, permission};
 use protocol::{ChannelId, ErrorCode, UserId};
 use serde_json::{json, Value};
-use store::{Change, ThreadMemberRecord, ThreadRecord, PRIVATE_THREAD, PUBLIC_THREAD};
+use store::{Change, ThreadMemberRecord, ThreadRecord, PRIVATE_THREAD};
 
 use super::{gone, missing_permissions, ok, Decided, Plan};
 use crate::auth::now_ms;
@@ -18,12 +18,9 @@ use crate::guild::threads::{member_json, Thread};
 use crate::route::dms_threads::{ThreadAction, ThreadPatch};
 use crate::route::{OpReply, PostReply, ReplyTo};
 
-/// The auto archive durations Discord accepts, in minutes.
-pub(crate) const ARCHIVE_DURATIONS: [u32; 4] = [60, 1440, 4320, 10080];
-
 pub(super) fn plan(a: &GuildActor, st: &State, user: UserId, action: ThreadAction) -> Decided {
     match action {
-        ThreadAction::Create { parent, message, channel, auto_archive_duration, invitable } => {
+        ThreadAction::Create { parent, from_message, channel, auto_archive_duration, invitable } => {
             let caller = st.caller(user)?;
             let p = st.channel(parent)?;
             if ![channel_type::GUILD_TEXT, channel_type::GUILD_ANNOUNCEMENT].contains(&p.kind) {
@@ -31,11 +28,15 @@ pub(super) fn plan(a: &GuildActor, st: &State, user: UserId, action: ThreadActio
             }
             let need = if channel.kind == PRIVATE_THREAD { permission::CREATE_PRIVATE_THREADS } else { permission::CREATE_PUBLIC_THREADS };
             caller.require_in(st, p, need)?;
-            if message.is_some() && st.threads.get(channel.id).is_some() {
+            if from_message && st.threads.get(channel.id).is_some() {
                 return Err(OpReply::error(StatusCode::BAD_REQUEST, ErrorCode::ThreadAlreadyCreated));
             }
             let now = now_ms();
             let mut c = *channel;
+            // A message's thread in an announcement channel is an announcement thread.
+            if from_message && p.kind == channel_type::GUILD_ANNOUNCEMENT {
+                c.kind = channel_type::ANNOUNCEMENT_THREAD;
+            }
             c.guild_id = Some(st.guild.id);
             c.parent_id = Some(parent);
             let meta = ThreadRecord {
@@ -65,6 +66,10 @@ pub(super) fn plan(a: &GuildActor, st: &State, user: UserId, action: ThreadActio
             }))
         }
         ThreadAction::Modify { thread, patch } => modify(st, user, thread, *patch),
+        ThreadAction::Get { thread } => {
+            let body = visible(st, thread, user)?.json_for(user);
+            Ok(Plan::now(move |_, _| ok(&body)))
+        }
         ThreadAction::Delete { thread } => {
             let t = visible(st, thread, user)?;
             if st.thread_bits(t, user) & permission::MANAGE_THREADS == 0 {
@@ -368,10 +373,4 @@ impl GuildActor {
             t.channel.last_message_id = Some(message);
         }
     }
-}
-
-/// Whether `kind` is a thread type REST may create (announcement threads
-/// come only from messages of announcement channels).
-pub(crate) fn creatable(kind: u8) -> bool {
-    kind == PUBLIC_THREAD || kind == PRIVATE_THREAD
 }
