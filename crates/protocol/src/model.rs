@@ -57,7 +57,12 @@ pub mod permission {
         | ATTACH_FILES
         | READ_MESSAGE_HISTORY
         | MENTION_EVERYONE
-        | CHANGE_NICKNAME;
+        | CHANGE_NICKNAME
+        // Threads and commands, as Discord's default `@everyone` has them.
+        | USE_APPLICATION_COMMANDS
+        | CREATE_PUBLIC_THREADS
+        | CREATE_PRIVATE_THREADS
+        | SEND_MESSAGES_IN_THREADS;
     pub const ALL: u64 = (1 << 47) - 1;
 }
 

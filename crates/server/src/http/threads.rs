@@ -335,7 +335,8 @@ fn parse_time(s: &str) -> Option<u64> {
         }
         None => ("", rest),
     };
-    if !matches!(zone, "" | "Z" | "+00:00") || !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
+    // A `+` left unescaped in a query string arrives as a space.
+    if !matches!(zone, "" | "Z" | "+00:00" | " 00:00") || !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
         return None;
     }
     let ms = frac.get(..3).map_or_else(|| format!("{frac:0<3}"), str::to_string).parse::<i64>().ok()?;

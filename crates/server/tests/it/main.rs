@@ -12,3 +12,7 @@ mod member_list;
 mod postgres;
 mod rest;
 mod write_failures;
+// DMs, threads, application commands (#14):
+mod commands;
+mod dms;
+mod threads;
