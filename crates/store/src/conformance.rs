@@ -5,6 +5,8 @@ use protocol::{ChannelId, GuildId, MessageId, RoleId, UserId};
 
 use crate::*;
 
+mod dms_threads_commands;
+
 fn user(id: u64, name: &str, bot: bool) -> UserRecord {
     UserRecord { id: UserId(id), username: name.into(), global_name: None, avatar: None, bot, flags: 0, created_at: 1 }
 }
@@ -48,6 +50,7 @@ pub async fn run_all(s: &dyn Store) {
     // Attachments, webhooks:
 
     // DMs, threads, application commands:
+    dms_threads_commands::run(s).await;
     invites(s).await;
     bulk(s).await;
     batched_guild_loads(s).await;
