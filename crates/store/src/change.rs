@@ -4,8 +4,8 @@
 
 use protocol::{ChannelId, GuildId, MessageId, UserId};
 
-use crate::records::*;
 use crate::dms_threads_commands::{ThreadMemberRecord, ThreadRecord};
+use crate::records::*;
 
 /// One change to one guild's rows. `apply_changes` answers, for each, how
 /// many rows it touched (0: the row was not there, or already so).

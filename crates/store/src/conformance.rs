@@ -134,7 +134,13 @@ async fn batched_guild_loads(s: &dyn Store) {
             overwrites: vec![],
             last_message_id: None,
         };
-        GuildSnapshot { guild, roles: vec![role(2, 0), role(1, 3)], channels: vec![channel(1, 0), channel(2, 1)], members, threads: Vec::new() }
+        GuildSnapshot {
+            guild,
+            roles: vec![role(2, 0), role(1, 3)],
+            channels: vec![channel(1, 0), channel(2, 1)],
+            members,
+            threads: Vec::new(),
+        }
     };
     let member = |gid: u64, u: &UserRecord, nick: Option<&str>, roles: Vec<RoleId>| MemberRecord {
         guild_id: GuildId(gid),

@@ -408,7 +408,7 @@ async fn insert_channel<'e, E: sqlx::SqliteExecutor<'e>>(e: E, c: &ChannelRecord
 /// One new message and its channel's `last_message_id` (`create_message`,
 /// and a DM's messages committed as changes).
 async fn insert_message(conn: &mut sqlx::SqliteConnection, m: &MessageRecord) -> Result<()> {
-        sqlx::query(
+    sqlx::query(
             "INSERT INTO messages (id, channel_id, guild_id, author_id, content, edited_at, kind, flags, tts, mention_everyone, mentions, reference, extra)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
@@ -427,7 +427,7 @@ async fn insert_message(conn: &mut sqlx::SqliteConnection, m: &MessageRecord) ->
         .bind(serde_json::to_string(&m.extra)?)
         .execute(&mut *conn)
         .await?;
-        sqlx::query("UPDATE channels SET last_message_id = ? WHERE id = ?").bind(i(m.id)).bind(i(m.channel_id)).execute(&mut *conn).await?;
+    sqlx::query("UPDATE channels SET last_message_id = ? WHERE id = ?").bind(i(m.id)).bind(i(m.channel_id)).execute(&mut *conn).await?;
     Ok(())
 }
 

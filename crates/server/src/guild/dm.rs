@@ -328,7 +328,10 @@ impl DmActor {
                     }
                     let message = Arc::new(m);
                     let body = encode(&*message);
-                    a.publish(FanEvent::new("MESSAGE_UPDATE", body.clone(), Filter::Message { message, redacted: Default::default() }), None);
+                    a.publish(
+                        FanEvent::new("MESSAGE_UPDATE", body.clone(), Filter::Message { message, redacted: Default::default() }),
+                        None,
+                    );
                     OpReply::ok_bytes(StatusCode::OK, &body)
                 });
                 self.submit(vec![change], then, reply);
@@ -380,10 +383,16 @@ impl DmActor {
                 if dm.channel.last_message_id.is_none() {
                     let author = message.author.id;
                     let created = encode(&dm_json(dm, dm.recipients.iter().find(|u| u.id != author).map_or(author, |u| u.id)));
-                    self.publish(FanEvent::new("CHANNEL_CREATE", created, Filter::Intent(Intents::DIRECT_MESSAGES)), Some(&|u| u != author));
+                    self.publish(
+                        FanEvent::new("CHANNEL_CREATE", created, Filter::Intent(Intents::DIRECT_MESSAGES)),
+                        Some(&|u| u != author),
+                    );
                 }
                 dm.channel.last_message_id = Some(message.id);
-                self.publish(FanEvent::new("MESSAGE_CREATE", body.clone(), Filter::Message { message, redacted: Default::default() }), None);
+                self.publish(
+                    FanEvent::new("MESSAGE_CREATE", body.clone(), Filter::Message { message, redacted: Default::default() }),
+                    None,
+                );
                 self.node.guilds.reply(reply, PostReply::ok_bytes(&body));
             }
             Committed::Op { outcome: Outcome::Applied(rows), then, reply } => {

@@ -199,7 +199,11 @@ fn check_options(e: &mut Errors, path: &[String], options: Option<&Value>, depth
             _ => {
                 let required = o.get("required").and_then(Value::as_bool).unwrap_or(false);
                 if required && optional_seen {
-                    e.add(&at(&p, "required"), "APPLICATION_COMMAND_OPTIONS_REQUIRED_INVALID", "Required options must be placed before non-required options");
+                    e.add(
+                        &at(&p, "required"),
+                        "APPLICATION_COMMAND_OPTIONS_REQUIRED_INVALID",
+                        "Required options must be placed before non-required options",
+                    );
                 }
                 optional_seen |= !required;
                 check_choices(e, &at(&p, "choices"), o.get("choices"), kind);
@@ -232,7 +236,14 @@ fn check_choices(e: &mut Errors, path: &[String], choices: Option<&Value>, kind:
 
 /// Checks one command as Discord does and turns it into a record (new id
 /// and version; `guild`'s scope). Errors go under `path`.
-fn parse_command(node: &Node, e: &mut Errors, path: &[String], v: &Value, app: ApplicationId, guild: Option<GuildId>) -> Option<CommandRecord> {
+fn parse_command(
+    node: &Node,
+    e: &mut Errors,
+    path: &[String],
+    v: &Value,
+    app: ApplicationId,
+    guild: Option<GuildId>,
+) -> Option<CommandRecord> {
     let Some(obj) = v.as_object() else {
         e.add(path, "DICT_TYPE_CONVERT", "Only dictionaries may be used in a DictType");
         return None;
@@ -260,7 +271,11 @@ fn parse_command(node: &Node, e: &mut Errors, path: &[String], v: &Value, app: A
             e.add(&at(path, "name"), "BASE_TYPE_BAD_LENGTH", "Must be between 1 and 32 in length.");
         }
         if !description.is_empty() {
-            e.add(&at(path, "description"), "APPLICATION_COMMAND_CONTEXT_MENU_DESCRIPTION", "Context menu commands cannot have a description");
+            e.add(
+                &at(path, "description"),
+                "APPLICATION_COMMAND_CONTEXT_MENU_DESCRIPTION",
+                "Context menu commands cannot have a description",
+            );
         }
         if obj.get("options").is_some_and(|o| o.as_array().is_some_and(|a| !a.is_empty())) {
             e.add(&at(path, "options"), "APPLICATION_COMMAND_CONTEXT_MENU_OPTIONS", "Context menu commands cannot have options");
@@ -363,7 +378,9 @@ async fn edit(node: &Node, caller: UserId, app: &str, guild: Option<&str>, id: &
     let id: u64 = parse_id(id, ErrorCode::UnknownCommand)?;
     let old = node.store.get_command(app, guild, id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownCommand))?;
     let patch: Value = parse_json(body)?;
-    let Value::Object(patch) = patch else { return Err(ApiError::field("_errors", "DICT_TYPE_CONVERT", "Only dictionaries may be used in a DictType")) };
+    let Value::Object(patch) = patch else {
+        return Err(ApiError::field("_errors", "DICT_TYPE_CONVERT", "Only dictionaries may be used in a DictType"));
+    };
     let mut merged = render(&old);
     for (k, v) in patch {
         if !matches!(k.as_str(), "id" | "application_id" | "guild_id" | "version" | "type") {
@@ -378,7 +395,9 @@ async fn edit(node: &Node, caller: UserId, app: &str, guild: Option<&str>, id: &
     match node.store.update_command(&c).await {
         Ok(true) => Ok(respond(StatusCode::OK, &render(&c))),
         Ok(false) => Err(ApiError::not_found(ErrorCode::UnknownCommand)),
-        Err(StoreError::Conflict) => Err(ApiError::field("name", "APPLICATION_COMMAND_ALREADY_EXISTS", "A command with that name already exists")),
+        Err(StoreError::Conflict) => {
+            Err(ApiError::field("name", "APPLICATION_COMMAND_ALREADY_EXISTS", "A command with that name already exists"))
+        }
         Err(e) => Err(e.into()),
     }
 }
@@ -431,7 +450,12 @@ pub async fn global_overwrite(State(n): State<Arc<Node>>, Caller(u): Caller, Pat
 pub async fn global_get(State(n): State<Arc<Node>>, Caller(u): Caller, Path((app, id)): Path<(String, String)>) -> ApiResult<Response> {
     get_one(&n, u.id, &app, None, &id).await
 }
-pub async fn global_edit(State(n): State<Arc<Node>>, Caller(u): Caller, Path((app, id)): Path<(String, String)>, b: Body) -> ApiResult<Response> {
+pub async fn global_edit(
+    State(n): State<Arc<Node>>,
+    Caller(u): Caller,
+    Path((app, id)): Path<(String, String)>,
+    b: Body,
+) -> ApiResult<Response> {
     edit(&n, u.id, &app, None, &id, &b).await
 }
 pub async fn global_delete(State(n): State<Arc<Node>>, Caller(u): Caller, Path((app, id)): Path<(String, String)>) -> ApiResult<Response> {
@@ -440,10 +464,20 @@ pub async fn global_delete(State(n): State<Arc<Node>>, Caller(u): Caller, Path((
 pub async fn guild_list(State(n): State<Arc<Node>>, Caller(u): Caller, Path((app, g)): Path<(String, String)>) -> ApiResult<Response> {
     list(&n, u.id, &app, Some(&g)).await
 }
-pub async fn guild_create(State(n): State<Arc<Node>>, Caller(u): Caller, Path((app, g)): Path<(String, String)>, b: Body) -> ApiResult<Response> {
+pub async fn guild_create(
+    State(n): State<Arc<Node>>,
+    Caller(u): Caller,
+    Path((app, g)): Path<(String, String)>,
+    b: Body,
+) -> ApiResult<Response> {
     create(&n, u.id, &app, Some(&g), &b).await
 }
-pub async fn guild_overwrite(State(n): State<Arc<Node>>, Caller(u): Caller, Path((app, g)): Path<(String, String)>, b: Body) -> ApiResult<Response> {
+pub async fn guild_overwrite(
+    State(n): State<Arc<Node>>,
+    Caller(u): Caller,
+    Path((app, g)): Path<(String, String)>,
+    b: Body,
+) -> ApiResult<Response> {
     overwrite(&n, u.id, &app, Some(&g), &b).await
 }
 pub async fn guild_get(

@@ -107,8 +107,13 @@ pub async fn start_from_message(
     let mid = parse_id(&mid, ErrorCode::UnknownMessage)?;
     let m = node.store.get_message(cid, mid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownMessage))?;
     let channel = thread_channel(ChannelId(m.id.0), PUBLIC_THREAD, name, slowmode);
-    let action =
-        ThreadAction::Create { parent: cid, from_message: true, channel: Box::new(channel), auto_archive_duration: duration, invitable: true };
+    let action = ThreadAction::Create {
+        parent: cid,
+        from_message: true,
+        channel: Box::new(channel),
+        auto_archive_duration: duration,
+        invitable: true,
+    };
     ask(&node, guild, u.id, Action::Thread(action)).await
 }
 
@@ -158,7 +163,14 @@ pub async fn is_thread_channel(node: &Node, id: ChannelId) -> ApiResult<bool> {
 
 /// `PATCH /channels/{thread}`: the creator may rename, archive and set the
 /// archive delay; locking, slowmode and invitable need MANAGE_THREADS.
-pub async fn modify(node: &Arc<Node>, user: UserId, thread: ChannelId, name: Option<String>, slowmode: Option<u32>, f: ThreadFields) -> ApiResult<Response> {
+pub async fn modify(
+    node: &Arc<Node>,
+    user: UserId,
+    thread: ChannelId,
+    name: Option<String>,
+    slowmode: Option<u32>,
+    f: ThreadFields,
+) -> ApiResult<Response> {
     let guild = guild_channel(node, thread).await?;
     if let Some(n) = &name {
         check_name(n)?;
@@ -201,7 +213,11 @@ pub async fn add_member(State(node): State<Arc<Node>>, Caller(u): Caller, Path((
 }
 
 /// `DELETE /channels/{t}/thread-members/{u}` (`@me`: leave).
-pub async fn remove_member(State(node): State<Arc<Node>>, Caller(u): Caller, Path((t, who)): Path<(String, String)>) -> ApiResult<Response> {
+pub async fn remove_member(
+    State(node): State<Arc<Node>>,
+    Caller(u): Caller,
+    Path((t, who)): Path<(String, String)>,
+) -> ApiResult<Response> {
     let thread = parse_id(&t, ErrorCode::UnknownChannel)?;
     let target = user_or_me(&who, u.id)?;
     let guild = guild_channel(&node, thread).await?;

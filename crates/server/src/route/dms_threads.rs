@@ -58,16 +58,33 @@ pub enum ThreadAction {
         invitable: bool,
     },
     /// PATCH of a thread: name, slowmode, archived, locked, auto archive, invitable.
-    Modify { thread: ChannelId, patch: Box<ThreadPatch> },
-    Delete { thread: ChannelId },
+    Modify {
+        thread: ChannelId,
+        patch: Box<ThreadPatch>,
+    },
+    Delete {
+        thread: ChannelId,
+    },
     /// `GET /channels/{t}`: the thread channel object.
-    Get { thread: ChannelId },
+    Get {
+        thread: ChannelId,
+    },
     /// `user` joins (the caller) or is added (by a member of the thread).
-    AddMember { thread: ChannelId, user: UserId },
-    RemoveMember { thread: ChannelId, user: UserId },
+    AddMember {
+        thread: ChannelId,
+        user: UserId,
+    },
+    RemoveMember {
+        thread: ChannelId,
+        user: UserId,
+    },
     /// `GET /channels/{t}/thread-members[/{u}]`: the members (`user: None`)
     /// or one, if the caller may see the thread.
-    Members { thread: ChannelId, user: Option<UserId>, with_member: bool },
+    Members {
+        thread: ChannelId,
+        user: Option<UserId>,
+        with_member: bool,
+    },
     /// `GET /guilds/{g}/threads/active`: active threads the caller may see.
     Active,
     /// The archive sweep (the actor's own timer): threads idle past their

@@ -133,13 +133,19 @@ async fn commands_are_validated_as_discord_does() {
         (json!({"name": "ok", "description": "d".repeat(101)}), vec!["description"]),
         (json!({"name": "ok", "description": "x", "type": 9}), vec!["type"]),
         (json!({"type": 3, "name": "Msg", "description": "menus have none"}), vec!["description"]),
-        (json!({"name": "ok", "description": "x", "options": [{"type": 3, "name": "Bad", "description": "x"}]}), vec!["options", "0", "name"]),
+        (
+            json!({"name": "ok", "description": "x", "options": [{"type": 3, "name": "Bad", "description": "x"}]}),
+            vec!["options", "0", "name"],
+        ),
         (
             json!({"name": "ok", "description": "x", "options": [
                 {"type": 3, "name": "a", "description": "x"}, {"type": 3, "name": "b", "description": "x", "required": true}]}),
             vec!["options", "1", "required"],
         ),
-        (json!({"name": "ok", "description": "x", "options": [{"type": 5, "name": "b", "description": "x", "choices": [{"name": "y", "value": true}]}]}), vec!["options", "0", "choices"]),
+        (
+            json!({"name": "ok", "description": "x", "options": [{"type": 5, "name": "b", "description": "x", "choices": [{"name": "y", "value": true}]}]}),
+            vec!["options", "0", "choices"],
+        ),
         (json!({"name": "ok", "description": "x", "default_member_permissions": "lots"}), vec!["default_member_permissions"]),
         (json!({"name": "ok", "description": "x", "name_localizations": {"fr": ""}}), vec!["name_localizations", "fr"]),
     ];
@@ -166,7 +172,11 @@ async fn commands_are_validated_as_discord_does() {
     assert_eq!((s, &v["code"]), (400, &json!(30032)), "{v}");
     // Explicit nulls read as absent.
     let (s, v) = t
-        .post(&global, &w.bot_auth, json!({"name": "c0", "description": "x", "options": null, "contexts": null, "name_localizations": null}))
+        .post(
+            &global,
+            &w.bot_auth,
+            json!({"name": "c0", "description": "x", "options": null, "contexts": null, "name_localizations": null}),
+        )
         .await;
     assert_eq!(s, 200, "{v}");
 }

@@ -69,6 +69,8 @@ async fn a_thread_from_a_message_lives_joins_archives_and_dies() {
     let (s, _, _) = t.req(Method::PUT, &me, Some(&w.bot_auth), None).await;
     assert_eq!(s, 204);
     assert_eq!(bot.until("THREAD_CREATE").await["d"]["member"]["user_id"], w.bot_id);
+    let own = bot.until("THREAD_MEMBER_UPDATE").await;
+    assert_eq!((&own["d"]["user_id"], &own["d"]["guild_id"]), (&json!(w.bot_id), &json!(w.guild)), "{own}");
     let mu = bot.until("THREAD_MEMBERS_UPDATE").await;
     assert_eq!(mu["d"]["added_members"][0]["user_id"], w.bot_id, "{mu}");
     assert_eq!(mu["d"]["member_count"], 2);
@@ -268,8 +270,12 @@ async fn threads_archive_after_their_inactivity_and_wake_on_a_message() {
     let mut gw = Gw::connect(&t.ws).await;
     gw.identify(&w.owner, ALL_INTENTS).await;
     gw.until("GUILD_CREATE").await;
-    let (_, short) = t.post(&format!("/channels/{}/threads", w.channel), &w.owner, json!({"name": "short", "type": 11, "auto_archive_duration": 60})).await;
-    let (_, long) = t.post(&format!("/channels/{}/threads", w.channel), &w.owner, json!({"name": "long", "type": 11, "auto_archive_duration": 10080})).await;
+    let (_, short) = t
+        .post(&format!("/channels/{}/threads", w.channel), &w.owner, json!({"name": "short", "type": 11, "auto_archive_duration": 60}))
+        .await;
+    let (_, long) = t
+        .post(&format!("/channels/{}/threads", w.channel), &w.owner, json!({"name": "long", "type": 11, "auto_archive_duration": 10080}))
+        .await;
     let sid = short["id"].as_str().unwrap().to_string();
     let started = std::time::Instant::now();
     gw.wait = std::time::Duration::from_secs(10);

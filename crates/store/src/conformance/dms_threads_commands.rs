@@ -69,8 +69,18 @@ async fn dms(s: &dyn Store) {
 }
 
 async fn threads(s: &dyn Store) {
-    let g = GuildRecord { id: GuildId(70_200), name: "t".into(), icon: None, description: None, owner_id: A, system_channel_id: None, created_at: 1 };
-    s.create_guild(&NewGuild { guild: g, roles: vec![], channels: vec![channel(70_201, Some(70_200), 0, None)], members: vec![] }).await.unwrap();
+    let g = GuildRecord {
+        id: GuildId(70_200),
+        name: "t".into(),
+        icon: None,
+        description: None,
+        owner_id: A,
+        system_channel_id: None,
+        created_at: 1,
+    };
+    s.create_guild(&NewGuild { guild: g, roles: vec![], channels: vec![channel(70_201, Some(70_200), 0, None)], members: vec![] })
+        .await
+        .unwrap();
     let t = channel(70_202, Some(70_200), PUBLIC_THREAD, Some(70_201));
     let meta = ThreadRecord {
         channel_id: t.id,
@@ -93,7 +103,8 @@ async fn threads(s: &dyn Store) {
     assert_eq!(snap.threads[0].thread, meta);
     assert!(snap.channels.iter().any(|c| c.id == t.id), "a thread is a channel row too");
 
-    let rows = s.apply_changes(0, GuildId(70_200), &[Change::AddThreadMember(member(B)), Change::AddThreadMember(member(B))]).await.unwrap();
+    let rows =
+        s.apply_changes(0, GuildId(70_200), &[Change::AddThreadMember(member(B)), Change::AddThreadMember(member(B))]).await.unwrap();
     assert_eq!(rows, Some(vec![1, 0]), "a second join touches nothing");
     assert_eq!(s.thread_members(t.id).await.unwrap().iter().map(|m| m.user_id).collect::<Vec<_>>(), vec![A, B]);
     let rows = s.apply_changes(0, GuildId(70_200), &[Change::RemoveThreadMember { thread: t.id, user: B }]).await.unwrap();

@@ -171,9 +171,6 @@ fn command_row(r: &sqlx::postgres::PgRow) -> Result<CommandRecord> {
     })
 }
 
-/// `guild_id IS ?` matches NULL too (a global command's scope).
-
-
 /// The scope's rows: `application_id = $1`, and `guild_id` equal to `$2`
 /// (NULL too: a global command's scope).
 const SCOPE: &str = "application_id = $1 AND guild_id IS NOT DISTINCT FROM $2";
@@ -213,20 +210,18 @@ async fn command_named(conn: &mut PgConnection, c: &CommandRecord) -> Result<Opt
 
 /// Writes `c` over the scope's command of its id (name, body, version).
 async fn replace_command(conn: &mut PgConnection, c: &CommandRecord) -> Result<u64> {
-    Ok(sqlx::query(&format!(
-        "UPDATE application_commands SET kind = $3, name = $4, version = $5, body = $6 WHERE id = $7 AND {SCOPE}"
-    ))
-    .bind(c.application_id.0 as i64)
-    .bind(c.guild_id.map(i))
-    .bind(i64::from(c.kind))
-    .bind(&c.name)
-    .bind(c.version as i64)
-    .bind(serde_json::to_string(&c.body)?)
-    .bind(c.id as i64)
-    .execute(conn)
-    .await
-    .map_err(|e| if is_unique_violation(&e) { StoreError::Conflict } else { StoreError::from(e) })?
-    .rows_affected())
+    Ok(sqlx::query(&format!("UPDATE application_commands SET kind = $3, name = $4, version = $5, body = $6 WHERE id = $7 AND {SCOPE}"))
+        .bind(c.application_id.0 as i64)
+        .bind(c.guild_id.map(i))
+        .bind(i64::from(c.kind))
+        .bind(&c.name)
+        .bind(c.version as i64)
+        .bind(serde_json::to_string(&c.body)?)
+        .bind(c.id as i64)
+        .execute(conn)
+        .await
+        .map_err(|e| if is_unique_violation(&e) { StoreError::Conflict } else { StoreError::from(e) })?
+        .rows_affected())
 }
 
 fn users_of(rows: Vec<sqlx::postgres::PgRow>) -> Result<HashMap<ChannelId, Vec<UserRecord>>> {
@@ -337,20 +332,23 @@ impl DmThreadCommandStore for PostgresStore {
 
     async fn get_thread(&self, id: ChannelId) -> Result<Option<(ChannelRecord, ThreadRecord)>> {
         let c_cols = CHANNEL_COLS.split(", ").map(|c| format!("c.{c}")).collect::<Vec<_>>().join(", ");
-        let row = sqlx::query(&format!("SELECT {THREAD_COLS}, {c_cols} FROM threads t JOIN channels c ON c.id = t.channel_id WHERE t.channel_id = $1"))
-            .bind(i(id))
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {THREAD_COLS}, {c_cols} FROM threads t JOIN channels c ON c.id = t.channel_id WHERE t.channel_id = $1"
+        ))
+        .bind(i(id))
+        .fetch_optional(&self.pool)
+        .await?;
         let Some(r) = row else { return Ok(None) };
         let channel: ChannelRecord = <ChannelRow as sqlx::FromRow<_>>::from_row(&r)?.try_into()?;
         Ok(Some((channel, thread_row(&r)?)))
     }
 
     async fn thread_members(&self, thread: ChannelId) -> Result<Vec<ThreadMemberRecord>> {
-        let rows = sqlx::query("SELECT thread_id, user_id, join_timestamp, flags FROM thread_members WHERE thread_id = $1 ORDER BY user_id")
-            .bind(i(thread))
-            .fetch_all(&self.pool)
-            .await?;
+        let rows =
+            sqlx::query("SELECT thread_id, user_id, join_timestamp, flags FROM thread_members WHERE thread_id = $1 ORDER BY user_id")
+                .bind(i(thread))
+                .fetch_all(&self.pool)
+                .await?;
         rows.iter().map(member_row).collect()
     }
 

@@ -235,8 +235,11 @@ impl DmThreadCommandStore for SqliteStore {
     async fn open_dm(&self, channel: &ChannelRecord, a: UserId, b: UserId) -> Result<ChannelId> {
         let (low, high) = if a <= b { (a, b) } else { (b, a) };
         let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
-        let found: Option<i64> =
-            sqlx::query_scalar("SELECT channel_id FROM dm_pairs WHERE low = ? AND high = ?").bind(i(low)).bind(i(high)).fetch_optional(&mut *tx).await?;
+        let found: Option<i64> = sqlx::query_scalar("SELECT channel_id FROM dm_pairs WHERE low = ? AND high = ?")
+            .bind(i(low))
+            .bind(i(high))
+            .fetch_optional(&mut *tx)
+            .await?;
         if let Some(id) = found {
             return Ok(ChannelId(id as u64));
         }
@@ -323,10 +326,12 @@ impl DmThreadCommandStore for SqliteStore {
 
     async fn get_thread(&self, id: ChannelId) -> Result<Option<(ChannelRecord, ThreadRecord)>> {
         let c_cols = CHANNEL_COLS.split(", ").map(|c| format!("c.{c}")).collect::<Vec<_>>().join(", ");
-        let row = sqlx::query(&format!("SELECT {THREAD_COLS}, {c_cols} FROM threads t JOIN channels c ON c.id = t.channel_id WHERE t.channel_id = ?"))
-            .bind(i(id))
-            .fetch_optional(&self.reader)
-            .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {THREAD_COLS}, {c_cols} FROM threads t JOIN channels c ON c.id = t.channel_id WHERE t.channel_id = ?"
+        ))
+        .bind(i(id))
+        .fetch_optional(&self.reader)
+        .await?;
         let Some(r) = row else { return Ok(None) };
         let channel: ChannelRecord = <ChannelRow as sqlx::FromRow<_>>::from_row(&r)?.try_into()?;
         Ok(Some((channel, thread_row(&r)?)))

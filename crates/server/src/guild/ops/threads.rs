@@ -249,13 +249,19 @@ fn add_member(st: &State, user: UserId, thread: ChannelId, target: UserId) -> De
 }
 
 /// A committed join: the member is added, and told (THREAD_CREATE, as
-/// Discord tells a user added to a thread), then THREAD_MEMBERS_UPDATE.
+/// Discord tells a user added to a thread, and their own thread member in
+/// THREAD_MEMBER_UPDATE), then THREAD_MEMBERS_UPDATE.
 fn joined(a: &mut GuildActor, st: &mut State, m: ThreadMemberRecord) {
     let (thread, user) = (m.thread_id, m.user_id);
     let Some(t) = st.threads.map.get_mut(&thread) else { return };
     t.members.insert(user, m.clone());
     let body = crate::fanout::encode(&st.threads.map[&thread].json_for(user));
     a.publish_to(&|u| u == user, crate::fanout::FanEvent::new("THREAD_CREATE", body, crate::fanout::Filter::Intent(Intents::GUILDS)));
+    // Their own thread member: THREAD_MEMBER_UPDATE (with `guild_id`).
+    let mut own = member_json(&m);
+    own["guild_id"] = json!(st.guild.id);
+    let own = crate::fanout::encode(&own);
+    a.publish_to(&|u| u == user, crate::fanout::FanEvent::new("THREAD_MEMBER_UPDATE", own, crate::fanout::Filter::Intent(Intents::GUILDS)));
     members_update(a, st, thread, Some(&m), None);
 }
 
@@ -339,7 +345,12 @@ impl GuildActor {
             changes.push(Change::UpdateThread { channel: t.channel.clone(), thread: meta.clone() });
             unarchived = Some((t.channel.clone(), meta));
         }
-        let join = (!t.members.contains_key(&author)).then(|| ThreadMemberRecord { thread_id: id, user_id: author, join_timestamp: now, flags: 0 });
+        let join = (!t.members.contains_key(&author)).then_some(ThreadMemberRecord {
+            thread_id: id,
+            user_id: author,
+            join_timestamp: now,
+            flags: 0,
+        });
         if let Some(m) = &join {
             changes.push(Change::AddThreadMember(m.clone()));
         }
