@@ -60,9 +60,20 @@ async fn a_thread_from_a_message_lives_joins_archives_and_dies() {
     assert_eq!((s, &v["code"]), (400, &json!(160004)), "{v}");
 
     // Messages in the thread reach those who see the parent.
-    t.say(&w.owner, &tid, "in the thread").await;
+    let said = t.say(&w.owner, &tid, "in the thread").await;
     let got = bot.until("MESSAGE_CREATE").await;
     assert_eq!((&got["d"]["channel_id"], &got["d"]["guild_id"]), (&json!(tid), &json!(w.guild)), "{got}");
+    // Edits, typing and deletes in a thread, as in its parent.
+    let path = format!("/channels/{tid}/messages/{}", said["id"].as_str().unwrap());
+    let (s, v, _) = t.req(Method::PATCH, &path, Some(&w.owner), Some(json!({"content": "edited"}))).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(bot.until("MESSAGE_UPDATE").await["d"]["channel_id"], tid);
+    assert_eq!(t.req(Method::POST, &format!("/channels/{tid}/typing"), Some(&w.owner), None).await.0, 204);
+    let extra = t.say(&w.owner, &tid, "to delete").await;
+    let (s, _, _) =
+        t.req(Method::DELETE, &format!("/channels/{tid}/messages/{}", extra["id"].as_str().unwrap()), Some(&w.owner), None).await;
+    assert_eq!(s, 204);
+    assert_eq!(bot.until("MESSAGE_DELETE").await["d"]["channel_id"], tid);
 
     // Join, members, leave.
     let me = format!("/channels/{tid}/thread-members/@me");
@@ -90,7 +101,7 @@ async fn a_thread_from_a_message_lives_joins_archives_and_dies() {
     let (s, active) = t.get(&format!("/guilds/{}/threads/active", w.guild), &w.bot_auth).await;
     assert_eq!(s, 200);
     assert_eq!(active["threads"][0]["id"], tid, "{active}");
-    assert_eq!(active["threads"][0]["message_count"], 1);
+    assert_eq!(active["threads"][0]["message_count"], 2, "counted when sent, not uncounted on delete");
     let mut late = Gw::connect(&t.ws).await;
     late.identify(&w.owner, ALL_INTENTS).await;
     let gc = late.until("GUILD_CREATE").await;

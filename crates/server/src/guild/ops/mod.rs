@@ -88,9 +88,14 @@ impl State {
         })
     }
 
-    /// A channel of this guild: 404 10003 if there is none.
+    /// A channel of this guild: 404 10003 if there is none. For a thread,
+    /// its parent: a thread's messages follow the parent's permissions.
     pub(super) fn channel(&self, id: ChannelId) -> Result<&ChannelRecord, OpReply> {
-        self.channels.iter().find(|c| c.id == id).ok_or_else(|| OpReply::not_found(ErrorCode::UnknownChannel))
+        self.channels
+            .iter()
+            .find(|c| c.id == id)
+            .or_else(|| self.thread_parent(id))
+            .ok_or_else(|| OpReply::not_found(ErrorCode::UnknownChannel))
     }
 }
 
