@@ -62,6 +62,11 @@ impl Threads {
     pub fn get(&self, id: ChannelId) -> Option<&Thread> {
         self.map.get(&id)
     }
+
+    /// The threads of parent channel `parent`.
+    pub fn children(&self, parent: ChannelId) -> impl Iterator<Item = ChannelId> + '_ {
+        self.map.values().filter(move |t| t.channel.parent_id == Some(parent)).map(|t| t.channel.id)
+    }
 }
 
 impl Thread {

@@ -124,6 +124,14 @@ async fn only_recipients_reach_a_dm_and_only_users_who_share_a_guild_open_one() 
     }
     let (s, v) = t.post(&format!("/channels/{id}/messages"), &stranger, json!({"content": "hi"})).await;
     assert_eq!(v["code"], 50001, "{s} {v}");
+    let path = format!("/channels/{id}/messages/{mid}");
+    let (s, v, _) = t.req(Method::PATCH, &path, Some(&stranger), Some(json!({"content": "mine now"}))).await;
+    assert_eq!((s, &v["code"]), (403, &json!(50001)), "{v}");
+    let (s, v, _) = t.req(Method::DELETE, &path, Some(&stranger), None).await;
+    assert_eq!((s, &v["code"]), (403, &json!(50001)), "{v}");
+    // A thread cannot start in a DM.
+    let (s, v) = t.post(&format!("/channels/{id}/threads"), &w.owner, json!({"name": "no"})).await;
+    assert_eq!((s, &v["code"]), (400, &json!(50003)), "{v}");
 
     // Opening: sharing no guild, oneself, nobody.
     let (s, v) = open(&t, &loner, &w.owner_id).await;

@@ -136,6 +136,14 @@ async fn a_thread_from_a_message_lives_joins_archives_and_dies() {
     let gone = bot.until("THREAD_DELETE").await;
     assert_eq!((&gone["d"]["id"], &gone["d"]["parent_id"]), (&json!(tid), &json!(w.channel)));
     assert_eq!(t.get(&format!("/channels/{tid}"), &w.owner).await.0, 404);
+    // Deleting a channel deletes its threads.
+    let (_, orphan) = start_thread(&t, &w.owner, &w.channel, "orphan", 11).await;
+    let oid = orphan["id"].as_str().unwrap();
+    let (s, _, _) = t.req(Method::DELETE, &format!("/channels/{}", w.channel), Some(&w.owner), None).await;
+    assert_eq!(s, 200);
+    assert_eq!(t.get(&format!("/channels/{oid}"), &w.owner).await.0, 404);
+    let (_, active) = t.get(&format!("/guilds/{}/threads/active", w.guild), &w.owner).await;
+    assert_eq!(active["threads"], json!([]));
 }
 
 /// Each route as the owner, a member with the permission (the default
