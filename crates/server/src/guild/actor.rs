@@ -578,7 +578,10 @@ impl GuildActor {
                     // To those who may see it before or after: whoever just
                     // lost it learns so from the new overwrites (Discord
                     // would send them CHANNEL_DELETE; not done here).
-                    Some(before) => self.publish_in_any(st, &[before, &c], event),
+                    Some(before) => {
+                        self.publish_in_any(st, &[before, &c], event);
+                        self.thread_list_sync(st, before, &c);
+                    }
                     None => self.publish_in(st, &c, event),
                 }
                 if let Some(old) = st.channels.iter_mut().find(|x| x.id == c.id) {

@@ -196,6 +196,31 @@ impl GuildActor {
         });
     }
 
+    /// THREAD_LIST_SYNC to those who may see channel `after` but could not
+    /// see `before`: its active public threads (one shared body; their own
+    /// thread members are not listed).
+    pub(crate) fn thread_list_sync(&mut self, st: &State, before: &ChannelRecord, after: &ChannelRecord) {
+        let threads: Vec<Value> = st
+            .threads
+            .map
+            .values()
+            .filter(|t| t.channel.parent_id == Some(after.id) && !t.meta.archived && !t.is_private())
+            .map(Thread::json)
+            .collect();
+        if threads.is_empty() {
+            return;
+        }
+        let body = json!({ "guild_id": st.guild.id, "channel_ids": [after.id], "threads": threads, "members": [] });
+        let (g, owner) = (st.guild.id, st.guild.owner_id);
+        let gained = |u: UserId| {
+            st.members
+                .get(&u)
+                .is_some_and(|(m, _)| !perm::can_view(g, owner, &st.roles, m, before) && perm::can_view(g, owner, &st.roles, m, after))
+        };
+        let event = FanEvent::new("THREAD_LIST_SYNC", crate::fanout::encode(&body), Filter::Intent(protocol::gateway::Intents::GUILDS));
+        self.publish_to(&gained, event);
+    }
+
     /// The sweep arrived: the timer may be armed again.
     pub(crate) fn sweep_fired(st: &mut State) {
         st.threads.sweep_armed = false;

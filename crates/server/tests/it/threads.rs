@@ -249,6 +249,10 @@ async fn thread_messages_follow_the_parents_view_permission() {
     t.say(&w.owner, other["id"].as_str().unwrap(), "visible").await;
     let next = gw.until("MESSAGE_CREATE").await;
     assert_eq!(next["d"]["content"], "visible", "{next}");
+    // The parent shown again: its active threads come as THREAD_LIST_SYNC.
+    overwrite(&t, &w, &w.channel, &[]).await;
+    let sync = gw.until("THREAD_LIST_SYNC").await;
+    assert_eq!((&sync["d"]["channel_ids"][0], &sync["d"]["threads"][0]["id"]), (&json!(w.channel), &json!(tid)), "{sync}");
 }
 
 #[tokio::test]
