@@ -111,8 +111,9 @@ impl DmActor {
                 Ok(Some(epoch)) => self.epoch = epoch,
                 other => {
                     tracing::error!(dm = %self.id, result = ?other.map(|_| ()), "DM claim failed");
+                    let key = self.key;
                     drop(self);
-                    return;
+                    return node.guilds.actor_stopped(key);
                 }
             }
         }

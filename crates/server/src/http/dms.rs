@@ -70,10 +70,10 @@ pub async fn list(State(node): State<Arc<Node>>, Caller(u): Caller) -> ApiResult
     Ok(json_bytes(StatusCode::OK, Value::Array(list).to_string()))
 }
 
-/// A DM the caller reads (`Some`: they are a recipient; 403 50001 if not);
-/// `None` if `id` is not a DM. No store read for a guild channel once the
-/// node knows its guild.
-pub async fn readable(node: &Node, id: ChannelId, user: UserId) -> ApiResult<Option<ChannelRecord>> {
+/// The DM `id` with its recipients, if the caller is one (403 50001 if
+/// not); `None` if `id` is not a DM. No store read for a guild channel
+/// once the node knows its guild.
+async fn dm_of_caller(node: &Node, id: ChannelId, user: UserId) -> ApiResult<Option<store::DmChannel>> {
     let Some(key) = node.channel_guild(id).await? else { return Ok(None) };
     if dm_of(key).is_none() {
         return Ok(None);
@@ -82,14 +82,15 @@ pub async fn readable(node: &Node, id: ChannelId, user: UserId) -> ApiResult<Opt
     if !dm.recipients.iter().any(|r| r.id == user) {
         return Err(ApiError::forbidden(ErrorCode::MissingAccess));
     }
-    Ok(Some(dm.channel))
+    Ok(Some(dm))
 }
 
-/// `GET /channels/{dm}`: the DM as the caller sees it.
+/// A DM channel the caller reads (see `dm_of_caller`).
+pub async fn readable(node: &Node, id: ChannelId, user: UserId) -> ApiResult<Option<ChannelRecord>> {
+    Ok(dm_of_caller(node, id, user).await?.map(|d| d.channel))
+}
+
+/// `GET /channels/{dm}`: the DM as the caller sees it; `None` if `id` is not a DM.
 pub async fn get(node: &Node, id: ChannelId, user: UserId) -> ApiResult<Option<Response>> {
-    if readable(node, id, user).await?.is_none() {
-        return Ok(None);
-    }
-    let dm = node.store.get_dm(id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownChannel))?;
-    Ok(Some(json_bytes(StatusCode::OK, dm_json(&dm, user).to_string())))
+    Ok(dm_of_caller(node, id, user).await?.map(|dm| json_bytes(StatusCode::OK, dm_json(&dm, user).to_string())))
 }

@@ -112,6 +112,12 @@ async fn a_thread_from_a_message_lives_joins_archives_and_dies() {
     assert_eq!((s, &c["thread_metadata"]["locked"]), (200, &json!(false)), "{c}");
     let (_, chans) = t.get(&format!("/guilds/{}/channels", w.guild), &w.owner).await;
     assert!(chans.as_array().unwrap().iter().all(|c| c["id"] != tid));
+    // A channel's PATCH still reads null as clear (its body also takes a thread's fields).
+    let cpath = format!("/channels/{}", w.channel);
+    let (s, v, _) = t.req(Method::PATCH, &cpath, Some(&w.owner), Some(json!({"topic": "t", "position": 0}))).await;
+    assert_eq!((s, &v["topic"]), (200, &json!("t")), "{v}");
+    let (s, v, _) = t.req(Method::PATCH, &cpath, Some(&w.owner), Some(json!({"topic": null}))).await;
+    assert_eq!((s, &v["topic"]), (200, &Value::Null), "{v}");
 
     // Archive: THREAD_UPDATE, the archived list; edits refused; a message unarchives.
     let (s, v, _) = t.req(Method::PATCH, &format!("/channels/{tid}"), Some(&w.owner), Some(json!({"archived": true}))).await;
