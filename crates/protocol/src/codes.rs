@@ -143,6 +143,19 @@ pub enum ErrorCode {
     UserBanned,
     /// 50028 Invalid role (e.g. deleting `@everyone`).
     InvalidRole,
+    // DMs, threads, application commands:
+    /// 50003 Cannot execute action on a DM channel.
+    CannotExecuteOnDm,
+    /// 50007 Cannot send messages to this user.
+    CannotSendToUser,
+    /// 50083 Operation cannot be performed on an archived thread.
+    ThreadArchived,
+    /// 160004 A thread has already been created for this message.
+    ThreadAlreadyCreated,
+    /// 10063 Unknown application command.
+    UnknownCommand,
+    /// 30032 Maximum number of application commands reached.
+    MaxCommands,
 }
 
 impl ErrorCode {
@@ -184,6 +197,12 @@ impl ErrorCode {
             Self::MaxRoles => 30005,
             Self::UserBanned => 40007,
             Self::InvalidRole => 50028,
+            Self::CannotExecuteOnDm => 50003,
+            Self::CannotSendToUser => 50007,
+            Self::ThreadArchived => 50083,
+            Self::ThreadAlreadyCreated => 160004,
+            Self::UnknownCommand => 10063,
+            Self::MaxCommands => 30032,
         }
     }
 
@@ -225,6 +244,12 @@ impl ErrorCode {
             Self::MaxRoles => "Maximum number of guild roles reached (250)",
             Self::UserBanned => "The user is banned from this guild.",
             Self::InvalidRole => "Invalid Role",
+            Self::CannotExecuteOnDm => "Cannot execute action on a DM channel",
+            Self::CannotSendToUser => "Cannot send messages to this user",
+            Self::ThreadArchived => "Thread is archived",
+            Self::ThreadAlreadyCreated => "A thread has already been created for this message",
+            Self::UnknownCommand => "Unknown application command",
+            Self::MaxCommands => "Maximum number of application commands reached",
         }
     }
 }

@@ -13,6 +13,9 @@ pub mod channel_type {
     pub const GUILD_VOICE: u8 = 2;
     pub const GUILD_CATEGORY: u8 = 4;
     pub const GUILD_ANNOUNCEMENT: u8 = 5;
+    pub const ANNOUNCEMENT_THREAD: u8 = 10;
+    pub const PUBLIC_THREAD: u8 = 11;
+    pub const PRIVATE_THREAD: u8 = 12;
 }
 
 /// Permission bits (a subset; values are Discord's).
@@ -59,7 +62,12 @@ pub mod permission {
         | ATTACH_FILES
         | READ_MESSAGE_HISTORY
         | MENTION_EVERYONE
-        | CHANGE_NICKNAME;
+        | CHANGE_NICKNAME
+        // Threads and commands, as Discord's default `@everyone` has them.
+        | USE_APPLICATION_COMMANDS
+        | CREATE_PUBLIC_THREADS
+        | CREATE_PRIVATE_THREADS
+        | SEND_MESSAGES_IN_THREADS;
     pub const ALL: u64 = (1 << 47) - 1;
 }
 

@@ -40,6 +40,24 @@ pub struct Config {
     pub storage: StorageConfig,
     pub cluster: ClusterConfig,
     pub attachments: AttachmentsConfig,
+    pub threads: ThreadsConfig,
+}
+
+/// The thread archive clock (DMs, threads, application commands).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ThreadsConfig {
+    /// How long one minute of a thread's `auto_archive_duration` lasts, in
+    /// ms: 60,000 as on Discord; tests shorten it to see threads archive.
+    pub archive_minute_ms: u64,
+    /// How often a guild with active threads checks them for archiving.
+    pub archive_sweep_ms: u64,
+}
+
+impl Default for ThreadsConfig {
+    fn default() -> Self {
+        Self { archive_minute_ms: 60_000, archive_sweep_ms: 60_000 }
+    }
 }
 
 /// Timings and bounds of a cluster (used only with `nats`).
@@ -215,6 +233,7 @@ impl Default for Config {
             storage: StorageConfig::default(),
             cluster: ClusterConfig::default(),
             attachments: AttachmentsConfig::default(),
+            threads: ThreadsConfig::default(),
         }
     }
 }

@@ -49,6 +49,8 @@ pub struct Node {
     channel_guilds: std::sync::Mutex<std::collections::HashMap<protocol::ChannelId, GuildId>>,
     /// Guild actors' loads, batched (see `batch`).
     pub guild_loads: Batcher<GuildId, GuildSnapshot>,
+    /// READY's DM channels, batched with concurrent IDENTIFYs (see `batch`).
+    pub dm_lookups: Batcher<protocol::UserId, Vec<store::DmChannel>>,
     /// Bounds IDENTIFYs in flight; `try_acquire` or the client gets op 9 `d:true`.
     pub identify_permits: Semaphore,
     /// Live gateway sockets of this process (see `limits.max_gateway_connections`).
@@ -94,6 +96,7 @@ impl Node {
             rest_limits: RateLimiter::new(config.limits.rest_requests_per_window, config.limits.rest_window_ms),
             identify_lookups: batch::identify_lookups(store.clone()),
             guild_loads: batch::guild_loads(store.clone()),
+            dm_lookups: crate::guild::dm::dm_lookups(store.clone()),
             guild_claims: batch::guild_claims(store.clone(), config.node_id),
             writer: crate::writer::Writer::start(store.clone(), config.limits.write_queue, config.limits.write_batch_max),
             channel_guilds: Default::default(),
@@ -119,7 +122,9 @@ impl Node {
         if let Some(g) = self.channel_guilds.lock().expect("channel map poisoned").get(&channel) {
             return Ok(Some(*g));
         }
-        let Some(g) = self.store.get_channel(channel).await?.and_then(|c| c.guild_id) else { return Ok(None) };
+        // A DM's messages go to its own actor (see `route::dms_threads`).
+        let dm = |c: &store::ChannelRecord| (c.kind == protocol::model::channel_type::DM).then(|| crate::route::dms_threads::dm_key(c.id));
+        let Some(g) = self.store.get_channel(channel).await?.and_then(|c| c.guild_id.or_else(|| dm(&c))) else { return Ok(None) };
         let mut map = self.channel_guilds.lock().expect("channel map poisoned");
         if map.len() >= CHANNEL_GUILDS_MAX {
             map.clear();

@@ -16,6 +16,7 @@ use tokio::sync::oneshot;
 use crate::fanout::{NodeId, SessionRef, SubInfo};
 use crate::presence::Presence;
 
+pub mod dms_threads;
 pub mod ops;
 pub use ops::{Action, Op, OpReply, Set};
 
@@ -345,6 +346,12 @@ pub trait GuildRouter: Send + Sync {
     /// `user` joined `guild`: every other node subscribes its sessions of
     /// that user (the owner's own sessions are subscribed by the actor).
     fn member_joined_remote(&self, _guild: GuildId, _user: UserId) {}
+    /// A DM was created (`key`: its actor's): every other node subscribes
+    /// its sessions of `users` to it, then tells the actor it is done. The
+    /// nodes asked (none alone).
+    fn dm_opened_remote(&self, _key: GuildId, _users: &[UserId]) -> Vec<NodeId> {
+        Vec::new()
+    }
 }
 
 /// A RESUME of a session of another node, sent to that node.
@@ -410,7 +417,8 @@ impl Replies {
 
 /// Tells each of `guilds` that `user`'s visible presence changed.
 pub fn broadcast_presence(router: &dyn GuildRouter, user: UserId, guilds: &[GuildId], presence: Presence) {
-    for &g in guilds {
+    // DM actors have no presences to show.
+    for &g in guilds.iter().filter(|&&g| dms_threads::dm_of(g).is_none()) {
         if let Err(e) = router.send(g, GuildMsg::Presence { user, presence: presence.clone() }) {
             tracing::debug!(guild = %g, error = %e, "presence update dropped");
         }

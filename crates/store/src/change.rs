@@ -4,6 +4,7 @@
 
 use protocol::{ChannelId, GuildId, MessageId, RoleId, UserId};
 
+use crate::dms_threads_commands::{ThreadMemberRecord, ThreadRecord};
 use crate::records::*;
 
 /// One change to one guild's rows. `apply_changes` answers, for each, how
@@ -109,4 +110,24 @@ pub enum Change {
     /// its pending uploads linked to it).
     WebhookMessage(MessageRecord),
     // DMs, threads, application commands:
+    /// A new message of a DM (its actor's own fence key), with the
+    /// channel's `last_message_id`.
+    CreateDmMessage(MessageRecord),
+    /// A new thread: its channel, metadata and first members.
+    CreateThread {
+        channel: ChannelRecord,
+        thread: ThreadRecord,
+        members: Vec<ThreadMemberRecord>,
+    },
+    /// A thread's name, slowmode and metadata (archived, locked, ...).
+    UpdateThread {
+        channel: ChannelRecord,
+        thread: ThreadRecord,
+    },
+    /// Adds a thread member; 0 if it already was one.
+    AddThreadMember(ThreadMemberRecord),
+    RemoveThreadMember {
+        thread: ChannelId,
+        user: UserId,
+    },
 }

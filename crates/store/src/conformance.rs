@@ -5,6 +5,7 @@ use protocol::{ChannelId, GuildId, MessageId, RoleId, UserId};
 
 use crate::*;
 
+mod dms_threads_commands;
 mod expressions;
 mod roles;
 
@@ -54,6 +55,7 @@ pub async fn run_all(s: &dyn Store) {
     attachments_conformance::attachments_and_webhooks(s).await;
 
     // DMs, threads, application commands:
+    dms_threads_commands::run(s).await;
     invites(s).await;
     bulk(s).await;
     batched_guild_loads(s).await;
@@ -144,6 +146,7 @@ async fn batched_guild_loads(s: &dyn Store) {
             members,
             emojis: vec![],
             bans: vec![],
+            threads: Vec::new(),
         }
     };
     let member = |gid: u64, u: &UserRecord, nick: Option<&str>, roles: Vec<RoleId>| MemberRecord {

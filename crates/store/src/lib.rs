@@ -16,6 +16,7 @@
 pub mod attachments;
 pub mod change;
 pub mod conformance;
+pub mod dms_threads_commands;
 pub mod expressions;
 pub mod postgres;
 pub mod records;
@@ -26,6 +27,7 @@ use protocol::{ChannelId, GuildId, MessageId, UserId};
 
 pub use attachments::{AttachmentRecord, WebhookRecord};
 pub use change::Change;
+pub use dms_threads_commands::*;
 pub use expressions::*;
 pub use records::*;
 
@@ -72,7 +74,7 @@ pub enum MessageWindow {
 }
 
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: DmThreadCommandStore + Send + Sync + 'static {
     // Users and tokens.
     async fn create_user(&self, user: &UserRecord, password_hash: Option<&str>) -> Result<()>;
     async fn get_user(&self, id: UserId) -> Result<Option<UserRecord>>;
@@ -233,7 +235,7 @@ pub trait Store: Send + Sync + 'static {
     async fn webhooks_of_channel(&self, channel: ChannelId) -> Result<Vec<WebhookRecord>>;
     async fn webhooks_of_guild(&self, guild: GuildId) -> Result<Vec<WebhookRecord>>;
 
-    // DMs, threads, application commands:
+    // DMs, threads, application commands: see [`DmThreadCommandStore`], a supertrait.
 }
 
 /// `Ok(true)` if the one change of an unfenced `apply_changes` touched a row.

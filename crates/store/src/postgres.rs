@@ -26,6 +26,7 @@ use crate::*;
 
 mod attachments;
 mod change;
+mod dms_threads_commands;
 mod expressions;
 mod roles;
 
@@ -520,7 +521,7 @@ async fn insert_members<'e, E: sqlx::PgExecutor<'e>>(e: E, members: &[&MemberRec
 }
 
 /// Inserts messages with one statement.
-async fn insert_messages(tx: &mut Tx<'_>, rows: &[&MessageRecord]) -> Result<()> {
+async fn insert_messages(conn: &mut sqlx::PgConnection, rows: &[&MessageRecord]) -> Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
@@ -545,9 +546,9 @@ async fn insert_messages(tx: &mut Tx<'_>, rows: &[&MessageRecord]) -> Result<()>
     .bind(rows.iter().map(|m| ids_json(m.mentions.iter().map(|u| u.0))).collect::<Vec<_>>())
     .bind(references)
     .bind(extras)
-    .execute(&mut **tx)
+    .execute(&mut *conn)
     .await?;
-    attachments::link(tx, rows).await?;
+    attachments::link(&mut *conn, rows).await?;
     // Each channel's newest id, in one statement; GREATEST keeps it from
     // going back if an older id commits later.
     let mut last: HashMap<i64, i64> = HashMap::new();
@@ -565,7 +566,7 @@ async fn insert_messages(tx: &mut Tx<'_>, rows: &[&MessageRecord]) -> Result<()>
     )
     .bind(last.iter().map(|p| p.0).collect::<Vec<_>>())
     .bind(last.iter().map(|p| p.1).collect::<Vec<_>>())
-    .execute(&mut **tx)
+    .execute(&mut *conn)
     .await?;
     Ok(())
 }
@@ -754,6 +755,7 @@ impl Store for PostgresStore {
                 members: Vec::new(),
                 emojis: Vec::new(),
                 bans: Vec::new(),
+                threads: Vec::new(),
             })
             .collect();
         let q = format!("SELECT {ROLE_COLS} FROM roles WHERE guild_id = ANY($1) ORDER BY guild_id, position, id");
@@ -796,6 +798,7 @@ impl Store for PostgresStore {
                 snaps[n].bans.push(u);
             }
         }
+        dms_threads_commands::load_threads(&self.pool, &mut snaps).await?;
         Ok(snaps)
     }
 

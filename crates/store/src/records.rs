@@ -146,6 +146,9 @@ pub struct GuildSnapshot {
     /// Users banned from the guild, ascending: the actor refuses their joins.
     #[serde(default)]
     pub bans: Vec<UserId>,
+    /// Threads with their members (archived ones too).
+    #[serde(default)]
+    pub threads: Vec<crate::ThreadSnapshot>,
 }
 
 /// Rows inserted in bulk by the seeding tool, in one transaction.

@@ -23,6 +23,7 @@ use crate::*;
 mod attachments;
 mod batch;
 mod change;
+mod dms_threads_commands;
 mod expressions;
 mod roles;
 
@@ -407,6 +408,32 @@ async fn insert_channel<'e, E: sqlx::SqliteExecutor<'e>>(e: E, c: &ChannelRecord
     Ok(())
 }
 
+/// One new message and its channel's `last_message_id` (`create_message`,
+/// and a DM's messages committed as changes).
+async fn insert_message(conn: &mut sqlx::SqliteConnection, m: &MessageRecord) -> Result<()> {
+    sqlx::query(
+            "INSERT INTO messages (id, channel_id, guild_id, author_id, content, edited_at, kind, flags, tts, mention_everyone, mentions, reference, extra)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(i(m.id))
+        .bind(i(m.channel_id))
+        .bind(m.guild_id.map(i))
+        .bind(i(m.author_id))
+        .bind(&m.content)
+        .bind(m.edited_at.map(|v| v as i64))
+        .bind(i64::from(m.kind))
+        .bind(m.flags as i64)
+        .bind(m.tts)
+        .bind(m.mention_everyone)
+        .bind(ids_json(&m.mentions.iter().map(|u| u.0).collect::<Vec<_>>()))
+        .bind(m.reference.as_ref().map(serde_json::to_string).transpose()?)
+        .bind(serde_json::to_string(&m.extra)?)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("UPDATE channels SET last_message_id = ? WHERE id = ?").bind(i(m.id)).bind(i(m.channel_id)).execute(&mut *conn).await?;
+    Ok(())
+}
+
 async fn insert_member<'e, E: sqlx::SqliteExecutor<'e>>(e: E, m: &MemberRecord) -> Result<bool> {
     let r = sqlx::query(
         "INSERT INTO members (guild_id, user_id, nick, roles, joined_at, flags) VALUES (?, ?, ?, ?, ?, ?)
@@ -686,6 +713,7 @@ impl Store for SqliteStore {
                 members: Vec::new(),
                 emojis: Vec::new(),
                 bans: Vec::new(),
+                threads: Vec::new(),
             })
             .collect();
         let mut q = in_list("SELECT id, guild_id, name, color, hoist, position, permissions, mentionable FROM roles WHERE guild_id");
@@ -728,6 +756,7 @@ impl Store for SqliteStore {
                 snaps[n].bans.push(u);
             }
         }
+        dms_threads_commands::load_threads(&self.reader, &mut snaps).await?;
         Ok(snaps)
     }
 
@@ -792,26 +821,7 @@ impl Store for SqliteStore {
 
     async fn create_message(&self, m: &MessageRecord) -> Result<()> {
         let mut tx = self.writer.begin().await?;
-        sqlx::query(
-            "INSERT INTO messages (id, channel_id, guild_id, author_id, content, edited_at, kind, flags, tts, mention_everyone, mentions, reference, extra)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(i(m.id))
-        .bind(i(m.channel_id))
-        .bind(m.guild_id.map(i))
-        .bind(i(m.author_id))
-        .bind(&m.content)
-        .bind(m.edited_at.map(|v| v as i64))
-        .bind(i64::from(m.kind))
-        .bind(m.flags as i64)
-        .bind(m.tts)
-        .bind(m.mention_everyone)
-        .bind(ids_json(&m.mentions.iter().map(|u| u.0).collect::<Vec<_>>()))
-        .bind(m.reference.as_ref().map(serde_json::to_string).transpose()?)
-        .bind(serde_json::to_string(&m.extra)?)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query("UPDATE channels SET last_message_id = ? WHERE id = ?").bind(i(m.id)).bind(i(m.channel_id)).execute(&mut *tx).await?;
+        insert_message(&mut tx, m).await?;
         attachments::link(&mut tx, m).await?;
         tx.commit().await?;
         Ok(())

@@ -91,6 +91,12 @@ enum ToNode {
         g: GuildId,
         u: UserId,
     },
+    /// DM `g` (its actor's key) was created: subscribe this node's sessions
+    /// of `users` to it, then tell the actor this node is settled.
+    DmOpened {
+        g: GuildId,
+        users: Vec<UserId>,
+    },
 }
 
 fn send_to(out: &mpsc::Sender<(String, Bytes)>, node: NodeId, msg: &ToNode) -> bool {
@@ -291,6 +297,11 @@ impl GuildRouter for ClusterRouter {
             self.to_node(n, &ToNode::Joined { g: guild, u: user });
         }
     }
+
+    fn dm_opened_remote(&self, key: GuildId, users: &[UserId]) -> Vec<NodeId> {
+        let msg = ToNode::DmOpened { g: key, users: users.to_vec() };
+        self.nodes().into_iter().map(NodeId).filter(|&n| n != self.me && self.to_node(n, &msg)).collect()
+    }
 }
 
 /// Hands this node's session `t.session` to the node that asked (see
@@ -334,6 +345,31 @@ fn hand_over(node: &Arc<Node>, r: &ClusterRouter, t: TakeOver) {
         tracing::debug!(session = %t.session, to = %to, "session handed over");
     } else {
         r.reply(t.reply, Bytes::from_static(b"false"));
+    }
+}
+
+/// A DM was created: this node's sessions of its recipients subscribe to
+/// it, then the actor hears this node is settled (after the subscriptions,
+/// on the same ordered stream), so its answer to the DM's opener, and so
+/// the first message, come after every session is subscribed.
+fn dm_opened(node: &Arc<Node>, key: GuildId, users: &[UserId]) {
+    use crate::route::dms_threads::DmAction;
+    for &u in users {
+        for s in crate::gateway::sessions_of(&node.sessions, u) {
+            let sub = crate::route::Subscription { session: s.session_ref(node), info: crate::fanout::Recipient::sub_info(&*s) };
+            if let Err(e) = node.guilds.send(key, GuildMsg::Subscribe(Box::new(sub))) {
+                tracing::debug!(dm = %key, error = %e, "subscribe to a new DM failed");
+            }
+        }
+    }
+    let settled = crate::route::Op {
+        user: UserId(0),
+        action: crate::route::Action::Dm(DmAction::Settled { node: Some(node.id) }),
+        // Nobody waits for this answer: request id 0 is never registered.
+        reply: ReplyTo { node: node.id, id: 0 },
+    };
+    if let Err(e) = node.guilds.send(key, GuildMsg::Op(Box::new(settled))) {
+        tracing::debug!(dm = %key, error = %e, "DM settle not sent");
     }
 }
 
@@ -700,6 +736,7 @@ async fn inbound_deliver(node: Arc<Node>, mut sub: async_nats::Subscriber) {
                     }
                 }
             }
+            ToNode::DmOpened { g, users } => dm_opened(&node, g, &users),
             ToNode::End { s } => {
                 if let Some(h) = node.sessions.get(&s).and_then(crate::gateway::session) {
                     h.end(&node);

@@ -144,10 +144,13 @@ impl FanEvent {
             Filter::Intent(i) => intents.contains(*i).then_some(&self.body),
             Filter::IntentNotUser(i, u) => (intents.contains(*i) && user != *u).then_some(&self.body),
             Filter::Message { message: m, redacted } => {
-                if !intents.contains(Intents::GUILD_MESSAGES) {
+                // DMs: DIRECT_MESSAGES, and content whatever MESSAGE_CONTENT says.
+                let dm = m.guild_id.is_none();
+                if !intents.contains(if dm { Intents::DIRECT_MESSAGES } else { Intents::GUILD_MESSAGES }) {
                     return None;
                 }
-                let entitled = !s.bot()
+                let entitled = dm
+                    || !s.bot()
                     || intents.contains(Intents::MESSAGE_CONTENT)
                     || user == m.author.id
                     || m.mentions.iter().any(|u| u.id == user);

@@ -189,6 +189,18 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
     if let Some([id, count]) = ident.shard {
         guilds.retain(|g| (g.0 >> 22) % u64::from(count) == u64::from(id));
     }
+    // DMs arrive on shard 0, as on Discord.
+    let dms = if ident.shard.is_none_or(|[id, _]| id == 0) {
+        match node.dm_lookups.get(user.id).await {
+            Ok(d) => d.unwrap_or_default(),
+            Err(e) => {
+                tracing::error!(error = %e, "identify: DM lookup failed");
+                return Err(CloseCode::UnknownError);
+            }
+        }
+    } else {
+        Vec::new()
+    };
     let session_id = new_session_id(node.id);
     let mut ready = json!({
         "v": 10,
@@ -197,7 +209,7 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
         "session_id": &*session_id,
         "session_type": "normal",
         "resume_gateway_url": node.config.gateway_url(),
-        "private_channels": [],
+        "private_channels": dms.iter().map(|d| crate::guild::dm::dm_json(d, user.id)).collect::<Vec<_>>(),
         "relationships": [],
         "presences": [],
         "guild_join_requests": [],
@@ -212,6 +224,8 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
     if let Some(shard) = ident.shard {
         ready["shard"] = json!(shard);
     }
+    // The session subscribes to its DMs' actors as to its guilds.
+    guilds.extend(dms.iter().map(|d| crate::route::dms_threads::dm_key(d.channel.id)));
     let handle = SessionHandle::new(session_id, user.id, user.bot, intents, large_threshold, guilds, &node.delivery);
     let presence = match ident.presence {
         Some(p) => Presence { status: p.status, activities: p.activities.unwrap_or_default() },

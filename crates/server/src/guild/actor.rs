@@ -77,6 +77,8 @@ pub(crate) struct State {
     /// Users banned from the guild: their joins are refused here, where
     /// every ban and join is committed in one order.
     pub(crate) bans: HashSet<UserId>,
+    /// Threads (not in `channels`), with their members.
+    pub(crate) threads: super::threads::Threads,
 }
 
 impl GuildActor {
@@ -102,6 +104,10 @@ impl GuildActor {
 
     pub(crate) fn id(&self) -> GuildId {
         self.id
+    }
+
+    pub(crate) fn node(&self) -> &Arc<Node> {
+        &self.node
     }
 
     pub async fn run(mut self) {
@@ -238,26 +244,36 @@ impl GuildActor {
     /// A new message: checked against this actor's own state (membership,
     /// roles, the channel and its overwrites: no store read), then handed to
     /// the writer. Fanned out and answered once committed, in commit order.
-    fn post(&mut self, st: &State, p: Post) {
+    fn post(&mut self, st: &mut State, p: Post) {
         let reply = p.reply;
-        let refuse = |r: PostReply| self.node.guilds.reply(reply, encode(&r));
-        let Some(c) = st.channels.iter().find(|c| c.id == p.channel) else { return refuse(PostReply::UnknownChannel) };
-        let Some((member, author)) = st.members.get(&p.author) else { return refuse(PostReply::MissingAccess) };
+        // A thread's messages follow its parent's permissions.
+        let in_thread = st.threads.get(p.channel).is_some();
+        let Some(c) = st.channels.iter().find(|c| c.id == p.channel).or_else(|| st.thread_parent(p.channel)) else {
+            return self.refuse(reply, PostReply::UnknownChannel);
+        };
+        let Some((member, _)) = st.members.get(&p.author) else { return self.refuse(reply, PostReply::MissingAccess) };
         let bits = perm::in_channel(perm::base(self.id, st.guild.owner_id, &st.roles, member), self.id, member, c);
         if bits & permission::VIEW_CHANNEL == 0 {
-            return refuse(PostReply::MissingAccess);
+            return self.refuse(reply, PostReply::MissingAccess);
         }
-        if bits & permission::SEND_MESSAGES == 0 {
-            return refuse(PostReply::MissingPermissions);
+        let send = if in_thread { permission::SEND_MESSAGES_IN_THREADS } else { permission::SEND_MESSAGES };
+        if bits & send == 0 {
+            return self.refuse(reply, PostReply::MissingPermissions);
         }
         if bits & permission::ATTACH_FILES == 0 && crate::attachments::has_files(&p.extra) {
-            return refuse(PostReply::MissingPermissions);
+            return self.refuse(reply, PostReply::MissingPermissions);
         }
+        if in_thread {
+            if let Err(r) = self.before_thread_post(st, p.author, p.channel, bits) {
+                return self.refuse(reply, r);
+            }
+        }
+        let Some((member, author)) = st.members.get(&p.author) else { return self.refuse(reply, PostReply::MissingAccess) };
         // Mentions of members resolve here; others are left out.
         let mentions: Vec<UserRecord> = p.mentions.iter().filter_map(|u| st.members.get(u)).map(|(_, u)| (**u).clone()).collect();
         let rec = MessageRecord {
             id: self.node.ids.next().into(),
-            channel_id: c.id,
+            channel_id: p.channel,
             guild_id: Some(self.id),
             author_id: p.author,
             edited_at: None,
@@ -276,6 +292,9 @@ impl GuildActor {
         }
         let message = Arc::new(message);
         let body = encode(&*message);
+        if in_thread {
+            Self::thread_posted(st, p.channel, rec.id);
+        }
         let tx = self.committed_tx.clone();
         let done = move |outcome| {
             // The actor waits for every message it handed over before it ends.
@@ -283,8 +302,12 @@ impl GuildActor {
         };
         match self.node.writer.submit(self.epoch, rec, done) {
             Ok(()) => self.inflight += 1,
-            Err(Full) => refuse(PostReply::Retry),
+            Err(Full) => self.refuse(reply, PostReply::Retry),
         }
+    }
+
+    fn refuse(&self, reply: ReplyTo, r: PostReply) {
+        self.node.guilds.reply(reply, encode(&r));
     }
 
     /// The writer's answer for one message or change of this actor.
@@ -338,6 +361,12 @@ impl GuildActor {
             Ok(p) => p,
             Err(refused) => return self.node.guilds.reply(reply, encode(&refused)),
         };
+        self.submit_plan(st, plan, reply);
+    }
+
+    /// Commits `plan`'s changes through the writer (fenced by the epoch)
+    /// and runs its `then` in commit order, answering `reply`.
+    pub(super) fn submit_plan(&mut self, st: &mut State, plan: super::ops::Plan, reply: ReplyTo) {
         if plan.changes.is_empty() {
             let answer = (plan.then)(self, st, &[]);
             return self.node.guilds.reply(reply, encode(&answer));
@@ -373,36 +402,12 @@ impl GuildActor {
     /// direct events through. Without an old subscription, straight to the
     /// new node.
     fn move_session(&mut self, m: crate::route::Move) {
-        let crate::route::Move { from, to, info } = m;
-        let old = if from.node == self.node.id {
-            self.subs.remove(&from.id)
-        } else {
-            let old = self.remote.remove(&from).map(|s| s as Sink);
-            if old.is_some() {
-                self.node.guilds.subscribed_remote(&from, self.id, self.epoch, false);
-            }
-            old
-        };
-        let new: Option<Sink> = if to.node == self.node.id {
-            self.node.sessions.get(&to.id).inspect(|s| {
-                self.subs.insert(s.clone());
-            })
-        } else {
-            self.node.guilds.subscribed_remote(&to, self.id, self.epoch, true);
-            Some(self.remote.insert(&self.node, to.clone(), info))
-        };
+        let to = m.to.id.clone();
+        let new = super::remote::move_subscriber(&self.node, self.id, self.epoch, &mut self.subs, &mut self.remote, m);
         self.hidden.clear();
         match &new {
-            Some(n) => self.lists.moved(&to.id, n),
-            None => self.lists.unsubscribe(&to.id),
-        }
-        let marker = Dispatch { name: crate::fanout::MOVED, body: Bytes::from(self.id.0.to_string()) };
-        match (old, new) {
-            (Some(old), _) if from.node == self.node.id => self.node.delivery.one(old, marker),
-            (Some(_), _) => self.node.guilds.one_remote(&from, marker),
-            (None, Some(new)) if to.node == self.node.id => self.node.delivery.forwarded(new, marker),
-            (None, Some(_)) => self.node.guilds.forward_remote(&to, marker),
-            (None, None) => {}
+            Some(n) => self.lists.moved(&to, n),
+            None => self.lists.unsubscribe(&to),
         }
     }
 
@@ -460,7 +465,7 @@ impl GuildActor {
     /// `publish` for an event of channel `c`: when not every member may see
     /// it, only to the subscribers who can (their split is cached per
     /// channel until subscribers, members or channels change).
-    fn publish_in(&mut self, st: &State, c: &ChannelRecord, event: Arc<FanEvent>) {
+    pub(crate) fn publish_in(&mut self, st: &State, c: &ChannelRecord, event: Arc<FanEvent>) {
         if perm::everyone_can_view(self.id, &st.roles, c) {
             return self.publish(event);
         }
@@ -523,6 +528,7 @@ impl GuildActor {
     fn publish_in_channel(&mut self, st: &State, channel: ChannelId, event: Arc<FanEvent>) {
         match st.channels.iter().find(|c| c.id == channel) {
             Some(c) => self.publish_in(st, c, event),
+            None if st.threads.get(channel).is_some() => self.publish_in_thread(st, channel, event),
             None => self.seq += 1,
         }
     }
@@ -559,7 +565,10 @@ impl GuildActor {
                 match st.channels.iter().find(|x| x.id == c.id).cloned() {
                     // CHANNEL_UPDATE to who sees it before and after;
                     // CHANNEL_CREATE / CHANNEL_DELETE to who gains or loses it.
-                    Some(before) => self.publish_channel_update(st, &before, &c),
+                    Some(before) => {
+                        self.publish_channel_update(st, &before, &c);
+                        self.thread_list_sync(st, &before, &c);
+                    }
                     None => {
                         let body = encode(&convert::channel(&c));
                         self.publish_in(st, &c, FanEvent::new("CHANNEL_UPDATE", body, Filter::Intent(Intents::GUILDS)));
@@ -740,14 +749,17 @@ impl State {
     }
 
     fn from_snapshot(s: GuildSnapshot, users: &crate::users::UserCache) -> State {
+        let mut channels = s.channels;
+        let threads = super::threads::Threads::load(s.threads, &mut channels);
         State {
             guild: s.guild,
             roles: s.roles,
-            channels: s.channels,
+            channels,
             members: s.members.into_iter().map(|(m, u)| (m.user_id, (m, users.intern(u)))).collect(),
             online: HashMap::new(),
             emojis: s.emojis,
             bans: s.bans.into_iter().collect(),
+            threads,
         }
     }
 
@@ -765,7 +777,7 @@ impl State {
             member_count: usize,
             members: Vec<model::Member>,
             channels: Vec<model::Channel>,
-            threads: [(); 0],
+            threads: Vec<Value>,
             presences: Vec<Value>,
             voice_states: [(); 0],
             stage_instances: [(); 0],
@@ -802,7 +814,7 @@ impl State {
             member_count: self.members.len(),
             members,
             channels: self.channels.iter().map(convert::channel).collect(),
-            threads: [],
+            threads: self.threads_for(s.user_id),
             presences,
             voice_states: [],
             stage_instances: [],

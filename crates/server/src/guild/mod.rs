@@ -3,9 +3,11 @@
 //! [`GuildRouter`]; [`LocalRouter`] runs every guild in this process.
 
 pub(crate) mod actor;
+pub mod dm;
 pub mod list;
 mod ops;
 pub mod remote;
+pub(crate) mod threads;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -43,7 +45,10 @@ impl LocalRouter {
         let node = self.node.upgrade().ok_or(RouteError::Gone(id))?;
         let (tx, rx) = mpsc::channel(self.capacity);
         map.insert(id, tx.clone());
-        node.tasks.spawn(actor::GuildActor::new(node.clone(), id, rx).run());
+        match crate::route::dms_threads::dm_of(id) {
+            Some(dm) => node.tasks.spawn(dm::DmActor::new(node.clone(), id, dm, rx).run()),
+            None => node.tasks.spawn(actor::GuildActor::new(node.clone(), id, rx).run()),
+        };
         Ok(tx)
     }
 }

@@ -127,3 +127,45 @@ impl RemoteSubs {
         }
     }
 }
+
+/// Moves a session's subscription of actor `key` (epoch `epoch`) from `m.from`
+/// to `m.to` (a RESUME on another node), and sends the
+/// [`crate::fanout::MOVED`] marker where the actor's events went so far,
+/// behind them: the old node forwards it after everything it forwarded, and
+/// only then does the new node let this actor's direct events through.
+/// Without an old subscription, straight to the new node. The new
+/// subscriber, if it could be found.
+pub fn move_subscriber(
+    node: &Arc<Node>,
+    key: GuildId,
+    epoch: u64,
+    subs: &mut crate::fanout::Subscribers,
+    remote: &mut RemoteSubs,
+    m: crate::route::Move,
+) -> Option<Sink> {
+    let crate::route::Move { from, to, info } = m;
+    let old = if from.node == node.id {
+        subs.remove(&from.id)
+    } else {
+        let old = remote.remove(&from).map(|s| s as Sink);
+        if old.is_some() {
+            node.guilds.subscribed_remote(&from, key, epoch, false);
+        }
+        old
+    };
+    let new: Option<Sink> = if to.node == node.id {
+        node.sessions.get(&to.id).inspect(|s| subs.insert(s.clone()))
+    } else {
+        node.guilds.subscribed_remote(&to, key, epoch, true);
+        Some(remote.insert(node, to.clone(), info))
+    };
+    let marker = Dispatch { name: crate::fanout::MOVED, body: Bytes::from(key.0.to_string()) };
+    match (old, &new) {
+        (Some(old), _) if from.node == node.id => node.delivery.one(old, marker),
+        (Some(_), _) => node.guilds.one_remote(&from, marker),
+        (None, Some(n)) if to.node == node.id => node.delivery.forwarded(n.clone(), marker),
+        (None, Some(_)) => node.guilds.forward_remote(&to, marker),
+        (None, None) => {}
+    }
+    new
+}

@@ -26,7 +26,14 @@ fn json_ok<T: serde::Serialize>(status: StatusCode, v: &T) -> ApiResult<Response
 }
 
 pub async fn get(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>) -> ApiResult<Response> {
-    let (c, _) = channel_access(&node, parse_id(&id, ErrorCode::UnknownChannel)?, u.id).await?;
+    let cid = parse_id(&id, ErrorCode::UnknownChannel)?;
+    if let Some(dm) = super::dms::get(&node, cid, u.id).await? {
+        return Ok(dm);
+    }
+    let (c, _) = channel_access(&node, cid, u.id).await?;
+    if store::is_thread(c.kind) {
+        return super::threads::get(&node, u.id, cid).await;
+    }
     json_ok(StatusCode::OK, &convert::channel(&c))
 }
 
@@ -41,6 +48,9 @@ pub struct ModifyChannel {
     parent_id: Option<Option<ChannelId>>,
     rate_limit_per_user: Option<u32>,
     permission_overwrites: Option<Vec<OverwriteIn>>,
+    /// A thread's own fields (`PATCH` of a thread).
+    #[serde(flatten)]
+    thread: super::threads::ThreadFields,
 }
 
 /// `PATCH /channels/{id}`: MANAGE_CHANNELS in the channel (and MANAGE_ROLES
@@ -52,6 +62,9 @@ pub async fn modify(
     JsonBody(b): JsonBody<ModifyChannel>,
 ) -> ApiResult<Response> {
     let cid = parse_id(&id, ErrorCode::UnknownChannel)?;
+    if super::threads::is_thread_channel(&node, cid).await? {
+        return super::threads::modify(&node, u.id, cid, b.name, b.rate_limit_per_user, b.thread).await;
+    }
     let guild = guild_of(&node, cid).await?;
     if let Some(n) = &b.name {
         if !(1..=100).contains(&n.chars().count()) {
@@ -78,6 +91,9 @@ pub async fn modify(
 /// `DELETE /channels/{id}`: MANAGE_CHANNELS; answers the deleted channel.
 pub async fn delete(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>) -> ApiResult<Response> {
     let cid = parse_id(&id, ErrorCode::UnknownChannel)?;
+    if super::threads::is_thread_channel(&node, cid).await? {
+        return super::threads::delete(&node, u.id, cid).await;
+    }
     let guild = guild_of(&node, cid).await?;
     ask(&node, guild, u.id, Action::Channel(ChannelAction::Delete { channel: cid })).await
 }

@@ -158,7 +158,8 @@ pub async fn channels(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id)
         .channels_of_guild(gid)
         .await?
         .iter()
-        .filter(|c| a.in_channel(c) & permission::VIEW_CHANNEL != 0)
+        // Threads are listed apart (`/guilds/{g}/threads/active`), as on Discord.
+        .filter(|c| !store::is_thread(c.kind) && a.in_channel(c) & permission::VIEW_CHANNEL != 0)
         .map(convert::channel)
         .collect();
     json_ok(StatusCode::OK, &list)

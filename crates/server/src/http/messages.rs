@@ -140,7 +140,7 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
         // discord.js omits channel_id: it defaults to this channel.
         let rc = r.channel_id.unwrap_or(cid);
         r.channel_id = Some(rc);
-        r.guild_id = Some(guild_id);
+        r.guild_id = crate::route::dms_threads::dm_of(guild_id).is_none().then_some(guild_id);
         if let Some(mid) = r.message_id {
             let found = if rc == cid { node.store.get_message(cid, mid).await? } else { None };
             if found.is_none() && r.fail_if_not_exists.unwrap_or(true) {
@@ -213,10 +213,17 @@ pub async fn list(
     Path(id): Path<String>,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Response> {
-    let (c, a) = channel_access(&node, parse_id(&id, ErrorCode::UnknownChannel)?, u.id).await?;
-    if a.in_channel(&c) & permission::READ_MESSAGE_HISTORY == 0 {
-        return Ok(json_bytes(StatusCode::OK, "[]"));
-    }
+    let cid = parse_id(&id, ErrorCode::UnknownChannel)?;
+    let c = match super::dms::readable(&node, cid, u.id).await? {
+        Some(dm) => dm,
+        None => {
+            let (c, a) = channel_access(&node, cid, u.id).await?;
+            if a.in_channel(&c) & permission::READ_MESSAGE_HISTORY == 0 {
+                return Ok(json_bytes(StatusCode::OK, "[]"));
+            }
+            c
+        }
+    };
     let limit = q.limit.unwrap_or(50);
     if !(1..=100).contains(&limit) {
         return Err(ApiError::field("limit", "NUMBER_TYPE_MAX", "Must be between 1 and 100."));
@@ -243,7 +250,11 @@ async fn find(node: &Node, c: ChannelId, mid: &str) -> ApiResult<MessageRecord> 
 }
 
 pub async fn get(State(node): State<Arc<Node>>, Caller(u): Caller, Path((id, mid)): Path<(String, String)>) -> ApiResult<Response> {
-    let (c, _) = channel_access(&node, parse_id(&id, ErrorCode::UnknownChannel)?, u.id).await?;
+    let cid = parse_id(&id, ErrorCode::UnknownChannel)?;
+    let c = match super::dms::readable(&node, cid, u.id).await? {
+        Some(dm) => dm,
+        None => channel_access(&node, cid, u.id).await?.0,
+    };
     let m = find(&node, c.id, &mid).await?;
     let mut out = render(&node, &[m]).await?;
     super::reactions::decorate(&node, &mut out, u.id).await?;

@@ -8,6 +8,8 @@ pub mod admin;
 pub mod attachments;
 pub mod bans;
 pub mod channels;
+pub mod commands;
+pub mod dms;
 pub mod emojis;
 pub mod error;
 pub mod guilds;
@@ -17,6 +19,7 @@ pub mod pins;
 pub mod ratelimit;
 pub mod reactions;
 pub mod roles;
+pub mod threads;
 pub mod users;
 pub mod web;
 pub mod webhooks;
@@ -128,6 +131,10 @@ pub async fn channel_access(node: &Node, channel: protocol::ChannelId, user: Use
     let c = node.store.get_channel(channel).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownChannel))?;
     let guild = c.guild_id.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownChannel))?;
     let access = guild_access(node, guild, user).await?;
+    // A thread: the parent's permissions (and private threads' membership).
+    if store::is_thread(c.kind) {
+        return threads::thread_access(node, c, access, user).await;
+    }
     if access.in_channel(&c) & permission::VIEW_CHANNEL == 0 {
         return Err(ApiError::forbidden(ErrorCode::MissingAccess));
     }
@@ -189,8 +196,30 @@ fn api(node: &Arc<Node>) -> Router<Arc<Node>> {
         // Attachments, webhooks:
         .merge(webhooks::routes())
         // DMs, threads, application commands:
-        .route("/applications/{app_id}/commands", get(absent::empty_list))
-        .route("/applications/{app_id}/guilds/{guild_id}/commands", get(absent::empty_list))
+        .route("/users/@me/channels", get(dms::list).post(dms::open))
+        .route("/channels/{channel_id}/messages/{message_id}/threads", post(threads::start_from_message))
+        .route("/channels/{channel_id}/threads", post(threads::start))
+        .route("/channels/{channel_id}/threads/archived/public", get(threads::archived_public))
+        .route("/channels/{channel_id}/threads/archived/private", get(threads::archived_private))
+        .route("/channels/{channel_id}/thread-members", get(threads::members))
+        .route(
+            "/channels/{channel_id}/thread-members/{user_id}",
+            get(threads::member).put(threads::add_member).delete(threads::remove_member),
+        )
+        .route("/guilds/{guild_id}/threads/active", get(threads::active))
+        .route("/applications/{app_id}/commands", get(commands::global_list).post(commands::global_create).put(commands::global_overwrite))
+        .route(
+            "/applications/{app_id}/commands/{command_id}",
+            get(commands::global_get).patch(commands::global_edit).delete(commands::global_delete),
+        )
+        .route(
+            "/applications/{app_id}/guilds/{guild_id}/commands",
+            get(commands::guild_list).post(commands::guild_create).put(commands::guild_overwrite),
+        )
+        .route(
+            "/applications/{app_id}/guilds/{guild_id}/commands/{command_id}",
+            get(commands::guild_get).patch(commands::guild_edit).delete(commands::guild_delete),
+        )
         .route("/applications/{app_id}/guilds/{guild_id}/commands/permissions", get(absent::empty_list))
         .route("/applications/{app_id}/entitlements", get(absent::empty_list))
         .route("/applications/{app_id}/emojis", get(absent::empty_items))

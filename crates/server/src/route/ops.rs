@@ -48,6 +48,8 @@ pub enum Action {
     // Attachments, webhooks (#14):
     Webhook(WebhookAction),
     // DMs, threads, application commands (#14):
+    Dm(super::dms_threads::DmAction),
+    Thread(super::dms_threads::ThreadAction),
 }
 
 /// A field of a PATCH: left alone, or set (to `None`: cleared). Unlike

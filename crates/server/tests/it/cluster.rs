@@ -53,9 +53,9 @@ impl Drop for Nats {
     }
 }
 
-const VNODES: u32 = 128;
+pub(crate) const VNODES: u32 = 128;
 
-async fn node(nats: &Nats, dir: &std::path::Path, id: u64) -> TestServer {
+pub(crate) async fn node(nats: &Nats, dir: &std::path::Path, id: u64) -> TestServer {
     let (url, dir) = (nats.url.clone(), dir.to_path_buf());
     TestServer::start_with(move |c| {
         c.data_dir = dir;
@@ -74,7 +74,7 @@ async fn health(t: &TestServer) -> (u16, serde_json::Value) {
 }
 
 /// Waits until every node sees exactly `ids` as the cluster.
-async fn converge(nodes: &[&TestServer], ids: &[u64]) {
+pub(crate) async fn converge(nodes: &[&TestServer], ids: &[u64]) {
     let deadline = Instant::now() + Duration::from_secs(10);
     for t in nodes {
         loop {

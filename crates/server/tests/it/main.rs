@@ -17,3 +17,7 @@ mod write_failures;
 // #14: attachments, webhooks
 mod attachments;
 mod webhooks;
+// DMs, threads, application commands (#14):
+mod commands;
+mod dms;
+mod threads;

@@ -102,7 +102,14 @@ pub(super) async fn apply(conn: &mut PgConnection, change: &Change) -> Result<u6
         // Attachments, webhooks:
         Change::CreateWebhook(_) | Change::UpdateWebhook(_) | Change::DeleteWebhook(_) | Change::WebhookMessage(_) => {
             super::attachments::apply(conn, change).await?
-        } // DMs, threads, application commands:
+        }
+
+        // DMs, threads, application commands:
+        Change::CreateDmMessage(_)
+        | Change::CreateThread { .. }
+        | Change::UpdateThread { .. }
+        | Change::AddThreadMember(_)
+        | Change::RemoveThreadMember { .. } => super::dms_threads_commands::apply(conn, change).await?,
     };
     Ok(r)
 }

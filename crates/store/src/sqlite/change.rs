@@ -105,6 +105,11 @@ pub(super) async fn apply(conn: &mut SqliteConnection, change: &Change) -> Resul
         }
 
         // DMs, threads, application commands:
+        Change::CreateDmMessage(_)
+        | Change::CreateThread { .. }
+        | Change::UpdateThread { .. }
+        | Change::AddThreadMember(_)
+        | Change::RemoveThreadMember { .. } => super::dms_threads_commands::apply(conn, change).await?,
     };
     Ok(r)
 }

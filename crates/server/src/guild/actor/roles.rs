@@ -134,8 +134,9 @@ impl GuildActor {
         self.channel_shown(after, &gained, &lost);
     }
 
-    /// `publish` to the subscribers whose user `keep` accepts.
-    fn publish_to(&mut self, event: Arc<FanEvent>, keep: &dyn Fn(UserId) -> bool) {
+    /// `publish` to the subscribers (of this node and others) whose user
+    /// `keep` accepts; not cached (gained or lost channels, private threads).
+    pub(crate) fn publish_to(&mut self, event: Arc<FanEvent>, keep: &dyn Fn(UserId) -> bool) {
         self.seq += 1;
         if !self.remote.is_empty() && self.remote_wanted(&event) {
             let keep_remote = |i: &SubInfo| keep(i.user_id);

@@ -61,10 +61,14 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: ChannelAct
         ChannelAction::Delete { channel } => {
             let c = st.channel(channel)?.clone();
             require_in(&caller, st, &c, permission::MANAGE_CHANNELS)?;
-            Ok(Plan::new(vec![Change::DeleteChannel(channel)], move |a, st, rows| {
+            // Its threads go with it (clients drop them on CHANNEL_DELETE).
+            let mut changes = vec![Change::DeleteChannel(channel)];
+            changes.extend(st.threads.children(channel).map(Change::DeleteChannel));
+            Ok(Plan::new(changes, move |a, st, rows| {
                 if gone(rows) {
                     return OpReply::not_found(ErrorCode::UnknownChannel);
                 }
+                st.threads.map.retain(|_, t| t.channel.parent_id != Some(channel));
                 let body = convert::channel(&c);
                 a.apply(st, GuildEvent::ChannelDelete(c));
                 ok(&body)

@@ -17,6 +17,7 @@ mod messages;
 mod pins;
 mod reactions;
 mod roles;
+pub(crate) mod threads;
 mod webhooks;
 
 use axum::http::StatusCode;
@@ -70,6 +71,9 @@ pub(super) fn plan(a: &GuildActor, st: &State, user: UserId, action: Action) -> 
         // Attachments, webhooks:
         Action::Webhook(w) => webhooks::plan(a, st, user, w),
         // DMs, threads, application commands:
+        Action::Thread(t) => threads::plan(a, st, user, t),
+        // A DM's actions go to DM actors; a guild has none.
+        Action::Dm(_) => Err(OpReply::not_found(ErrorCode::UnknownChannel)),
     }
 }
 
@@ -94,9 +98,14 @@ impl State {
         })
     }
 
-    /// A channel of this guild: 404 10003 if there is none.
+    /// A channel of this guild: 404 10003 if there is none. For a thread,
+    /// its parent: a thread's messages follow the parent's permissions.
     pub(super) fn channel(&self, id: ChannelId) -> Result<&ChannelRecord, OpReply> {
-        self.channels.iter().find(|c| c.id == id).ok_or_else(|| OpReply::not_found(ErrorCode::UnknownChannel))
+        self.channels
+            .iter()
+            .find(|c| c.id == id)
+            .or_else(|| self.thread_parent(id))
+            .ok_or_else(|| OpReply::not_found(ErrorCode::UnknownChannel))
     }
 }
 
