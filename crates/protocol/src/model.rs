@@ -84,6 +84,10 @@ pub struct User {
     pub flags: u64,
     #[serde(default, deserialize_with = "crate::de::null_default")]
     pub public_flags: u64,
+    /// Only on the users of a guild message's `mentions` in its events:
+    /// Discord adds the mentioned user's partial member there.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub member: Option<Box<Member>>,
 }
 
 /// `GET /users/@me`: a user plus the private fields clients read.
@@ -163,6 +167,15 @@ pub struct Channel {
     pub user_limit: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub rtc_region: Option<Option<String>>,
+    /// Voice channels only: 1 (auto), the only mode throng has.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub video_quality_mode: Option<u8>,
+    /// Text and announcement channels only: what threads started there
+    /// default to (Discord's defaults: a day, no slow mode).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub default_auto_archive_duration: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub default_thread_rate_limit_per_user: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -180,6 +193,9 @@ pub struct Member {
     pub flags: u64,
     pub pending: bool,
     pub communication_disabled_until: Option<String>,
+    /// Always null: throng has no per-guild banners.
+    #[serde(default)]
+    pub banner: Option<String>,
     /// Only on GUILD_MEMBER_ADD/UPDATE/REMOVE dispatches.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub guild_id: Option<GuildId>,
@@ -220,6 +236,9 @@ pub struct Guild {
     pub nsfw_level: u8,
     pub nsfw: bool,
     pub premium_progress_bar_enabled: bool,
+    /// Always null: no raid incidents, no presence cap.
+    pub incidents_data: Option<()>,
+    pub max_presences: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

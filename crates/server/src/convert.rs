@@ -15,6 +15,15 @@ pub fn user(u: &UserRecord) -> User {
         bot: u.bot,
         flags: u.flags,
         public_flags: u.flags,
+        member: None,
+    }
+}
+
+/// Gives each mentioned user of `m` its partial member, as Discord does in
+/// MESSAGE_CREATE/UPDATE of a guild: `members` pairs with `m.mentions`.
+pub fn attach_mention_members(m: &mut model::Message, members: Vec<Member>) {
+    for (u, member) in m.mentions.iter_mut().zip(members) {
+        u.member = Some(Box::new(member));
     }
 }
 
@@ -45,6 +54,7 @@ pub fn overwrite(o: &OverwriteRecord) -> Overwrite {
 
 pub fn channel(c: &ChannelRecord) -> Channel {
     let voice = c.kind == model::channel_type::GUILD_VOICE;
+    let texty = c.kind == model::channel_type::GUILD_TEXT || c.kind == model::channel_type::GUILD_ANNOUNCEMENT;
     Channel {
         id: c.id,
         kind: c.kind,
@@ -61,6 +71,9 @@ pub fn channel(c: &ChannelRecord) -> Channel {
         bitrate: voice.then_some(64_000),
         user_limit: voice.then_some(0),
         rtc_region: voice.then_some(None),
+        video_quality_mode: voice.then_some(1),
+        default_auto_archive_duration: texty.then_some(1440),
+        default_thread_rate_limit_per_user: texty.then_some(0),
     }
 }
 
@@ -78,6 +91,7 @@ pub fn member(m: &MemberRecord, u: Option<&UserRecord>) -> Member {
         flags: m.flags,
         pending: false,
         communication_disabled_until: None,
+        banner: None,
         guild_id: None,
     }
 }
@@ -116,6 +130,8 @@ pub fn guild(g: &GuildRecord, roles: &[RoleRecord]) -> model::Guild {
         nsfw_level: 0,
         nsfw: false,
         premium_progress_bar_enabled: false,
+        incidents_data: None,
+        max_presences: None,
     }
 }
 
@@ -164,5 +180,6 @@ fn webhook_author(m: &MessageRecord) -> Option<model::User> {
         bot: true,
         flags: 0,
         public_flags: 0,
+        member: None,
     })
 }

@@ -22,6 +22,16 @@ use crate::node::Node;
 
 /// Binds the listen address, with SO_REUSEPORT when configured so several
 /// processes can share the port.
+/// Pending connections the kernel queues before `accept` (capped by
+/// `net.core.somaxconn`): enough for a reconnect storm's burst of SYNs
+/// while the accept loop catches up.
+const LISTEN_BACKLOG: i32 = 4096;
+/// Pause after a failed `accept` (out of file descriptors and the like),
+/// so the loop backs off instead of spinning on the same error.
+const ACCEPT_ERROR_BACKOFF: std::time::Duration = std::time::Duration::from_millis(20);
+/// A client must send its request head within this time (slowloris guard).
+const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 pub fn bind(addr: SocketAddr, reuse_port: bool) -> std::io::Result<TcpListener> {
     let domain = if addr.is_ipv6() { socket2::Domain::IPV6 } else { socket2::Domain::IPV4 };
     let sock = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
@@ -31,7 +41,7 @@ pub fn bind(addr: SocketAddr, reuse_port: bool) -> std::io::Result<TcpListener> 
     }
     sock.set_nonblocking(true)?;
     sock.bind(&addr.into())?;
-    sock.listen(4096)?;
+    sock.listen(LISTEN_BACKLOG)?;
     TcpListener::from_std(sock.into())
 }
 
@@ -46,9 +56,8 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener) {
         let (stream, peer) = match accepted {
             Ok(x) => x,
             Err(e) => {
-                // Out of file descriptors and the like: back off instead of spinning.
                 tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;
                 continue;
             }
         };
@@ -74,7 +83,7 @@ async fn serve_http(node: Arc<Node>, app: axum::Router, stream: TcpStream, peer:
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(std::time::Duration::from_secs(30))
+        .header_read_timeout(HEADER_READ_TIMEOUT)
         .serve_connection(TokioIo::new(stream), svc)
         .with_upgrades();
     tokio::pin!(conn);

@@ -274,6 +274,13 @@ pub enum RouteError {
     Unavailable(GuildId),
 }
 
+/// Messages waiting in a node's guild mailboxes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct MailboxDepths {
+    pub total: usize,
+    pub max: usize,
+}
+
 /// Carries messages to guild actors wherever they run. Never waits: a full
 /// mailbox is an error (503 / op 9 for the caller), not a wait.
 pub trait GuildRouter: Send + Sync {
@@ -284,6 +291,10 @@ pub trait GuildRouter: Send + Sync {
 
     /// Guild actors running on this node.
     fn local_actors(&self) -> usize;
+
+    /// Messages waiting in this node's guild mailboxes: the sum over all
+    /// actors and the deepest one (for `/metrics`).
+    fn mailbox_depths(&self) -> MailboxDepths;
 
     /// This node's actor of `guild` stopped (guild deleted or missing).
     fn actor_stopped(&self, guild: GuildId);

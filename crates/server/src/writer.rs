@@ -54,6 +54,42 @@ pub struct WriterStats {
     pub changes: AtomicU64,
     pub fenced: AtomicU64,
     pub failed: AtomicU64,
+    /// How long each store transaction took (group commits and changes).
+    pub commit_seconds: Latency,
+}
+
+/// Upper bounds (seconds) of the commit latency histogram's buckets: from
+/// a group commit on a warm SQLite file (~1 ms) to a store in trouble
+/// (the SQLite busy timeout is 20 s by default).
+pub const COMMIT_BUCKETS: [f64; 12] = [0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0, 20.0];
+
+/// A latency histogram of atomics (Prometheus' cumulative buckets are
+/// summed when rendered): one `fetch_add` per bucket hit, no lock.
+#[derive(Default)]
+pub struct Latency {
+    /// Observations per bucket of [`COMMIT_BUCKETS`], the last one above all.
+    counts: [AtomicU64; COMMIT_BUCKETS.len() + 1],
+    sum_nanos: AtomicU64,
+}
+
+impl Latency {
+    pub fn observe(&self, took: std::time::Duration) {
+        let secs = took.as_secs_f64();
+        let i = COMMIT_BUCKETS.iter().position(|&le| secs <= le).unwrap_or(COMMIT_BUCKETS.len());
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_nanos.fetch_add(took.as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+    }
+
+    /// Cumulative counts per bucket of [`COMMIT_BUCKETS`] then `+Inf`, and
+    /// the sum in seconds.
+    pub fn snapshot(&self) -> (Vec<u64>, f64) {
+        let mut total = 0;
+        let cumulative = self.counts.iter().map(|c| {
+            total += c.load(Ordering::Relaxed);
+            total
+        });
+        (cumulative.collect(), self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9)
+    }
 }
 
 pub struct Writer {
@@ -107,7 +143,10 @@ async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Job>, max_batch: usiz
         while let Some(job) = queue.next() {
             match job.work {
                 Work::Changes(guild, changes) => {
-                    let outcome = match store.apply_changes(job.epoch, guild, &changes).await {
+                    let started = std::time::Instant::now();
+                    let applied = store.apply_changes(job.epoch, guild, &changes).await;
+                    stats.commit_seconds.observe(started.elapsed());
+                    let outcome = match applied {
                         Ok(Some(rows)) => Outcome::Applied(rows),
                         Ok(None) => Outcome::Fenced,
                         Err(e) => {
@@ -138,7 +177,10 @@ async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Job>, max_batch: usiz
 
 /// One transaction for `batch`; one by one if a row spoils it.
 async fn commit_messages(store: &dyn Store, batch: &[(u64, MessageRecord)], stats: &WriterStats) -> Vec<Outcome> {
-    match store.create_messages(batch).await {
+    let started = std::time::Instant::now();
+    let committed = store.create_messages(batch).await;
+    stats.commit_seconds.observe(started.elapsed());
+    match committed {
         Ok(ok) => {
             stats.commits.fetch_add(1, Ordering::Relaxed);
             ok.into_iter().map(|ok| if ok { Outcome::Committed } else { Outcome::Fenced }).collect()
@@ -152,7 +194,10 @@ async fn commit_messages(store: &dyn Store, batch: &[(u64, MessageRecord)], stat
             tracing::warn!(error = %e, rows = batch.len(), "batch commit failed; retrying one by one");
             let mut v = Vec::with_capacity(batch.len());
             for one in batch.chunks(1) {
-                v.push(match store.create_messages(one).await {
+                let started = std::time::Instant::now();
+                let committed = store.create_messages(one).await;
+                stats.commit_seconds.observe(started.elapsed());
+                v.push(match committed {
                     Ok(ok) if ok.first() == Some(&true) => Outcome::Committed,
                     Ok(_) => Outcome::Fenced,
                     Err(e) => Outcome::Failed(e.to_string()),
@@ -173,4 +218,25 @@ fn finish(stats: &WriterStats, done: Done, outcome: Outcome) {
     };
     counter.fetch_add(1, Ordering::Relaxed);
     done(outcome);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn latency_buckets_are_cumulative_with_the_sum_in_seconds() {
+        let l = Latency::default();
+        l.observe(Duration::from_micros(300)); // <= 0.5 ms
+        l.observe(Duration::from_millis(3)); // <= 5 ms
+        l.observe(Duration::from_millis(3));
+        l.observe(Duration::from_secs(30)); // above every bound
+        let (counts, sum) = l.snapshot();
+        assert_eq!(counts.len(), COMMIT_BUCKETS.len() + 1);
+        assert_eq!(&counts[..5], &[1, 1, 1, 3, 3]);
+        assert_eq!(counts[COMMIT_BUCKETS.len() - 1], 3, "30 s is above 20 s");
+        assert_eq!(counts[COMMIT_BUCKETS.len()], 4, "+Inf holds every observation");
+        assert!((sum - 30.0063).abs() < 1e-6, "{sum}");
+    }
 }

@@ -226,6 +226,10 @@ impl GuildRouter for ClusterRouter {
         self.local.local_actors()
     }
 
+    fn mailbox_depths(&self) -> crate::route::MailboxDepths {
+        self.local.mailbox_depths()
+    }
+
     fn actor_stopped(&self, guild: GuildId) {
         self.local.actor_stopped(guild)
     }

@@ -74,6 +74,13 @@ pub fn frame_dispatch(out: &mut Vec<u8>, name: &str, seq: u64, body: &[u8]) {
 /// what it does not take is rendered again next time).
 const MAX_WRITE: usize = 64 * 1024;
 
+/// How long a connection closed by the gateway itself (bad payload, rate
+/// limit, timeout, before or outside a session) may take to send its close
+/// frame and the client's echo. The frame is a few bytes; a client that has
+/// not read it in this time is cut without it. Sessions' own closes use
+/// `gateway.close_linger_ms` instead (config).
+pub const CLOSE_LINGER: Duration = Duration::from_secs(2);
+
 /// A session's dispatches by sequence number, for direct writes: the
 /// replay buffer, which holds every dispatch not yet written.
 pub type ReplayQueue = VecDeque<(u64, super::Dispatch, Instant)>;
@@ -516,7 +523,7 @@ impl Conn {
     /// closes the socket.
     pub async fn close(mut self, code: CloseCode) {
         self.queue_close(code);
-        self.finish(Duration::from_secs(2)).await;
+        self.finish(CLOSE_LINGER).await;
     }
 
     /// Queues the answer to a client's close frame: the same code, or an
@@ -531,7 +538,7 @@ impl Conn {
     /// Answers a client's close frame with the same code, then closes.
     pub async fn close_echo(mut self, code: Option<u16>) {
         self.queue_close_echo(code);
-        self.finish(Duration::from_secs(2)).await;
+        self.finish(CLOSE_LINGER).await;
     }
 
     /// Writes what is queued (for at most `linger`), then shuts the socket down.

@@ -19,6 +19,9 @@ use super::SessionHandle;
 use crate::node::Node;
 use crate::presence::Presence;
 
+/// Discord's smallest `large_threshold`: a lower value in IDENTIFY is raised to it.
+const LARGE_THRESHOLD_MIN: u32 = 50;
+
 /// What to do with a connection after one of its frames.
 enum Step {
     Continue,
@@ -185,7 +188,7 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
         }
     }
     let gw = &node.config.gateway;
-    let large_threshold = ident.large_threshold.unwrap_or(gw.large_threshold_default).clamp(50, gw.large_threshold_max);
+    let large_threshold = ident.large_threshold.unwrap_or(gw.large_threshold_default).clamp(LARGE_THRESHOLD_MIN, gw.large_threshold_max);
     if let Some([id, count]) = ident.shard {
         guilds.retain(|g| (g.0 >> 22) % u64::from(count) == u64::from(id));
     }

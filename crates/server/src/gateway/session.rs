@@ -801,6 +801,12 @@ pub fn start(node: &Arc<Node>, conn: Conn, id: Identified, mut early: Vec<Incomi
 /// IDENTIFY storm into one big guild) is tried again every 50 ms for up to
 /// 30 s rather than left unavailable: a dropped subscription is a session
 /// that silently never gets the guild's events.
+/// A subscription refused by a full guild mailbox (a big guild during an
+/// IDENTIFY ramp) is sent again this often, up to `SUBSCRIBE_RETRIES`
+/// times (30 s in all) before the guild stays unavailable to the session.
+const SUBSCRIBE_RETRY_EVERY: Duration = Duration::from_millis(50);
+const SUBSCRIBE_RETRIES: u32 = 600;
+
 fn subscribe(node: &Arc<Node>, s: &Arc<SessionHandle>, g: protocol::GuildId) {
     fn msg(node: &Node, s: &SessionHandle) -> GuildMsg {
         GuildMsg::Subscribe(Box::new(Subscription { session: s.session_ref(node), info: crate::fanout::Recipient::sub_info(s) }))
@@ -810,8 +816,8 @@ fn subscribe(node: &Arc<Node>, s: &Arc<SessionHandle>, g: protocol::GuildId) {
         Err(crate::route::RouteError::Busy(_)) => {
             let (node2, s) = (node.clone(), s.clone());
             node.tasks.spawn(async move {
-                for _ in 0..600 {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                for _ in 0..SUBSCRIBE_RETRIES {
+                    tokio::time::sleep(SUBSCRIBE_RETRY_EVERY).await;
                     if s.lock().ended || node2.shutdown.is_cancelled() {
                         return;
                     }
@@ -821,7 +827,8 @@ fn subscribe(node: &Arc<Node>, s: &Arc<SessionHandle>, g: protocol::GuildId) {
                         Ok(()) => return,
                     }
                 }
-                tracing::warn!(guild = %g, "guild busy for 30 s; subscription given up, guild stays unavailable");
+                let waited = SUBSCRIBE_RETRY_EVERY * SUBSCRIBE_RETRIES;
+                tracing::warn!(guild = %g, waited_ms = waited.as_millis() as u64, "guild busy; subscription given up, guild stays unavailable");
             });
         }
         Err(e) => tracing::warn!(guild = %g, error = %e, "subscribe failed; guild stays unavailable"),

@@ -16,18 +16,30 @@ pub const OP_CLOSE: u8 = 0x8;
 pub const OP_PING: u8 = 0x9;
 pub const OP_PONG: u8 = 0xA;
 
+/// RFC 6455 §5.2: payload lengths below 126 fit the header's 7 bits; 126
+/// announces a 16-bit length and 127 a 64-bit one.
+const LEN_7BIT_MAX: usize = 125;
+const LEN_16BIT: u8 = 126;
+const LEN_64BIT: u8 = 127;
+/// RFC 6455 §5.5: control frames carry at most 125 bytes, so a close
+/// reason at most 123 (after the 2-byte code).
+const MAX_CONTROL_PAYLOAD: u64 = 125;
+const MAX_CLOSE_REASON: usize = 123;
+/// RFC 6455 §1.3: the GUID appended to a client's key for the accept hash.
+const ACCEPT_GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+
 /// `Sec-WebSocket-Accept` for a client's `Sec-WebSocket-Key`.
 pub fn accept_key(key: &str) -> String {
     let mut h = Sha1::new();
     h.update(key.trim().as_bytes());
-    h.update(b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11");
+    h.update(ACCEPT_GUID);
     base64::engine::general_purpose::STANDARD.encode(h.finalize())
 }
 
 /// Appends a server (unmasked) frame header for a payload of `len` bytes.
 /// Bytes of the header `write_header` writes for a payload of `len`.
 pub fn header_len(len: usize) -> usize {
-    if len < 126 {
+    if len <= LEN_7BIT_MAX {
         2
     } else if len <= 0xffff {
         4
@@ -38,13 +50,13 @@ pub fn header_len(len: usize) -> usize {
 
 pub fn write_header(out: &mut Vec<u8>, opcode: u8, len: usize) {
     out.push(0x80 | opcode);
-    if len < 126 {
+    if len <= LEN_7BIT_MAX {
         out.push(len as u8);
     } else if len <= 0xffff {
-        out.push(126);
+        out.push(LEN_16BIT);
         out.extend_from_slice(&(len as u16).to_be_bytes());
     } else {
-        out.push(127);
+        out.push(LEN_64BIT);
         out.extend_from_slice(&(len as u64).to_be_bytes());
     }
 }
@@ -57,7 +69,7 @@ pub fn write_frame(out: &mut Vec<u8>, opcode: u8, payload: &[u8]) {
 
 /// Appends a close frame with `code` and `reason`.
 pub fn write_close(out: &mut Vec<u8>, code: u16, reason: &str) {
-    let reason = &reason.as_bytes()[..reason.len().min(123)];
+    let reason = &reason.as_bytes()[..reason.len().min(MAX_CLOSE_REASON)];
     write_header(out, OP_CLOSE, 2 + reason.len());
     out.extend_from_slice(&code.to_be_bytes());
     out.extend_from_slice(reason);
@@ -113,12 +125,12 @@ pub fn parse(buf: &[u8], max_payload: usize, st: &mut Reassembly, out: &mut Vec<
             return Err(FrameError::Unmasked);
         }
         let (len, mut hdr) = match b[1] & 0x7f {
-            126 if b.len() >= 4 => (u64::from(u16::from_be_bytes([b[2], b[3]])), 4),
-            127 if b.len() >= 10 => (u64::from_be_bytes(b[2..10].try_into().expect("8 bytes")), 10),
-            126 | 127 => return Ok(pos),
+            LEN_16BIT if b.len() >= 4 => (u64::from(u16::from_be_bytes([b[2], b[3]])), 4),
+            LEN_64BIT if b.len() >= 10 => (u64::from_be_bytes(b[2..10].try_into().expect("8 bytes")), 10),
+            LEN_16BIT | LEN_64BIT => return Ok(pos),
             n => (u64::from(n), 2),
         };
-        let limit = if opcode >= 0x8 { 125 } else { max_payload as u64 };
+        let limit = if opcode >= OP_CLOSE { MAX_CONTROL_PAYLOAD } else { max_payload as u64 };
         if len > limit || (st.fragments.len() as u64 + len) > max_payload as u64 {
             return Err(FrameError::TooLarge(len));
         }

@@ -269,8 +269,7 @@ impl GuildActor {
             }
         }
         let Some((member, author)) = st.members.get(&p.author) else { return self.refuse(reply, PostReply::MissingAccess) };
-        // Mentions of members resolve here; others are left out.
-        let mentions: Vec<UserRecord> = p.mentions.iter().filter_map(|u| st.members.get(u)).map(|(_, u)| (**u).clone()).collect();
+        let (mentions, mention_members) = st.mentioned(&p.mentions);
         let rec = MessageRecord {
             id: self.node.ids.next().into(),
             channel_id: p.channel,
@@ -287,6 +286,7 @@ impl GuildActor {
             content: p.content,
         };
         let mut message = convert::message(&rec, author, &mentions, Some(convert::member(member, None)));
+        convert::attach_mention_members(&mut message, mention_members);
         if rec.kind == 19 {
             message.referenced_message = Some(p.referenced);
         }
@@ -744,6 +744,12 @@ impl GuildActor {
 }
 
 impl State {
+    /// The members among `ids` (others are left out, as Discord does):
+    /// their users for the message, their partial members for its events.
+    pub(super) fn mentioned(&self, ids: &[UserId]) -> (Vec<UserRecord>, Vec<protocol::model::Member>) {
+        ids.iter().filter_map(|u| self.members.get(u)).map(|(m, u)| ((**u).clone(), convert::member(m, None))).unzip()
+    }
+
     fn view(&self) -> View<'_> {
         View { guild: self.guild.id, owner: self.guild.owner_id, roles: &self.roles, members: &self.members, online: &self.online }
     }

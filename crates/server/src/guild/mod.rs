@@ -97,6 +97,17 @@ impl GuildRouter for LocalRouter {
         self.map.lock().expect("guild router poisoned").len()
     }
 
+    fn mailbox_depths(&self) -> crate::route::MailboxDepths {
+        let map = self.map.lock().expect("guild router poisoned");
+        let mut d = crate::route::MailboxDepths::default();
+        for tx in map.values() {
+            let depth = tx.max_capacity() - tx.capacity();
+            d.total += depth;
+            d.max = d.max.max(depth);
+        }
+        d
+    }
+
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }

@@ -67,13 +67,13 @@ pub async fn modify(
     }
     let guild = guild_of(&node, cid).await?;
     if let Some(n) = &b.name {
-        if !(1..=100).contains(&n.chars().count()) {
-            return Err(ApiError::field("name", "BASE_TYPE_BAD_LENGTH", "Must be between 1 and 100 in length."));
+        if !(1..=NAME_MAX).contains(&n.chars().count()) {
+            return Err(ApiError::field("name", "BASE_TYPE_BAD_LENGTH", &format!("Must be between 1 and {NAME_MAX} in length.")));
         }
     }
     if let Some(Some(t)) = &b.topic {
-        if t.chars().count() > 1024 {
-            return Err(ApiError::field("topic", "BASE_TYPE_MAX_LENGTH", "Must be 1024 or fewer in length."));
+        if t.chars().count() > TOPIC_MAX {
+            return Err(ApiError::field("topic", "BASE_TYPE_MAX_LENGTH", &format!("Must be {TOPIC_MAX} or fewer in length.")));
         }
     }
     let patch = ChannelPatch {
@@ -97,6 +97,19 @@ pub async fn delete(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
     let guild = guild_of(&node, cid).await?;
     ask(&node, guild, u.id, Action::Channel(ChannelAction::Delete { channel: cid })).await
 }
+
+/// Discord's bounds on a channel's name and topic, in characters.
+const NAME_MAX: usize = 100;
+const TOPIC_MAX: usize = 1024;
+/// Invites: Discord's default lifetime (a day) and longest (a week), in
+/// seconds (0: never expires); at most this many uses (0: unlimited).
+const INVITE_MAX_AGE_DEFAULT: u32 = 86_400;
+const INVITE_MAX_AGE: u32 = 604_800;
+const INVITE_MAX_USES: u32 = 100;
+/// Random codes tried before giving up on a collision (10 alphanumerics:
+/// a second collision in a row is already vanishingly rare).
+const INVITE_CODE_TRIES: usize = 5;
+const INVITE_CODE_LEN: usize = 10;
 
 #[derive(Deserialize)]
 pub struct CreateInvite {
@@ -135,16 +148,16 @@ pub async fn create_invite(
     if a.in_channel(&c) & permission::CREATE_INSTANT_INVITE == 0 {
         return Err(ApiError::forbidden(ErrorCode::MissingPermissions));
     }
-    let max_age = b.max_age.unwrap_or(86_400);
-    if max_age > 604_800 {
-        return Err(ApiError::field("max_age", "NUMBER_TYPE_MAX", "Must be 604800 or less."));
+    let max_age = b.max_age.unwrap_or(INVITE_MAX_AGE_DEFAULT);
+    if max_age > INVITE_MAX_AGE {
+        return Err(ApiError::field("max_age", "NUMBER_TYPE_MAX", &format!("Must be {INVITE_MAX_AGE} or less.")));
     }
     let max_uses = b.max_uses.unwrap_or(0);
-    if max_uses > 100 {
-        return Err(ApiError::field("max_uses", "NUMBER_TYPE_MAX", "Must be 100 or less."));
+    if max_uses > INVITE_MAX_USES {
+        return Err(ApiError::field("max_uses", "NUMBER_TYPE_MAX", &format!("Must be {INVITE_MAX_USES} or less.")));
     }
-    for _ in 0..5 {
-        let code: String = rand::thread_rng().sample_iter(&Alphanumeric).take(10).map(char::from).collect();
+    for _ in 0..INVITE_CODE_TRIES {
+        let code: String = rand::thread_rng().sample_iter(&Alphanumeric).take(INVITE_CODE_LEN).map(char::from).collect();
         let inv = InviteRecord {
             code,
             guild_id: a.guild.id,

@@ -77,6 +77,13 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, JsonBody(b
     json_ok(StatusCode::CREATED, &body)
 }
 
+/// How long `GET /guilds/{g}?with_counts=true` waits for the guild actor's
+/// counts before it answers with the store's member count alone.
+const COUNTS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+/// `GET /guilds/{g}/members`: Discord's default and largest page.
+const MEMBERS_PAGE_DEFAULT: u32 = 1;
+const MEMBERS_PAGE_MAX: u32 = 1000;
+
 #[derive(Deserialize, Default)]
 pub struct WithCounts {
     with_counts: Option<bool>,
@@ -96,7 +103,7 @@ pub async fn get(
         // still loading after a moment), the store has the member count.
         let (reply, rx) = node.replies.register();
         let counts = match node.guilds.send(gid, GuildMsg::Counts { reply }) {
-            Ok(()) => tokio::time::timeout(std::time::Duration::from_secs(2), rx)
+            Ok(()) => tokio::time::timeout(COUNTS_TIMEOUT, rx)
                 .await
                 .ok()
                 .and_then(Result::ok)
@@ -276,9 +283,9 @@ pub async fn members(
 ) -> ApiResult<Response> {
     let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
     guild_access(&node, gid, u.id).await?;
-    let limit = q.limit.unwrap_or(1);
-    if !(1..=1000).contains(&limit) {
-        return Err(ApiError::field("limit", "NUMBER_TYPE_MAX", "Must be between 1 and 1000."));
+    let limit = q.limit.unwrap_or(MEMBERS_PAGE_DEFAULT);
+    if !(1..=MEMBERS_PAGE_MAX).contains(&limit) {
+        return Err(ApiError::field("limit", "NUMBER_TYPE_MAX", &format!("Must be between 1 and {MEMBERS_PAGE_MAX}.")));
     }
     let ms = node.store.list_members(gid, UserId(q.after.unwrap_or(0)), limit).await?;
     let users = node.store.get_users(&ms.iter().map(|m| m.user_id).collect::<Vec<_>>()).await?;

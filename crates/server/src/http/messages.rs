@@ -25,8 +25,16 @@ use crate::node::Node;
 use crate::route::ops::MessageAction;
 use crate::route::{Action, Post, PostReply};
 
-/// Discord's limit on message content.
+/// Discord's limit on message content, in characters.
 const MAX_CONTENT: usize = 2000;
+/// Discord's limit on embeds per message.
+const MAX_EMBEDS: usize = 10;
+/// User mentions kept per message: Discord resolves at most this many, and
+/// it bounds the actor's work per message.
+const MAX_MENTIONS: usize = 100;
+/// `GET /channels/{c}/messages`: Discord's default and largest page.
+const PAGE_DEFAULT: u32 = 50;
+const PAGE_MAX: u32 = 100;
 
 #[derive(Deserialize, Default)]
 pub struct MessageBody {
@@ -110,7 +118,7 @@ fn encode_message(m: &model::Message) -> ApiResult<Bytes> {
 
 fn validate_content(content: &str, has_other: bool) -> ApiResult<()> {
     if content.chars().count() > MAX_CONTENT {
-        return Err(ApiError::field("content", "BASE_TYPE_MAX_LENGTH", "Must be 2000 or fewer in length."));
+        return Err(ApiError::field("content", "BASE_TYPE_MAX_LENGTH", &format!("Must be {MAX_CONTENT} or fewer in length.")));
     }
     if content.trim().is_empty() && !has_other {
         return Err(ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::EmptyMessage));
@@ -130,8 +138,8 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
     let attachments = uploads.json();
     let content = b.content.unwrap_or_default();
     let embeds = b.embeds.unwrap_or_default();
-    if embeds.len() > 10 {
-        return Err(ApiError::field("embeds", "BASE_TYPE_MAX_LENGTH", "Must be 10 or fewer in length."));
+    if embeds.len() > MAX_EMBEDS {
+        return Err(ApiError::field("embeds", "BASE_TYPE_MAX_LENGTH", &format!("Must be {MAX_EMBEDS} or fewer in length.")));
     }
     validate_content(&content, !embeds.is_empty() || !attachments.is_empty())?;
     let mut reference = None;
@@ -158,7 +166,7 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
         return Err(ApiError::Busy);
     }
     let mut mentions = parse_mentions(&content);
-    mentions.truncate(100);
+    mentions.truncate(MAX_MENTIONS);
     let (reply, answer) = node.replies.register();
     let post = Post {
         author: u.id,
@@ -224,9 +232,9 @@ pub async fn list(
             c
         }
     };
-    let limit = q.limit.unwrap_or(50);
-    if !(1..=100).contains(&limit) {
-        return Err(ApiError::field("limit", "NUMBER_TYPE_MAX", "Must be between 1 and 100."));
+    let limit = q.limit.unwrap_or(PAGE_DEFAULT);
+    if !(1..=PAGE_MAX).contains(&limit) {
+        return Err(ApiError::field("limit", "NUMBER_TYPE_MAX", &format!("Must be between 1 and {PAGE_MAX}.")));
     }
     let id_of = |field: &str, v: &str| {
         v.parse::<u64>().map(MessageId).map_err(|_| ApiError::field(field, "NUMBER_TYPE_COERCE", "Value is not snowflake."))

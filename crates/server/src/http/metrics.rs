@@ -73,6 +73,9 @@ pub async fn metrics(State(node): State<Arc<Node>>) -> Response {
         c(st.slow_consumer_closes.load(Ordering::Relaxed)),
     );
     one(&mut out, "throng_guild_actors", "gauge", "Guild actors running on this node.", n, g(node.guilds.local_actors()));
+    let depths = node.guilds.mailbox_depths();
+    one(&mut out, "throng_guild_mailbox_messages", "gauge", "Messages waiting in this node's guild mailboxes.", n, g(depths.total));
+    one(&mut out, "throng_guild_mailbox_max", "gauge", "Messages waiting in the deepest guild mailbox.", n, g(depths.max));
     let w = &node.writer.stats;
     one(
         &mut out,
@@ -100,6 +103,14 @@ pub async fn metrics(State(node): State<Arc<Node>>) -> Response {
         c(w.fenced.load(Ordering::Relaxed)),
     );
     one(&mut out, "throng_writer_failed_total", "counter", "Writes whose commit failed.", n, c(w.failed.load(Ordering::Relaxed)));
+    let (buckets, sum) = w.commit_seconds.snapshot();
+    let _ = writeln!(out, "# HELP throng_store_commit_seconds Store transactions of the writer (group commits and guild changes).");
+    let _ = writeln!(out, "# TYPE throng_store_commit_seconds histogram");
+    for (le, count) in crate::writer::COMMIT_BUCKETS.iter().map(|b| b.to_string()).chain(["+Inf".to_string()]).zip(&buckets) {
+        let _ = writeln!(out, "throng_store_commit_seconds_bucket{{node=\"{n}\",le=\"{le}\"}} {count}");
+    }
+    let _ = writeln!(out, "throng_store_commit_seconds_sum{{node=\"{n}\"}} {sum}");
+    let _ = writeln!(out, "throng_store_commit_seconds_count{{node=\"{n}\"}} {}", buckets.last().copied().unwrap_or(0));
     one(&mut out, "throng_writer_queue", "gauge", "Writes waiting for the writer.", n, g(node.writer.queued()));
     let bus = node.guilds.stats();
     if !bus.is_null() {

@@ -259,17 +259,20 @@ async fn health(axum::extract::State(node): axum::extract::State<Arc<Node>>) -> 
 /// `GET /ready`: 200 `{"status":"ready"}` when the node takes sessions
 /// (as `/health`) and its store answers a query; 503 with the reason
 /// otherwise. For orchestrators' readiness checks; no token.
+/// How long `/ready` waits for the store's answer before it says not ready.
+const READY_STORE_PROBE: std::time::Duration = std::time::Duration::from_secs(2);
+
 async fn ready(axum::extract::State(node): axum::extract::State<Arc<Node>>) -> axum::response::Response {
     let why: Option<String> = if node.shutdown.is_cancelled() {
         Some("draining".into())
     } else if let Err(why) = node.guilds.health() {
         Some(why.into())
     } else {
-        let probe = tokio::time::timeout(std::time::Duration::from_secs(2), node.store.get_user(UserId(0))).await;
+        let probe = tokio::time::timeout(READY_STORE_PROBE, node.store.get_user(UserId(0))).await;
         match probe {
             Ok(Ok(_)) => None,
             Ok(Err(e)) => Some(format!("store: {e}")),
-            Err(_) => Some("store: no answer within 2 s".into()),
+            Err(_) => Some(format!("store: no answer within {} s", READY_STORE_PROBE.as_secs())),
         }
     };
     match why {

@@ -118,6 +118,9 @@ pub async fn me(Caller(u): Caller) -> Json<protocol::model::CurrentUser> {
     Json(convert::current_user(&u))
 }
 
+/// Discord's bound on a display name, in characters.
+const GLOBAL_NAME_MAX: usize = 32;
+
 #[derive(Deserialize)]
 pub struct ModifyMe {
     global_name: Option<String>,
@@ -127,8 +130,8 @@ pub struct ModifyMe {
 pub async fn modify_me(State(_node): State<Arc<Node>>, Caller(u): Caller, JsonBody(m): JsonBody<ModifyMe>) -> ApiResult<Response> {
     let mut u = (*u).clone();
     if let Some(g) = m.global_name {
-        if g.chars().count() > 32 {
-            return Err(ApiError::field("global_name", "BASE_TYPE_MAX_LENGTH", "Must be 32 or fewer in length."));
+        if g.chars().count() > GLOBAL_NAME_MAX {
+            return Err(ApiError::field("global_name", "BASE_TYPE_MAX_LENGTH", &format!("Must be {GLOBAL_NAME_MAX} or fewer in length.")));
         }
         u.global_name = Some(g);
     }

@@ -103,6 +103,11 @@ async fn intents_filter_events_and_redact_content() {
     t.say(&w.owner, &w.channel, &format!("hi <@{}>", w.bot_id)).await;
     let m = g.until("MESSAGE_CREATE").await;
     assert_eq!(m["d"]["content"], format!("hi <@{}>", w.bot_id));
+    // The mentioned user carries its partial member, as on Discord.
+    let mention = &m["d"]["mentions"][0];
+    assert_eq!(mention["id"], w.bot_id.as_str());
+    assert!(mention["member"]["joined_at"].is_string() && mention["member"]["roles"].is_array(), "{mention}");
+    assert!(mention["member"].get("user").is_none(), "a partial member: {mention}");
 
     // No GUILD_MESSAGES: no message events, but typing (with its intent) arrives.
     let mut g2 = Gw::connect(&t.ws).await;

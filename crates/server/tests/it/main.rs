@@ -16,6 +16,7 @@ mod roles;
 mod write_failures;
 // #14: attachments, webhooks
 mod attachments;
+mod authz;
 mod webhooks;
 // DMs, threads, application commands (#14):
 mod commands;

@@ -348,9 +348,31 @@ async fn metrics_are_prometheus_text_that_promtool_accepts() {
     assert_eq!(value("throng_writer_rows_total"), 1.0);
     assert!(value("throng_deliveries_total") >= 1.0, "MESSAGE_CREATE went through the delivery workers");
     assert_eq!(value("throng_up"), 1.0);
+    assert!(value("throng_store_commit_seconds_count") >= 1.0, "the message's commit was timed");
+    let inf = text.lines().find(|l| l.starts_with("throng_store_commit_seconds_bucket{node=\"1\",le=\"+Inf\"}")).expect("+Inf bucket");
+    assert_eq!(inf.rsplit(' ').next().unwrap().parse::<f64>().unwrap(), value("throng_store_commit_seconds_count"));
+    assert_eq!(value("throng_guild_mailbox_messages"), 0.0, "idle: nothing waits");
+    assert_eq!(value("throng_guild_mailbox_max"), 0.0);
     let r = t.http.get(t.base.replace("/api/v10", "/ready")).send().await.unwrap();
     assert_eq!(r.status(), 200, "ready: the store answers");
     assert!(text.contains("throng_gateway_closes_total{node=\"1\",code=\"4004\"}"));
+    // Every series the Grafana dashboard in deploy/ queries is one the
+    // server exports (the cluster's only with NATS: named in the renderer).
+    let dashboard: serde_json::Value = serde_json::from_str(include_str!("../../../../deploy/grafana/throng-dashboard.json")).unwrap();
+    let mut queried = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"].as_str().unwrap();
+            for name in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| w.starts_with("throng_")) {
+                queried += 1;
+                let live = text.lines().any(|l| l.starts_with(&format!("{name}{{")));
+                let cluster_only = (name.starts_with("throng_nats_") || name.starts_with("throng_cluster_"))
+                    && include_str!("../../src/http/metrics.rs").contains(&format!("\"{name}\""));
+                assert!(live || cluster_only, "the dashboard queries {name}, which /metrics does not export");
+            }
+        }
+    }
+    assert!(queried >= 25, "{queried} series in the dashboard");
     let promtool = std::process::Command::new("promtool").arg("--version").output().is_ok();
     if !promtool {
         assert!(std::env::var("THRONG_REQUIRE_PROMTOOL").is_err(), "promtool is required (THRONG_REQUIRE_PROMTOOL) but not installed");

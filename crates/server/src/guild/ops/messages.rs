@@ -34,8 +34,7 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MessageAct
                 return Err(OpReply::forbidden(ErrorCode::CannotEditOthersMessage));
             }
             let mut rec = *message;
-            // Mentions of members resolve here; others are left out.
-            let mentions: Vec<UserRecord> = rec.mentions.iter().filter_map(|u| st.members.get(u)).map(|(_, u)| (**u).clone()).collect();
+            let (mentions, mention_members) = st.mentioned(&rec.mentions);
             rec.mentions = mentions.iter().map(|u| u.id).collect();
             let author = caller.user.clone();
             let member = convert::member(caller.member, None);
@@ -44,6 +43,7 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MessageAct
                     return OpReply::not_found(ErrorCode::UnknownMessage);
                 }
                 let mut m = convert::message(&rec, &author, &mentions, Some(member));
+                convert::attach_mention_members(&mut m, mention_members);
                 m.pinned = pinned;
                 if let Some(r) = referenced {
                     m.referenced_message = Some(r);

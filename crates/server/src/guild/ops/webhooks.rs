@@ -62,8 +62,7 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: WebhookAct
             st.channel(message.channel_id)?;
             let mut rec = *message;
             rec.guild_id = Some(st.guild.id);
-            // Mentions of members resolve here; others are left out.
-            let mentions: Vec<UserRecord> = rec.mentions.iter().filter_map(|u| st.members.get(u)).map(|(_, u)| (**u).clone()).collect();
+            let (mentions, mention_members) = st.mentioned(&rec.mentions);
             rec.mentions = mentions.iter().map(|u| u.id).collect();
             Ok(Plan::new(vec![Change::WebhookMessage(rec.clone())], move |a, st, _| {
                 // The author is built from `extra.webhook_author`; this
@@ -77,7 +76,9 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: WebhookAct
                     flags: 0,
                     created_at: 0,
                 };
-                let message = Arc::new(convert::message(&rec, &placeholder, &mentions, None));
+                let mut message = convert::message(&rec, &placeholder, &mentions, None);
+                convert::attach_mention_members(&mut message, mention_members);
+                let message = Arc::new(message);
                 let body = encode(&*message);
                 a.apply(st, GuildEvent::MessageCreate { message, body: body.clone() });
                 OpReply::ok_bytes(StatusCode::OK, &body)
