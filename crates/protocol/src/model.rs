@@ -51,7 +51,7 @@ pub mod permission {
     /// Create emojis, and edit or delete one's own.
     pub const CREATE_GUILD_EXPRESSIONS: u64 = 1 << 43;
     /// Pin and unpin messages (Discord split it from MANAGE_MESSAGES; either is
-    /// accepted). Beyond `ALL`: nobody holds it but by an explicit grant.
+    /// accepted). Not in `@everyone`'s default: a role or overwrite grants it.
     pub const PIN_MESSAGES: u64 = 1 << 51;
     /// What `@everyone` gets in a new guild (Discord's default, 0x6_3584_6c41 trimmed to known bits).
     pub const DEFAULT_EVERYONE: u64 = CREATE_INSTANT_INVITE
@@ -68,7 +68,9 @@ pub mod permission {
         | CREATE_PUBLIC_THREADS
         | CREATE_PRIVATE_THREADS
         | SEND_MESSAGES_IN_THREADS;
-    pub const ALL: u64 = (1 << 47) - 1;
+    /// Every permission throng knows: what roles may grant and what the
+    /// owner and administrators hold.
+    pub const ALL: u64 = ((1 << 47) - 1) | PIN_MESSAGES;
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use protocol::gateway::{op, ClientFrame, GuildSubscription, GuildSubscriptionsBulk, PresenceUpdate, RequestGuildMembers, Resume};
+use protocol::gateway::{op, ClientFrame, GuildSubscription, GuildSubscriptionsBulk, Intents, PresenceUpdate, RequestGuildMembers, Resume};
 use protocol::CloseCode;
 
 use super::conn::{Conn, ReadStatus, Sock};
@@ -373,7 +373,12 @@ impl SessionHandle {
                         return Some(Outcome::Detach(Some(CloseCode::DecodeError.into())));
                     };
                     let g = req.guild_id;
-                    if self.guild_ids().contains(&g) {
+                    // The whole member list (no ids, empty query) needs the
+                    // GUILD_MEMBERS intent; without it Discord sends nothing.
+                    let whole_list = req.user_ids.is_none() && req.query.as_deref().unwrap_or("").is_empty();
+                    if whole_list && !self.intents.contains(Intents::GUILD_MEMBERS) {
+                        tracing::debug!(guild = %g, "member list request without GUILD_MEMBERS ignored");
+                    } else if self.guild_ids().contains(&g) {
                         let msg = GuildMsg::RequestMembers { session: self.session_ref(node), req: Box::new(req) };
                         if let Err(e) = node.guilds.send(g, msg) {
                             tracing::debug!(error = %e, "member request dropped");

@@ -10,7 +10,7 @@ use protocol::{ErrorCode, GuildId, UserId};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{json_bytes, ApiError, ApiResult, JsonBody};
+use super::{json_bytes, ApiError, ApiResult};
 use crate::node::Node;
 
 #[derive(Deserialize)]
@@ -33,8 +33,10 @@ fn authorize(node: &Node, headers: &HeaderMap) -> ApiResult<()> {
 /// `POST /_throng/admin/drop-sessions {"user_id"}`: closes every gateway
 /// socket of the user with 4000 (resumable) and keeps the sessions for their
 /// resume window.
-pub async fn drop_sessions(State(node): State<Arc<Node>>, headers: HeaderMap, JsonBody(b): JsonBody<DropSessions>) -> ApiResult<Response> {
+pub async fn drop_sessions(State(node): State<Arc<Node>>, headers: HeaderMap, body: axum::body::Bytes) -> ApiResult<Response> {
+    // The token first: a caller without it learns nothing about the body.
     authorize(&node, &headers)?;
+    let b: DropSessions = super::parse_json(&body)?;
     let dropped = crate::gateway::sessions_of(&node.sessions, b.user_id).iter().filter(|s| s.drop_connection()).count();
     Ok(json_bytes(StatusCode::OK, json!({ "dropped": dropped }).to_string()))
 }

@@ -161,7 +161,11 @@ async fn voice_channels_carry_the_keys_libraries_index() {
     assert!(text.get("bitrate").is_none(), "{text}");
     assert_eq!(voice["video_quality_mode"], 1, "{voice}");
     assert!(voice.get("default_auto_archive_duration").is_none(), "{voice}");
-    assert_eq!((text["default_auto_archive_duration"].as_u64(), text["default_thread_rate_limit_per_user"].as_u64()), (Some(1440), Some(0)), "{text}");
+    assert_eq!(
+        (text["default_auto_archive_duration"].as_u64(), text["default_thread_rate_limit_per_user"].as_u64()),
+        (Some(1440), Some(0)),
+        "{text}"
+    );
     // Documented as always present (nullable): the guild's and members'.
     assert!(gc["d"].get("incidents_data").is_some_and(|v| v.is_null()) && gc["d"].get("max_presences").is_some(), "guild keys");
     let member = &gc["d"]["members"][0];

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use protocol::model::permission;
 use protocol::{ErrorCode, UserId};
-use store::{Change, UserRecord};
+use store::Change;
 
 use super::{gone, missing_permissions, Decided, Plan};
 use crate::auth::now_ms;
