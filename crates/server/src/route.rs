@@ -43,11 +43,16 @@ pub enum GuildMsg {
     },
     /// op 14/37: the channels' member-list ranges this session watches now.
     ListSubscribe(Box<ListSubscription>),
-    /// A member's visible presence changed.
+    /// A member's visible presence changed on node `node` (what that node
+    /// knows of the user's sessions there; the actor combines the nodes').
     Presence {
         user: UserId,
+        node: u64,
         presence: Presence,
     },
+    /// The nodes of the cluster now (after a change): presences that nodes
+    /// no longer in it reported are dropped.
+    NodesLive(Vec<u64>),
     /// REST's `with_counts`: answers `[members, members not offline]` as JSON.
     Counts {
         reply: ReplyTo,
@@ -68,6 +73,10 @@ pub enum GuildMsg {
 pub struct Subscription {
     pub session: SessionRef,
     pub info: SubInfo,
+    /// The user's presence as the session's node knows it, so an actor
+    /// that starts (or moves) learns of users whose sessions are elsewhere.
+    #[serde(default)]
+    pub presence: Option<Presence>,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -427,10 +436,10 @@ impl Replies {
 }
 
 /// Tells each of `guilds` that `user`'s visible presence changed.
-pub fn broadcast_presence(router: &dyn GuildRouter, user: UserId, guilds: &[GuildId], presence: Presence) {
+pub fn broadcast_presence(router: &dyn GuildRouter, node: u64, user: UserId, guilds: &[GuildId], presence: Presence) {
     // DM actors have no presences to show.
     for &g in guilds.iter().filter(|&&g| dms_threads::dm_of(g).is_none()) {
-        if let Err(e) = router.send(g, GuildMsg::Presence { user, presence: presence.clone() }) {
+        if let Err(e) = router.send(g, GuildMsg::Presence { user, node, presence: presence.clone() }) {
             tracing::debug!(guild = %g, error = %e, "presence update dropped");
         }
     }

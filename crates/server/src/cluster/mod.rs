@@ -360,7 +360,7 @@ fn dm_opened(node: &Arc<Node>, key: GuildId, users: &[UserId]) {
     use crate::route::dms_threads::DmAction;
     for &u in users {
         for s in crate::gateway::sessions_of(&node.sessions, u) {
-            let sub = crate::route::Subscription { session: s.session_ref(node), info: crate::fanout::Recipient::sub_info(&*s) };
+            let sub = s.subscription(node);
             if let Err(e) = node.guilds.send(key, GuildMsg::Subscribe(Box::new(sub))) {
                 tracing::debug!(dm = %key, error = %e, "subscribe to a new DM failed");
             }
@@ -570,7 +570,7 @@ fn rehome(node: &Arc<Node>, r: &ClusterRouter, old: &Ring) {
         for g in s.guild_ids() {
             let (a, b) = (old.lookup(g.0), new.lookup(g.0));
             if a != b && b.is_some() {
-                let sub = crate::route::Subscription { session: s.session_ref(node), info: crate::fanout::Recipient::sub_info(&*s) };
+                let sub = s.subscription(node);
                 if let Err(e) = node.guilds.send(g, GuildMsg::Subscribe(Box::new(sub))) {
                     // No silent hole: the session ends and its client
                     // identifies again (and subscribes from scratch).
@@ -582,6 +582,9 @@ fn rehome(node: &Arc<Node>, r: &ClusterRouter, old: &Ring) {
         }
     }
     r.local.retain(|g| new.lookup(g.0) == Some(r.me.0));
+    // The guilds that stay here forget presences of nodes that are gone.
+    let live = new.nodes().to_vec();
+    r.local.send_all(|| GuildMsg::NodesLive(live.clone()));
 }
 
 /// Messages to the guilds this node owns.
@@ -734,7 +737,7 @@ async fn inbound_deliver(node: Arc<Node>, mut sub: async_nats::Subscriber) {
             }
             ToNode::Joined { g, u } => {
                 for s in crate::gateway::sessions_of(&node.sessions, u) {
-                    let sub = crate::route::Subscription { session: s.session_ref(&node), info: crate::fanout::Recipient::sub_info(&*s) };
+                    let sub = s.subscription(&node);
                     if let Err(e) = node.guilds.send(g, GuildMsg::Subscribe(Box::new(sub))) {
                         tracing::debug!(guild = %g, error = %e, "subscribe of a new member's session failed");
                     }

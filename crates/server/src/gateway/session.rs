@@ -365,7 +365,7 @@ impl SessionHandle {
                     };
                     let p = Presence { status: p.status, activities: p.activities.unwrap_or_default() };
                     if let Some(changed) = node.presences.update(self.user_id, p) {
-                        crate::route::broadcast_presence(node.guilds.as_ref(), self.user_id, &self.guild_ids(), changed);
+                        crate::route::broadcast_presence(node.guilds.as_ref(), node.id.0, self.user_id, &self.guild_ids(), changed);
                     }
                 }
                 op::REQUEST_GUILD_MEMBERS => {
@@ -430,6 +430,15 @@ impl SessionHandle {
     }
 
     /// This session as guild actors name it (by the node it started on).
+    /// What subscribing this session to a guild sends its actor.
+    pub fn subscription(&self, node: &Node) -> Subscription {
+        Subscription {
+            session: self.session_ref(node),
+            info: crate::fanout::Recipient::sub_info(self),
+            presence: Some(node.presences.get(self.user_id)),
+        }
+    }
+
     pub fn session_ref(&self, node: &Node) -> crate::fanout::SessionRef {
         crate::fanout::SessionRef { node: node.id, id: self.id.clone() }
     }
@@ -543,7 +552,7 @@ impl SessionHandle {
             return;
         }
         if let Some(p) = node.presences.session_ended(self.user_id) {
-            crate::route::broadcast_presence(node.guilds.as_ref(), self.user_id, &guilds, p);
+            crate::route::broadcast_presence(node.guilds.as_ref(), node.id.0, self.user_id, &guilds, p);
         }
     }
 }
@@ -785,7 +794,7 @@ pub fn start(node: &Arc<Node>, conn: Conn, id: Identified, mut early: Vec<Incomi
         subscribe(node, &s, g);
     }
     if let Some(p) = node.presences.session_started(s.user_id, id.presence) {
-        crate::route::broadcast_presence(node.guilds.as_ref(), s.user_id, &guilds, p);
+        crate::route::broadcast_presence(node.guilds.as_ref(), node.id.0, s.user_id, &guilds, p);
     }
     if !early.is_empty() {
         let mut st = s.lock();
@@ -814,7 +823,7 @@ const SUBSCRIBE_RETRIES: u32 = 600;
 
 fn subscribe(node: &Arc<Node>, s: &Arc<SessionHandle>, g: protocol::GuildId) {
     fn msg(node: &Node, s: &SessionHandle) -> GuildMsg {
-        GuildMsg::Subscribe(Box::new(Subscription { session: s.session_ref(node), info: crate::fanout::Recipient::sub_info(s) }))
+        GuildMsg::Subscribe(Box::new(s.subscription(node)))
     }
     match node.guilds.send(g, msg(node, s)) {
         Ok(()) => {}

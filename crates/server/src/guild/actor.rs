@@ -25,6 +25,7 @@ use crate::route::{Op, OpReply, Post, PostReply, ReplyTo, Subscription};
 use crate::writer::{Full, Outcome};
 use crate::{convert, perm};
 
+mod presence;
 mod roles;
 
 /// Members per GUILD_MEMBERS_CHUNK, as Discord sends them.
@@ -70,8 +71,10 @@ pub(crate) struct State {
     pub(crate) roles: Vec<RoleRecord>,
     pub(crate) channels: Vec<ChannelRecord>,
     pub(crate) members: HashMap<UserId, (MemberRecord, Arc<UserRecord>)>,
-    /// Members whose visible status is not offline.
+    /// Members whose visible status is not offline (what `presences` shows).
     pub(crate) online: HashMap<UserId, Presence>,
+    /// Each node's report of the members it has sessions of.
+    pub(crate) presences: presence::Sources,
     /// Custom emojis, by id.
     pub(crate) emojis: Vec<store::EmojiRecord>,
     /// Users banned from the guild: their joins are refused here, where
@@ -137,10 +140,13 @@ impl GuildActor {
         match Box::pin(node.guild_loads.get(id)).await {
             Ok(Some(snap)) => {
                 let mut state = State::from_snapshot(snap, &node.users);
-                for uid in state.members.keys() {
-                    let p = node.presences.get(*uid);
-                    if p.status != Status::Offline {
-                        state.online.insert(*uid, p);
+                // This node's sessions; other nodes' come with their
+                // sessions' subscriptions and presence updates.
+                let uids: Vec<UserId> = state.members.keys().copied().collect();
+                for uid in uids {
+                    let shown = state.presences.report(uid, node.id.0, node.presences.get(uid));
+                    if shown.status != Status::Offline {
+                        state.online.insert(uid, shown);
                     }
                 }
                 // Until the mailbox is closed and drained and every message
@@ -185,11 +191,15 @@ impl GuildActor {
     fn handle(&mut self, st: &mut State, msg: GuildMsg) -> bool {
         match msg {
             GuildMsg::Subscribe(sub) => {
-                let Subscription { session, info } = *sub;
+                let Subscription { session, info, presence } = *sub;
+                let (user, from) = (info.user_id, session.node.0);
                 if session.node != self.node.id {
                     self.subscribe_remote(st, session, info);
                 } else if let Some(s) = self.node.sessions.get(&session.id) {
                     self.subscribe(st, s, &info);
+                }
+                if let Some(p) = presence {
+                    self.presence_reported(st, user, from, p);
                 }
             }
             GuildMsg::Unsubscribe { session } => {
@@ -213,24 +223,8 @@ impl GuildActor {
                     self.request_members(st, &s, *req);
                 }
             }
-            GuildMsg::Presence { user, presence } => {
-                if !st.members.contains_key(&user) {
-                    return true;
-                }
-                if presence.status == Status::Offline {
-                    st.online.remove(&user);
-                } else {
-                    st.online.insert(user, presence.clone());
-                }
-                self.lists.status_changed(&st.view(), user, presence.status);
-                if !self.subs.wants(Intents::GUILD_PRESENCES) && !self.remote.wants(Intents::GUILD_PRESENCES) {
-                    self.seq += 1;
-                    return true;
-                }
-                let body = encode(&presence_json(self.id, user, &presence));
-                // Not echoed to the user's own sessions: they set it.
-                self.publish(FanEvent::new("PRESENCE_UPDATE", body, Filter::IntentNotUser(Intents::GUILD_PRESENCES, user)));
-            }
+            GuildMsg::Presence { user, node, presence } => self.presence_reported(st, user, node, presence),
+            GuildMsg::NodesLive(live) => self.nodes_live(st, &live),
             GuildMsg::Counts { reply } => {
                 self.node.guilds.reply(reply, encode(&(st.members.len(), st.online.len())));
             }
@@ -622,7 +616,7 @@ impl GuildActor {
                 let known = st.members.contains_key(&uid);
                 let mut m = convert::member(&member, Some(&user));
                 m.guild_id = Some(gid);
-                let p = self.node.presences.get(uid);
+                let p = st.presences.report(uid, self.node.id.0, self.node.presences.get(uid));
                 st.members.insert(uid, (member, self.node.users.intern(user)));
                 self.hidden.clear();
                 if p.status != Status::Offline {
@@ -662,6 +656,7 @@ impl GuildActor {
                 let Some((_, user)) = st.members.remove(&uid) else { return true };
                 self.hidden.clear();
                 st.online.remove(&uid);
+                st.presences.forget(uid);
                 self.lists.member_removed(&st.view(), uid);
                 let body = encode(&json!({"guild_id": gid, "user": convert::user(&user)}));
                 self.fan_out("GUILD_MEMBER_REMOVE", &body, Intents::GUILD_MEMBERS);
@@ -763,6 +758,7 @@ impl State {
             channels,
             members: s.members.into_iter().map(|(m, u)| (m.user_id, (m, users.intern(u)))).collect(),
             online: HashMap::new(),
+            presences: presence::Sources::default(),
             emojis: s.emojis,
             bans: s.bans.into_iter().collect(),
             threads,

@@ -160,7 +160,7 @@ impl DmActor {
     fn handle(&mut self, dm: &mut DmChannel, msg: GuildMsg) {
         match msg {
             GuildMsg::Subscribe(sub) => {
-                let Subscription { session, info } = *sub;
+                let Subscription { session, info, .. } = *sub;
                 self.subscribe(dm, session, info);
             }
             GuildMsg::Unsubscribe { session } => {
@@ -179,7 +179,11 @@ impl DmActor {
             GuildMsg::Op(op) => self.op(dm, *op),
             GuildMsg::Counts { reply } => self.node.guilds.reply(reply, encode(&(dm.recipients.len(), 0))),
             // Guild matters: a DM has no member list, presences or members to request.
-            GuildMsg::ListSubscribe(_) | GuildMsg::RequestMembers { .. } | GuildMsg::Presence { .. } | GuildMsg::Event(_) => {}
+            GuildMsg::ListSubscribe(_)
+            | GuildMsg::RequestMembers { .. }
+            | GuildMsg::Presence { .. }
+            | GuildMsg::NodesLive(_)
+            | GuildMsg::Event(_) => {}
         }
     }
 

@@ -69,6 +69,17 @@ impl LocalRouter {
         tx.send(msg).await.map_err(|_| RouteError::Gone(id))
     }
 
+    /// Sends each running actor the message `make` builds; an actor with a
+    /// full mailbox misses it (what it is for must tolerate that).
+    pub fn send_all(&self, make: impl Fn() -> GuildMsg) {
+        let map = self.map.lock().expect("guild router poisoned");
+        for (g, tx) in map.iter() {
+            if tx.try_send(make()).is_err() {
+                tracing::debug!(guild = %g, "broadcast to a busy or stopped actor dropped");
+            }
+        }
+    }
+
     /// Stops taking messages for the guilds `keep` refuses (a cluster node
     /// that no longer owns them): their actors end once their mailboxes drain.
     pub fn retain(&self, keep: impl Fn(GuildId) -> bool) {

@@ -762,3 +762,55 @@ async fn a_new_member_connected_to_another_node_starts_receiving_the_guild() {
     let m = g.until("MESSAGE_CREATE").await;
     assert_eq!(m["d"]["content"], "welcome");
 }
+
+/// A user with sessions on two nodes shows the presence set last on either,
+/// and goes offline only when their last session anywhere ends: the actor
+/// keeps each node's report apart (`guild::actor::presence`).
+#[tokio::test]
+async fn a_user_on_two_nodes_is_offline_only_when_both_are_gone() {
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let n1 = node(&nats, dir.path(), 1).await;
+    let n2 = node(&nats, dir.path(), 2).await;
+    let n3 = node(&nats, dir.path(), 3).await;
+    let nodes = [&n1, &n2, &n3];
+    converge(&nodes, &[1, 2, 3]).await;
+    let w = n1.world().await;
+    let gid: u64 = w.guild.parse().unwrap();
+    let owner = hashring::Ring::with_vnodes([1, 2, 3], VNODES).lookup(gid).unwrap();
+    let others: Vec<&TestServer> = (1..=3).filter(|&i| i != owner).map(|i| nodes[i as usize - 1]).collect();
+    let (a, b) = (others[0], others[1]);
+
+    // The bot watches presences from the actor's own node.
+    let mut bot = Gw::connect(&nodes[owner as usize - 1].ws).await;
+    bot.identify(&w.bot_token, BOT_INTENTS).await;
+    bot.until("GUILD_CREATE").await;
+    let status_seen = async |bot: &mut Gw| -> String {
+        loop {
+            let v = bot.until("PRESENCE_UPDATE").await;
+            if v["d"]["user"]["id"] == w.owner_id {
+                return v["d"]["status"].as_str().unwrap().to_string();
+            }
+        }
+    };
+    let identify = |status: &str| {
+        json!({"op": 2, "d": {"token": w.owner, "intents": ALL_INTENTS, "presence": {"status": status, "since": null, "activities": [], "afk": false},
+            "properties": {"os": "linux", "browser": "it", "device": "it"}}})
+    };
+    let mut on_a = Gw::connect(&a.ws).await;
+    on_a.send(identify("online")).await;
+    on_a.until("READY").await;
+    assert_eq!(status_seen(&mut bot).await, "online");
+    let mut on_b = Gw::connect(&b.ws).await;
+    on_b.send(identify("idle")).await;
+    on_b.until("READY").await;
+    assert_eq!(status_seen(&mut bot).await, "idle", "node b reported last");
+    // The session on b ends for good: a's still shows.
+    on_b.close_with(1000).await;
+    assert_eq!(status_seen(&mut bot).await, "online", "a session on node a is still there");
+    on_a.close_with(1000).await;
+    assert_eq!(status_seen(&mut bot).await, "offline");
+    // The member list agrees: nobody but the bot online.
+    let (s, v) = a.get(&format!("/guilds/{}?with_counts=true", w.guild), &w.bot_auth).await;
+    assert_eq!((s, v["approximate_presence_count"].as_u64()), (200, Some(1)), "{v}");
+}

@@ -191,7 +191,7 @@ async fn member_list_ranges_stay_equal_to_a_fresh_sync() {
     assert_eq!(listed, vec!["10".to_string()]);
     for n in 0..2_000u64 {
         let p = Presence { status: statuses[(n % 3) as usize], activities: vec![] };
-        send(&node, gid, GuildMsg::Presence { user: UserId(1_000 + n * 37), presence: p });
+        send(&node, gid, GuildMsg::Presence { user: UserId(1_000 + n * 37), node: 1, presence: p });
     }
     // Client A: op 14 with two chunks. Client B: op 37 with other chunks, one deep in the list.
     a.send(json!({"op": 14, "d": {"guild_id": gid, "typing": true, "channels": {cid.to_string(): [[0, 99], [100, 199]]}}})).await;
@@ -254,7 +254,11 @@ async fn member_list_ranges_stay_equal_to_a_fresh_sync() {
             }
             2 => {
                 let uid = present[rng.gen_range(0..present.len())];
-                GuildMsg::Presence { user: UserId(uid), presence: Presence { status: statuses[rng.gen_range(0..4)], activities: vec![] } }
+                GuildMsg::Presence {
+                    user: UserId(uid),
+                    node: 1,
+                    presence: Presence { status: statuses[rng.gen_range(0..4)], activities: vec![] },
+                }
             }
             _ => {
                 let uid = present[rng.gen_range(0..present.len())];
