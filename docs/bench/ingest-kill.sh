@@ -2,7 +2,8 @@
 # Durability at full speed: `throng-bench ingest` posts as fast as the server
 # accepts, SIGKILLs the server KILL_AFTER into the run, the server restarts
 # on the same data, and `throng-bench history-check` looks for every
-# acknowledged message in history. The report lands in docs/bench/NAME/.
+# acknowledged message in history. The report lands in docs/bench/NAME/
+# (or in NAME itself when it starts with /).
 #
 #   docs/bench/ingest-kill.sh NAME "SEED ARGS" [ingest args...]
 #   docs/bench/ingest-kill.sh ingest-kill-9 "--users 4000 --guilds 200 --memberships-per-user 5" --connections 512
@@ -19,7 +20,11 @@ PORT=${PORT:-28181}
 KILL_AFTER=${KILL_AFTER:-8s}
 SERVER_ARGS=${SERVER_ARGS:-}
 work=$(mktemp -d /tmp/throng-kill.XXXXXX)
-out=docs/bench/$name
+# A NAME starting with / is the report directory itself (as in run.sh).
+case "$name" in
+    /*) out=$name ;;
+    *) out=docs/bench/$name ;;
+esac
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 
