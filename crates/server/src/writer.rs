@@ -143,10 +143,7 @@ async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Job>, max_batch: usiz
         while let Some(job) = queue.next() {
             match job.work {
                 Work::Changes(guild, changes) => {
-                    let started = std::time::Instant::now();
-                    let applied = store.apply_changes(job.epoch, guild, &changes).await;
-                    stats.commit_seconds.observe(started.elapsed());
-                    let outcome = match applied {
+                    let outcome = match timed(&stats, store.apply_changes(job.epoch, guild, &changes)).await {
                         Ok(Some(rows)) => Outcome::Applied(rows),
                         Ok(None) => Outcome::Fenced,
                         Err(e) => {
@@ -175,12 +172,17 @@ async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Job>, max_batch: usiz
     }
 }
 
+/// Runs one store transaction, its time in `stats.commit_seconds`.
+async fn timed<T>(stats: &WriterStats, transaction: impl std::future::Future<Output = T>) -> T {
+    let started = std::time::Instant::now();
+    let done = transaction.await;
+    stats.commit_seconds.observe(started.elapsed());
+    done
+}
+
 /// One transaction for `batch`; one by one if a row spoils it.
 async fn commit_messages(store: &dyn Store, batch: &[(u64, MessageRecord)], stats: &WriterStats) -> Vec<Outcome> {
-    let started = std::time::Instant::now();
-    let committed = store.create_messages(batch).await;
-    stats.commit_seconds.observe(started.elapsed());
-    match committed {
+    match timed(stats, store.create_messages(batch)).await {
         Ok(ok) => {
             stats.commits.fetch_add(1, Ordering::Relaxed);
             ok.into_iter().map(|ok| if ok { Outcome::Committed } else { Outcome::Fenced }).collect()
@@ -194,10 +196,7 @@ async fn commit_messages(store: &dyn Store, batch: &[(u64, MessageRecord)], stat
             tracing::warn!(error = %e, rows = batch.len(), "batch commit failed; retrying one by one");
             let mut v = Vec::with_capacity(batch.len());
             for one in batch.chunks(1) {
-                let started = std::time::Instant::now();
-                let committed = store.create_messages(one).await;
-                stats.commit_seconds.observe(started.elapsed());
-                v.push(match committed {
+                v.push(match timed(stats, store.create_messages(one)).await {
                     Ok(ok) if ok.first() == Some(&true) => Outcome::Committed,
                     Ok(_) => Outcome::Fenced,
                     Err(e) => Outcome::Failed(e.to_string()),

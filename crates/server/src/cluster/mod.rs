@@ -583,8 +583,10 @@ fn rehome(node: &Arc<Node>, r: &ClusterRouter, old: &Ring) {
     }
     r.local.retain(|g| new.lookup(g.0) == Some(r.me.0));
     // The guilds that stay here forget presences of nodes that are gone.
-    let live = new.nodes().to_vec();
-    r.local.send_all(|| GuildMsg::NodesLive(live.clone()));
+    if old.nodes().iter().any(|n| !new.nodes().contains(n)) {
+        let live = new.nodes().to_vec();
+        r.local.send_all(|| GuildMsg::NodesLive(live.clone()));
+    }
 }
 
 /// Messages to the guilds this node owns.

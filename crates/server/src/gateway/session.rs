@@ -429,7 +429,6 @@ impl SessionHandle {
         }
     }
 
-    /// This session as guild actors name it (by the node it started on).
     /// What subscribing this session to a guild sends its actor.
     pub fn subscription(&self, node: &Node) -> Subscription {
         Subscription {
@@ -439,6 +438,7 @@ impl SessionHandle {
         }
     }
 
+    /// This session as guild actors name it (by the node it started on).
     pub fn session_ref(&self, node: &Node) -> crate::fanout::SessionRef {
         crate::fanout::SessionRef { node: node.id, id: self.id.clone() }
     }
@@ -811,16 +811,16 @@ pub fn start(node: &Arc<Node>, conn: Conn, id: Identified, mut early: Vec<Incomi
     node.tasks.spawn(s.read_loop(node.clone(), sock, gen));
 }
 
-/// Subscribes the session to guild `g`. A guild whose mailbox is full (an
-/// IDENTIFY storm into one big guild) is tried again every 50 ms for up to
-/// 30 s rather than left unavailable: a dropped subscription is a session
-/// that silently never gets the guild's events.
 /// A subscription refused by a full guild mailbox (a big guild during an
 /// IDENTIFY ramp) is sent again this often, up to `SUBSCRIBE_RETRIES`
 /// times (30 s in all) before the guild stays unavailable to the session.
 const SUBSCRIBE_RETRY_EVERY: Duration = Duration::from_millis(50);
 const SUBSCRIBE_RETRIES: u32 = 600;
 
+/// Subscribes the session to guild `g`. A guild whose mailbox is full (an
+/// IDENTIFY storm into one big guild) is tried again every
+/// `SUBSCRIBE_RETRY_EVERY` rather than left unavailable: a dropped
+/// subscription is a session that silently never gets the guild's events.
 fn subscribe(node: &Arc<Node>, s: &Arc<SessionHandle>, g: protocol::GuildId) {
     fn msg(node: &Node, s: &SessionHandle) -> GuildMsg {
         GuildMsg::Subscribe(Box::new(s.subscription(node)))

@@ -445,7 +445,7 @@ impl Fixture {
             vars.insert("{attachment_id}", parts[1].to_string());
             vars.insert("{filename}", parts[0].to_string());
         }
-        if needs("/overwrite") || needs("{overwrite_id}") {
+        if needs("{overwrite_id}") {
             ok(
                 t,
                 Method::PUT,

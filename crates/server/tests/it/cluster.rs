@@ -88,22 +88,40 @@ pub(crate) async fn converge(nodes: &[&TestServer], ids: &[u64]) {
     }
 }
 
+/// Three cluster nodes (ids 1-3, one data directory) that see each other,
+/// and a world made through node 1.
+struct Three {
+    nodes: [TestServer; 3],
+    w: World,
+    /// The id of the node that runs the world's guild actor.
+    owner: u64,
+    _dir: tempfile::TempDir,
+    _nats: Nats,
+}
+
+impl Three {
+    async fn start() -> Three {
+        let nats = Nats::start();
+        let dir = tempfile::tempdir().unwrap();
+        let nodes = [node(&nats, dir.path(), 1).await, node(&nats, dir.path(), 2).await, node(&nats, dir.path(), 3).await];
+        converge(&nodes.iter().collect::<Vec<_>>(), &[1, 2, 3]).await;
+        let w = nodes[0].world().await;
+        let owner = hashring::Ring::with_vnodes([1, 2, 3], VNODES).lookup(w.guild.parse().unwrap()).unwrap();
+        Three { nodes, w, owner, _dir: dir, _nats: nats }
+    }
+
+    /// The owner node, then the two others in id order.
+    fn by_role(&self) -> (&TestServer, &TestServer, &TestServer) {
+        let mut others = (1..=3u64).filter(|&i| i != self.owner).map(|i| &self.nodes[i as usize - 1]);
+        (&self.nodes[self.owner as usize - 1], others.next().unwrap(), others.next().unwrap())
+    }
+}
+
 #[tokio::test]
 async fn three_nodes_share_a_guild_whose_actor_runs_on_another() {
-    let nats = Nats::start();
-    let dir = tempfile::tempdir().unwrap();
-    let n1 = node(&nats, dir.path(), 1).await;
-    let n2 = node(&nats, dir.path(), 2).await;
-    let n3 = node(&nats, dir.path(), 3).await;
-    let nodes = [&n1, &n2, &n3];
-    converge(&nodes, &[1, 2, 3]).await;
-
-    let w = n1.world().await;
-    let gid: u64 = w.guild.parse().unwrap();
-    let owner = hashring::Ring::with_vnodes([1, 2, 3], VNODES).lookup(gid).unwrap();
-    let others: Vec<&TestServer> = (1..=3).filter(|&i| i != owner).map(|i| nodes[i as usize - 1]).collect();
-    let (a, b) = (others[0], others[1]);
-    let o = nodes[owner as usize - 1];
+    let c = Three::start().await;
+    let w = &c.w;
+    let (o, a, b) = c.by_role();
 
     // The bot on one node, the owner on another; the actor on the third.
     let mut bot = Gw::connect(&a.ws).await;
@@ -735,18 +753,11 @@ async fn kill_9_of_a_guild_owner_under_load_loses_no_acknowledged_message() {
 /// and then the guild's messages.
 #[tokio::test]
 async fn a_new_member_connected_to_another_node_starts_receiving_the_guild() {
-    let nats = Nats::start();
-    let dir = tempfile::tempdir().unwrap();
-    let n1 = node(&nats, dir.path(), 1).await;
-    let n2 = node(&nats, dir.path(), 2).await;
-    let n3 = node(&nats, dir.path(), 3).await;
-    let nodes = [&n1, &n2, &n3];
-    converge(&nodes, &[1, 2, 3]).await;
-    let w = n1.world().await;
-    let gid: u64 = w.guild.parse().unwrap();
-    let owner = hashring::Ring::with_vnodes([1, 2, 3], VNODES).lookup(gid).unwrap() as usize;
-    let others: Vec<&TestServer> = (1..=3).filter(|&i| i != owner).map(|i| nodes[i - 1]).collect();
-    let (joiner, _) = n1.user("joiner").await;
+    let c = Three::start().await;
+    let w = &c.w;
+    let (_, a, b) = c.by_role();
+    let others = [a, b];
+    let (joiner, _) = c.nodes[0].user("joiner").await;
     // Connected (no guilds yet) to a node that does not run the guild.
     let mut g = Gw::connect(&others[0].ws).await;
     let ready = g.identify(&joiner, ALL_INTENTS).await;
@@ -768,21 +779,12 @@ async fn a_new_member_connected_to_another_node_starts_receiving_the_guild() {
 /// keeps each node's report apart (`guild::actor::presence`).
 #[tokio::test]
 async fn a_user_on_two_nodes_is_offline_only_when_both_are_gone() {
-    let nats = Nats::start();
-    let dir = tempfile::tempdir().unwrap();
-    let n1 = node(&nats, dir.path(), 1).await;
-    let n2 = node(&nats, dir.path(), 2).await;
-    let n3 = node(&nats, dir.path(), 3).await;
-    let nodes = [&n1, &n2, &n3];
-    converge(&nodes, &[1, 2, 3]).await;
-    let w = n1.world().await;
-    let gid: u64 = w.guild.parse().unwrap();
-    let owner = hashring::Ring::with_vnodes([1, 2, 3], VNODES).lookup(gid).unwrap();
-    let others: Vec<&TestServer> = (1..=3).filter(|&i| i != owner).map(|i| nodes[i as usize - 1]).collect();
-    let (a, b) = (others[0], others[1]);
+    let c = Three::start().await;
+    let w = &c.w;
+    let (o, a, b) = c.by_role();
 
     // The bot watches presences from the actor's own node.
-    let mut bot = Gw::connect(&nodes[owner as usize - 1].ws).await;
+    let mut bot = Gw::connect(&o.ws).await;
     bot.identify(&w.bot_token, BOT_INTENTS).await;
     bot.until("GUILD_CREATE").await;
     let status_seen = async |bot: &mut Gw| -> String {

@@ -38,38 +38,36 @@ impl Sources {
     /// Node `node` reports `presence` for `user`. Returns what the user
     /// shows now (offline if no node has them).
     pub(crate) fn report(&mut self, user: UserId, node: u64, presence: Presence) -> Presence {
-        let list = self.by_user.entry(user).or_default();
-        let known = list.iter().position(|s| s.node == node);
-        match (known, presence.status == Status::Offline) {
-            (Some(i), true) => {
-                list.swap_remove(i);
-            }
-            (Some(i), false) => {
-                // Unchanged reports (a session subscribing again) do not
-                // make this node's entry the latest.
-                if list[i].presence != presence {
-                    self.clock += 1;
-                    list[i] = Source { node, presence, at: self.clock };
+        if presence.status == Status::Offline {
+            if let Some(list) = self.by_user.get_mut(&user) {
+                list.retain(|s| s.node != node);
+                if list.is_empty() {
+                    self.by_user.remove(&user);
                 }
             }
-            (None, true) => {}
-            (None, false) => {
-                self.clock += 1;
-                list.push(Source { node, presence, at: self.clock });
+        } else {
+            let list = self.by_user.entry(user).or_default();
+            match list.iter_mut().find(|s| s.node == node) {
+                // Unchanged reports (a session subscribing again) do not
+                // make this node's entry the latest.
+                Some(s) if s.presence == presence => {}
+                Some(s) => {
+                    self.clock += 1;
+                    *s = Source { node, presence, at: self.clock };
+                }
+                None => {
+                    self.clock += 1;
+                    list.push(Source { node, presence, at: self.clock });
+                }
             }
         }
         self.shown(user)
     }
 
     /// What `user` shows: the entry updated last, or offline.
-    pub(crate) fn shown(&mut self, user: UserId) -> Presence {
-        match self.by_user.get(&user) {
-            Some(list) if !list.is_empty() => list.iter().max_by_key(|s| s.at).expect("not empty").presence.clone(),
-            _ => {
-                self.by_user.remove(&user);
-                Presence::offline()
-            }
-        }
+    pub(crate) fn shown(&self, user: UserId) -> Presence {
+        let latest = self.by_user.get(&user).and_then(|list| list.iter().max_by_key(|s| s.at));
+        latest.map_or_else(Presence::offline, |s| s.presence.clone())
     }
 
     /// The user left the guild.
@@ -88,6 +86,7 @@ impl Sources {
                 touched.push(*user);
             }
         }
+        self.by_user.retain(|_, list| !list.is_empty());
         touched
     }
 }
