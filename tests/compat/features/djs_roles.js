@@ -105,7 +105,9 @@ run(
     step('kicked', { user: ctx.member2_id });
 
     for (const r of [second, role]) {
-      const deleted = waitFor(client, Events.GuildRoleDelete, x => x.id === r.id);
+      // discord.js emits GuildRoleDelete from the REST answer already; the
+      // gateway's GUILD_ROLE_DELETE is what the test checks, so wait for it.
+      const deleted = waitFor(client, Events.Raw, p => p.t === 'GUILD_ROLE_DELETE' && p.d.role_id === r.id);
       await r.delete();
       await deleted;
     }
