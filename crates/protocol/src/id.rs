@@ -52,6 +52,11 @@ macro_rules! id_type {
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> { Snowflake::deserialize(d).map(|s| Self(s.0)) }
         }
+        impl schemars::JsonSchema for $name {
+            fn inline_schema() -> bool { true }
+            fn schema_name() -> std::borrow::Cow<'static, str> { "Snowflake".into() }
+            fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema { Snowflake::json_schema(g) }
+        }
     )*};
 }
 
@@ -66,6 +71,25 @@ impl fmt::Display for Snowflake {
 impl fmt::Debug for Snowflake {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Snowflake({})", self.0)
+    }
+}
+
+/// What the OpenAPI document says of an id: a decimal string when throng
+/// sends it; a string or a non-negative integer when a client does.
+impl schemars::JsonSchema for Snowflake {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Snowflake".into()
+    }
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let string = schemars::json_schema!({ "type": "string", "pattern": "^[0-9]{1,20}$", "examples": ["175928847299117063"] });
+        if g.contract().is_serialize() {
+            string
+        } else {
+            schemars::json_schema!({ "anyOf": [string, { "type": "integer", "minimum": 0 }] })
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! what discord.py 2.7 and discord.js 14 read (see docs/object-audit.md):
 //! keys those libraries index directly are always present, even if null.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::id::{ApplicationId, ChannelId, GuildId, MessageId, RoleId, UserId};
@@ -73,7 +74,7 @@ pub mod permission {
     pub const ALL: u64 = ((1 << 47) - 1) | PIN_MESSAGES;
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct User {
     pub id: UserId,
     pub username: String,
@@ -93,7 +94,7 @@ pub struct User {
 }
 
 /// `GET /users/@me`: a user plus the private fields clients read.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct CurrentUser {
     #[serde(flatten)]
     pub user: User,
@@ -104,7 +105,7 @@ pub struct CurrentUser {
     pub premium_type: u8,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Role {
     pub id: RoleId,
     pub name: String,
@@ -123,7 +124,7 @@ pub struct Role {
     pub flags: u64,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct RoleColors {
     pub primary_color: u32,
     pub secondary_color: Option<u32>,
@@ -136,7 +137,7 @@ impl RoleColors {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Overwrite {
     pub id: crate::id::Snowflake,
     /// 0 = role, 1 = member.
@@ -146,7 +147,7 @@ pub struct Overwrite {
     pub deny: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Channel {
     pub id: ChannelId,
     #[serde(rename = "type")]
@@ -180,7 +181,7 @@ pub struct Channel {
     pub default_thread_rate_limit_per_user: Option<u32>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Member {
     /// Absent in the partial member attached to MESSAGE_CREATE.
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -204,7 +205,7 @@ pub struct Member {
 }
 
 /// The guild fields common to REST and GUILD_CREATE.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Guild {
     pub id: GuildId,
     pub name: String,
@@ -243,7 +244,7 @@ pub struct Guild {
     pub max_presences: Option<u32>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct MessageReference {
     #[serde(rename = "type", default, deserialize_with = "crate::de::null_default")]
     pub kind: u8,
@@ -257,7 +258,7 @@ pub struct MessageReference {
     pub fail_if_not_exists: Option<bool>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Message {
     pub id: MessageId,
     pub channel_id: ChannelId,
@@ -301,7 +302,7 @@ pub struct Message {
 /// A custom emoji (`id`, `name`, ...), or a Unicode one (`id: null`, the
 /// emoji as `name`). Reactions and their events carry the partial form:
 /// `id`, `name` and, for custom ones, `animated`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Emoji {
     pub id: Option<crate::id::EmojiId>,
     pub name: Option<String>,
@@ -321,7 +322,7 @@ pub struct Emoji {
 }
 
 /// A message's reactions with one emoji, as one requester sees them.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Reaction {
     pub count: u32,
     pub count_details: ReactionCountDetails,
@@ -332,7 +333,7 @@ pub struct Reaction {
     pub emoji: Emoji,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct ReactionCountDetails {
     pub burst: u32,
     pub normal: u32,

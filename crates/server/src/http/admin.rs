@@ -13,7 +13,7 @@ use serde_json::json;
 use super::{json_bytes, ApiError, ApiResult};
 use crate::node::Node;
 
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
 pub struct DropSessions {
     user_id: UserId,
 }

@@ -34,7 +34,7 @@ pub const MAX_PURGE_MESSAGES: u32 = 10_000;
 /// Discord's bound on an audit-log reason.
 const MAX_REASON_CHARS: usize = 512;
 
-#[derive(Deserialize, Default)]
+#[derive(schemars::JsonSchema, Deserialize, Default)]
 pub struct BanPage {
     limit: Option<u32>,
     before: Option<UserId>,
@@ -79,7 +79,7 @@ pub async fn get(State(node): State<Arc<Node>>, Caller(u): Caller, Path((id, uid
 /// How much of a user's history a ban deletes: `delete_message_seconds`
 /// (or the older `delete_message_days`), in the JSON body or, as some
 /// libraries send it, the query string.
-#[derive(Deserialize, Default)]
+#[derive(schemars::JsonSchema, Deserialize, Default)]
 pub struct Purge {
     delete_message_seconds: Option<u64>,
     delete_message_days: Option<u64>,

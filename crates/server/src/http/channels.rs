@@ -37,7 +37,7 @@ pub async fn get(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Pat
     json_ok(StatusCode::OK, &convert::channel(&c))
 }
 
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
 pub struct ModifyChannel {
     name: Option<String>,
     #[serde(default, deserialize_with = "protocol::de::nullable")]
@@ -111,7 +111,7 @@ const INVITE_MAX_USES: u32 = 100;
 const INVITE_CODE_TRIES: usize = 5;
 const INVITE_CODE_LEN: usize = 10;
 
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
 pub struct CreateInvite {
     max_age: Option<u32>,
     max_uses: Option<u32>,

@@ -19,7 +19,7 @@ use crate::node::Node;
 use crate::route::dms_threads::{dm_key, dm_of, DmAction};
 use crate::route::Action;
 
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
 pub struct OpenDm {
     recipient_id: Option<UserId>,
 }

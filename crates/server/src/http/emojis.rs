@@ -59,7 +59,8 @@ pub async fn get(State(node): State<Arc<Node>>, Caller(u): Caller, Path((g, id))
     Ok(json_bytes(StatusCode::OK, serde_json::to_vec(&out[0]).map_err(|e| ApiError::Internal(e.to_string()))?))
 }
 
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
+#[schemars(rename = "CreateEmoji")]
 pub struct CreateBody {
     name: Option<String>,
     image: Option<String>,
@@ -106,7 +107,8 @@ async fn write_image(path: &std::path::Path, bytes: &[u8]) -> ApiResult<()> {
     tokio::fs::rename(&tmp, path).await.map_err(io)
 }
 
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
+#[schemars(rename = "ModifyEmoji")]
 pub struct ModifyBody {
     #[serde(default, deserialize_with = "protocol::de::null_default")]
     name: Option<String>,

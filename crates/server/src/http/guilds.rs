@@ -42,7 +42,7 @@ fn check_name(field: &str, name: &str, min: usize, max: usize) -> ApiResult<()> 
     Ok(())
 }
 
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
 pub struct CreateGuild {
     name: Option<String>,
     description: Option<String>,
@@ -84,7 +84,7 @@ const COUNTS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 const MEMBERS_PAGE_DEFAULT: u32 = 1;
 const MEMBERS_PAGE_MAX: u32 = 1000;
 
-#[derive(Deserialize, Default)]
+#[derive(schemars::JsonSchema, Deserialize, Default)]
 pub struct WithCounts {
     with_counts: Option<bool>,
 }
@@ -123,7 +123,7 @@ pub async fn get(
     json_ok(StatusCode::OK, &guild_json(&a.guild, &roles, extra))
 }
 
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
 pub struct ModifyGuild {
     name: Option<String>,
     #[serde(default, deserialize_with = "protocol::de::nullable")]
@@ -172,7 +172,7 @@ pub async fn channels(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id)
     json_ok(StatusCode::OK, &list)
 }
 
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
 pub struct OverwriteIn {
     id: protocol::Snowflake,
     #[serde(rename = "type")]
@@ -184,7 +184,7 @@ pub struct OverwriteIn {
 }
 
 /// Permission bits arrive as strings (Discord) or integers (some clients).
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
 #[serde(untagged)]
 pub enum StrOrInt {
     S(String),
@@ -218,7 +218,7 @@ pub fn overwrites(v: Vec<OverwriteIn>) -> ApiResult<Vec<OverwriteRecord>> {
         .collect()
 }
 
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
 pub struct CreateChannel {
     name: Option<String>,
     #[serde(rename = "type")]
@@ -269,7 +269,7 @@ pub async fn roles(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): P
     json_ok(StatusCode::OK, &roles)
 }
 
-#[derive(Deserialize, Default)]
+#[derive(schemars::JsonSchema, Deserialize, Default)]
 pub struct ListMembers {
     limit: Option<u32>,
     after: Option<u64>,
@@ -312,7 +312,7 @@ pub async fn add_member(State(node): State<Arc<Node>>, Caller(u): Caller, Path((
     ask(&node, gid, u.id, Action::Member(MemberAction::Add { user: Box::new(usr), member: Box::new(m) })).await
 }
 
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
 pub struct ModifyMember {
     #[serde(default, deserialize_with = "protocol::de::nullable")]
     nick: Option<Option<String>>,

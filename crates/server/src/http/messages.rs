@@ -36,7 +36,7 @@ const MAX_MENTIONS: usize = 100;
 const PAGE_DEFAULT: u32 = 50;
 const PAGE_MAX: u32 = 100;
 
-#[derive(Deserialize, Default)]
+#[derive(schemars::JsonSchema, Deserialize, Default)]
 pub struct MessageBody {
     content: Option<String>,
     #[serde(default, deserialize_with = "protocol::de::null_default")]
@@ -207,7 +207,7 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
     }
 }
 
-#[derive(Deserialize, Default)]
+#[derive(schemars::JsonSchema, Deserialize, Default)]
 pub struct ListQuery {
     before: Option<String>,
     after: Option<String>,
@@ -269,7 +269,7 @@ pub async fn get(State(node): State<Arc<Node>>, Caller(u): Caller, Path((id, mid
     Ok(json_bytes(StatusCode::OK, encode_message(&out[0])?))
 }
 
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
 pub struct EditBody {
     content: Option<String>,
     embeds: Option<Vec<Value>>,

@@ -15,10 +15,12 @@ pub mod error;
 pub mod guilds;
 pub mod messages;
 pub mod metrics;
+pub mod openapi;
 pub mod pins;
 pub mod ratelimit;
 pub mod reactions;
 pub mod roles;
+pub mod shapes;
 pub mod threads;
 pub mod users;
 pub mod web;
@@ -29,14 +31,16 @@ use std::sync::Arc;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
-use axum::routing::{get, post, put};
+use axum::routing::get;
 use axum::Router;
 use protocol::model::permission;
 use protocol::{ErrorCode, GuildId, UserId};
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 use store::{ChannelRecord, GuildRecord, MemberRecord, UserRecord};
 
 pub use error::{json_bytes, ApiError, ApiResult};
+pub use openapi::{op, Api};
 
 use crate::node::Node;
 
@@ -145,93 +149,569 @@ async fn not_found() -> ApiError {
     ApiError::not_found(ErrorCode::UnknownRoute)
 }
 
-fn api(node: &Arc<Node>) -> Router<Arc<Node>> {
-    Router::new()
-        .route("/gateway", get(users::gateway))
-        .route("/gateway/bot", get(users::gateway_bot))
-        .route("/auth/register", post(users::register))
-        .route("/auth/login", post(users::login))
-        .route("/users/@me", get(users::me).patch(users::modify_me))
-        .route("/users/@me/guilds", get(users::my_guilds))
-        .route("/users/@me/guilds/{guild_id}", axum::routing::delete(guilds::leave))
-        .route("/users/{user_id}", get(users::get_user))
-        .route("/oauth2/applications/@me", get(users::application))
-        .route("/applications/@me", get(users::application))
-        .route("/guilds", post(guilds::create))
-        .route("/guilds/{guild_id}", get(guilds::get).patch(guilds::modify).delete(guilds::delete))
-        .route("/guilds/{guild_id}/channels", get(guilds::channels).post(guilds::create_channel))
-        .route("/guilds/{guild_id}/roles", get(guilds::roles))
-        .route("/guilds/{guild_id}/members", get(guilds::members))
-        .route("/guilds/{guild_id}/members/@me", axum::routing::patch(guilds::modify_me))
-        .route(
+/// The API under `/api/v10` (and `/v9`, `/api`): every route with what it
+/// takes and answers, which is also the OpenAPI document (`openapi.rs`).
+pub fn api_table() -> Api {
+    use protocol::model::{Channel, CurrentUser, Emoji, Guild, Member, Message, Role, User};
+    use shapes::*;
+    type List<T> = Vec<T>;
+    Api::default()
+        // Gateway discovery, accounts, the current user.
+        .get("/gateway", users::gateway, op("getGateway", "Gateway", "The gateway URL.").public().ok::<Gateway>())
+        .get(
+            "/gateway/bot",
+            users::gateway_bot,
+            op("getGatewayBot", "Gateway", "The gateway URL, shards and session start limits.").ok::<GatewayBot>(),
+        )
+        .post(
+            "/auth/register",
+            users::register,
+            op("register", "Accounts", "Creates a user; answers its token.").public().body::<users::Register>().created::<Token>(),
+        )
+        .post(
+            "/auth/login",
+            users::login,
+            op("login", "Accounts", "A user's token for a username and password.").public().body::<users::Login>().ok::<Token>(),
+        )
+        .get("/users/@me", users::me, op("getCurrentUser", "Users", "The caller.").ok::<CurrentUser>())
+        .patch(
+            "/users/@me",
+            users::modify_me,
+            op("modifyCurrentUser", "Users", "Changes the caller's display name.").body::<users::ModifyMe>().ok::<CurrentUser>(),
+        )
+        .get(
+            "/users/@me/guilds",
+            users::my_guilds,
+            op("getCurrentUserGuilds", "Users", "The caller's guilds, with their permissions.").ok::<List<PartialGuild>>(),
+        )
+        .delete("/users/@me/guilds/{guild_id}", guilds::leave, op("leaveGuild", "Users", "Leaves a guild (its owner cannot).").no_content())
+        .get("/users/{user_id}", users::get_user, op("getUser", "Users", "A user.").ok::<User>())
+        .get(
+            "/oauth2/applications/@me",
+            users::application,
+            op("getCurrentBotApplicationInformation", "Applications", "The bot's application.").ok::<Application>(),
+        )
+        .get(
+            "/applications/@me",
+            users::application,
+            op("getCurrentApplication", "Applications", "The bot's application.").ok::<Application>(),
+        )
+        // Guilds, channels, members.
+        .post(
+            "/guilds",
+            guilds::create,
+            op("createGuild", "Guilds", "Creates a guild with `@everyone` and `#general`; the caller owns it.")
+                .body::<guilds::CreateGuild>()
+                .created::<Guild>(),
+        )
+        .get(
+            "/guilds/{guild_id}",
+            guilds::get,
+            op("getGuild", "Guilds", "A guild, with counts if `with_counts=true`.").query::<guilds::WithCounts>().ok::<Guild>(),
+        )
+        .patch(
+            "/guilds/{guild_id}",
+            guilds::modify,
+            op("modifyGuild", "Guilds", "Changes a guild (MANAGE_GUILD).").body::<guilds::ModifyGuild>().ok::<Guild>(),
+        )
+        .delete("/guilds/{guild_id}", guilds::delete, op("deleteGuild", "Guilds", "Deletes a guild (its owner).").no_content())
+        .get(
+            "/guilds/{guild_id}/channels",
+            guilds::channels,
+            op("getGuildChannels", "Channels", "The guild's channels the caller can see (threads apart).").ok::<List<Channel>>(),
+        )
+        .post(
+            "/guilds/{guild_id}/channels",
+            guilds::create_channel,
+            op("createGuildChannel", "Channels", "Creates a channel (MANAGE_CHANNELS).")
+                .body::<guilds::CreateChannel>()
+                .created::<Channel>(),
+        )
+        .get(
+            "/guilds/{guild_id}/members",
+            guilds::members,
+            op("listGuildMembers", "Members", "A page of members by ascending user id.")
+                .query::<guilds::ListMembers>()
+                .ok::<List<Member>>(),
+        )
+        .patch(
+            "/guilds/{guild_id}/members/@me",
+            guilds::modify_me,
+            op("modifyCurrentMember", "Members", "Changes the caller's nickname.").body::<guilds::ModifyMember>().ok::<Member>(),
+        )
+        .get("/guilds/{guild_id}/members/{user_id}", guilds::member, op("getGuildMember", "Members", "A member.").ok::<Member>())
+        .put(
             "/guilds/{guild_id}/members/{user_id}",
-            get(guilds::member).put(guilds::add_member).patch(guilds::modify_member).delete(guilds::remove_member),
+            guilds::add_member,
+            op("addGuildMember", "Members", "Adds a user (e.g. a bot): 201 with the member, 204 if already one.")
+                .created::<Member>()
+                .no_content(),
         )
-        .route("/channels/{channel_id}", get(channels::get).patch(channels::modify).delete(channels::delete))
-        .route("/channels/{channel_id}/messages", get(messages::list).post(messages::create))
-        .route("/channels/{channel_id}/messages/{message_id}", get(messages::get).patch(messages::edit).delete(messages::delete))
-        .route("/channels/{channel_id}/typing", post(messages::typing))
-        .route("/channels/{channel_id}/invites", post(channels::create_invite))
-        .route("/invites/{code}", get(channels::get_invite).post(channels::accept_invite).delete(channels::delete_invite))
-        // Roles, overwrites, bans:
-        .route("/guilds/{guild_id}/roles", post(roles::create).patch(roles::reorder))
-        .route("/guilds/{guild_id}/roles/{role_id}", get(roles::get).patch(roles::modify).delete(roles::delete))
-        .route("/guilds/{guild_id}/members/{user_id}/roles/{role_id}", put(roles::grant).delete(roles::revoke))
-        .route("/channels/{channel_id}/permissions/{overwrite_id}", put(roles::put_overwrite).delete(roles::delete_overwrite))
-        .route("/guilds/{guild_id}/bans", get(bans::list))
-        .route("/guilds/{guild_id}/bans/{user_id}", get(bans::get).put(bans::create).delete(bans::remove))
-        // Reactions, emojis, pins, bulk delete:
-        .route(
+        .patch(
+            "/guilds/{guild_id}/members/{user_id}",
+            guilds::modify_member,
+            op("modifyGuildMember", "Members", "Changes a member's nickname (MANAGE_NICKNAMES) or roles (MANAGE_ROLES).")
+                .body::<guilds::ModifyMember>()
+                .ok::<Member>(),
+        )
+        .delete(
+            "/guilds/{guild_id}/members/{user_id}",
+            guilds::remove_member,
+            op("removeGuildMember", "Members", "Kicks a member (KICK_MEMBERS).").no_content(),
+        )
+        .get("/channels/{channel_id}", channels::get, op("getChannel", "Channels", "A channel, thread or DM.").ok::<AnyChannel>())
+        .patch(
+            "/channels/{channel_id}",
+            channels::modify,
+            op("modifyChannel", "Channels", "Changes a channel (MANAGE_CHANNELS) or thread.")
+                .body::<channels::ModifyChannel>()
+                .ok::<AnyChannel>(),
+        )
+        .delete(
+            "/channels/{channel_id}",
+            channels::delete,
+            op("deleteChannel", "Channels", "Deletes a channel or thread; answers it.").ok::<AnyChannel>(),
+        )
+        // Messages.
+        .get(
+            "/channels/{channel_id}/messages",
+            messages::list,
+            op("getChannelMessages", "Messages", "History: up to `limit` (1-100, default 50) before, after or around a message.")
+                .query::<messages::ListQuery>()
+                .ok::<List<Message>>(),
+        )
+        .post(
+            "/channels/{channel_id}/messages",
+            messages::create,
+            op("createMessage", "Messages", "Sends a message (SEND_MESSAGES), with files as multipart.")
+                .body::<messages::MessageBody>()
+                .multipart()
+                .ok::<Message>(),
+        )
+        .get(
+            "/channels/{channel_id}/messages/{message_id}",
+            messages::get,
+            op("getChannelMessage", "Messages", "A message.").ok::<Message>(),
+        )
+        .patch(
+            "/channels/{channel_id}/messages/{message_id}",
+            messages::edit,
+            op("editMessage", "Messages", "Edits one's own message.").body::<messages::EditBody>().ok::<Message>(),
+        )
+        .delete(
+            "/channels/{channel_id}/messages/{message_id}",
+            messages::delete,
+            op("deleteMessage", "Messages", "Deletes a message (its author, or MANAGE_MESSAGES).").no_content(),
+        )
+        .post(
+            "/channels/{channel_id}/typing",
+            messages::typing,
+            op("triggerTypingIndicator", "Messages", "TYPING_START for the channel.").no_content(),
+        )
+        .post(
+            "/channels/{channel_id}/messages/bulk-delete",
+            pins::bulk_delete,
+            op("bulkDeleteMessages", "Messages", "Deletes 2-100 messages younger than two weeks (MANAGE_MESSAGES).")
+                .body::<pins::BulkBody>()
+                .no_content(),
+        )
+        // Invites.
+        .post(
+            "/channels/{channel_id}/invites",
+            channels::create_invite,
+            op("createChannelInvite", "Invites", "Creates an invite (CREATE_INSTANT_INVITE).")
+                .body::<channels::CreateInvite>()
+                .ok::<Invite>(),
+        )
+        .get("/invites/{code}", channels::get_invite, op("getInvite", "Invites", "An invite.").public().ok::<Invite>())
+        .post("/invites/{code}", channels::accept_invite, op("acceptInvite", "Invites", "Joins the invite's guild.").ok::<Invite>())
+        .delete(
+            "/invites/{code}",
+            channels::delete_invite,
+            op("deleteInvite", "Invites", "Revokes an invite (MANAGE_CHANNELS or MANAGE_GUILD).").ok::<Invite>(),
+        )
+        // Roles and overwrites.
+        .get("/guilds/{guild_id}/roles", guilds::roles, op("getGuildRoles", "Roles", "The guild's roles.").ok::<List<Role>>())
+        .post(
+            "/guilds/{guild_id}/roles",
+            roles::create,
+            op("createGuildRole", "Roles", "Creates a role (MANAGE_ROLES).").body::<roles::RoleBody>().ok::<Role>(),
+        )
+        .patch(
+            "/guilds/{guild_id}/roles",
+            roles::reorder,
+            op("modifyGuildRolePositions", "Roles", "Moves roles; answers every role.").body::<List<roles::Position>>().ok::<List<Role>>(),
+        )
+        .get("/guilds/{guild_id}/roles/{role_id}", roles::get, op("getGuildRole", "Roles", "A role.").ok::<Role>())
+        .patch(
+            "/guilds/{guild_id}/roles/{role_id}",
+            roles::modify,
+            op("modifyGuildRole", "Roles", "Changes a role below the caller's highest (MANAGE_ROLES).")
+                .body::<roles::RoleBody>()
+                .ok::<Role>(),
+        )
+        .delete(
+            "/guilds/{guild_id}/roles/{role_id}",
+            roles::delete,
+            op("deleteGuildRole", "Roles", "Deletes a role (MANAGE_ROLES).").no_content(),
+        )
+        .put(
+            "/guilds/{guild_id}/members/{user_id}/roles/{role_id}",
+            roles::grant,
+            op("addGuildMemberRole", "Roles", "Gives a member a role (MANAGE_ROLES).").no_content(),
+        )
+        .delete(
+            "/guilds/{guild_id}/members/{user_id}/roles/{role_id}",
+            roles::revoke,
+            op("removeGuildMemberRole", "Roles", "Takes a role from a member (MANAGE_ROLES).").no_content(),
+        )
+        .put(
+            "/channels/{channel_id}/permissions/{overwrite_id}",
+            roles::put_overwrite,
+            op("editChannelPermissions", "Channels", "Sets a role's or member's overwrite (MANAGE_ROLES).")
+                .body::<roles::OverwriteBody>()
+                .no_content(),
+        )
+        .delete(
+            "/channels/{channel_id}/permissions/{overwrite_id}",
+            roles::delete_overwrite,
+            op("deleteChannelPermission", "Channels", "Removes an overwrite (MANAGE_ROLES).").no_content(),
+        )
+        // Bans.
+        .get(
+            "/guilds/{guild_id}/bans",
+            bans::list,
+            op("getGuildBans", "Bans", "Bans by ascending user id (BAN_MEMBERS).").query::<bans::BanPage>().ok::<List<Ban>>(),
+        )
+        .get("/guilds/{guild_id}/bans/{user_id}", bans::get, op("getGuildBan", "Bans", "A ban (BAN_MEMBERS).").ok::<Ban>())
+        .put(
+            "/guilds/{guild_id}/bans/{user_id}",
+            bans::create,
+            op("createGuildBan", "Bans", "Bans a user, deleting their recent messages if asked (BAN_MEMBERS).")
+                .query::<bans::Purge>()
+                .body::<bans::Purge>()
+                .no_content(),
+        )
+        .delete("/guilds/{guild_id}/bans/{user_id}", bans::remove, op("removeGuildBan", "Bans", "Lifts a ban (BAN_MEMBERS).").no_content())
+        // Reactions.
+        .put(
             "/channels/{channel_id}/messages/{message_id}/reactions/{emoji}/{user_id}",
-            axum::routing::put(reactions::add).delete(reactions::remove),
+            reactions::add,
+            op("createReaction", "Reactions", "Reacts (`@me` only; ADD_REACTIONS for a new emoji).").no_content(),
         )
-        .route("/channels/{channel_id}/messages/{message_id}/reactions/{emoji}", get(reactions::users).delete(reactions::clear_emoji))
-        .route("/channels/{channel_id}/messages/{message_id}/reactions", axum::routing::delete(reactions::clear_all))
-        .route("/channels/{channel_id}/messages/pins", get(pins::list))
-        .route("/channels/{channel_id}/messages/pins/{message_id}", axum::routing::put(pins::pin).delete(pins::unpin))
-        .route("/channels/{channel_id}/pins", get(pins::list_old))
-        .route("/channels/{channel_id}/pins/{message_id}", axum::routing::put(pins::pin).delete(pins::unpin))
-        .route("/channels/{channel_id}/messages/bulk-delete", post(pins::bulk_delete))
-        .route("/guilds/{guild_id}/emojis/{emoji_id}", get(emojis::get).patch(emojis::modify).delete(emojis::delete))
-        // Attachments, webhooks:
-        .merge(webhooks::routes())
-        // DMs, threads, application commands:
-        .route("/users/@me/channels", get(dms::list).post(dms::open))
-        .route("/channels/{channel_id}/messages/{message_id}/threads", post(threads::start_from_message))
-        .route("/channels/{channel_id}/threads", post(threads::start))
-        .route("/channels/{channel_id}/threads/archived/public", get(threads::archived_public))
-        .route("/channels/{channel_id}/threads/archived/private", get(threads::archived_private))
-        .route("/channels/{channel_id}/thread-members", get(threads::members))
-        .route(
+        .delete(
+            "/channels/{channel_id}/messages/{message_id}/reactions/{emoji}/{user_id}",
+            reactions::remove,
+            op("deleteReaction", "Reactions", "Removes one's own reaction, or another's (MANAGE_MESSAGES).").no_content(),
+        )
+        .get(
+            "/channels/{channel_id}/messages/{message_id}/reactions/{emoji}",
+            reactions::users,
+            op("getReactions", "Reactions", "Who reacted with an emoji.").query::<reactions::UsersQuery>().ok::<List<User>>(),
+        )
+        .delete(
+            "/channels/{channel_id}/messages/{message_id}/reactions/{emoji}",
+            reactions::clear_emoji,
+            op("deleteAllReactionsForEmoji", "Reactions", "Removes every reaction with an emoji (MANAGE_MESSAGES).").no_content(),
+        )
+        .delete(
+            "/channels/{channel_id}/messages/{message_id}/reactions",
+            reactions::clear_all,
+            op("deleteAllReactions", "Reactions", "Removes every reaction (MANAGE_MESSAGES).").no_content(),
+        )
+        // Pins.
+        .get(
+            "/channels/{channel_id}/messages/pins",
+            pins::list,
+            op("getChannelPins", "Pins", "Pinned messages, the latest first.").query::<pins::PinsQuery>().ok::<Pins>(),
+        )
+        .put(
+            "/channels/{channel_id}/messages/pins/{message_id}",
+            pins::pin,
+            op("pinMessage", "Pins", "Pins a message (PIN_MESSAGES or MANAGE_MESSAGES).").no_content(),
+        )
+        .delete(
+            "/channels/{channel_id}/messages/pins/{message_id}",
+            pins::unpin,
+            op("unpinMessage", "Pins", "Unpins a message.").no_content(),
+        )
+        .get(
+            "/channels/{channel_id}/pins",
+            pins::list_old,
+            op("getPinnedMessages", "Pins", "The latest 50 pinned messages (Discord's older route).").ok::<List<Message>>(),
+        )
+        .put(
+            "/channels/{channel_id}/pins/{message_id}",
+            pins::pin,
+            op("pinMessageOld", "Pins", "Pins a message (older route).").no_content(),
+        )
+        .delete(
+            "/channels/{channel_id}/pins/{message_id}",
+            pins::unpin,
+            op("unpinMessageOld", "Pins", "Unpins a message (older route).").no_content(),
+        )
+        // Emojis.
+        .get("/guilds/{guild_id}/emojis", emojis::list, op("listGuildEmojis", "Emojis", "The guild's custom emojis.").ok::<List<Emoji>>())
+        .post(
+            "/guilds/{guild_id}/emojis",
+            emojis::create,
+            op("createGuildEmoji", "Emojis", "Creates an emoji from a data URI (CREATE_GUILD_EXPRESSIONS).")
+                .body::<emojis::CreateBody>()
+                .created::<Emoji>(),
+        )
+        .get("/guilds/{guild_id}/emojis/{emoji_id}", emojis::get, op("getGuildEmoji", "Emojis", "An emoji.").ok::<Emoji>())
+        .patch(
+            "/guilds/{guild_id}/emojis/{emoji_id}",
+            emojis::modify,
+            op("modifyGuildEmoji", "Emojis", "Renames an emoji or sets its roles.").body::<emojis::ModifyBody>().ok::<Emoji>(),
+        )
+        .delete("/guilds/{guild_id}/emojis/{emoji_id}", emojis::delete, op("deleteGuildEmoji", "Emojis", "Deletes an emoji.").no_content())
+        // Webhooks.
+        .get(
+            "/channels/{channel_id}/webhooks",
+            webhooks::list_channel,
+            op("getChannelWebhooks", "Webhooks", "A channel's webhooks (MANAGE_WEBHOOKS).").ok::<List<Webhook>>(),
+        )
+        .post(
+            "/channels/{channel_id}/webhooks",
+            webhooks::create,
+            op("createWebhook", "Webhooks", "Creates a webhook (MANAGE_WEBHOOKS).").body::<webhooks::CreateBody>().ok::<Webhook>(),
+        )
+        .get(
+            "/guilds/{guild_id}/webhooks",
+            webhooks::list_guild,
+            op("getGuildWebhooks", "Webhooks", "A guild's webhooks (MANAGE_WEBHOOKS).").ok::<List<Webhook>>(),
+        )
+        .get("/webhooks/{webhook_id}", webhooks::get_one, op("getWebhook", "Webhooks", "A webhook (MANAGE_WEBHOOKS).").ok::<Webhook>())
+        .patch(
+            "/webhooks/{webhook_id}",
+            webhooks::modify,
+            op("modifyWebhook", "Webhooks", "Changes a webhook (MANAGE_WEBHOOKS).").body::<webhooks::ModifyBody>().ok::<Webhook>(),
+        )
+        .delete(
+            "/webhooks/{webhook_id}",
+            webhooks::delete,
+            op("deleteWebhook", "Webhooks", "Deletes a webhook (MANAGE_WEBHOOKS).").no_content(),
+        )
+        .get(
+            "/webhooks/{webhook_id}/{token}",
+            webhooks::get_by_token,
+            op("getWebhookWithToken", "Webhooks", "A webhook, by its token.").public().ok::<Webhook>(),
+        )
+        .patch(
+            "/webhooks/{webhook_id}/{token}",
+            webhooks::modify_by_token,
+            op("modifyWebhookWithToken", "Webhooks", "Changes a webhook, by its token.")
+                .public()
+                .body::<webhooks::ModifyBody>()
+                .ok::<Webhook>(),
+        )
+        .delete(
+            "/webhooks/{webhook_id}/{token}",
+            webhooks::delete_by_token,
+            op("deleteWebhookWithToken", "Webhooks", "Deletes a webhook, by its token.").public().no_content(),
+        )
+        .post(
+            "/webhooks/{webhook_id}/{token}",
+            webhooks::execute,
+            op("executeWebhook", "Webhooks", "Posts as the webhook: 204, or 200 with the message if `wait=true`.")
+                .public()
+                .query::<webhooks::ExecuteQuery>()
+                .body::<webhooks::ExecuteBody>()
+                .multipart()
+                .ok::<Message>()
+                .no_content(),
+        )
+        // DMs and threads.
+        .get("/users/@me/channels", dms::list, op("getUserDms", "DMs", "The caller's DM channels.").ok::<List<DmChannel>>())
+        .post(
+            "/users/@me/channels",
+            dms::open,
+            op("createDm", "DMs", "Opens (or finds) a DM with a user who shares a guild.").body::<dms::OpenDm>().ok::<DmChannel>(),
+        )
+        .post(
+            "/channels/{channel_id}/messages/{message_id}/threads",
+            threads::start_from_message,
+            op("startThreadFromMessage", "Threads", "Starts a public thread on a message.")
+                .body::<threads::StartThread>()
+                .created::<Thread>(),
+        )
+        .post(
+            "/channels/{channel_id}/threads",
+            threads::start,
+            op("startThreadWithoutMessage", "Threads", "Starts a thread (type 11 public, 12 private).")
+                .body::<threads::StartThread>()
+                .created::<Thread>(),
+        )
+        .get(
+            "/channels/{channel_id}/threads/archived/public",
+            threads::archived_public,
+            op("listPublicArchivedThreads", "Threads", "Archived public threads, the latest first.")
+                .query::<threads::ArchivedQuery>()
+                .ok::<ThreadList>(),
+        )
+        .get(
+            "/channels/{channel_id}/threads/archived/private",
+            threads::archived_private,
+            op("listPrivateArchivedThreads", "Threads", "Archived private threads (MANAGE_THREADS).")
+                .query::<threads::ArchivedQuery>()
+                .ok::<ThreadList>(),
+        )
+        .get(
+            "/channels/{channel_id}/thread-members",
+            threads::members,
+            op("listThreadMembers", "Threads", "A thread's members.").query::<threads::MembersQuery>().ok::<List<ThreadMember>>(),
+        )
+        .get(
             "/channels/{channel_id}/thread-members/{user_id}",
-            get(threads::member).put(threads::add_member).delete(threads::remove_member),
+            threads::member,
+            op("getThreadMember", "Threads", "A thread member.").query::<threads::MembersQuery>().ok::<ThreadMember>(),
         )
-        .route("/guilds/{guild_id}/threads/active", get(threads::active))
-        .route("/applications/{app_id}/commands", get(commands::global_list).post(commands::global_create).put(commands::global_overwrite))
-        .route(
+        .put(
+            "/channels/{channel_id}/thread-members/{user_id}",
+            threads::add_member,
+            op("addThreadMember", "Threads", "Joins a thread (`@me`) or adds a member.").no_content(),
+        )
+        .delete(
+            "/channels/{channel_id}/thread-members/{user_id}",
+            threads::remove_member,
+            op("removeThreadMember", "Threads", "Leaves a thread (`@me`) or removes a member.").no_content(),
+        )
+        .get(
+            "/guilds/{guild_id}/threads/active",
+            threads::active,
+            op("listActiveGuildThreads", "Threads", "The guild's active threads the caller can see.").ok::<ThreadList>(),
+        )
+        // Application commands (stored and listed; no interactions).
+        .get(
+            "/applications/{app_id}/commands",
+            commands::global_list,
+            op("getGlobalApplicationCommands", "Commands", "The application's global commands.").ok::<List<ApplicationCommand>>(),
+        )
+        .post(
+            "/applications/{app_id}/commands",
+            commands::global_create,
+            op("createGlobalApplicationCommand", "Commands", "Creates a command (201), or replaces the one of that name (200).")
+                .body::<CommandBody>()
+                .created::<ApplicationCommand>()
+                .ok::<ApplicationCommand>(),
+        )
+        .put(
+            "/applications/{app_id}/commands",
+            commands::global_overwrite,
+            op("bulkOverwriteGlobalApplicationCommands", "Commands", "Replaces every global command.")
+                .body::<List<CommandBody>>()
+                .ok::<List<ApplicationCommand>>(),
+        )
+        .get(
             "/applications/{app_id}/commands/{command_id}",
-            get(commands::global_get).patch(commands::global_edit).delete(commands::global_delete),
+            commands::global_get,
+            op("getGlobalApplicationCommand", "Commands", "A global command.").ok::<ApplicationCommand>(),
         )
-        .route(
+        .patch(
+            "/applications/{app_id}/commands/{command_id}",
+            commands::global_edit,
+            op("editGlobalApplicationCommand", "Commands", "Edits a global command.").body::<CommandBody>().ok::<ApplicationCommand>(),
+        )
+        .delete(
+            "/applications/{app_id}/commands/{command_id}",
+            commands::global_delete,
+            op("deleteGlobalApplicationCommand", "Commands", "Deletes a global command.").no_content(),
+        )
+        .get(
             "/applications/{app_id}/guilds/{guild_id}/commands",
-            get(commands::guild_list).post(commands::guild_create).put(commands::guild_overwrite),
+            commands::guild_list,
+            op("getGuildApplicationCommands", "Commands", "The application's commands in a guild.").ok::<List<ApplicationCommand>>(),
         )
-        .route(
+        .post(
+            "/applications/{app_id}/guilds/{guild_id}/commands",
+            commands::guild_create,
+            op("createGuildApplicationCommand", "Commands", "Creates a guild command (201), or replaces the one of that name (200).")
+                .body::<CommandBody>()
+                .created::<ApplicationCommand>()
+                .ok::<ApplicationCommand>(),
+        )
+        .put(
+            "/applications/{app_id}/guilds/{guild_id}/commands",
+            commands::guild_overwrite,
+            op("bulkOverwriteGuildApplicationCommands", "Commands", "Replaces every command in a guild.")
+                .body::<List<CommandBody>>()
+                .ok::<List<ApplicationCommand>>(),
+        )
+        .get(
             "/applications/{app_id}/guilds/{guild_id}/commands/{command_id}",
-            get(commands::guild_get).patch(commands::guild_edit).delete(commands::guild_delete),
+            commands::guild_get,
+            op("getGuildApplicationCommand", "Commands", "A guild command.").ok::<ApplicationCommand>(),
         )
-        .route("/applications/{app_id}/guilds/{guild_id}/commands/permissions", get(absent::empty_list))
-        .route("/applications/{app_id}/entitlements", get(absent::empty_list))
-        .route("/applications/{app_id}/emojis", get(absent::empty_items))
-        .route("/soundboard-default-sounds", get(absent::empty_list))
-        .route("/guilds/{guild_id}/soundboard-sounds", get(absent::empty_items))
-        .route("/guilds/{guild_id}/emojis", get(emojis::list).post(emojis::create))
-        .route("/guilds/{guild_id}/stickers", get(absent::empty_list))
-        .route("/sticker-packs", get(absent::sticker_packs))
-        .route("/voice/regions", get(absent::empty_list))
-        .route("/_throng/admin/drop-sessions", post(admin::drop_sessions))
-        .route("/_throng/admin/stats", get(admin::stats))
-        .route("/_throng/admin/guilds/{guild_id}/owner", get(admin::owner))
+        .patch(
+            "/applications/{app_id}/guilds/{guild_id}/commands/{command_id}",
+            commands::guild_edit,
+            op("editGuildApplicationCommand", "Commands", "Edits a guild command.").body::<CommandBody>().ok::<ApplicationCommand>(),
+        )
+        .delete(
+            "/applications/{app_id}/guilds/{guild_id}/commands/{command_id}",
+            commands::guild_delete,
+            op("deleteGuildApplicationCommand", "Commands", "Deletes a guild command.").no_content(),
+        )
+        // What throng does not have, answered empty so clients that ask carry on.
+        .get(
+            "/applications/{app_id}/guilds/{guild_id}/commands/permissions",
+            absent::empty_list,
+            op("getGuildApplicationCommandPermissions", "Absent", "Always empty: no per-command permissions.").ok::<List<Value>>(),
+        )
+        .get(
+            "/applications/{app_id}/entitlements",
+            absent::empty_list,
+            op("listEntitlements", "Absent", "Always empty: no monetisation.").ok::<List<Value>>(),
+        )
+        .get(
+            "/applications/{app_id}/emojis",
+            absent::empty_items,
+            op("listApplicationEmojis", "Absent", "Always empty: no application emojis.").ok::<Items>(),
+        )
+        .get(
+            "/soundboard-default-sounds",
+            absent::empty_list,
+            op("listDefaultSoundboardSounds", "Absent", "Always empty: no soundboard.").ok::<List<Value>>(),
+        )
+        .get(
+            "/guilds/{guild_id}/soundboard-sounds",
+            absent::empty_items,
+            op("listGuildSoundboardSounds", "Absent", "Always empty: no soundboard.").ok::<Items>(),
+        )
+        .get(
+            "/guilds/{guild_id}/stickers",
+            absent::empty_list,
+            op("listGuildStickers", "Absent", "Always empty: no stickers.").ok::<List<Value>>(),
+        )
+        .get("/sticker-packs", absent::sticker_packs, op("listStickerPacks", "Absent", "Always empty: no stickers.").ok::<StickerPacks>())
+        .get("/voice/regions", absent::empty_list, op("listVoiceRegions", "Absent", "Always empty: no voice.").ok::<List<Value>>())
+        // Operators' routes (`X-Throng-Admin-Token`; absent without an admin token).
+        .post(
+            "/_throng/admin/drop-sessions",
+            admin::drop_sessions,
+            op("adminDropSessions", "Operators", "Closes a user's gateway sessions.").admin().body::<admin::DropSessions>().ok::<Dropped>(),
+        )
+        .get("/_throng/admin/stats", admin::stats, op("adminStats", "Operators", "The node's counters.").admin().ok::<Stats>())
+        .get(
+            "/_throng/admin/guilds/{guild_id}/owner",
+            admin::owner,
+            op("adminGuildOwner", "Operators", "The node that runs a guild's actor.").admin().ok::<Owner>(),
+        )
+}
+
+/// The OpenAPI document of [`api_table`] (built once).
+pub fn openapi() -> &'static Value {
+    static DOC: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    DOC.get_or_init(|| api_table().finish().1)
+}
+
+fn api(node: &Arc<Node>) -> Router<Arc<Node>> {
+    let (routes, _) = api_table().finish();
+    let doc = bytes::Bytes::from(openapi().to_string());
+    routes
+        .route("/openapi.json", get(move || std::future::ready(json_bytes(StatusCode::OK, doc.clone()))))
+        .route("/docs", get(|| std::future::ready(axum::response::Html(openapi::DOCS_PAGE))))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(node.clone(), ratelimit::middleware))
 }

@@ -32,7 +32,7 @@ const BULK_MAX: usize = 100;
 /// Bulk delete takes no message older than two weeks (50034), as on Discord.
 const BULK_MAX_AGE_MS: u64 = 14 * 24 * 3600 * 1000;
 
-#[derive(Deserialize, Default)]
+#[derive(schemars::JsonSchema, Deserialize, Default)]
 pub struct PinsQuery {
     before: Option<String>,
     limit: Option<u32>,
@@ -116,7 +116,7 @@ async fn message(node: &Node, c: ChannelId, mid: &str) -> ApiResult<store::Messa
     node.store.get_message(c, mid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownMessage))
 }
 
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
 pub struct BulkBody {
     messages: Vec<MessageId>,
 }

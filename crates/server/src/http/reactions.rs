@@ -116,7 +116,7 @@ pub async fn clear_all(State(node): State<Arc<Node>>, Caller(u): Caller, Path((c
     ask(&node, guild, u.id, Action::Reaction(ReactionAction::Clear { channel: cid, message: msg.id, emoji: None })).await
 }
 
-#[derive(Deserialize, Default)]
+#[derive(schemars::JsonSchema, Deserialize, Default)]
 pub struct UsersQuery {
     after: Option<String>,
     limit: Option<u32>,

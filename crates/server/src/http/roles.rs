@@ -28,7 +28,7 @@ const MAX_COLOR: u32 = 0xff_ffff;
 const MAX_REORDER: usize = crate::route::ops::roles::MAX_ROLES;
 
 /// Permission bits as Discord sends them (a decimal string) or as an integer.
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
 #[serde(untagged)]
 pub enum Bits {
     S(String),
@@ -49,13 +49,13 @@ impl Bits {
 /// `colors` of a role: the primary colour is the role's colour; gradients
 /// (`secondary_color`, `tertiary_color`) need a guild feature throng does
 /// not have, so they are read and left out.
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
 pub struct Colors {
     primary_color: Option<u32>,
 }
 
 /// The body of role create and modify; every field optional, `null` as absent.
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
 pub struct RoleBody {
     name: Option<String>,
     permissions: Option<Bits>,
@@ -150,7 +150,8 @@ pub async fn delete(State(node): State<Arc<Node>>, Caller(u): Caller, Path((id, 
     ask(&node, gid, u.id, Action::Role(RoleAction::Delete { role })).await
 }
 
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
+#[schemars(rename = "RolePosition")]
 pub struct Position {
     id: RoleId,
     position: Option<i32>,
@@ -195,7 +196,7 @@ pub async fn revoke(
     ask(&node, gid, u.id, Action::Role(RoleAction::Revoke { user, role })).await
 }
 
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
 pub struct OverwriteBody {
     #[serde(rename = "type")]
     kind: Option<OverwriteType>,
@@ -204,7 +205,7 @@ pub struct OverwriteBody {
 }
 
 /// `type`: 0 (role) or 1 (member), as a number or a string of one.
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
 #[serde(untagged)]
 pub enum OverwriteType {
     I(u64),

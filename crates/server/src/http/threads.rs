@@ -32,7 +32,7 @@ const MAX_SLOWMODE_S: u32 = 21_600;
 const MAX_ARCHIVED_PAGE: u32 = 100;
 const DEFAULT_ARCHIVED_PAGE: u32 = 50;
 
-#[derive(Deserialize, Default)]
+#[derive(schemars::JsonSchema, Deserialize, Default)]
 pub struct StartThread {
     name: Option<String>,
     auto_archive_duration: Option<u32>,
@@ -147,7 +147,7 @@ pub async fn start(
 }
 
 /// A thread's PATCH fields (with those of channels: name, slowmode).
-#[derive(Deserialize, Default)]
+#[derive(schemars::JsonSchema, Deserialize, Default)]
 pub struct ThreadFields {
     pub archived: Option<bool>,
     pub locked: Option<bool>,
@@ -224,7 +224,7 @@ pub async fn remove_member(
     ask(&node, guild, u.id, Action::Thread(ThreadAction::RemoveMember { thread, user: target })).await
 }
 
-#[derive(Deserialize, Default)]
+#[derive(schemars::JsonSchema, Deserialize, Default)]
 pub struct MembersQuery {
     with_member: Option<bool>,
 }
@@ -262,7 +262,7 @@ pub async fn active(State(node): State<Arc<Node>>, Caller(u): Caller, Path(g): P
     ask(&node, guild, u.id, Action::Thread(ThreadAction::Active)).await
 }
 
-#[derive(Deserialize, Default)]
+#[derive(schemars::JsonSchema, Deserialize, Default)]
 pub struct ArchivedQuery {
     before: Option<String>,
     limit: Option<u32>,

@@ -37,7 +37,7 @@ pub async fn gateway_bot(State(node): State<Arc<Node>>, _c: Caller) -> Response 
     }))
 }
 
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
 pub struct Register {
     username: Option<String>,
     password: Option<String>,
@@ -95,7 +95,7 @@ pub async fn register(State(node): State<Arc<Node>>, JsonBody(r): JsonBody<Regis
     Ok(json_bytes(StatusCode::CREATED, json!({ "token": token, "user_id": user.id }).to_string()))
 }
 
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
 pub struct Login {
     login: Option<String>,
     username: Option<String>,
@@ -121,7 +121,7 @@ pub async fn me(Caller(u): Caller) -> Json<protocol::model::CurrentUser> {
 /// Discord's bound on a display name, in characters.
 const GLOBAL_NAME_MAX: usize = 32;
 
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
 pub struct ModifyMe {
     global_name: Option<String>,
 }

@@ -11,8 +11,6 @@ use std::sync::Arc;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
 use protocol::model::permission;
 use protocol::{ChannelId, ErrorCode, GuildId, Snowflake, UserId};
 use rand::distributions::Alphanumeric;
@@ -42,14 +40,6 @@ const INCOMING: u8 = 1;
 const SETTABLE_FLAGS: u64 = 1 << 2 | 1 << 12;
 
 /// The routes, under the API prefixes.
-pub fn routes() -> Router<Arc<Node>> {
-    Router::new()
-        .route("/channels/{channel_id}/webhooks", get(list_channel).post(create))
-        .route("/guilds/{guild_id}/webhooks", get(list_guild))
-        .route("/webhooks/{webhook_id}", get(get_one).patch(modify).delete(delete))
-        .route("/webhooks/{webhook_id}/{token}", get(get_by_token).patch(modify_by_token).delete(delete_by_token).post(execute))
-}
-
 /// The webhook object as Discord documents it; `user` (its creator) only
 /// for callers with a user token.
 fn webhook_json(node: &Node, w: &WebhookRecord, creator: Option<&UserRecord>) -> Value {
@@ -78,7 +68,8 @@ fn ok(v: &Value) -> Response {
     json_bytes(StatusCode::OK, v.to_string())
 }
 
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
+#[schemars(rename = "CreateWebhook")]
 pub struct CreateBody {
     name: Option<String>,
     #[serde(default, deserialize_with = "protocol::de::nullable")]
@@ -196,7 +187,8 @@ pub async fn get_by_token(State(node): State<Arc<Node>>, Path((id, token)): Path
     Ok(ok(&webhook_json(&node, &w, None)))
 }
 
-#[derive(Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize)]
+#[schemars(rename = "ModifyWebhook")]
 pub struct ModifyBody {
     name: Option<String>,
     #[serde(default, deserialize_with = "protocol::de::nullable")]
@@ -271,7 +263,8 @@ pub async fn delete_by_token(State(node): State<Arc<Node>>, Path((id, token)): P
     super::ask(&node, w.guild_id, UserId(w.id.0), Action::Webhook(action)).await
 }
 
-#[derive(Deserialize, Default)]
+#[derive(schemars::JsonSchema, Deserialize, Default)]
+#[schemars(rename = "ExecuteWebhook")]
 pub struct ExecuteBody {
     content: Option<String>,
     username: Option<String>,
@@ -287,7 +280,7 @@ pub struct ExecuteBody {
     // descriptions are read), thread_name, applied_tags, poll.
 }
 
-#[derive(Deserialize, Default)]
+#[derive(schemars::JsonSchema, Deserialize, Default)]
 pub struct ExecuteQuery {
     /// `true`/`false` (discord.js) or `1`/`0` (discord.py).
     wait: Option<String>,

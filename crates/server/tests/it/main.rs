@@ -9,6 +9,7 @@ mod durability;
 mod gateway;
 mod logs;
 mod member_list;
+mod openapi;
 mod postgres;
 mod reactions;
 mod rest;
