@@ -91,6 +91,8 @@ pub enum ErrorCode {
     UnknownRole,
     UnknownUser,
     UnknownRoute,
+    /// 405 on a route without that method (code 0).
+    MethodNotAllowed,
     /// 40001 Unauthorized: a token that does not exist.
     Unauthorized,
     /// 50001 Missing access (not a member).
@@ -172,6 +174,7 @@ impl ErrorCode {
             Self::UnknownRole => 10011,
             Self::UnknownUser => 10013,
             Self::UnknownRoute => 0,
+            Self::MethodNotAllowed => 0,
             Self::Unauthorized => 40001,
             Self::UsernameTaken => 40002,
             Self::EntityTooLarge => 40005,
@@ -219,6 +222,7 @@ impl ErrorCode {
             Self::UnknownRole => "Unknown Role",
             Self::UnknownUser => "Unknown User",
             Self::UnknownRoute => "404: Not Found",
+            Self::MethodNotAllowed => "405: Method Not Allowed",
             Self::Unauthorized => "401: Unauthorized",
             Self::UsernameTaken => "Username is already taken",
             Self::EntityTooLarge => "Request entity too large",

@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use super::Query;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use protocol::model::{channel_type, permission};

@@ -7,7 +7,8 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, Request, State};
+use super::Query;
+use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::Bytes;

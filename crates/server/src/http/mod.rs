@@ -73,6 +73,25 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
     }
 }
 
+/// Query parameters, with Discord's error for a malformed one: 400 50035
+/// naming the field (axum's own `Query` answers in plain text).
+pub struct Query<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> ApiResult<Self> {
+        axum::extract::Query::try_from_uri(&parts.uri).map(|q| Query(q.0)).map_err(|e| {
+            // "Failed to deserialize query string: limit: invalid digit found in string"
+            let text = e.body_text();
+            let detail = text.split_once("query string: ").map_or(text.as_str(), |(_, d)| d);
+            match detail.split_once(": ") {
+                Some((field, why)) if !field.is_empty() && !field.contains(' ') => ApiError::field(field, "BASE_TYPE_INVALID", why),
+                _ => ApiError::InvalidForm(serde_json::json!({ "_errors": [{ "code": "BASE_TYPE_INVALID", "message": detail }] })),
+            }
+        })
+    }
+}
+
 /// Parses a JSON body (an empty body counts as `{}`). JSON text is UTF-8
 /// (RFC 8259): a body that is not is invalid JSON, also when the bad bytes
 /// sit in a field we ignore (serde_json skips those without checking them).
@@ -147,6 +166,11 @@ pub async fn channel_access(node: &Node, channel: protocol::ChannelId, user: Use
 
 async fn not_found() -> ApiError {
     ApiError::not_found(ErrorCode::UnknownRoute)
+}
+
+/// A known path with a method it does not have, as Discord answers it.
+async fn method_not_allowed() -> ApiError {
+    ApiError::Code(StatusCode::METHOD_NOT_ALLOWED, ErrorCode::MethodNotAllowed)
 }
 
 /// The API under `/api/v10` (and `/v9`, `/api`): every route with what it
@@ -397,7 +421,9 @@ pub fn api_table() -> Api {
         .put(
             "/channels/{channel_id}/messages/{message_id}/reactions/{emoji}/{user_id}",
             reactions::add,
-            op("createReaction", "Reactions", "Reacts (`@me` only; ADD_REACTIONS for a new emoji).").no_content(),
+            op("createReaction", "Reactions", "Reacts (`@me` only: 405 for anyone else; ADD_REACTIONS for a new emoji).")
+                .refuses(405)
+                .no_content(),
         )
         .delete(
             "/channels/{channel_id}/messages/{message_id}/reactions/{emoji}/{user_id}",
@@ -713,6 +739,7 @@ fn api(node: &Arc<Node>) -> Router<Arc<Node>> {
         .route("/openapi.json", get(move || std::future::ready(json_bytes(StatusCode::OK, doc.clone()))))
         .route("/docs", get(|| std::future::ready(axum::response::Html(openapi::DOCS_PAGE))))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(node.clone(), ratelimit::middleware))
 }
 

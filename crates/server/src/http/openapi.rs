@@ -48,11 +48,13 @@ pub struct Op {
     multipart: bool,
     query: Option<SchemaFn>,
     answers: Vec<(u16, Option<SchemaFn>)>,
+    /// Error statuses beyond those of every operation (`ERRORS` marks them).
+    refusals: Vec<u16>,
 }
 
 /// An operation: its `operationId`, tag and one-line summary.
 pub fn op(id: &'static str, tag: &'static str, summary: &'static str) -> Op {
-    Op { id, tag, summary, auth: Auth::Token, body: None, multipart: false, query: None, answers: Vec::new() }
+    Op { id, tag, summary, auth: Auth::Token, body: None, multipart: false, query: None, answers: Vec::new(), refusals: Vec::new() }
 }
 
 impl Op {
@@ -89,6 +91,11 @@ impl Op {
     }
     pub fn created<T: JsonSchema>(self) -> Self {
         self.answer::<T>(201)
+    }
+    /// Also refuses with `status` (one of `ERRORS` that not every operation gives).
+    pub fn refuses(mut self, status: u16) -> Self {
+        self.refusals.push(status);
+        self
     }
     /// 204 without a body.
     pub fn no_content(mut self) -> Self {
@@ -141,11 +148,13 @@ impl Api {
 }
 
 /// Error answers every operation may give, with Discord's JSON error body.
-const ERRORS: [(u16, &str, &str); 7] = [
+/// The 405 is only where an operation says it `refuses` with it.
+const ERRORS: [(u16, &str, &str); 8] = [
     (400, "Error", "Malformed JSON (50109) or a body of the wrong shape (50035, with `errors` by field)."),
-    (401, "Error", "Missing or invalid token (0)."),
+    (401, "Error", "Missing or invalid token (0), or a webhook's (50027)."),
     (403, "Error", "Missing access (50001) or permissions (50013)."),
     (404, "Error", "Unknown resource (10003 channel, 10004 guild, ...) or route (0)."),
+    (405, "Error", "A method the path does not have for this caller, e.g. a reaction for someone else (0)."),
     (413, "Error", "Body over the size limit (40005)."),
     (429, "RateLimited", "Rate limited: `Retry-After` and `X-RateLimit-*` headers say when to retry."),
     (503, "Error", "Busy (a full guild mailbox or write queue), draining or the guild's owner is moving: retry after `Retry-After`."),
@@ -271,7 +280,7 @@ fn operation(path: &'static str, method: &Method, op: &Op, out_gen: &mut SchemaG
         responses.insert(status.to_string(), r);
     }
     for (status, _, _) in ERRORS {
-        let skip = (status == 413 && op.body.is_none()) || (status == 401 && op.auth == Auth::Public);
+        let skip = (status == 413 && op.body.is_none()) || (status == 405 && !op.refusals.contains(&405));
         if !skip {
             responses.insert(status.to_string(), json!({ "$ref": format!("#/components/responses/E{status}") }));
         }

@@ -9,7 +9,8 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use super::Query;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use protocol::model::{self, permission};
@@ -59,7 +60,7 @@ pub async fn add(
     let guild = guild_of(&node, cid).await?;
     // Only for oneself: Discord has no route to react as someone else.
     if who != "@me" {
-        return Err(ApiError::Code(StatusCode::METHOD_NOT_ALLOWED, ErrorCode::UnknownRoute));
+        return Err(ApiError::Code(StatusCode::METHOD_NOT_ALLOWED, ErrorCode::MethodNotAllowed));
     }
     let e = parse_emoji(&e)?;
     let msg = message(&node, cid, &m).await?;
