@@ -141,7 +141,7 @@ pub struct DmChannel {
 #[serde(untagged)]
 pub enum AnyChannel {
     Guild(Channel),
-    Thread(Thread),
+    Thread(Box<Thread>),
     Dm(DmChannel),
 }
 
