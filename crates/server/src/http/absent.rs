@@ -3,21 +3,38 @@
 //! when there is nothing to list, so a library's start-up never stops on a
 //! 404 (one library waited forever for its ready event on one of these).
 
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
+use protocol::ErrorCode;
 
-use super::{json_bytes, Caller};
+use super::{guild_access, json_bytes, parse_id, ApiResult, Caller};
+use crate::node::Node;
 
-/// `[]`: application commands (global and per guild, and their
-/// permissions), the soundboard's default sounds, entitlements, a guild's
-/// emojis and stickers, voice regions.
+/// `[]`: application command permissions, the soundboard's default sounds,
+/// entitlements, voice regions.
 pub async fn empty_list(_c: Caller) -> Response {
     json_bytes(StatusCode::OK, "[]")
 }
 
-/// `{"items": []}`: an application's emojis, a guild's soundboard sounds.
+/// `{"items": []}`: an application's emojis.
 pub async fn empty_items(_c: Caller) -> Response {
     json_bytes(StatusCode::OK, r#"{"items":[]}"#)
+}
+
+/// `[]` for a guild's stickers, to its members (404 10004 for no such
+/// guild, 403 50001 for one the caller is not in, as for any guild read).
+pub async fn guild_empty_list(State(node): State<Arc<Node>>, Caller(u): Caller, Path(g): Path<String>) -> ApiResult<Response> {
+    guild_access(&node, parse_id(&g, ErrorCode::UnknownGuild)?, u.id).await?;
+    Ok(json_bytes(StatusCode::OK, "[]"))
+}
+
+/// `{"items": []}` for a guild's soundboard sounds, to its members.
+pub async fn guild_empty_items(State(node): State<Arc<Node>>, Caller(u): Caller, Path(g): Path<String>) -> ApiResult<Response> {
+    guild_access(&node, parse_id(&g, ErrorCode::UnknownGuild)?, u.id).await?;
+    Ok(json_bytes(StatusCode::OK, r#"{"items":[]}"#))
 }
 
 /// `{"sticker_packs": []}`.

@@ -702,13 +702,13 @@ pub fn api_table() -> Api {
         )
         .get(
             "/guilds/{guild_id}/soundboard-sounds",
-            absent::empty_items,
-            op("listGuildSoundboardSounds", "Absent", "Always empty: no soundboard.").ok::<Items>(),
+            absent::guild_empty_items,
+            op("listGuildSoundboardSounds", "Absent", "Always empty (to members): no soundboard.").ok::<Items>(),
         )
         .get(
             "/guilds/{guild_id}/stickers",
-            absent::empty_list,
-            op("listGuildStickers", "Absent", "Always empty: no stickers.").ok::<List<Value>>(),
+            absent::guild_empty_list,
+            op("listGuildStickers", "Absent", "Always empty (to members): no stickers.").ok::<List<Value>>(),
         )
         .get("/sticker-packs", absent::sticker_packs, op("listStickerPacks", "Absent", "Always empty: no stickers.").ok::<StickerPacks>())
         .get("/voice/regions", absent::empty_list, op("listVoiceRegions", "Absent", "Always empty: no voice.").ok::<List<Value>>())

@@ -95,7 +95,8 @@ const ROWS: &[Row] = &[
     row("PATCH", "/users/@me", ANY, ANY_USER),
     row("GET", "/users/@me/guilds", ANY, ANY_USER),
     // The owner cannot leave (transfer or delete instead).
-    row("DELETE", "/users/@me/guilds/{guild_id}", ANY, "50035 ok ok 50001 ok 401 401"),
+    // Leaving a guild one is not in: Discord's Unknown Guild.
+    row("DELETE", "/users/@me/guilds/{guild_id}", ANY, "50035 ok ok 10004 ok 401 401"),
     row("GET", "/users/{user_id}", ANY, ANY_USER),
     row("GET", "/oauth2/applications/@me", ANY, BOT_ONLY),
     row("GET", "/applications/@me", ANY, BOT_ONLY),
@@ -133,9 +134,9 @@ const ROWS: &[Row] = &[
     row("DELETE", "/guilds/{guild_id}/emojis/{emoji_id}", p::MANAGE_GUILD_EXPRESSIONS, NEEDS_PERM),
     row("GET", "/guilds/{guild_id}/webhooks", p::MANAGE_WEBHOOKS, NEEDS_PERM),
     row("GET", "/guilds/{guild_id}/threads/active", ANY, ANY_MEMBER),
-    // Features throng lacks: an empty list for any user (nothing to hide).
-    row("GET", "/guilds/{guild_id}/stickers", ANY, ANY_USER),
-    row("GET", "/guilds/{guild_id}/soundboard-sounds", ANY, ANY_USER),
+    // Features throng lacks: an empty list, to members, as any guild read.
+    row("GET", "/guilds/{guild_id}/stickers", ANY, ANY_MEMBER),
+    row("GET", "/guilds/{guild_id}/soundboard-sounds", ANY, ANY_MEMBER),
     // Channels, messages, invites.
     row("GET", "/channels/{channel_id}", ANY, ANY_MEMBER),
     row("PATCH", "/channels/{channel_id}", p::MANAGE_CHANNELS, NEEDS_PERM),

@@ -88,6 +88,10 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MemberActi
             Ok(remove(st, target))
         }
         MemberAction::Leave => {
+            // Leaving a guild one is not in: Discord's 404 10004.
+            if !st.members.contains_key(&user) {
+                return Err(OpReply::not_found(ErrorCode::UnknownGuild));
+            }
             if st.caller(user)?.owner {
                 return Err(OpReply::field("guild_id", "OWNER_CANNOT_LEAVE", "The owner cannot leave the guild."));
             }
