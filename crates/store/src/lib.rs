@@ -62,6 +62,30 @@ impl StoreError {
     }
 }
 
+impl StoreError {
+    /// The database could not take the request just now (no pooled
+    /// connection in time, SQLite busy or locked, PostgreSQL refusing new
+    /// connections or dropping one, a serialisation conflict): the same
+    /// request may succeed if retried, so callers answer 503, not 500.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StoreError::Db(sqlx::Error::PoolTimedOut | sqlx::Error::Io(_)) => true,
+            StoreError::Db(sqlx::Error::Database(d)) => {
+                // SQLite: 5 BUSY, 6 LOCKED and their extended codes (low byte);
+                // PostgreSQL: 40001 serialization failure, 40P01 deadlock,
+                // 53300 too many connections, 57P03 cannot connect now.
+                let code = d.code().unwrap_or_default();
+                let sqlite = code.parse::<u32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6));
+                sqlite || matches!(code.as_ref(), "40001" | "40P01" | "53300" | "57P03")
+            }
+            StoreError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => {
+                matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+            }
+            _ => false,
+        }
+    }
+}
+
 pub type Result<T> = std::result::Result<T, StoreError>;
 
 /// Which messages `list_messages` returns (Discord's `before`/`after`/`around`).
@@ -241,4 +265,22 @@ pub trait Store: DmThreadCommandStore + Send + Sync + 'static {
 /// `Ok(true)` if the one change of an unfenced `apply_changes` touched a row.
 fn one_row(r: Result<Option<Vec<u64>>>) -> Result<bool> {
     r.map(|rows| rows.and_then(|v| v.first().copied()).unwrap_or(0) > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StoreError;
+
+    #[test]
+    fn busy_and_locked_databases_and_pool_timeouts_are_transient_constraints_are_not() {
+        let busy = rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(5), None);
+        let locked = rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(6), None);
+        let constraint = rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(19), None);
+        assert!(StoreError::Sqlite(busy).is_transient());
+        assert!(StoreError::Sqlite(locked).is_transient());
+        assert!(!StoreError::Sqlite(constraint).is_transient());
+        assert!(StoreError::Db(sqlx::Error::PoolTimedOut).is_transient());
+        assert!(!StoreError::Db(sqlx::Error::RowNotFound).is_transient());
+        assert!(!StoreError::Conflict.is_transient());
+    }
 }

@@ -43,7 +43,13 @@ impl ApiError {
 }
 
 impl From<store::StoreError> for ApiError {
+    /// A store that cannot answer just now is 503 with `Retry-After` (the
+    /// client may retry); any other store error is a 500.
     fn from(e: store::StoreError) -> Self {
+        if e.is_transient() {
+            tracing::warn!(error = %e, "store busy: answered 503");
+            return ApiError::Busy;
+        }
         ApiError::Internal(e.to_string())
     }
 }
@@ -120,5 +126,25 @@ impl IntoResponse for ApiError {
                 json_bytes(StatusCode::INTERNAL_SERVER_ERROR, json!({ "code": 0, "message": "500: Internal Server Error" }).to_string())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_that_cannot_answer_now_is_503_with_retry_after_and_other_store_errors_500() {
+        // Seen while fuzzing (fuzz/ multipart) with the process paused for
+        // minutes: an upload's store write found no pooled connection in
+        // time and was answered 500, as if the request were at fault.
+        let busy: ApiError = store::StoreError::Db(sqlx::Error::PoolTimedOut).into();
+        let r = busy.into_response();
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(r.headers()["retry-after"], "1");
+        let broken: ApiError = store::StoreError::Corrupt(serde_json::from_str::<u8>("x").unwrap_err()).into();
+        assert_eq!(broken.into_response().status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let conflict: ApiError = store::StoreError::Conflict.into();
+        assert_eq!(conflict.into_response().status(), StatusCode::INTERNAL_SERVER_ERROR);
     }
 }
