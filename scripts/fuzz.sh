@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TARGETS=(ws_frame gateway_payload compress_roundtrip decompress member_list_ranges rest_json snowflake multipart)
+TARGETS=(ws_frame gateway_payload compress_roundtrip decompress member_list_ranges rest_json rest_query snowflake multipart)
 
 need_tools() {
   rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
