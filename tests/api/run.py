@@ -2,7 +2,8 @@
 """schemathesis against a live throng: the OpenAPI document's claims, checked.
 
 Starts `throng serve` on a fresh data directory and makes real things to
-aim at: a bot and a user, both members of the bot's guild, with a channel,
+aim at: a bot and a user, both members of the bot's guild (and a user
+banned from it), with a channel,
 messages, a reaction, a pin, a role, an emoji, a webhook, an invite, a
 thread, application commands and a DM. Writes a schemathesis configuration
 whose path parameters draw from those ids 80% of the time (random ids the
@@ -80,6 +81,10 @@ def fixtures(api: Api, bot: str) -> tuple[dict[str, list[str]], str]:
     channel = api.call("GET", f"/guilds/{gid}/channels", bot)[0]["id"]
     invite = api.call("POST", f"/channels/{channel}/invites", bot, {"max_age": 0})["code"]
     api.call("POST", f"/invites/{invite}", user)
+    # A banned user: the ban routes' reads have one to find.
+    banned = api.call("POST", "/auth/register", body={"username": "st_banned", "password": "correct horse battery"})
+    api.call("POST", f"/invites/{invite}", banned["token"])
+    api.call("PUT", f"/guilds/{gid}/bans/{banned['user_id']}", bot, {"delete_message_seconds": 0})
     messages = [api.call("POST", f"/channels/{channel}/messages", bot, {"content": f"fixture {i}"})["id"] for i in range(3)]
     api.call("PUT", f"/channels/{channel}/messages/{messages[0]}/reactions/%F0%9F%91%8D/@me", bot)
     api.call("PUT", f"/channels/{channel}/messages/pins/{messages[1]}", bot)
@@ -95,7 +100,7 @@ def fixtures(api: Api, bot: str) -> tuple[dict[str, list[str]], str]:
         "guild_id": [gid],
         "channel_id": [channel, thread, dm],
         "message_id": messages,
-        "user_id": ["@me", me["id"], user_id],
+        "user_id": ["@me", me["id"], user_id, banned["user_id"]],
         "role_id": [role, gid],
         "overwrite_id": [role, user_id],
         "emoji_id": [emoji],
