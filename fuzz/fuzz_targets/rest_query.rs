@@ -7,6 +7,8 @@
 //! 50035 as JSON, never a 5xx or plain text.
 #![no_main]
 
+use std::future::Future;
+
 use axum::extract::FromRequestParts;
 use axum::http::{Request, StatusCode};
 use axum::response::IntoResponse;
