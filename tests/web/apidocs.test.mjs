@@ -1,28 +1,20 @@
 // The API reference page (/api/v10/docs): it renders the server's own
 // OpenAPI document in the browser, every operation grouped by tag, and a
 // link to an operation opens it.
-import { test, before, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import { startServer, launch, shot } from "./harness.mjs";
+import { serverAndBrowser, shot } from "./harness.mjs";
 
-let server, browser;
-before(async () => {
-  server = await startServer();
-  browser = await launch();
-});
-after(async () => {
-  await browser?.close();
-  await server?.stop();
-});
+const env = serverAndBrowser();
 
 test("the API reference renders every operation of the OpenAPI document", async () => {
-  const doc = await (await fetch(server.url + "/api/v10/openapi.json")).json();
+  const doc = await (await fetch(env.server.url + "/api/v10/openapi.json")).json();
   const operations = Object.values(doc.paths).reduce((n, item) => n + Object.keys(item).length, 0);
   assert.ok(operations > 100, `${operations} operations`);
 
-  const page = await browser.newPage();
+  const page = await env.browser.newPage();
   page.on("pageerror", (e) => assert.fail(`page error: ${e}`));
-  await page.goto(server.url + "/api/v10/docs#createMessage");
+  await page.goto(env.server.url + "/api/v10/docs#createMessage");
   await page.waitForFunction(() => document.body.dataset.ready);
   assert.equal(await page.locator("#ops section details[id]:not([id^=schema-])").count(), operations);
   assert.equal(await page.locator("#schemas details").count(), Object.keys(doc.components.schemas).length);

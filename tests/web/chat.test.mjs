@@ -2,22 +2,14 @@
 // creates a guild, a channel and an invite, the other joins through the
 // link; they chat both ways, edit and delete, see typing, presence and
 // unread markers, scroll back through history, and log out.
-import { test, before, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import { startServer, launch, shot, rest, stats } from "./harness.mjs";
+import { serverAndBrowser, shot, rest, stats } from "./harness.mjs";
 
-let server, browser;
-before(async () => {
-  server = await startServer();
-  browser = await launch();
-});
-after(async () => {
-  await browser?.close();
-  await server?.stop();
-});
+const env = serverAndBrowser();
 
 async function registerInPage(page, name) {
-  await page.goto(server.url);
+  await page.goto(env.server.url);
   await page.getByLabel("Username").fill(name);
   await page.getByLabel("Password").fill("correct horse battery");
   await page.getByRole("button", { name: "Register" }).click();
@@ -28,17 +20,17 @@ async function registerInPage(page, name) {
 const messageTexts = (page) => page.locator("#messages .message .content").allTextContents();
 
 test("two people register, meet through an invite and chat", async () => {
-  const ca = await browser.newContext();
-  const cb = await browser.newContext();
+  const ca = await env.browser.newContext();
+  const cb = await env.browser.newContext();
   const a = await ca.newPage();
   const b = await cb.newPage();
   for (const p of [a, b]) p.on("pageerror", (e) => assert.fail(`page error: ${e}`));
 
   // The page at / is the client, served by the server itself.
-  const index = await fetch(server.url + "/");
+  const index = await fetch(env.server.url + "/");
   assert.equal(index.status, 200);
   assert.match(index.headers.get("content-type"), /text\/html/);
-  await a.goto(server.url);
+  await a.goto(env.server.url);
   await a.getByRole("heading", { name: "Welcome to throng" }).waitFor();
   await shot(a, "01-login");
 
@@ -64,7 +56,7 @@ test("two people register, meet through an invite and chat", async () => {
   // ... and an invite link.
   await a.getByRole("button", { name: "Invite people" }).click();
   const link = await a.getByLabel("Share this link").inputValue();
-  assert.match(link, new RegExp(`^${server.url}/#/invite/[A-Za-z0-9]+$`));
+  assert.match(link, new RegExp(`^${env.server.url}/#/invite/[A-Za-z0-9]+$`));
   await shot(a, "02-invite");
   await a.getByRole("button", { name: "Close" }).click();
 
@@ -148,10 +140,10 @@ test("two people register, meet through an invite and chat", async () => {
 
   // Scroll-back: 130 older messages; the newest page shows, older pages load on scrolling up.
   const gid = await a.evaluate(() => window.__throng.guild());
-  const chans = await rest(server.url, "GET", `/guilds/${gid}/channels`, tokenA);
+  const chans = await rest(env.server.url, "GET", `/guilds/${gid}/channels`, tokenA);
   const history = chans.find((c) => c.name === "general");
-  const hist = await rest(server.url, "POST", `/guilds/${gid}/channels`, tokenA, { name: "history", type: 0 });
-  for (let i = 0; i < 130; i++) await rest(server.url, "POST", `/channels/${hist.id}/messages`, tokenA, { content: `old ${i}` });
+  const hist = await rest(env.server.url, "POST", `/guilds/${gid}/channels`, tokenA, { name: "history", type: 0 });
+  for (let i = 0; i < 130; i++) await rest(env.server.url, "POST", `/channels/${hist.id}/messages`, tokenA, { content: `old ${i}` });
   await b.locator("#channel-list a", { hasText: "history" }).click();
   await b.locator("#messages .content", { hasText: "old 129" }).waitFor();
   assert.equal(await b.locator("#messages .message").count(), 50);
@@ -194,12 +186,12 @@ test("two people register, meet through an invite and chat", async () => {
 });
 
 test("phone width: one pane at a time, navigation behind a button", async () => {
-  const { token } = await rest(server.url, "POST", "/auth/register", null, { username: "phone", password: "correct horse" });
-  const g = await rest(server.url, "POST", "/guilds", token, { name: "Pocket" });
-  const ctx = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
+  const { token } = await rest(env.server.url, "POST", "/auth/register", null, { username: "phone", password: "correct horse" });
+  const g = await rest(env.server.url, "POST", "/guilds", token, { name: "Pocket" });
+  const ctx = await env.browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
   await ctx.addInitScript((t) => localStorage.setItem("throng.token", t), token);
   const p = await ctx.newPage();
-  await p.goto(server.url);
+  await p.goto(env.server.url);
   await p.locator("#channel-name").filter({ hasText: "# general" }).waitFor();
   const nav = p.getByRole("navigation", { name: "Servers" });
   // The server rail is off screen until the menu button opens it.
@@ -240,10 +232,10 @@ test("phone width: one pane at a time, navigation behind a button", async () => 
 });
 
 test("keyboard only: log in, pick a channel and send", async () => {
-  await rest(server.url, "POST", "/auth/register", null, { username: "keys", password: "correct horse" });
-  const ctx = await browser.newContext();
+  await rest(env.server.url, "POST", "/auth/register", null, { username: "keys", password: "correct horse" });
+  const ctx = await env.browser.newContext();
   const p = await ctx.newPage();
-  await p.goto(server.url);
+  await p.goto(env.server.url);
   // Focus starts in the username field; Tab moves to the password, Enter submits.
   await p.keyboard.type("keys");
   await p.keyboard.press("Tab");
@@ -267,10 +259,10 @@ test("keyboard only: log in, pick a channel and send", async () => {
   await p.keyboard.press("Enter");
   await p.locator("#messages .content", { hasText: "typed without a mouse (fixed)" }).waitFor();
   // Join another server by pasting an invite code into "Join a server".
-  const host = await rest(server.url, "POST", "/auth/register", null, { username: "host", password: "correct horse" });
-  const other = await rest(server.url, "POST", "/guilds", host.token, { name: "Elsewhere" });
-  const [oc] = await rest(server.url, "GET", `/guilds/${other.id}/channels`, host.token);
-  const code = (await rest(server.url, "POST", `/channels/${oc.id}/invites`, host.token, {})).code;
+  const host = await rest(env.server.url, "POST", "/auth/register", null, { username: "host", password: "correct horse" });
+  const other = await rest(env.server.url, "POST", "/guilds", host.token, { name: "Elsewhere" });
+  const [oc] = await rest(env.server.url, "GET", `/guilds/${other.id}/channels`, host.token);
+  const code = (await rest(env.server.url, "POST", `/channels/${oc.id}/invites`, host.token, {})).code;
   await p.getByRole("button", { name: "Join a server with an invite" }).focus();
   await p.keyboard.press("Enter");
   await p.keyboard.type(code);

@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import net from "node:net";
+import { before, after } from "node:test";
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const require = createRequire(join(ROOT, "web/package.json"));
@@ -78,6 +79,21 @@ export async function startServer({ dataDir, env = {} } = {}) {
       if (!dataDir) rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** The usual setup of a test file: one server and one browser, started
+ *  before its tests and stopped after them (`env.server`, `env.browser`). */
+export function serverAndBrowser() {
+  const env = {};
+  before(async () => {
+    env.server = await startServer();
+    env.browser = await launch();
+  });
+  after(async () => {
+    await env.browser?.close();
+    await env.server?.stop();
+  });
+  return env;
 }
 
 export async function launch() {

@@ -1,22 +1,14 @@
 // A dropped WebSocket mid-conversation: the client shows "Reconnecting…",
 // RESUMEs the same session (no new IDENTIFY), and every message, including
 // those sent while it was away, appears exactly once and in order.
-import { test, before, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import { startServer, launch, shot, rest, register, pageAs, stats, ADMIN } from "./harness.mjs";
+import { serverAndBrowser, shot, rest, register, pageAs, stats, ADMIN } from "./harness.mjs";
 
-let server, browser;
-before(async () => {
-  server = await startServer();
-  browser = await launch();
-});
-after(async () => {
-  await browser?.close();
-  await server?.stop();
-});
+const env = serverAndBrowser();
 
 async function dropSessions(userId) {
-  const r = await fetch(`${server.url}/api/v10/_throng/admin/drop-sessions`, {
+  const r = await fetch(`${env.server.url}/api/v10/_throng/admin/drop-sessions`, {
     method: "POST",
     headers: { "x-throng-admin-token": ADMIN, "content-type": "application/json" },
     body: JSON.stringify({ user_id: userId }),
@@ -26,16 +18,16 @@ async function dropSessions(userId) {
 }
 
 test("RESUME after a drop shows every message once", async () => {
-  const alice = await register(server.url, "alice");
-  const bob = await register(server.url, "bob");
-  const g = await rest(server.url, "POST", "/guilds", alice.token, { name: "Resume" });
-  const [general] = await rest(server.url, "GET", `/guilds/${g.id}/channels`, alice.token);
-  const inv = await rest(server.url, "POST", `/channels/${general.id}/invites`, alice.token, {});
-  await rest(server.url, "POST", `/invites/${inv.code}`, bob.token);
+  const alice = await register(env.server.url, "alice");
+  const bob = await register(env.server.url, "bob");
+  const g = await rest(env.server.url, "POST", "/guilds", alice.token, { name: "Resume" });
+  const [general] = await rest(env.server.url, "GET", `/guilds/${g.id}/channels`, alice.token);
+  const inv = await rest(env.server.url, "POST", `/channels/${general.id}/invites`, alice.token, {});
+  await rest(env.server.url, "POST", `/invites/${inv.code}`, bob.token);
 
-  const { page } = await pageAs(browser, server.url, bob.token);
+  const { page } = await pageAs(env.browser, env.server.url, bob.token);
   await page.locator("#channel-name").filter({ hasText: "# general" }).waitFor();
-  const say = (content) => rest(server.url, "POST", `/channels/${general.id}/messages`, alice.token, { content });
+  const say = (content) => rest(env.server.url, "POST", `/channels/${general.id}/messages`, alice.token, { content });
   const want = [];
   for (let i = 0; i < 5; i++) want.push((await say(`before ${i}`)).content);
   await page.locator("#messages .content", { hasText: "before 4" }).waitFor();

@@ -24,17 +24,21 @@ pub async fn empty_items(_c: Caller) -> Response {
     json_bytes(StatusCode::OK, r#"{"items":[]}"#)
 }
 
-/// `[]` for a guild's stickers, to its members (404 10004 for no such
-/// guild, 403 50001 for one the caller is not in, as for any guild read).
+/// `[]` for a guild's stickers, to its members.
 pub async fn guild_empty_list(State(node): State<Arc<Node>>, Caller(u): Caller, Path(g): Path<String>) -> ApiResult<Response> {
-    guild_access(&node, parse_id(&g, ErrorCode::UnknownGuild)?, u.id).await?;
-    Ok(json_bytes(StatusCode::OK, "[]"))
+    to_members(&node, u.id, &g, "[]").await
 }
 
 /// `{"items": []}` for a guild's soundboard sounds, to its members.
 pub async fn guild_empty_items(State(node): State<Arc<Node>>, Caller(u): Caller, Path(g): Path<String>) -> ApiResult<Response> {
-    guild_access(&node, parse_id(&g, ErrorCode::UnknownGuild)?, u.id).await?;
-    Ok(json_bytes(StatusCode::OK, r#"{"items":[]}"#))
+    to_members(&node, u.id, &g, r#"{"items":[]}"#).await
+}
+
+/// `body` if `user` is a member of guild `g` (404 10004 for no such guild,
+/// 403 50001 for one the caller is not in, as for any guild read).
+async fn to_members(node: &Node, user: protocol::UserId, g: &str, body: &'static str) -> ApiResult<Response> {
+    guild_access(node, parse_id(g, ErrorCode::UnknownGuild)?, user).await?;
+    Ok(json_bytes(StatusCode::OK, body))
 }
 
 /// `{"sticker_packs": []}`.

@@ -728,13 +728,14 @@ pub fn api_table() -> Api {
 
 /// The OpenAPI document of [`api_table`] (built once).
 pub fn openapi() -> &'static Value {
-    static DOC: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
-    DOC.get_or_init(|| api_table().finish().1)
+    OPENAPI.get_or_init(|| api_table().finish().1.document())
 }
 
+static OPENAPI: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+
 fn api(node: &Arc<Node>) -> Router<Arc<Node>> {
-    let (routes, _) = api_table().finish();
-    let doc = bytes::Bytes::from(openapi().to_string());
+    let (routes, described) = api_table().finish();
+    let doc = bytes::Bytes::from(OPENAPI.get_or_init(|| described.document()).to_string());
     routes
         .route("/openapi.json", get(move || std::future::ready(json_bytes(StatusCode::OK, doc.clone()))))
         .route("/docs", get(|| std::future::ready(axum::response::Html(openapi::DOCS_PAGE))))

@@ -140,10 +140,20 @@ impl Api {
         self
     }
 
-    /// The router and the OpenAPI document of its routes.
-    pub fn finish(self) -> (Router<Arc<Node>>, Value) {
-        let doc = document(&self.ops);
-        (self.router, doc)
+    /// The router, and what its routes say of themselves (their document
+    /// is built on demand: a process needs it once, however many routers).
+    pub fn finish(self) -> (Router<Arc<Node>>, Described) {
+        (self.router, Described(self.ops))
+    }
+}
+
+/// The operations of a finished [`Api`].
+pub struct Described(Vec<(Method, &'static str, Op)>);
+
+impl Described {
+    /// The OpenAPI document.
+    pub fn document(&self) -> Value {
+        document(&self.0)
     }
 }
 
@@ -161,24 +171,21 @@ const ERRORS: [(u16, &str, &str); 8] = [
 ];
 
 fn path_params(path: &str) -> Vec<Value> {
-    let mut out = Vec::new();
-    let mut rest = path;
-    while let Some(i) = rest.find('{') {
-        let end = rest[i..].find('}').expect("a closed path parameter") + i;
-        let name = &rest[i + 1..end];
-        let schema = match name {
-            // `@me` (or `%40me`) is the caller wherever a user id goes.
-            "user_id" => json!({ "type": "string", "pattern": "^(@me|[0-9]{1,20})$" }),
-            "emoji" => {
-                json!({ "type": "string", "minLength": 1, "description": "A Unicode emoji, or `name:id` of a custom one (URL-encoded)." })
-            }
-            "code" | "token" => json!({ "type": "string", "minLength": 1 }),
-            _ => json!({ "type": "string", "pattern": "^[0-9]{1,20}$", "description": "A snowflake." }),
-        };
-        out.push(json!({ "name": name, "in": "path", "required": true, "schema": schema }));
-        rest = &rest[end + 1..];
-    }
-    out
+    let names = path.split('/').filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}'));
+    names
+        .map(|name| {
+            let schema = match name {
+                // `@me` (or `%40me`) is the caller wherever a user id goes.
+                "user_id" => json!({ "type": "string", "pattern": "^(@me|[0-9]{1,20})$" }),
+                "emoji" => {
+                    json!({ "type": "string", "minLength": 1, "description": "A Unicode emoji, or `name:id` of a custom one (URL-encoded)." })
+                }
+                "code" | "token" => json!({ "type": "string", "minLength": 1 }),
+                _ => json!({ "type": "string", "pattern": "^[0-9]{1,20}$", "description": "A snowflake." }),
+            };
+            json!({ "name": name, "in": "path", "required": true, "schema": schema })
+        })
+        .collect()
 }
 
 /// The query parameters of a struct's schema: one per property, `null`
@@ -210,10 +217,6 @@ fn query_params(schema: &Value) -> Vec<Value> {
 /// the references to it are rewritten).
 fn merge_definitions(into: &mut Map<String, Value>, mut defs: Map<String, Value>, suffix: &str, schemas: &mut [&mut Value]) {
     let clash: Vec<String> = defs.iter().filter(|(k, v)| into.get(*k).is_some_and(|o| o != *v)).map(|(k, _)| k.clone()).collect();
-    if clash.is_empty() {
-        into.extend(defs);
-        return;
-    }
     fn rename(v: &mut Value, clash: &[String], suffix: &str) {
         match v {
             Value::Object(m) => {
