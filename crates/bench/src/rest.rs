@@ -40,6 +40,19 @@ impl Rest {
 
     /// One JSON request with retries on 429 (waits `retry_after`) and 503 (backoff).
     pub async fn call(&self, method: Method, path: &str, token: Option<&str>, body: Option<&Value>) -> anyhow::Result<(StatusCode, Value)> {
+        self.request(method, path, token, body, true).await
+    }
+
+    /// As [`Rest::call`]; with `want_body` false a final answer's body is
+    /// not parsed (returned as null): a chat send needs only its status.
+    async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&Value>,
+        want_body: bool,
+    ) -> anyhow::Result<(StatusCode, Value)> {
         let url = format!("{}{}", self.base, path);
         let mut delay = Duration::from_millis(50);
         for attempt in 0..=MAX_RETRIES {
@@ -54,9 +67,11 @@ impl Rest {
             let status = resp.status();
             let retry_hdr = resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|s| s.parse::<f64>().ok());
             let bytes = resp.bytes().await.with_context(|| format!("{method} {path}: body"))?;
-            let v: Value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
             let busy = status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE;
-            if !busy || attempt == MAX_RETRIES {
+            let last = !busy || attempt == MAX_RETRIES;
+            let v: Value =
+                if bytes.is_empty() || (last && !want_body) { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
+            if last {
                 return Ok((status, v));
             }
             let wait = v.get("retry_after").and_then(Value::as_f64).or(retry_hdr).map(Duration::from_secs_f64).unwrap_or(delay);
@@ -134,7 +149,10 @@ impl Rest {
 
     /// Sends a chat message; counted, not failed, by the caller.
     pub async fn send_message(&self, token: &str, channel: &str, content: &str) -> Sent {
-        match self.call(Method::POST, &format!("/channels/{channel}/messages"), Some(token), Some(&json!({"content": content}))).await {
+        match self
+            .request(Method::POST, &format!("/channels/{channel}/messages"), Some(token), Some(&json!({"content": content})), false)
+            .await
+        {
             Ok((s, _)) if s.is_success() => Sent::Ok,
             Ok((s, _)) => Sent::Failed(s.as_u16()),
             Err(_) => Sent::Transport,

@@ -34,15 +34,72 @@ const IDENTIFY_TIMEOUT: Duration = Duration::from_secs(60);
 /// after this long, and RESUMEs.
 pub const CATCH_UP: Duration = Duration::from_secs(5);
 
-#[derive(Deserialize)]
+/// One gateway payload. A MESSAGE_CREATE whose `t` comes before its `d`
+/// (throng writes `t` first, as Discord does) has its content read in the
+/// same pass, so the hot path scans each message once; otherwise `d` is
+/// kept raw and read afterwards.
 struct Frame<'a> {
     op: u8,
-    #[serde(default)]
     s: Option<u64>,
-    #[serde(default, borrow)]
     t: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
     d: Option<&'a RawValue>,
+    content: Option<Cow<'a, str>>,
+}
+
+impl<'a> Frame<'a> {
+    /// The content of a MESSAGE_CREATE (None if `d` is not one).
+    fn message_content(&self) -> Option<Cow<'a, str>> {
+        match (&self.content, self.d) {
+            (Some(c), _) => Some(c.clone()),
+            (None, Some(d)) => serde_json::from_str::<MessageCreate>(d.get()).ok().map(|m| m.content),
+            (None, None) => None,
+        }
+    }
+}
+
+/// A payload's key, read without allocating.
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "lowercase")]
+enum Key {
+    Op,
+    S,
+    T,
+    D,
+    #[serde(other)]
+    Other,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Frame<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for V<'a> {
+            type Value = Frame<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a gateway payload")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Frame<'a>, A::Error> {
+                let mut f = Frame { op: u8::MAX, s: None, t: None, d: None, content: None };
+                let mut op = None;
+                while let Some(key) = map.next_key::<Key>()? {
+                    match key {
+                        Key::Op => op = Some(map.next_value::<u8>()?),
+                        Key::S => f.s = map.next_value()?,
+                        Key::T => f.t = map.next_value::<Option<&'de str>>()?.map(Cow::Borrowed),
+                        Key::D if f.t.as_deref() == Some("MESSAGE_CREATE") => {
+                            f.content = Some(map.next_value::<MessageCreate<'de>>()?.content);
+                        }
+                        Key::D => f.d = map.next_value()?,
+                        Key::Other => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                f.op = op.ok_or_else(|| serde::de::Error::missing_field("op"))?;
+                Ok(f)
+            }
+        }
+        de.deserialize_map(V(std::marker::PhantomData))
+    }
 }
 
 #[derive(Deserialize)]
@@ -224,14 +281,26 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
     // Slow consumer: not reading at all, or reading again until `catch_up`.
     let mut stalled = false;
     let mut catch_up: Option<tokio::time::Instant> = None;
+    // The control watch and the heartbeat timer live across iterations: a
+    // loop turn (one per socket read) then registers neither a watch waiter
+    // nor a timer entry anew, which was a good part of the generator's CPU
+    // per received message.
+    let mut ctl_wait = Box::pin(control_changed(ctl.clone()));
+    let mut beat_at = deadline;
+    let mut beat_sleep = std::pin::pin!(tokio::time::sleep_until(beat_at));
     loop {
-        let beat_at = beat.map(|(_, at)| at).unwrap_or(deadline);
+        let at = beat.map(|(_, at)| at).unwrap_or(deadline);
+        if at != beat_at {
+            beat_at = at;
+            beat_sleep.as_mut().reset(at);
+        }
         tokio::select! {
             biased;
-            r = ctl.changed() => {
-                if r.is_err() {
+            (ok, rx) = &mut ctl_wait => {
+                if !ok {
                     return Next::Finish;
                 }
+                ctl_wait = Box::pin(control_changed(rx));
                 let c = *ctl.borrow_and_update();
                 match c {
                     Control::Finish => {
@@ -270,7 +339,7 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
                 drop(conn);
                 return Next::Reconnect { delay: Duration::ZERO };
             }
-            _ = tokio::time::sleep_until(beat_at), if beat.is_some() && !stalled => {
+            _ = &mut beat_sleep, if beat.is_some() && !stalled => {
                 if !acked {
                     w.stats.borrow_mut().counters.zombies += 1;
                     st.end = (Cow::Borrowed("no heartbeat ACK (closed by the client)"), None);
@@ -399,9 +468,9 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
                             let name = f.t.as_deref().unwrap_or("");
                             let d = f.d.map(RawValue::get).unwrap_or("null");
                             match name {
-                                "MESSAGE_CREATE" => match serde_json::from_str::<MessageCreate>(d) {
-                                    Ok(m) => w.on_message(st.user, &m.content),
-                                    Err(_) => w.stats.borrow_mut().counters.decode_errors += 1,
+                                "MESSAGE_CREATE" => match f.message_content() {
+                                    Some(c) => w.on_message(st.user, &c),
+                                    None => w.stats.borrow_mut().counters.decode_errors += 1,
                                 },
                                 "READY" => {
                                     let Ok(r) = serde_json::from_str::<Ready>(d) else {
@@ -450,6 +519,13 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
     }
 }
 
+/// Resolves when the control value changes (false: the sender is gone),
+/// handing the receiver back for the next wait.
+async fn control_changed(mut rx: watch::Receiver<Control>) -> (bool, watch::Receiver<Control>) {
+    let ok = rx.changed().await.is_ok();
+    (ok, rx)
+}
+
 /// A text message read before the socket failed: only MESSAGE_CREATE
 /// dispatches are counted (the connection is over anyway).
 fn on_text(w: &Worker, st: &mut State, payload: &[u8]) {
@@ -467,8 +543,8 @@ fn on_text(w: &Worker, st: &mut State, payload: &[u8]) {
         }
         st.seq = Some(s);
     }
-    if let Some(m) = f.d.and_then(|d| serde_json::from_str::<MessageCreate>(d.get()).ok()) {
-        w.on_message(st.user, &m.content);
+    if let Some(c) = f.message_content() {
+        w.on_message(st.user, &c);
     }
 }
 

@@ -156,19 +156,37 @@ impl WsConn {
         let failed = SCRATCH.with(|s| -> Option<io::Error> {
             let s = &mut *s.borrow_mut();
             loop {
-                match self.stream.try_read(s) {
-                    Ok(0) => {
+                // A short read emptied the socket: clear its readiness now
+                // (tokio clears it only on WouldBlock, which would cost a
+                // second, empty read and another wake-up per message). The
+                // readiness is edge-triggered, so bytes that arrive after
+                // this read raise a new event.
+                let short = std::cell::Cell::new(None);
+                let r = self.stream.try_io(tokio::io::Interest::READABLE, || {
+                    // SAFETY: reads into our own buffer of the given length on a valid fd.
+                    let n = unsafe { libc::recv(self.stream.as_raw_fd(), s.as_mut_ptr().cast(), s.len(), 0) };
+                    if n < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    let n = n as usize;
+                    if n > 0 && n < s.len() {
+                        short.set(Some(n));
+                        return Err(io::ErrorKind::WouldBlock.into());
+                    }
+                    Ok(n)
+                });
+                match (r, short.get()) {
+                    (_, Some(n)) => {
+                        self.rbuf.extend_from_slice(&s[..n]);
+                        return None;
+                    }
+                    (Ok(0), None) => {
                         open = false;
                         return None;
                     }
-                    Ok(n) => {
-                        self.rbuf.extend_from_slice(&s[..n]);
-                        if n < s.len() {
-                            return None;
-                        }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
-                    Err(e) => return Some(e),
+                    (Ok(n), None) => self.rbuf.extend_from_slice(&s[..n]),
+                    (Err(e), None) if e.kind() == io::ErrorKind::WouldBlock => return None,
+                    (Err(e), None) => return Some(e),
                 }
             }
         });

@@ -28,8 +28,13 @@ pub use ops::{Action, Op, OpReply, Set};
 pub enum GuildMsg {
     /// Start sending this session the guild's events; sends GUILD_CREATE first.
     Subscribe(Box<Subscription>),
+    /// Stop sending this session the guild's events; `presence`, if any,
+    /// is what its user now shows from the session's node (its last session
+    /// there ended), reported in the same message as `Presence` would.
     Unsubscribe {
         session: SessionRef,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        presence: Option<(UserId, crate::presence::Presence)>,
     },
     /// A session taken over by another node (a RESUME there): its
     /// subscription moves from `from` to `to`, with the marker that lets
@@ -37,26 +42,17 @@ pub enum GuildMsg {
     /// GUILD_CREATE: the session has the guild already.
     Move(Box<Move>),
     /// op 8: answer with GUILD_MEMBERS_CHUNK dispatches.
-    RequestMembers {
-        session: SessionRef,
-        req: Box<RequestGuildMembers>,
-    },
+    RequestMembers { session: SessionRef, req: Box<RequestGuildMembers> },
     /// op 14/37: the channels' member-list ranges this session watches now.
     ListSubscribe(Box<ListSubscription>),
     /// A member's visible presence changed on node `node` (what that node
     /// knows of the user's sessions there; the actor combines the nodes').
-    Presence {
-        user: UserId,
-        node: u64,
-        presence: Presence,
-    },
+    Presence { user: UserId, node: u64, presence: Presence },
     /// The nodes of the cluster now (after a change): presences that nodes
     /// no longer in it reported are dropped.
     NodesLive(Vec<u64>),
     /// REST's `with_counts`: answers `[members, members not offline]` as JSON.
-    Counts {
-        reply: ReplyTo,
-    },
+    Counts { reply: ReplyTo },
     /// A new message to authorize, commit and fan out (REST's create
     /// message): the guild's owner is the one writer of its messages.
     Post(Box<Post>),
@@ -355,6 +351,10 @@ pub trait GuildRouter: Send + Sync {
     /// `node`'s session starts (stops) receiving `guild`'s events there
     /// (from the actor of `epoch`, as in `fan_remote`).
     fn subscribed_remote(&self, _session: &SessionRef, _guild: GuildId, _epoch: u64, _on: bool) {}
+    /// `subscribed_remote(.., true)` preceded by `first` for that session
+    /// alone (its GUILD_CREATE), in one message: `one_remote` then
+    /// `subscribed_remote` with one bus message fewer per subscription.
+    fn subscribed_remote_after(&self, _session: &SessionRef, _guild: GuildId, _epoch: u64, _first: crate::fanout::Dispatch) {}
 
     /// Asks `holder` to hand a session over to this node (a RESUME that
     /// reached this node). False if the request could not be sent.

@@ -9,6 +9,10 @@
 //! guilds a node owns), `throng.n.<id>.d` (deliveries to a node's sessions
 //! and answers to its requests). Everything a node publishes leaves through
 //! one ordered queue, so one actor's stream to one node keeps its order.
+//! What is queued for one subject when the publisher gets to it leaves as
+//! one NATS message: the JSON messages one after another (a receiver reads
+//! them as a stream of values), so a busy node wakes nats-server and the
+//! receiving node once per batch rather than once per message.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -55,12 +59,15 @@ enum ToNode {
         body: Box<RawValue>,
     },
     /// Session `s` starts (stops) receiving guild `g` here (from the actor
-    /// of epoch `e`).
+    /// of epoch `e`); `first` is a dispatch for it alone that comes before
+    /// (its GUILD_CREATE), delivered as `One` would.
     Sub {
         s: Arc<str>,
         g: GuildId,
         e: u64,
         on: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        first: Option<(String, Box<RawValue>)>,
     },
     Reply {
         id: u64,
@@ -155,6 +162,8 @@ pub struct ClusterRouter {
     /// Messages published: guild events to other nodes (`Fan`), and all.
     sent_fan: AtomicU64,
     sent: AtomicU64,
+    /// NATS messages published (a batch of messages is one).
+    published: AtomicU64,
     /// Messages received on this node's subjects.
     received: AtomicU64,
     /// Guild events refused because a newer owner of the guild was seen.
@@ -250,6 +259,7 @@ impl GuildRouter for ClusterRouter {
         serde_json::json!({
             "nodes": self.nodes(),
             "sent": self.sent.load(Ordering::Relaxed),
+            "nats_published": self.published.load(Ordering::Relaxed),
             "sent_guild_events": self.sent_fan.load(Ordering::Relaxed),
             "received": self.received.load(Ordering::Relaxed),
             "stale_dropped": self.stale.load(Ordering::Relaxed),
@@ -285,7 +295,12 @@ impl GuildRouter for ClusterRouter {
     }
 
     fn subscribed_remote(&self, session: &SessionRef, guild: GuildId, epoch: u64, on: bool) {
-        self.to_node(session.node, &ToNode::Sub { s: session.id.clone(), g: guild, e: epoch, on });
+        self.to_node(session.node, &ToNode::Sub { s: session.id.clone(), g: guild, e: epoch, on, first: None });
+    }
+
+    fn subscribed_remote_after(&self, session: &SessionRef, guild: GuildId, epoch: u64, first: Dispatch) {
+        let first = Some((first.name.to_string(), raw(&first.body)));
+        self.to_node(session.node, &ToNode::Sub { s: session.id.clone(), g: guild, e: epoch, on: true, first });
     }
 
     fn take_over(&self, holder: NodeId, req: TakeOver) -> bool {
@@ -409,13 +424,14 @@ pub async fn start_node(config: crate::config::Config, store: Arc<dyn store::Sto
             healthy: AtomicBool::new(false),
             sent_fan: AtomicU64::new(0),
             sent: AtomicU64::new(0),
+            published: AtomicU64::new(0),
             received: AtomicU64::new(0),
             stale: AtomicU64::new(0),
         })
     });
     let guild_sub = client.subscribe(format!("throng.n.{me}.g")).await.map_err(|e| ClusterError::Subscribe(e.to_string()))?;
     let deliver_sub = client.subscribe(format!("throng.n.{me}.d")).await.map_err(|e| ClusterError::Subscribe(e.to_string()))?;
-    node.tasks.spawn(outbound(client.clone(), out_rx, node.shutdown.clone()));
+    node.tasks.spawn(outbound(node.clone(), client.clone(), out_rx));
     start_membership(node.clone(), client.clone(), url, cc)?;
     node.tasks.spawn(inbound_guild(node.clone(), guild_sub));
     node.tasks.spawn(inbound_deliver(node.clone(), deliver_sub));
@@ -427,18 +443,77 @@ fn router(node: &Node) -> &ClusterRouter {
     node.guilds.as_any().downcast_ref::<ClusterRouter>().expect("a cluster node has a cluster router")
 }
 
-/// The one ordered stream of everything this node publishes.
-async fn outbound(client: async_nats::Client, mut rx: mpsc::Receiver<(String, Bytes)>, shutdown: tokio_util::sync::CancellationToken) {
+/// Most messages one pass of the publisher takes from its queue.
+const OUT_BATCH_MESSAGES: usize = 1024;
+/// Most bytes one NATS message of a batch holds (nats-server's default
+/// payload limit is 1 MiB); a larger single message still goes alone.
+const OUT_BATCH_BYTES: usize = 256 * 1024;
+
+/// Messages queued for one subject, to leave as one NATS message.
+struct Batch {
+    subject: String,
+    parts: Vec<Bytes>,
+    bytes: usize,
+}
+
+impl Batch {
+    fn payload(mut self) -> Bytes {
+        if self.parts.len() == 1 {
+            return self.parts.pop().expect("one part");
+        }
+        let mut out = Vec::with_capacity(self.bytes + self.parts.len());
+        for (i, p) in self.parts.iter().enumerate() {
+            if i > 0 {
+                out.push(b'\n');
+            }
+            out.extend_from_slice(p);
+        }
+        out.into()
+    }
+}
+
+/// Adds one message to the newest batch of its subject (a new batch when
+/// that one is full, so each subject's order holds).
+fn add_to_batches(batches: &mut Vec<Batch>, subject: String, payload: Bytes) {
+    if let Some(b) = batches.iter_mut().rev().find(|b| b.subject == subject) {
+        if b.bytes + payload.len() < OUT_BATCH_BYTES {
+            b.bytes += payload.len() + 1;
+            b.parts.push(payload);
+            return;
+        }
+    }
+    batches.push(Batch { subject, bytes: payload.len(), parts: vec![payload] });
+}
+
+/// The one ordered stream of everything this node publishes: whatever is
+/// queued when it wakes leaves batched per subject (see the module doc).
+async fn outbound(node: Arc<Node>, client: async_nats::Client, mut rx: mpsc::Receiver<(String, Bytes)>) {
+    let shutdown = node.shutdown.clone();
+    let mut batches: Vec<Batch> = Vec::new();
     loop {
         let item = tokio::select! {
             _ = shutdown.cancelled() => break,
             m = rx.recv() => m,
         };
         let Some((subject, payload)) = item else { break };
-        if let Err(e) = client.publish(subject, payload).await {
-            tracing::warn!(error = %e, "NATS publish failed");
+        add_to_batches(&mut batches, subject, payload);
+        for _ in 1..OUT_BATCH_MESSAGES {
+            let Ok((subject, payload)) = rx.try_recv() else { break };
+            add_to_batches(&mut batches, subject, payload);
+        }
+        for b in batches.drain(..) {
+            router(&node).published.fetch_add(1, Ordering::Relaxed);
+            let subject = b.subject.clone();
+            if let Err(e) = client.publish(subject, b.payload()).await {
+                tracing::warn!(error = %e, "NATS publish failed");
+            }
         }
     }
+}
+
+/// The messages of one NATS message (one, or a batch of them).
+fn messages<'a, T: serde::Deserialize<'a> + 'a>(payload: &'a [u8]) -> impl Iterator<Item = Result<T, serde_json::Error>> + 'a {
+    serde_json::Deserializer::from_slice(payload).into_iter::<T>()
 }
 
 /// Starts heartbeats and membership on a thread of their own, with a
@@ -598,20 +673,23 @@ async fn inbound_guild(node: Arc<Node>, mut sub: async_nats::Subscriber) {
             m = sub.next() => m,
         };
         let Some(m) = m else { break };
-        r.received.fetch_add(1, Ordering::Relaxed);
-        let (guild, msg): (GuildId, GuildMsg) = match serde_json::from_slice(&m.payload) {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::warn!(error = %e, "undecodable guild message");
-                continue;
+        for x in messages::<(GuildId, GuildMsg)>(&m.payload) {
+            r.received.fetch_add(1, Ordering::Relaxed);
+            let (guild, msg) = match x {
+                Ok(x) => x,
+                Err(e) => {
+                    // The rest of a batch cannot be told apart either.
+                    tracing::warn!(error = %e, "undecodable guild message");
+                    break;
+                }
+            };
+            // Waits for room rather than dropping: the sending node already
+            // told its session or client yes (a 100,000-session IDENTIFY ramp
+            // overflowed one guild's mailbox with subscriptions, and every
+            // dropped one was a session that never got the guild's messages).
+            if let Err(e) = r.local.send_wait(guild, msg).await {
+                tracing::warn!(guild = %guild, error = %e, "guild message from another node dropped");
             }
-        };
-        // Waits for room rather than dropping: the sending node already
-        // told its session or client yes (a 100,000-session IDENTIFY ramp
-        // overflowed one guild's mailbox with subscriptions, and every
-        // dropped one was a session that never got the guild's messages).
-        if let Err(e) = r.local.send_wait(guild, msg).await {
-            tracing::warn!(guild = %guild, error = %e, "guild message from another node dropped");
         }
     }
 }
@@ -639,116 +717,126 @@ async fn inbound_deliver(node: Arc<Node>, mut sub: async_nats::Subscriber) {
             m = sub.next() => m,
         };
         let Some(m) = m else { break };
-        router(&node).received.fetch_add(1, Ordering::Relaxed);
-        let msg: ToNode = match serde_json::from_slice(&m.payload) {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::warn!(error = %e, "undecodable delivery");
-                continue;
-            }
-        };
-        match msg {
-            ToNode::Sub { s, g, e, on } => {
-                if !current(g, e) {
-                    router(&node).stale.fetch_add(1, Ordering::Relaxed);
-                    continue;
+        for x in messages::<ToNode>(&m.payload) {
+            router(&node).received.fetch_add(1, Ordering::Relaxed);
+            let msg = match x {
+                Ok(x) => x,
+                Err(e) => {
+                    // The rest of a batch cannot be told apart either.
+                    tracing::warn!(error = %e, "undecodable delivery");
+                    break;
                 }
-                let sink = node.sessions.get(&s);
-                if on {
-                    if let Some(sink) = sink {
-                        sink.joined(g);
-                        audience.entry(g).or_insert_with(|| Subscribers::new(workers)).insert(sink);
+            };
+            match msg {
+                ToNode::Sub { s, g, e, on, first } => {
+                    if let Some((name, body)) = first {
+                        // As `One`: the session's own dispatch, whatever the epoch.
+                        if let Some(sink) = node.sessions.get(&s) {
+                            sink.push(Dispatch { name: intern(&name), body: Bytes::copy_from_slice(body.get().as_bytes()) });
+                        }
                     }
-                } else {
-                    if let Some(sink) = sink {
-                        sink.left(g);
+                    if !current(g, e) {
+                        router(&node).stale.fetch_add(1, Ordering::Relaxed);
+                        continue;
                     }
-                    if let Some(a) = audience.get_mut(&g) {
-                        a.remove(&s);
-                        if a.is_empty() {
-                            audience.remove(&g);
+                    let sink = node.sessions.get(&s);
+                    if on {
+                        if let Some(sink) = sink {
+                            sink.joined(g);
+                            audience.entry(g).or_insert_with(|| Subscribers::new(workers)).insert(sink);
+                        }
+                    } else {
+                        if let Some(sink) = sink {
+                            sink.left(g);
+                        }
+                        if let Some(a) = audience.get_mut(&g) {
+                            a.remove(&s);
+                            if a.is_empty() {
+                                audience.remove(&g);
+                            }
                         }
                     }
                 }
-            }
-            ToNode::Fan { g, e, name, body, filter, only } => {
-                if !current(g, e) {
-                    router(&node).stale.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                }
-                let Some(a) = audience.get_mut(&g) else { continue };
-                let body = Bytes::copy_from_slice(body.get().as_bytes());
-                let filter = match filter {
-                    WireFilter::Intent(i) => Filter::Intent(i),
-                    WireFilter::IntentNotUser(i, u) => Filter::IntentNotUser(i, u),
-                    WireFilter::Message => match serde_json::from_slice(&body) {
-                        Ok(message) => Filter::Message { message: Arc::new(message), redacted: Default::default() },
-                        Err(e) => {
-                            tracing::warn!(error = %e, "message event without a message");
-                            continue;
+                ToNode::Fan { g, e, name, body, filter, only } => {
+                    if !current(g, e) {
+                        router(&node).stale.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    let Some(a) = audience.get_mut(&g) else { continue };
+                    let body = Bytes::copy_from_slice(body.get().as_bytes());
+                    let filter = match filter {
+                        WireFilter::Intent(i) => Filter::Intent(i),
+                        WireFilter::IntentNotUser(i, u) => Filter::IntentNotUser(i, u),
+                        WireFilter::Message => match serde_json::from_slice(&body) {
+                            Ok(message) => Filter::Message { message: Arc::new(message), redacted: Default::default() },
+                            Err(e) => {
+                                tracing::warn!(error = %e, "message event without a message");
+                                continue;
+                            }
+                        },
+                    };
+                    let event = FanEvent::new(intern(&name), body, filter);
+                    match only {
+                        None => node.delivery.fan_out(&event, a.partitions()),
+                        Some(ids) => {
+                            let ids: std::collections::HashSet<Arc<str>> = ids.into_iter().collect();
+                            let parts = a.partitions_where(|s| ids.contains(s.id()));
+                            node.delivery.fan_out(&event, &parts);
                         }
-                    },
-                };
-                let event = FanEvent::new(intern(&name), body, filter);
-                match only {
-                    None => node.delivery.fan_out(&event, a.partitions()),
-                    Some(ids) => {
-                        let ids: std::collections::HashSet<Arc<str>> = ids.into_iter().collect();
-                        let parts = a.partitions_where(|s| ids.contains(s.id()));
-                        node.delivery.fan_out(&event, &parts);
                     }
                 }
-            }
-            ToNode::One { s, name, body } => {
-                if let Some(sink) = node.sessions.get(&s) {
-                    sink.push(Dispatch { name: intern(&name), body: Bytes::copy_from_slice(body.get().as_bytes()) });
-                }
-            }
-            ToNode::Fwd { s, name, body } => {
-                if let Some(sink) = node.sessions.get(&s) {
-                    node.delivery.forwarded(sink, Dispatch { name: intern(&name), body: Bytes::copy_from_slice(body.get().as_bytes()) });
-                }
-            }
-            ToNode::Reply { id, body } => node.replies.complete(id, Bytes::copy_from_slice(body.get().as_bytes())),
-            ToNode::TakeOver(t) => hand_over(&node, router(&node), t),
-            ToNode::HandOver { id, s, user, bot, intents, large_threshold, guilds, seq, replay, home } => {
-                if node.sessions.get(&s).is_some() {
-                    node.replies.complete(id, Bytes::from_static(b"false"));
-                    continue;
-                }
-                let h = crate::gateway::SessionHandle::new(
-                    s,
-                    user,
-                    bot,
-                    protocol::gateway::Intents(intents),
-                    large_threshold,
-                    guilds,
-                    &node.delivery,
-                );
-                let _first = h.home.set(home.clone());
-                let replay = replay
-                    .into_iter()
-                    .map(|(q, name, body)| (q, Dispatch { name: intern(&name), body: Bytes::copy_from_slice(body.get().as_bytes()) }))
-                    .collect();
-                // Registered before the next message of this stream (its
-                // first forwarded dispatch, maybe) is read.
-                let guilds = h.guild_ids();
-                h.adopt(&node, seq, replay, guilds.clone());
-                move_subscriptions(&node, &h, home, &guilds);
-                node.replies.complete(id, Bytes::from_static(b"true"));
-            }
-            ToNode::Joined { g, u } => {
-                for s in crate::gateway::sessions_of(&node.sessions, u) {
-                    let sub = s.subscription(&node);
-                    if let Err(e) = node.guilds.send(g, GuildMsg::Subscribe(Box::new(sub))) {
-                        tracing::debug!(guild = %g, error = %e, "subscribe of a new member's session failed");
+                ToNode::One { s, name, body } => {
+                    if let Some(sink) = node.sessions.get(&s) {
+                        sink.push(Dispatch { name: intern(&name), body: Bytes::copy_from_slice(body.get().as_bytes()) });
                     }
                 }
-            }
-            ToNode::DmOpened { g, users } => dm_opened(&node, g, &users),
-            ToNode::End { s } => {
-                if let Some(h) = node.sessions.get(&s).and_then(crate::gateway::session) {
-                    h.end(&node);
+                ToNode::Fwd { s, name, body } => {
+                    if let Some(sink) = node.sessions.get(&s) {
+                        node.delivery
+                            .forwarded(sink, Dispatch { name: intern(&name), body: Bytes::copy_from_slice(body.get().as_bytes()) });
+                    }
+                }
+                ToNode::Reply { id, body } => node.replies.complete(id, Bytes::copy_from_slice(body.get().as_bytes())),
+                ToNode::TakeOver(t) => hand_over(&node, router(&node), t),
+                ToNode::HandOver { id, s, user, bot, intents, large_threshold, guilds, seq, replay, home } => {
+                    if node.sessions.get(&s).is_some() {
+                        node.replies.complete(id, Bytes::from_static(b"false"));
+                        continue;
+                    }
+                    let h = crate::gateway::SessionHandle::new(
+                        s,
+                        user,
+                        bot,
+                        protocol::gateway::Intents(intents),
+                        large_threshold,
+                        guilds,
+                        &node.delivery,
+                    );
+                    let _first = h.home.set(home.clone());
+                    let replay = replay
+                        .into_iter()
+                        .map(|(q, name, body)| (q, Dispatch { name: intern(&name), body: Bytes::copy_from_slice(body.get().as_bytes()) }))
+                        .collect();
+                    // Registered before the next message of this stream (its
+                    // first forwarded dispatch, maybe) is read.
+                    let guilds = h.guild_ids();
+                    h.adopt(&node, seq, replay, guilds.clone());
+                    move_subscriptions(&node, &h, home, &guilds);
+                    node.replies.complete(id, Bytes::from_static(b"true"));
+                }
+                ToNode::Joined { g, u } => {
+                    for s in crate::gateway::sessions_of(&node.sessions, u) {
+                        let sub = s.subscription(&node);
+                        if let Err(e) = node.guilds.send(g, GuildMsg::Subscribe(Box::new(sub))) {
+                            tracing::debug!(guild = %g, error = %e, "subscribe of a new member's session failed");
+                        }
+                    }
+                }
+                ToNode::DmOpened { g, users } => dm_opened(&node, g, &users),
+                ToNode::End { s } => {
+                    if let Some(h) = node.sessions.get(&s).and_then(crate::gateway::session) {
+                        h.end(&node);
+                    }
                 }
             }
         }

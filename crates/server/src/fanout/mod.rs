@@ -137,6 +137,16 @@ impl FanEvent {
         Arc::new(FanEvent { name, body, filter })
     }
 
+    /// Whether a session described by `info` may get this event at all
+    /// (messages: decided where the session lives).
+    pub fn may_reach(&self, info: &SubInfo) -> bool {
+        match &self.filter {
+            Filter::Intent(i) => info.intents.contains(*i),
+            Filter::IntentNotUser(i, u) => info.intents.contains(*i) && info.user_id != *u,
+            Filter::Message { .. } => true,
+        }
+    }
+
     /// The body `s` gets, if any.
     pub fn body_for(&self, s: &dyn Recipient) -> Option<&Bytes> {
         let (intents, user) = (s.intents(), s.user_id());

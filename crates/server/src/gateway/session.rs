@@ -541,18 +541,16 @@ impl SessionHandle {
             // Taken over from another node: the session ends there too.
             node.guilds.end_remote(home);
         }
-        let guilds = self.guild_ids();
-        for &g in &guilds {
-            let msg = GuildMsg::Unsubscribe { session: self.session_ref(node) };
+        // The presence others now see goes with each unsubscription: one
+        // message per guild (none while the node shuts down).
+        let presence = if node.shutdown.is_cancelled() { None } else { node.presences.session_ended(self.user_id) };
+        for g in self.guild_ids() {
+            // DM actors have no presences to show.
+            let presence = presence.clone().filter(|_| crate::route::dms_threads::dm_of(g).is_none()).map(|p| (self.user_id, p));
+            let msg = GuildMsg::Unsubscribe { session: self.session_ref(node), presence };
             if let Err(e) = node.guilds.send(g, msg) {
                 tracing::debug!(guild = %g, error = %e, "unsubscribe not delivered");
             }
-        }
-        if node.shutdown.is_cancelled() {
-            return;
-        }
-        if let Some(p) = node.presences.session_ended(self.user_id) {
-            crate::route::broadcast_presence(node.guilds.as_ref(), node.id.0, self.user_id, &guilds, p);
         }
     }
 }
@@ -789,12 +787,12 @@ pub fn start(node: &Arc<Node>, conn: Conn, id: Identified, mut early: Vec<Incomi
         s.flush_locked(&mut st);
         (sock, gen)
     };
-    let guilds = s.guild_ids();
-    for &g in &guilds {
+    // The presence goes with each subscription (`Subscription::presence`,
+    // read after this): an actor on another node gets one message per
+    // session, not a subscription and then a presence report.
+    node.presences.session_started(s.user_id, id.presence);
+    for g in s.guild_ids() {
         subscribe(node, &s, g);
-    }
-    if let Some(p) = node.presences.session_started(s.user_id, id.presence) {
-        crate::route::broadcast_presence(node.guilds.as_ref(), node.id.0, s.user_id, &guilds, p);
     }
     if !early.is_empty() {
         let mut st = s.lock();

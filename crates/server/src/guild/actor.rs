@@ -202,7 +202,8 @@ impl GuildActor {
                     self.presence_reported(st, user, from, p);
                 }
             }
-            GuildMsg::Unsubscribe { session } => {
+            GuildMsg::Unsubscribe { session, presence } => {
+                let from = session.node.0;
                 if session.node != self.node.id {
                     if self.remote.remove(&session).is_some() {
                         self.node.guilds.subscribed_remote(&session, self.id, self.epoch, false);
@@ -212,6 +213,9 @@ impl GuildActor {
                 }
                 self.hidden.clear();
                 self.lists.unsubscribe(&session.id);
+                if let Some((user, p)) = presence {
+                    self.presence_reported(st, user, from, p);
+                }
             }
             GuildMsg::Move(m) => self.move_session(*m),
             GuildMsg::ListSubscribe(sub) => {
@@ -423,9 +427,10 @@ impl GuildActor {
         }
         if info.intents.contains(Intents::GUILDS) {
             let body = st.guild_create(&info);
-            self.node.guilds.one_remote(&r, Dispatch { name: "GUILD_CREATE", body });
+            self.node.guilds.subscribed_remote_after(&r, self.id, self.epoch, Dispatch { name: "GUILD_CREATE", body });
+        } else {
+            self.node.guilds.subscribed_remote(&r, self.id, self.epoch, true);
         }
-        self.node.guilds.subscribed_remote(&r, self.id, self.epoch, true);
         self.remote.insert(&self.node, r, info);
         self.hidden.clear();
     }

@@ -163,7 +163,7 @@ impl DmActor {
                 let Subscription { session, info, .. } = *sub;
                 self.subscribe(dm, session, info);
             }
-            GuildMsg::Unsubscribe { session } => {
+            GuildMsg::Unsubscribe { session, .. } => {
                 if session.node != self.node.id {
                     if self.remote.remove(&session).is_some() {
                         self.node.guilds.subscribed_remote(&session, self.key, self.epoch, false);

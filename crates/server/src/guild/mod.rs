@@ -181,7 +181,10 @@ mod tests {
         config.limits.guild_mailbox_capacity = 2;
         let node = local_node(config, store);
         let g = GuildId(42);
-        let msg = || GuildMsg::Unsubscribe { session: crate::fanout::SessionRef { node: crate::fanout::NodeId(1), id: "s".into() } };
+        let msg = || GuildMsg::Unsubscribe {
+            session: crate::fanout::SessionRef { node: crate::fanout::NodeId(1), id: "s".into() },
+            presence: None,
+        };
         // The actor is spawned on this single-threaded runtime but cannot run
         // before the test yields, so nothing drains the mailbox.
         node.guilds.send(g, msg()).unwrap();

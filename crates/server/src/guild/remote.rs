@@ -111,14 +111,21 @@ impl RemoteSubs {
         self.by_node.is_empty()
     }
 
-    /// Sends `event` once to each node with subscribers, for those `keep`
-    /// accepts (`None`: all of them, and the node resolves them itself).
+    /// Sends `event` once to each node with subscribers who may get it, for
+    /// those `keep` accepts (`None`: all of them, and the node resolves them
+    /// itself). A node whose only subscribers are the event's own user (a
+    /// presence they set) or lack its intent gets nothing.
     pub fn fan(&self, node: &Node, guild: GuildId, epoch: u64, event: &Arc<FanEvent>, keep: Option<&dyn Fn(&SubInfo) -> bool>) {
         for (&n, subs) in &self.by_node {
             match keep {
-                None => node.guilds.fan_remote(n, guild, epoch, event, None),
+                None => {
+                    if subs.values().any(|s| event.may_reach(&s.info)) {
+                        node.guilds.fan_remote(n, guild, epoch, event, None);
+                    }
+                }
                 Some(keep) => {
-                    let only: Vec<Arc<str>> = subs.values().filter(|s| keep(&s.info)).map(|s| s.r.id.clone()).collect();
+                    let only: Vec<Arc<str>> =
+                        subs.values().filter(|s| event.may_reach(&s.info) && keep(&s.info)).map(|s| s.r.id.clone()).collect();
                     if !only.is_empty() {
                         node.guilds.fan_remote(n, guild, epoch, event, Some(only));
                     }
