@@ -292,7 +292,7 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
         let at = beat.map(|(_, at)| at).unwrap_or(deadline);
         if at != beat_at {
             beat_at = at;
-            beat_sleep.as_mut().reset(at);
+            beat_sleep.as_mut().reset(on_tick(at));
         }
         tokio::select! {
             biased;
@@ -517,6 +517,24 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
             }
         }
     }
+}
+
+/// Heartbeats leave on this grid (each at most this much late; the mean
+/// interval is unchanged): a worker's sessions then wake it a few dozen
+/// times a second for heartbeats, not up to once per millisecond each. In
+/// a 45,000-session capacity run on 8 nodes the generator's context
+/// switches alone were 5% of the machine.
+const BEAT_TICK: Duration = Duration::from_millis(25);
+
+/// `at` rounded up to the next [`BEAT_TICK`] of this thread's grid.
+fn on_tick(at: tokio::time::Instant) -> tokio::time::Instant {
+    thread_local! {
+        static ORIGIN: tokio::time::Instant = tokio::time::Instant::now();
+    }
+    let origin = ORIGIN.with(|o| *o);
+    let since = at.saturating_duration_since(origin).as_micros() as u64;
+    let tick = BEAT_TICK.as_micros() as u64;
+    origin + Duration::from_micros(since.div_ceil(tick) * tick)
 }
 
 /// Resolves when the control value changes (false: the sender is gone),

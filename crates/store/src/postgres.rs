@@ -57,7 +57,12 @@ impl PostgresStore {
     /// applies migrations. The database must exist.
     pub async fn open(url: &str, opts: &PostgresOptions) -> Result<Self> {
         let connect = PgConnectOptions::from_str(url)?.application_name("throng");
+        // No ping before each acquire (sqlx's default): it is a round trip
+        // to the server before every query. A connection that broke fails
+        // its query instead (a transient error: 503 with Retry-After) and is
+        // not reused.
         let pool = PgPoolOptions::new()
+            .test_before_acquire(false)
             .max_connections(opts.max_connections.max(1))
             .min_connections(1)
             .acquire_timeout(opts.acquire_timeout)
@@ -65,6 +70,7 @@ impl PostgresStore {
             .await?;
         sqlx::migrate!("./migrations/postgres").run(&pool).await?;
         let lookup = PgPoolOptions::new()
+            .test_before_acquire(false)
             .max_connections(opts.lookup_connections.max(1))
             .acquire_timeout(opts.acquire_timeout)
             .connect_with(connect)

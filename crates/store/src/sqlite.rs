@@ -69,7 +69,11 @@ impl SqliteStore {
             .foreign_keys(true)
             .pragma("cache_size", "-16000");
         let tries = busy_tries(opts.busy_timeout);
+        // No ping before each acquire (sqlx's default): on SQLite it is one
+        // more round trip to the connection's thread per query, and a local
+        // file connection does not go stale.
         let writer = SqlitePoolOptions::new()
+            .test_before_acquire(false)
             .max_connections(1)
             .min_connections(1)
             .after_connect(move |conn, _| {
@@ -87,10 +91,17 @@ impl SqliteStore {
             .connect_with(connect.clone())
             .await?;
         sqlx::migrate!("./migrations/sqlite").run(&writer).await?;
-        let reader = SqlitePoolOptions::new().max_connections(opts.readers.max(1)).connect_with(connect.clone().read_only(true)).await?;
+        let reader = SqlitePoolOptions::new()
+            .test_before_acquire(false)
+            .max_connections(opts.readers.max(1))
+            .connect_with(connect.clone().read_only(true))
+            .await?;
         // It reads tokens, users and memberships only: a smaller page cache.
-        let lookup =
-            SqlitePoolOptions::new().max_connections(1).connect_with(connect.read_only(true).pragma("cache_size", "-4000")).await?;
+        let lookup = SqlitePoolOptions::new()
+            .test_before_acquire(false)
+            .max_connections(1)
+            .connect_with(connect.read_only(true).pragma("cache_size", "-4000"))
+            .await?;
         let batches = batch::BatchWriter::start(&path, opts.synchronous_full, tries)?;
         Ok(Self { batches, writer, reader, lookup })
     }
