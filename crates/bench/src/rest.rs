@@ -31,6 +31,11 @@ impl Rest {
     pub fn new(server: &str, pool_idle: usize) -> anyhow::Result<Rest> {
         let http = Client::builder()
             .pool_max_idle_per_host(pool_idle)
+            // Below the server's 30 s idle limit for a keep-alive connection
+            // (throng's header read timeout): a connection reused just as
+            // the server closes it fails the request in transport (4 of
+            // 492,408 sends in a 152,000-session capacity run).
+            .pool_idle_timeout(Duration::from_secs(20))
             .timeout(Duration::from_secs(30))
             .tcp_nodelay(true)
             .build()

@@ -123,7 +123,15 @@ pub async fn metrics(State(node): State<Arc<Node>>) -> Response {
             n,
             bus["nodes"].as_array().map_or(0.0, |a| a.len() as f64),
         );
-        one(&mut out, "throng_nats_sent_total", "counter", "Messages this node published on NATS.", n, f("sent"));
+        one(&mut out, "throng_nats_sent_total", "counter", "Messages this node sent to other nodes over NATS.", n, f("sent"));
+        one(
+            &mut out,
+            "throng_nats_published_total",
+            "counter",
+            "NATS messages this node published (messages queued together for one subject share one).",
+            n,
+            f("nats_published"),
+        );
         one(
             &mut out,
             "throng_nats_guild_events_sent_total",
