@@ -34,7 +34,7 @@ pub enum GuildMsg {
     Unsubscribe {
         session: SessionRef,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        presence: Option<(UserId, crate::presence::Presence)>,
+        presence: Option<Box<(UserId, crate::presence::Presence)>>,
     },
     /// A session taken over by another node (a RESUME there): its
     /// subscription moves from `from` to `to`, with the marker that lets

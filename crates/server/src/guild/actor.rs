@@ -213,7 +213,8 @@ impl GuildActor {
                 }
                 self.hidden.clear();
                 self.lists.unsubscribe(&session.id);
-                if let Some((user, p)) = presence {
+                if let Some(up) = presence {
+                    let (user, p) = *up;
                     self.presence_reported(st, user, from, p);
                 }
             }
