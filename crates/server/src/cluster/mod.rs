@@ -842,3 +842,45 @@ async fn inbound_deliver(node: Arc<Node>, mut sub: async_nats::Subscriber) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(n: usize, len: usize) -> Bytes {
+        let v = serde_json::to_vec(&(n, "x".repeat(len))).unwrap();
+        Bytes::from(v)
+    }
+
+    /// What the publisher sends for a queue of (subject, message): each
+    /// subject's messages in their order, split where a batch would pass
+    /// `OUT_BATCH_BYTES`, and every NATS message readable as a stream.
+    #[test]
+    fn batches_keep_each_subjects_order_and_stay_under_the_byte_bound() {
+        let mut batches = Vec::new();
+        let big = OUT_BATCH_BYTES / 3;
+        for (i, subject) in ["a", "b", "a", "a", "b", "a", "a"].into_iter().enumerate() {
+            add_to_batches(&mut batches, subject.to_owned(), msg(i, if subject == "a" { big } else { 10 }));
+        }
+        let mut seen: HashMap<String, Vec<usize>> = HashMap::new();
+        for b in batches {
+            let subject = b.subject.clone();
+            let payload = b.payload();
+            assert!(payload.len() <= OUT_BATCH_BYTES, "{} bytes", payload.len());
+            for m in messages::<(usize, String)>(&payload) {
+                seen.entry(subject.clone()).or_default().push(m.unwrap().0);
+            }
+        }
+        assert_eq!(seen["a"], vec![0, 2, 3, 5, 6]);
+        assert_eq!(seen["b"], vec![1, 4]);
+    }
+
+    #[test]
+    fn one_message_leaves_as_it_was_queued() {
+        let mut batches = Vec::new();
+        let m = msg(7, 3);
+        add_to_batches(&mut batches, "s".into(), m.clone());
+        assert_eq!(batches.len(), 1);
+        assert_eq!(batches.pop().unwrap().payload(), m);
+    }
+}

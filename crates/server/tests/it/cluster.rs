@@ -198,6 +198,64 @@ async fn events_of_a_fenced_owner_are_not_taken() {
     assert_eq!(stats["stale_dropped"], 1, "{stats}");
 }
 
+/// The bus cost of one session into a guild owned by another node: its
+/// node sends one message (the subscription, carrying the presence), the
+/// owner one (the `Sub`, carrying GUILD_CREATE) and no presence event back
+/// to a node whose only subscriber is the user who set it. Its end costs
+/// one message each way again. Several messages in one NATS message (a
+/// batch, as the publisher sends them) are all delivered, in order.
+#[tokio::test]
+async fn an_identify_into_a_guild_elsewhere_costs_two_bus_messages_and_batches_arrive_whole() {
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let n1 = node(&nats, dir.path(), 1).await;
+    let n2 = node(&nats, dir.path(), 2).await;
+    converge(&[&n1, &n2], &[1, 2]).await;
+    let w = n1.world().await;
+    let gid: u64 = w.guild.parse().unwrap();
+    let owner_id = hashring::Ring::with_vnodes([1, 2], VNODES).lookup(gid).unwrap();
+    let (owner, other) = if owner_id == 1 { (&n1, &n2) } else { (&n2, &n1) };
+    let sent = |t: &TestServer| t.node().guilds.stats()["sent"].as_u64().unwrap();
+    // Let the world's own traffic settle.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (o0, h0) = (sent(owner), sent(other));
+    let mut human = Gw::connect(&other.ws).await;
+    human.identify(&w.owner, ALL_INTENTS).await;
+    human.until("GUILD_CREATE").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(sent(other) - h0, 1, "the session's node: one subscription with the presence");
+    assert_eq!(sent(owner) - o0, 1, "the owner: one Sub with GUILD_CREATE, no presence event to the user's own node");
+
+    // One NATS message holding two deliveries, as a batch leaves the publisher.
+    let (_, epoch) = other.node().store.guild_owner(protocol::GuildId(gid)).await.unwrap().expect("claimed");
+    let typing = |user: &str| {
+        let body = json!({"channel_id": w.channel, "guild_id": w.guild, "user_id": user, "timestamp": 1});
+        serde_json::to_vec(
+            &json!({"Fan": {"g": w.guild, "e": epoch, "name": "TYPING_START", "body": body, "filter": {"Intent": 1 << 11}, "only": null}}),
+        )
+        .unwrap()
+    };
+    let mut batch = typing("333");
+    batch.push(b'\n');
+    batch.extend_from_slice(&typing("444"));
+    let client = async_nats::connect(&nats.url).await.unwrap();
+    client.publish(format!("throng.n.{}.d", if owner_id == 1 { 2 } else { 1 }), batch.into()).await.unwrap();
+    client.flush().await.unwrap();
+    assert_eq!(human.until("TYPING_START").await["d"]["user_id"], "333");
+    assert_eq!(human.until("TYPING_START").await["d"]["user_id"], "444");
+
+    let (o1, h1) = (sent(owner), sent(other));
+    human.close_with(1000).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while sent(owner) == o1 {
+        assert!(Instant::now() < deadline, "the owner never answered the unsubscription");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(sent(other) - h1, 1, "the session's end: one Unsubscribe with the presence");
+    assert_eq!(sent(owner) - o1, 1, "the owner: one Sub off, no presence event to a node without subscribers");
+}
+
 #[tokio::test]
 async fn a_node_that_loses_nats_refuses_new_sessions_and_says_so() {
     let nats = Nats::start();
