@@ -41,7 +41,8 @@ pub const CATCH_UP: Duration = Duration::from_secs(5);
 struct Frame<'a> {
     op: u8,
     s: Option<u64>,
-    t: Option<Cow<'a, str>>,
+    /// Event names are plain ASCII: borrowed, never escaped.
+    t: Option<&'a str>,
     d: Option<&'a RawValue>,
     content: Option<Cow<'a, str>>,
 }
@@ -78,24 +79,21 @@ impl<'de: 'a, 'a> Deserialize<'de> for Frame<'a> {
                 f.write_str("a gateway payload")
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Frame<'a>, A::Error> {
-                let mut f = Frame { op: u8::MAX, s: None, t: None, d: None, content: None };
-                let mut op = None;
+                let (mut op, mut s, mut t, mut d, mut content) = (None, None, None, None, None);
                 while let Some(key) = map.next_key::<Key>()? {
                     match key {
                         Key::Op => op = Some(map.next_value::<u8>()?),
-                        Key::S => f.s = map.next_value()?,
-                        Key::T => f.t = map.next_value::<Option<&'de str>>()?.map(Cow::Borrowed),
-                        Key::D if f.t.as_deref() == Some("MESSAGE_CREATE") => {
-                            f.content = Some(map.next_value::<MessageCreate<'de>>()?.content);
-                        }
-                        Key::D => f.d = map.next_value()?,
+                        Key::S => s = map.next_value()?,
+                        Key::T => t = map.next_value()?,
+                        Key::D if t == Some("MESSAGE_CREATE") => content = Some(map.next_value::<MessageCreate<'de>>()?.content),
+                        Key::D => d = map.next_value()?,
                         Key::Other => {
                             map.next_value::<serde::de::IgnoredAny>()?;
                         }
                     }
                 }
-                f.op = op.ok_or_else(|| serde::de::Error::missing_field("op"))?;
-                Ok(f)
+                let op = op.ok_or_else(|| serde::de::Error::missing_field("op"))?;
+                Ok(Frame { op, s, t, d, content })
             }
         }
         de.deserialize_map(V(std::marker::PhantomData))
@@ -470,7 +468,7 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
                                 }
                                 st.seq = Some(s);
                             }
-                            let name = f.t.as_deref().unwrap_or("");
+                            let name = f.t.unwrap_or("");
                             let d = f.d.map(RawValue::get).unwrap_or("null");
                             match name {
                                 "MESSAGE_CREATE" => match f.message_content() {
@@ -553,7 +551,7 @@ async fn control_changed(mut rx: watch::Receiver<Control>) -> (bool, watch::Rece
 /// dispatches are counted (the connection is over anyway).
 fn on_text(w: &Worker, st: &mut State, payload: &[u8]) {
     let Ok(f) = serde_json::from_slice::<Frame>(payload) else { return };
-    if f.op != op::DISPATCH || f.t.as_deref() != Some("MESSAGE_CREATE") {
+    if f.op != op::DISPATCH || f.t != Some("MESSAGE_CREATE") {
         return;
     }
     if let Some(s) = f.s {

@@ -457,18 +457,19 @@ struct Batch {
 }
 
 impl Batch {
-    fn payload(mut self) -> Bytes {
+    /// The subject and the one NATS payload (separators included in `bytes`).
+    fn into_message(mut self) -> (String, Bytes) {
         if self.parts.len() == 1 {
-            return self.parts.pop().expect("one part");
+            return (self.subject, self.parts.pop().expect("one part"));
         }
-        let mut out = Vec::with_capacity(self.bytes + self.parts.len());
+        let mut out = Vec::with_capacity(self.bytes);
         for (i, p) in self.parts.iter().enumerate() {
             if i > 0 {
                 out.push(b'\n');
             }
             out.extend_from_slice(p);
         }
-        out.into()
+        (self.subject, out.into())
     }
 }
 
@@ -488,7 +489,7 @@ fn add_to_batches(batches: &mut Vec<Batch>, subject: String, payload: Bytes) {
 /// The one ordered stream of everything this node publishes: whatever is
 /// queued when it wakes leaves batched per subject (see the module doc).
 async fn outbound(node: Arc<Node>, client: async_nats::Client, mut rx: mpsc::Receiver<(String, Bytes)>) {
-    let shutdown = node.shutdown.clone();
+    let (r, shutdown) = (router(&node), node.shutdown.clone());
     let mut batches: Vec<Batch> = Vec::new();
     loop {
         let item = tokio::select! {
@@ -502,12 +503,24 @@ async fn outbound(node: Arc<Node>, client: async_nats::Client, mut rx: mpsc::Rec
             add_to_batches(&mut batches, subject, payload);
         }
         for b in batches.drain(..) {
-            router(&node).published.fetch_add(1, Ordering::Relaxed);
-            let subject = b.subject.clone();
-            if let Err(e) = client.publish(subject, b.payload()).await {
+            r.published.fetch_add(1, Ordering::Relaxed);
+            let (subject, payload) = b.into_message();
+            if let Err(e) = client.publish(subject, payload).await {
                 tracing::warn!(error = %e, "NATS publish failed");
             }
         }
+    }
+}
+
+/// A dispatch as another node sent it (name and JSON body).
+fn wire_dispatch(name: &str, body: &RawValue) -> Dispatch {
+    Dispatch { name: intern(name), body: Bytes::copy_from_slice(body.get().as_bytes()) }
+}
+
+/// One dispatch for session `s` of this node alone, if it is here.
+fn push_one(node: &Node, s: &str, name: &str, body: &RawValue) {
+    if let Some(sink) = node.sessions.get(s) {
+        sink.push(wire_dispatch(name, body));
     }
 }
 
@@ -731,9 +744,7 @@ async fn inbound_deliver(node: Arc<Node>, mut sub: async_nats::Subscriber) {
                 ToNode::Sub { s, g, e, on, first } => {
                     if let Some((name, body)) = first {
                         // As `One`: the session's own dispatch, whatever the epoch.
-                        if let Some(sink) = node.sessions.get(&s) {
-                            sink.push(Dispatch { name: intern(&name), body: Bytes::copy_from_slice(body.get().as_bytes()) });
-                        }
+                        push_one(&node, &s, &name, &body);
                     }
                     if !current(g, e) {
                         router(&node).stale.fetch_add(1, Ordering::Relaxed);
@@ -785,15 +796,10 @@ async fn inbound_deliver(node: Arc<Node>, mut sub: async_nats::Subscriber) {
                         }
                     }
                 }
-                ToNode::One { s, name, body } => {
-                    if let Some(sink) = node.sessions.get(&s) {
-                        sink.push(Dispatch { name: intern(&name), body: Bytes::copy_from_slice(body.get().as_bytes()) });
-                    }
-                }
+                ToNode::One { s, name, body } => push_one(&node, &s, &name, &body),
                 ToNode::Fwd { s, name, body } => {
                     if let Some(sink) = node.sessions.get(&s) {
-                        node.delivery
-                            .forwarded(sink, Dispatch { name: intern(&name), body: Bytes::copy_from_slice(body.get().as_bytes()) });
+                        node.delivery.forwarded(sink, wire_dispatch(&name, &body));
                     }
                 }
                 ToNode::Reply { id, body } => node.replies.complete(id, Bytes::copy_from_slice(body.get().as_bytes())),
@@ -813,10 +819,7 @@ async fn inbound_deliver(node: Arc<Node>, mut sub: async_nats::Subscriber) {
                         &node.delivery,
                     );
                     let _first = h.home.set(home.clone());
-                    let replay = replay
-                        .into_iter()
-                        .map(|(q, name, body)| (q, Dispatch { name: intern(&name), body: Bytes::copy_from_slice(body.get().as_bytes()) }))
-                        .collect();
+                    let replay = replay.into_iter().map(|(q, name, body)| (q, wire_dispatch(&name, &body))).collect();
                     // Registered before the next message of this stream (its
                     // first forwarded dispatch, maybe) is read.
                     let guilds = h.guild_ids();
@@ -864,8 +867,7 @@ mod tests {
         }
         let mut seen: HashMap<String, Vec<usize>> = HashMap::new();
         for b in batches {
-            let subject = b.subject.clone();
-            let payload = b.payload();
+            let (subject, payload) = b.into_message();
             assert!(payload.len() <= OUT_BATCH_BYTES, "{} bytes", payload.len());
             for m in messages::<(usize, String)>(&payload) {
                 seen.entry(subject.clone()).or_default().push(m.unwrap().0);
@@ -881,6 +883,6 @@ mod tests {
         let m = msg(7, 3);
         add_to_batches(&mut batches, "s".into(), m.clone());
         assert_eq!(batches.len(), 1);
-        assert_eq!(batches.pop().unwrap().payload(), m);
+        assert_eq!(batches.pop().unwrap().into_message(), ("s".to_owned(), m));
     }
 }

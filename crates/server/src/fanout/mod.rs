@@ -140,9 +140,15 @@ impl FanEvent {
     /// Whether a session described by `info` may get this event at all
     /// (messages: decided where the session lives).
     pub fn may_reach(&self, info: &SubInfo) -> bool {
+        self.reaches(info.intents, info.user_id)
+    }
+
+    /// [`FanEvent::may_reach`] for a session with `intents`, of `user`.
+    #[inline]
+    fn reaches(&self, intents: Intents, user: UserId) -> bool {
         match &self.filter {
-            Filter::Intent(i) => info.intents.contains(*i),
-            Filter::IntentNotUser(i, u) => info.intents.contains(*i) && info.user_id != *u,
+            Filter::Intent(i) => intents.contains(*i),
+            Filter::IntentNotUser(i, u) => intents.contains(*i) && user != *u,
             Filter::Message { .. } => true,
         }
     }
@@ -151,8 +157,7 @@ impl FanEvent {
     pub fn body_for(&self, s: &dyn Recipient) -> Option<&Bytes> {
         let (intents, user) = (s.intents(), s.user_id());
         match &self.filter {
-            Filter::Intent(i) => intents.contains(*i).then_some(&self.body),
-            Filter::IntentNotUser(i, u) => (intents.contains(*i) && user != *u).then_some(&self.body),
+            Filter::Intent(_) | Filter::IntentNotUser(..) => self.reaches(intents, user).then_some(&self.body),
             Filter::Message { message: m, redacted } => {
                 // DMs: DIRECT_MESSAGES, and content whatever MESSAGE_CONTENT says.
                 let dm = m.guild_id.is_none();

@@ -88,28 +88,44 @@ pub(crate) async fn converge(nodes: &[&TestServer], ids: &[u64]) {
     }
 }
 
-/// Three cluster nodes (ids 1-3, one data directory) that see each other,
-/// and a world made through node 1.
-struct Three {
-    nodes: [TestServer; 3],
-    w: World,
+/// N cluster nodes (ids 1..=N, one data directory, started in id order)
+/// that see each other, and a world made through node 1.
+pub(crate) struct Cluster<const N: usize> {
+    pub nodes: [TestServer; N],
+    pub w: World,
     /// The id of the node that runs the world's guild actor.
-    owner: u64,
+    pub owner: u64,
+    pub nats: Nats,
     _dir: tempfile::TempDir,
-    _nats: Nats,
+}
+
+impl<const N: usize> Cluster<N> {
+    pub async fn start() -> Self {
+        let nats = Nats::start();
+        let dir = tempfile::tempdir().unwrap();
+        let ids: Vec<u64> = (1..=N as u64).collect();
+        let mut nodes = Vec::with_capacity(N);
+        for &id in &ids {
+            nodes.push(node(&nats, dir.path(), id).await);
+        }
+        let Ok(nodes) = <[TestServer; N]>::try_from(nodes) else { unreachable!("N nodes were started") };
+        converge(&nodes.iter().collect::<Vec<_>>(), &ids).await;
+        let w = nodes[0].world().await;
+        let owner = hashring::Ring::with_vnodes(ids, VNODES).lookup(w.guild.parse().unwrap()).unwrap();
+        Cluster { nodes, w, owner, nats, _dir: dir }
+    }
+}
+
+type Three = Cluster<3>;
+
+impl Cluster<2> {
+    /// The owner node, then the other.
+    fn by_role(&self) -> (&TestServer, &TestServer) {
+        (&self.nodes[self.owner as usize - 1], &self.nodes[2 - self.owner as usize])
+    }
 }
 
 impl Three {
-    async fn start() -> Three {
-        let nats = Nats::start();
-        let dir = tempfile::tempdir().unwrap();
-        let nodes = [node(&nats, dir.path(), 1).await, node(&nats, dir.path(), 2).await, node(&nats, dir.path(), 3).await];
-        converge(&nodes.iter().collect::<Vec<_>>(), &[1, 2, 3]).await;
-        let w = nodes[0].world().await;
-        let owner = hashring::Ring::with_vnodes([1, 2, 3], VNODES).lookup(w.guild.parse().unwrap()).unwrap();
-        Three { nodes, w, owner, _dir: dir, _nats: nats }
-    }
-
     /// The owner node, then the two others in id order.
     fn by_role(&self) -> (&TestServer, &TestServer, &TestServer) {
         let mut others = (1..=3u64).filter(|&i| i != self.owner).map(|i| &self.nodes[i as usize - 1]);
@@ -169,21 +185,15 @@ async fn three_nodes_share_a_guild_whose_actor_runs_on_another() {
 /// dropped, one with the current epoch goes through.
 #[tokio::test]
 async fn events_of_a_fenced_owner_are_not_taken() {
-    let nats = Nats::start();
-    let dir = tempfile::tempdir().unwrap();
-    let n1 = node(&nats, dir.path(), 1).await;
-    let n2 = node(&nats, dir.path(), 2).await;
-    converge(&[&n1, &n2], &[1, 2]).await;
-    let w = n1.world().await;
-    let gid: u64 = w.guild.parse().unwrap();
-    let owner = hashring::Ring::with_vnodes([1, 2], VNODES).lookup(gid).unwrap();
-    let other = if owner == 1 { &n2 } else { &n1 };
+    let c = Cluster::<2>::start().await;
+    let (w, gid, owner) = (&c.w, c.w.guild.parse::<u64>().unwrap(), c.owner);
+    let (_, other) = c.by_role();
     let mut human = Gw::connect(&other.ws).await;
     human.identify(&w.owner, ALL_INTENTS).await;
     human.until("GUILD_CREATE").await;
     let (_, epoch) = other.node().store.guild_owner(protocol::GuildId(gid)).await.unwrap().expect("claimed");
     // What the owner would publish to the other node for a typing event.
-    let client = async_nats::connect(&nats.url).await.unwrap();
+    let client = async_nats::connect(&c.nats.url).await.unwrap();
     let fan = |e: u64, user: &str| {
         let body = json!({"channel_id": w.channel, "guild_id": w.guild, "user_id": user, "timestamp": 1});
         json!({"Fan": {"g": w.guild, "e": e, "name": "TYPING_START", "body": body, "filter": {"Intent": 1 << 11}, "only": null}})
@@ -206,15 +216,9 @@ async fn events_of_a_fenced_owner_are_not_taken() {
 /// batch, as the publisher sends them) are all delivered, in order.
 #[tokio::test]
 async fn an_identify_into_a_guild_elsewhere_costs_two_bus_messages_and_batches_arrive_whole() {
-    let nats = Nats::start();
-    let dir = tempfile::tempdir().unwrap();
-    let n1 = node(&nats, dir.path(), 1).await;
-    let n2 = node(&nats, dir.path(), 2).await;
-    converge(&[&n1, &n2], &[1, 2]).await;
-    let w = n1.world().await;
-    let gid: u64 = w.guild.parse().unwrap();
-    let owner_id = hashring::Ring::with_vnodes([1, 2], VNODES).lookup(gid).unwrap();
-    let (owner, other) = if owner_id == 1 { (&n1, &n2) } else { (&n2, &n1) };
+    let c = Cluster::<2>::start().await;
+    let (w, gid, owner_id) = (&c.w, c.w.guild.parse::<u64>().unwrap(), c.owner);
+    let (owner, other) = c.by_role();
     let sent = |t: &TestServer| t.node().guilds.stats()["sent"].as_u64().unwrap();
     // Let the world's own traffic settle.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -238,7 +242,7 @@ async fn an_identify_into_a_guild_elsewhere_costs_two_bus_messages_and_batches_a
     let mut batch = typing("333");
     batch.push(b'\n');
     batch.extend_from_slice(&typing("444"));
-    let client = async_nats::connect(&nats.url).await.unwrap();
+    let client = async_nats::connect(&c.nats.url).await.unwrap();
     client.publish(format!("throng.n.{}.d", if owner_id == 1 { 2 } else { 1 }), batch.into()).await.unwrap();
     client.flush().await.unwrap();
     assert_eq!(human.until("TYPING_START").await["d"]["user_id"], "333");

@@ -5,7 +5,7 @@
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::cluster::{converge, node, Nats, VNODES};
+use crate::cluster::{Cluster, VNODES};
 use crate::common::*;
 
 const DIRECT_MESSAGES: u64 = 1 << 12;
@@ -202,12 +202,8 @@ async fn dm_messages_need_the_direct_messages_intent() {
 
 #[tokio::test]
 async fn a_dm_between_sessions_on_two_cluster_nodes() {
-    let nats = Nats::start();
-    let dir = tempfile::tempdir().unwrap();
-    let n1 = node(&nats, dir.path(), 1).await;
-    let n2 = node(&nats, dir.path(), 2).await;
-    converge(&[&n1, &n2], &[1, 2]).await;
-    let w = n1.world().await;
+    let c = Cluster::<2>::start().await;
+    let ([n1, n2], w) = (&c.nodes, &c.w);
 
     // The sender (bot) on node 1, the recipient (human) on node 2.
     let mut bot = Gw::connect(&n1.ws).await;
@@ -217,7 +213,7 @@ async fn a_dm_between_sessions_on_two_cluster_nodes() {
     human.identify(&w.owner, ALL_INTENTS).await;
     human.until("GUILD_CREATE").await;
 
-    let (s, dm) = open(&n1, &w.bot_auth, &w.owner_id).await;
+    let (s, dm) = open(n1, &w.bot_auth, &w.owner_id).await;
     assert_eq!(s, 200, "{dm}");
     let id = dm["id"].as_str().unwrap().to_string();
     let key = id.parse::<u64>().unwrap() | 1 << 63;
@@ -260,11 +256,11 @@ async fn a_dm_between_sessions_on_two_cluster_nodes() {
             break;
         }
         assert!(i < 30, "placements seen: {seen:?}");
-        let (token, uid) = crate::dms::member(&n1, &w, &format!("r{i}")).await;
+        let (token, uid) = crate::dms::member(n1, w, &format!("r{i}")).await;
         let mut gw = Gw::connect(&n2.ws).await;
         gw.identify(&token, ALL_INTENTS).await;
         gw.until("GUILD_CREATE").await;
-        let (s, dm) = open(&n1, &w.bot_auth, &uid).await;
+        let (s, dm) = open(n1, &w.bot_auth, &uid).await;
         assert_eq!(s, 200, "{dm}");
         let id = dm["id"].as_str().unwrap().to_string();
         let at = hashring::Ring::with_vnodes([1, 2], VNODES).lookup(id.parse::<u64>().unwrap() | 1 << 63).unwrap();
