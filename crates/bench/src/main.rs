@@ -18,6 +18,7 @@
 
 mod fixture;
 mod fleet;
+mod hub;
 mod ingest;
 mod procfs;
 mod progress;

@@ -54,6 +54,15 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
 /// `--max-p99-ms` when not given.
 pub const DEFAULT_MAX_P99_MS: f64 = 1000.0;
 
+/// Who reads a ready session's socket (`--reader`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Reader {
+    /// One epoll reader per worker (`hub`).
+    Shared,
+    /// Each session's own task.
+    Task,
+}
+
 #[derive(Clone, Debug, clap::Args)]
 pub struct RunArgs {
     /// Server HTTP base URL; repeat for several servers (sessions are spread over them).
@@ -125,6 +134,10 @@ pub struct RunArgs {
     /// broadcast, slow: time between two messages (default 1s; slow: 10ms).
     #[arg(long, value_parser = parse_duration)]
     pub broadcast_interval: Option<Duration>,
+    /// Who reads a ready session's socket: `shared`, one epoll reader per
+    /// worker (the default), or `task`, each session's own task (as before).
+    #[arg(long, value_enum, default_value_t = Reader::Shared)]
+    pub reader: Reader,
     /// slow: sessions that stop reading their sockets.
     #[arg(long, default_value_t = 10)]
     pub stalled: usize,
@@ -241,6 +254,7 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
         max_attempts: a.max_attempts.max(1),
         max_inflight_sends: 2048,
         track_messages: if is_slow { messages } else { 0 },
+        shared_reader: a.reader == Reader::Shared,
     };
     let progress = Progress::new(users.len() as u64, a.quiet);
     let mut fleet = Fleet::spawn(n_workers, &cfg, a.server_pids.clone(), progress).await?;

@@ -21,8 +21,9 @@ use protocol::compress::{Decompressor, Transport};
 use protocol::gateway::{op, Intents};
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 
+use crate::hub::Beat;
 use crate::worker::{now_us, Control, RecordUs, StallPhase, Worker};
 use crate::ws::{tcp_connect, Event, WsConn};
 
@@ -38,8 +39,8 @@ pub const CATCH_UP: Duration = Duration::from_secs(5);
 /// (throng writes `t` first, as Discord does) has its content read in the
 /// same pass, so the hot path scans each message once; otherwise `d` is
 /// kept raw and read afterwards.
-struct Frame<'a> {
-    op: u8,
+pub(crate) struct Frame<'a> {
+    pub op: u8,
     s: Option<u64>,
     /// Event names are plain ASCII: borrowed, never escaped.
     t: Option<&'a str>,
@@ -291,7 +292,26 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
     let mut ctl_wait = Box::pin(control_changed(ctl.clone()));
     let mut beat_at = deadline;
     let mut beat_sleep = std::pin::pin!(tokio::time::sleep_until(beat_at));
+    // Set if the hub refused this connection (then this task reads it).
+    let mut hub_refused = false;
+    let wake = Rc::new(Notify::new());
     loop {
+        if w.cfg.shared_reader && st.live && !stalled && catch_up.is_none() && decomp.is_none() && !hub_refused && !conn.has_frame() {
+            match w.hub.insert(conn, st.user, st.seq, acked, wake.clone()) {
+                Ok(key) => match in_hub(w, st, key, &wake, &mut acked, ctl, &mut beat).await {
+                    Ok(c) => conn = c,
+                    Err(next) => return next,
+                },
+                Err(Ok(c)) => {
+                    conn = c;
+                    hub_refused = true;
+                }
+                Err(Err(e)) => {
+                    st.end = (Cow::Owned(io_end(&e)), None);
+                    return Next::Reconnect { delay: Duration::ZERO };
+                }
+            }
+        }
         let at = beat.map(|(_, at)| at).unwrap_or(deadline);
         if at != beat_at {
             beat_at = at;
@@ -457,24 +477,12 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
                             };
                         }
                         op::DISPATCH => {
-                            if let Some(s) = f.s {
-                                if st.seq.is_some_and(|last| s <= last) {
-                                    // Already seen: a replay overlap or a server bug.
-                                    w.stats.borrow_mut().counters.duplicates_seq += 1;
-                                    continue;
-                                }
-                                if st.seq.is_some_and(|last| s > last + 1) {
-                                    w.stats.borrow_mut().counters.seq_gaps += 1;
-                                }
-                                st.seq = Some(s);
+                            if !on_dispatch(w, st.user, &mut st.seq, &f) {
+                                continue;
                             }
                             let name = f.t.unwrap_or("");
                             let d = f.d.map(RawValue::get).unwrap_or("null");
                             match name {
-                                "MESSAGE_CREATE" => match f.message_content() {
-                                    Some(c) => w.on_message(st.user, &c),
-                                    None => w.stats.borrow_mut().counters.decode_errors += 1,
-                                },
                                 "READY" => {
                                     let Ok(r) = serde_json::from_str::<Ready>(d) else {
                                         w.stats.borrow_mut().counters.decode_errors += 1;
@@ -522,6 +530,73 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
     }
 }
 
+/// A ready session while the worker's hub reads its socket: this task
+/// keeps the heartbeats and watches for a control change or the hub's
+/// call. It takes the connection back (Ok) when the hub stopped before a
+/// frame for it or the control value changed (the caller's loop then
+/// handles either as usual), or ends the connection (Err).
+async fn in_hub(
+    w: &Worker,
+    st: &mut State,
+    key: usize,
+    wake: &Notify,
+    acked: &mut bool,
+    ctl: &watch::Receiver<Control>,
+    beat: &mut Option<(Duration, tokio::time::Instant)>,
+) -> Result<WsConn, Next> {
+    // A clone sees the changes `ctl` has not seen; the caller's own wait
+    // then handles the change once the connection is back.
+    let mut peek = ctl.clone();
+    let Some((iv, at)) = beat.as_mut() else { unreachable!("a session is ready only after HELLO") };
+    let sleep = tokio::time::sleep_until(on_tick(*at));
+    tokio::pin!(sleep);
+    let take_back = |st: &mut State, acked: &mut bool| -> Result<WsConn, Next> {
+        let t = w.hub.take(key);
+        st.seq = t.seq;
+        *acked = t.acked;
+        let conn = t.conn.map_err(|e| {
+            st.end = (Cow::Owned(io_end(&e)), None);
+            Next::Reconnect { delay: Duration::ZERO }
+        })?;
+        match t.end {
+            None => Ok(conn),
+            Some(Ok(())) => {
+                st.end = (Cow::Borrowed("EOF without a close frame"), None);
+                Err(Next::Reconnect { delay: Duration::ZERO })
+            }
+            Some(Err(e)) => {
+                st.end = (Cow::Owned(io_end(&e)), None);
+                Err(Next::Reconnect { delay: Duration::ZERO })
+            }
+        }
+    };
+    loop {
+        tokio::select! {
+            biased;
+            _ = peek.changed() => return take_back(st, acked),
+            () = wake.notified() => return take_back(st, acked),
+            () = &mut sleep => match w.hub.beat(key) {
+                Beat::Sent => {
+                    *at += *iv;
+                    sleep.as_mut().reset(on_tick(*at));
+                }
+                Beat::Zombie => {
+                    w.stats.borrow_mut().counters.zombies += 1;
+                    let conn = take_back(st, acked)?;
+                    st.end = (Cow::Borrowed("no heartbeat ACK (closed by the client)"), None);
+                    conn.close(4000).await;
+                    return Err(Next::Reconnect { delay: Duration::ZERO });
+                }
+                Beat::WriteFailed => {
+                    take_back(st, acked)?;
+                    st.end = (Cow::Borrowed("heartbeat write failed"), None);
+                    return Err(Next::Reconnect { delay: Duration::ZERO });
+                }
+            },
+        }
+    }
+}
+
 /// Heartbeats leave on this grid (each at most this much late; the mean
 /// interval is unchanged): a worker's sessions then wake it a few dozen
 /// times a second for heartbeats, not up to once per millisecond each. In
@@ -551,22 +626,32 @@ async fn control_changed(mut rx: watch::Receiver<Control>) -> (bool, watch::Rece
 /// dispatches are counted (the connection is over anyway).
 fn on_text(w: &Worker, st: &mut State, payload: &[u8]) {
     let Ok(f) = serde_json::from_slice::<Frame>(payload) else { return };
-    if f.op != op::DISPATCH || f.t != Some("MESSAGE_CREATE") {
-        return;
+    if f.op == op::DISPATCH && f.t == Some("MESSAGE_CREATE") {
+        on_dispatch(w, st.user, &mut st.seq, &f);
     }
+}
+
+/// A dispatch for `user` whose last seq is `seq`: the seq accounting, and
+/// the receipt if it is a MESSAGE_CREATE. False if it was seen before (a
+/// replay overlap or a server bug): the caller skips it.
+pub(crate) fn on_dispatch(w: &Worker, user: u32, seq: &mut Option<u64>, f: &Frame) -> bool {
     if let Some(s) = f.s {
-        if st.seq.is_some_and(|last| s <= last) {
+        if seq.is_some_and(|last| s <= last) {
             w.stats.borrow_mut().counters.duplicates_seq += 1;
-            return;
+            return false;
         }
-        if st.seq.is_some_and(|last| s > last + 1) {
+        if seq.is_some_and(|last| s > last + 1) {
             w.stats.borrow_mut().counters.seq_gaps += 1;
         }
-        st.seq = Some(s);
+        *seq = Some(s);
     }
-    if let Some(c) = f.message_content() {
-        w.on_message(st.user, &c);
+    if f.t == Some("MESSAGE_CREATE") {
+        match f.message_content() {
+            Some(c) => w.on_message(user, &c),
+            None => w.stats.borrow_mut().counters.decode_errors += 1,
+        }
     }
+    true
 }
 
 fn close_label(code: Option<u16>) -> String {

@@ -31,6 +31,9 @@ pub struct WorkerConfig {
     /// `slow`: the number of numbered messages whose per-session order and
     /// completeness are tracked (0: no per-session tracking).
     pub track_messages: u32,
+    /// Ready sessions' sockets are read by the worker's shared epoll reader
+    /// (`hub`) instead of each session's task.
+    pub shared_reader: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -195,6 +195,8 @@ pub struct Worker {
     /// Distinct failure reasons with counts (reported at the end).
     errors: RefCell<HashMap<String, u64>>,
     full: RefCell<FullHists>,
+    /// Reads ready sessions' sockets (with `shared_reader`).
+    pub hub: crate::hub::Hub,
 }
 
 impl Worker {
@@ -533,7 +535,11 @@ async fn run() -> anyhow::Result<()> {
         live_tasks: Cell::new(0),
         errors: RefCell::new(HashMap::new()),
         full: RefCell::new(FullHists::default()),
+        hub: crate::hub::Hub::new().context("worker: epoll set")?,
     });
+    if w.cfg.shared_reader {
+        tokio::task::spawn_local(crate::hub::Hub::run(w.clone()));
+    }
     let (ctl_tx, ctl_rx) = watch::channel(Control::Run);
     let ticker = {
         let w = w.clone();

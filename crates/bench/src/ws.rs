@@ -16,7 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
 const OP_CONT: u8 = 0x0;
-const OP_TEXT: u8 = 0x1;
+pub const OP_TEXT: u8 = 0x1;
 const OP_BINARY: u8 = 0x2;
 const OP_CLOSE: u8 = 0x8;
 const OP_PING: u8 = 0x9;
@@ -142,10 +142,15 @@ impl WsConn {
 
     /// Waits until the socket has data (or an error/EOF to report).
     pub async fn readable(&self) -> io::Result<()> {
-        if !self.rbuf.is_empty() && frame_len(&self.rbuf).is_some_and(|l| l <= self.rbuf.len()) {
+        if self.has_frame() {
             return Ok(());
         }
         self.stream.readable().await
+    }
+
+    /// Whether a complete frame is already held (read before, not handled yet).
+    pub fn has_frame(&self) -> bool {
+        frame_len(&self.rbuf).is_some_and(|l| l <= self.rbuf.len())
     }
 
     /// Reads what the socket has and appends complete messages to `out`.
@@ -212,63 +217,32 @@ impl WsConn {
     }
 
     fn parse(&mut self, out: &mut Vec<Event>) -> Result<usize, WsError> {
-        let mut off = 0;
-        while let Some(total) = frame_len(&self.rbuf[off..]) {
-            if total > MAX_MESSAGE + 14 {
-                return Err(WsError::Protocol("frame too large"));
-            }
-            let f = &self.rbuf[off..];
-            if f.len() < total {
-                break;
-            }
-            let (b0, b1) = (f[0], f[1]);
-            if b1 & 0x80 != 0 {
-                return Err(WsError::Protocol("server frame is masked"));
-            }
-            if b0 & 0x70 != 0 {
-                return Err(WsError::Protocol("reserved bits set"));
-            }
-            let hdr = header_len(f[1]);
-            let payload = &f[hdr..total];
-            let fin = b0 & 0x80 != 0;
-            match b0 & 0x0f {
-                op @ (OP_TEXT | OP_BINARY) => {
-                    if fin {
-                        out.push(Event::Message { binary: op == OP_BINARY, payload: payload.to_vec() });
-                    } else {
-                        self.partial = Some((op == OP_BINARY, payload.to_vec()));
-                    }
-                }
-                OP_CONT => {
-                    let Some((_, buf)) = self.partial.as_mut() else { return Err(WsError::Protocol("continuation without start")) };
-                    buf.extend_from_slice(payload);
-                    if buf.len() > MAX_MESSAGE {
-                        return Err(WsError::Protocol("message too large"));
-                    }
-                    if fin {
-                        let (binary, payload) = self.partial.take().expect("checked above");
-                        out.push(Event::Message { binary, payload });
-                    }
-                }
-                OP_CLOSE => {
-                    let code = (payload.len() >= 2).then(|| u16::from_be_bytes([payload[0], payload[1]]));
-                    out.push(Event::Close(code));
-                }
-                OP_PING => {
-                    let p = payload.to_vec();
+        let stream = &self.stream;
+        parse_frames(&self.rbuf, &mut self.partial, |piece| {
+            match piece {
+                Piece::Message { binary, payload } => out.push(Event::Message { binary, payload: payload.to_vec() }),
+                Piece::Close(code) => out.push(Event::Close(code)),
+                Piece::Ping(p) => {
                     // Answered in place: a pong is tiny and the socket is writable.
                     let mut frame = Vec::with_capacity(p.len() + 8);
-                    encode_frame(&mut frame, OP_PONG, &p);
-                    if let Err(e) = self.stream.try_write(&frame) {
-                        return Err(e.into());
-                    }
+                    encode_frame(&mut frame, OP_PONG, p);
+                    stream.try_write(&frame)?;
                 }
-                OP_PONG => {}
-                _ => return Err(WsError::Protocol("unknown opcode")),
             }
-            off += total;
-        }
-        Ok(off)
+            Ok(true)
+        })
+    }
+
+    /// The socket and the bytes held for it, for a reader that is not a
+    /// tokio task (see `hub`). The socket leaves tokio's reactor and stays
+    /// non-blocking.
+    pub fn into_parts(self) -> io::Result<Parts> {
+        Ok(Parts { stream: self.stream.into_std()?, rbuf: self.rbuf, partial: self.partial })
+    }
+
+    /// The inverse of [`WsConn::into_parts`] (registers the socket with tokio again).
+    pub fn from_parts(p: Parts) -> io::Result<WsConn> {
+        Ok(WsConn { stream: TcpStream::from_std(p.stream)?, rbuf: p.rbuf, partial: p.partial })
     }
 
     /// Sends one masked text frame.
@@ -287,6 +261,91 @@ impl WsConn {
             let _unused = self.stream.shutdown().await;
         }
     }
+}
+
+/// A connection taken apart (see [`WsConn::into_parts`]).
+pub struct Parts {
+    pub stream: std::net::TcpStream,
+    /// Bytes of an incomplete (or not yet handled) frame.
+    pub rbuf: Vec<u8>,
+    /// A fragmented message being reassembled.
+    pub partial: Option<(bool, Vec<u8>)>,
+}
+
+/// One unit that framing produced.
+pub enum Piece<'a> {
+    /// A complete message (reassembled if it came in fragments).
+    Message {
+        binary: bool,
+        payload: &'a [u8],
+    },
+    Close(Option<u16>),
+    Ping(&'a [u8]),
+}
+
+/// Parses the complete frames at the start of `buf`, handing each complete
+/// message, close or ping to `on`, and returns the bytes consumed. If `on`
+/// returns false, parsing stops *before* that frame (it is not consumed,
+/// and `partial` is as it was before it), so another reader can take it up.
+pub fn parse_frames(
+    buf: &[u8],
+    partial: &mut Option<(bool, Vec<u8>)>,
+    mut on: impl FnMut(Piece<'_>) -> Result<bool, WsError>,
+) -> Result<usize, WsError> {
+    let mut off = 0;
+    while let Some(total) = frame_len(&buf[off..]) {
+        if total > MAX_MESSAGE + 14 {
+            return Err(WsError::Protocol("frame too large"));
+        }
+        let f = &buf[off..];
+        if f.len() < total {
+            break;
+        }
+        let (b0, b1) = (f[0], f[1]);
+        if b1 & 0x80 != 0 {
+            return Err(WsError::Protocol("server frame is masked"));
+        }
+        if b0 & 0x70 != 0 {
+            return Err(WsError::Protocol("reserved bits set"));
+        }
+        let payload = &f[header_len(b1)..total];
+        let fin = b0 & 0x80 != 0;
+        let go_on = match b0 & 0x0f {
+            op @ (OP_TEXT | OP_BINARY) if fin => on(Piece::Message { binary: op == OP_BINARY, payload })?,
+            op @ (OP_TEXT | OP_BINARY) => {
+                *partial = Some((op == OP_BINARY, payload.to_vec()));
+                true
+            }
+            OP_CONT => {
+                let Some((binary, so_far)) = partial.as_mut() else { return Err(WsError::Protocol("continuation without start")) };
+                let before = so_far.len();
+                so_far.extend_from_slice(payload);
+                if so_far.len() > MAX_MESSAGE {
+                    return Err(WsError::Protocol("message too large"));
+                }
+                if fin {
+                    let go_on = on(Piece::Message { binary: *binary, payload: so_far })?;
+                    if go_on {
+                        *partial = None;
+                    } else {
+                        so_far.truncate(before);
+                    }
+                    go_on
+                } else {
+                    true
+                }
+            }
+            OP_CLOSE => on(Piece::Close((payload.len() >= 2).then(|| u16::from_be_bytes([payload[0], payload[1]]))))?,
+            OP_PING => on(Piece::Ping(payload))?,
+            OP_PONG => true,
+            _ => return Err(WsError::Protocol("unknown opcode")),
+        };
+        if !go_on {
+            break;
+        }
+        off += total;
+    }
+    Ok(off)
 }
 
 /// Total length of the frame at the start of `b`, once its header is complete.
@@ -316,7 +375,7 @@ fn header_len(b1: u8) -> usize {
 }
 
 /// Appends a masked client frame.
-fn encode_frame(out: &mut Vec<u8>, opcode: u8, payload: &[u8]) {
+pub fn encode_frame(out: &mut Vec<u8>, opcode: u8, payload: &[u8]) {
     out.push(0x80 | opcode);
     let len = payload.len();
     if len < 126 {
@@ -363,6 +422,57 @@ mod tests {
             let un: Vec<u8> = f[hdr..].iter().enumerate().map(|(i, b)| b ^ mask[i & 3]).collect();
             assert_eq!(un, p);
         }
+    }
+
+    /// An unmasked server frame.
+    fn server_frame(b0: u8, payload: &[u8]) -> Vec<u8> {
+        assert!(payload.len() < 126);
+        let mut f = vec![b0, payload.len() as u8];
+        f.extend_from_slice(payload);
+        f
+    }
+
+    #[test]
+    fn parsing_stops_before_a_refused_frame_and_leaves_it_whole() {
+        // "a" whole, "b" + "c" in two fragments, a close, "d".
+        let mut buf = server_frame(0x81, b"a");
+        buf.extend(server_frame(0x01, b"b"));
+        buf.extend(server_frame(0x80, b"c"));
+        buf.extend(server_frame(0x88, &1000u16.to_be_bytes()));
+        buf.extend(server_frame(0x81, b"d"));
+        let after_a = 3;
+        let mut partial = None;
+        let mut seen = Vec::new();
+        // The reader refuses the reassembled "bc": it is not consumed, and
+        // the fragments so far are as before its last frame.
+        let used = parse_frames(&buf, &mut partial, |p| {
+            Ok(match p {
+                Piece::Message { payload, .. } if payload == b"bc" => false,
+                Piece::Message { payload, .. } => {
+                    seen.push(String::from_utf8(payload.to_vec()).unwrap());
+                    true
+                }
+                _ => true,
+            })
+        })
+        .unwrap();
+        assert_eq!(seen, ["a"]);
+        assert_eq!(used, after_a + 3, "the first fragment is consumed, the last one is not");
+        assert_eq!(partial.as_ref().map(|(b, p)| (*b, p.as_slice())), Some((false, &b"b"[..])));
+        // Another reader goes on from there and sees "bc", then the close, then "d".
+        let mut rest = Vec::new();
+        let used2 = parse_frames(&buf[used..], &mut partial, |p| {
+            rest.push(match p {
+                Piece::Message { payload, .. } => String::from_utf8(payload.to_vec()).unwrap(),
+                Piece::Close(code) => format!("close {code:?}"),
+                Piece::Ping(_) => "ping".into(),
+            });
+            Ok(true)
+        })
+        .unwrap();
+        assert_eq!(rest, ["bc", "close Some(1000)", "d"]);
+        assert_eq!(used + used2, buf.len());
+        assert!(partial.is_none());
     }
 
     #[test]

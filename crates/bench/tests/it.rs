@@ -128,18 +128,26 @@ fn report(dir: &Path) -> Value {
 
 #[test]
 fn chat_at_small_scale_counts_every_delivery_exactly_once() {
+    // Ready sessions are read by the worker's shared reader (the default)
+    // or by their own tasks: both count the same.
+    for reader in ["shared", "task"] {
+        chat_at_small_scale(reader);
+    }
+}
+
+fn chat_at_small_scale(reader: &str) {
     let server = start_server();
     let tmp = tempfile::tempdir().unwrap();
     let fixture = setup(&server, tmp.path(), 12, 3, 2);
     let out = tmp.path().join("report");
     let st = bench()
-        .args(["chat", "--server", &server.url, "--fixture"])
+        .args(["chat", "--server", &server.url, "--reader", reader, "--fixture"])
         .arg(&fixture)
         .args(["--duration", "6s", "--interval", "1s", "--drain", "2s", "--rate", "100", "--source-addrs", "2", "--quiet", "--out"])
         .arg(&out)
         .status()
         .unwrap();
-    assert!(st.success(), "chat run failed: {st}");
+    assert!(st.success(), "chat run ({reader} reader) failed: {st}");
     let r = report(&out);
     assert_eq!(r["sessions_ready"], 12, "{r:#}");
     let d = &r["delivery"];

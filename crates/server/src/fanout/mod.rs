@@ -469,6 +469,14 @@ fn split<'a>(sessions: impl Iterator<Item = &'a Sink>, workers: usize) -> Partit
     for s in sessions {
         split[s.shard() as usize % workers].push(s.clone());
     }
+    // In memory order: a delivery pass then walks the sessions' state (and,
+    // as they were created in about the same order, their sockets') mostly
+    // forwards rather than at random. Measured in the 100,000-member
+    // broadcast over 6 nodes: delivery threads 10.1-10.5 -> 9.2 µs of CPU
+    // per delivery.
+    for part in &mut split {
+        part.sort_unstable_by_key(|s| Arc::as_ptr(s) as *const () as usize);
+    }
     Partitions(split.into_iter().map(Arc::from).collect())
 }
 
