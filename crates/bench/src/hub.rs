@@ -16,8 +16,9 @@
 //! HELLO, op 1, 7 or 9, a binary or ping frame, EOF or a socket error) stops
 //! it before that frame: it takes the socket out of its set and wakes the
 //! session task, which takes the connection back ([`Hub::take`]) and
-//! handles the frame itself as before. The task also takes it back for a
-//! Drop or Finish command, and sends heartbeats through [`Hub::beat`].
+//! handles the frame itself as before (broken framing ends the connection,
+//! counted as a decode error, as in the task). The task also takes it back
+//! for a Drop or Finish command, and sends heartbeats through [`Hub::beat`].
 //!
 //! Not used for transport compression (per-connection inflate state) nor
 //! for `slow`'s tracked sessions (they stall and resume on command).
@@ -218,11 +219,12 @@ impl Hub {
                     }
                     wants_session.then_some(None)
                 }
-                // Broken framing: the session task reports it (its own
-                // parse meets the same bytes).
-                Err(_) => {
-                    slot.parts.rbuf = buf.into_owned();
-                    Some(None)
+                // Broken framing: the connection ends as the session task
+                // ends it (the frames before the bad one are counted already,
+                // so the bytes are not handed back to be parsed again).
+                Err(e) => {
+                    w.stats.borrow_mut().counters.decode_errors += 1;
+                    Some(Some(Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string()))))
                 }
             }
         };
