@@ -32,9 +32,9 @@ use protocol::gateway::op;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::Notify;
 
-use crate::session::{on_dispatch, Frame};
+use crate::session::{heartbeat, on_dispatch, Frame};
 use crate::worker::Worker;
-use crate::ws::{parse_frames, Parts, Piece, WsConn};
+use crate::ws::{parse_frames, text_frame, Parts, Piece, WsConn};
 
 /// Sockets served per `epoll_wait`.
 const EVENTS: usize = 512;
@@ -140,12 +140,7 @@ impl Hub {
         if !slot.acked {
             return Beat::Zombie;
         }
-        let msg = match slot.seq {
-            Some(s) => format!("{{\"op\":1,\"d\":{s}}}"),
-            None => "{\"op\":1,\"d\":null}".to_owned(),
-        };
-        let mut frame = Vec::with_capacity(msg.len() + 8);
-        crate::ws::encode_frame(&mut frame, crate::ws::OP_TEXT, msg.as_bytes());
+        let frame = text_frame(heartbeat(slot.seq).as_bytes());
         match (&slot.parts.stream).write(&frame) {
             Ok(n) if n == frame.len() => {
                 slot.acked = false;
@@ -181,12 +176,12 @@ impl Hub {
         } else {
             let got = &scratch[..n as usize];
             let held = std::mem::take(&mut slot.parts.rbuf);
-            let (buf, from_scratch) = if held.is_empty() {
-                (std::borrow::Cow::Borrowed(got), true)
+            let buf = if held.is_empty() {
+                std::borrow::Cow::Borrowed(got)
             } else {
                 let mut h = held;
                 h.extend_from_slice(got);
-                (std::borrow::Cow::Owned(h), false)
+                std::borrow::Cow::Owned(h)
             };
             let (seq, acked, user) = (&mut slot.seq, &mut slot.acked, slot.user);
             let mut wants_session = false;
@@ -215,7 +210,7 @@ impl Hub {
                 Ok(used) => {
                     let rest = &buf[used..];
                     if !rest.is_empty() {
-                        slot.parts.rbuf = if from_scratch { rest.to_vec() } else { buf[used..].to_vec() };
+                        slot.parts.rbuf = rest.to_vec();
                     }
                     wants_session.then_some(None)
                 }

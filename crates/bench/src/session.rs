@@ -705,11 +705,15 @@ fn on_close(w: &Worker, code: Option<u16>) -> Next {
 }
 
 async fn send_heartbeat(conn: &mut WsConn, seq: Option<u64>) -> std::io::Result<()> {
-    let msg = match seq {
+    conn.send_text(heartbeat(seq).as_bytes()).await
+}
+
+/// An op 1 payload carrying the last sequence received.
+pub(crate) fn heartbeat(seq: Option<u64>) -> String {
+    match seq {
         Some(s) => format!("{{\"op\":1,\"d\":{s}}}"),
         None => "{\"op\":1,\"d\":null}".to_owned(),
-    };
-    conn.send_text(msg.as_bytes()).await
+    }
 }
 
 async fn send_identify(conn: &mut WsConn, token: &str, intents: u64) -> std::io::Result<()> {

@@ -16,7 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
 const OP_CONT: u8 = 0x0;
-pub const OP_TEXT: u8 = 0x1;
+const OP_TEXT: u8 = 0x1;
 const OP_BINARY: u8 = 0x2;
 const OP_CLOSE: u8 = 0x8;
 const OP_PING: u8 = 0x9;
@@ -247,9 +247,7 @@ impl WsConn {
 
     /// Sends one masked text frame.
     pub async fn send_text(&mut self, payload: &[u8]) -> io::Result<()> {
-        let mut frame = Vec::with_capacity(payload.len() + 14);
-        encode_frame(&mut frame, OP_TEXT, payload);
-        self.stream.write_all(&frame).await
+        self.stream.write_all(&text_frame(payload)).await
     }
 
     /// Sends a close frame with `code` (best effort) and shuts the socket down.
@@ -374,8 +372,15 @@ fn header_len(b1: u8) -> usize {
     }
 }
 
+/// One masked client text frame.
+pub fn text_frame(payload: &[u8]) -> Vec<u8> {
+    let mut frame = Vec::with_capacity(payload.len() + 14);
+    encode_frame(&mut frame, OP_TEXT, payload);
+    frame
+}
+
 /// Appends a masked client frame.
-pub fn encode_frame(out: &mut Vec<u8>, opcode: u8, payload: &[u8]) {
+fn encode_frame(out: &mut Vec<u8>, opcode: u8, payload: &[u8]) {
     out.push(0x80 | opcode);
     let len = payload.len();
     if len < 126 {

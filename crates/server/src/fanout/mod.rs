@@ -446,20 +446,12 @@ impl Subscribers {
     /// (Kept until the next change of subscribers, so the sort is paid once.)
     pub fn partitions(&mut self) -> &Partitions {
         let (by_id, workers) = (&self.by_id, self.workers);
-        self.parts.get_or_insert_with(|| {
-            let mut parts = split(by_id.values(), workers);
-            for part in &mut parts.0 {
-                if let Some(p) = Arc::get_mut(part) {
-                    p.sort_unstable_by_key(|s| Arc::as_ptr(s) as *const () as usize);
-                }
-            }
-            parts
-        })
+        self.parts.get_or_insert_with(|| split(by_id.values(), workers, true))
     }
 
     /// The subscribers `keep` accepts, split by worker (not cached here).
     pub fn partitions_where(&self, keep: impl Fn(&dyn Recipient) -> bool) -> Partitions {
-        split(self.by_id.values().filter(|s| keep(s.as_ref())), self.workers)
+        split(self.by_id.values().filter(|s| keep(s.as_ref())), self.workers, false)
     }
 }
 
@@ -477,12 +469,23 @@ pub fn wants(counts: &[u32; 32], intent: u64) -> bool {
     counts.iter().enumerate().any(|(bit, n)| *n > 0 && intent & (1 << bit) != 0)
 }
 
-fn split<'a>(sessions: impl Iterator<Item = &'a Sink>, workers: usize) -> Partitions {
+/// The sessions split by worker; each part sorted by [`addr`] if `in_memory_order`.
+fn split<'a>(sessions: impl Iterator<Item = &'a Sink>, workers: usize, in_memory_order: bool) -> Partitions {
     let mut split: Vec<Vec<Sink>> = vec![Vec::new(); workers];
     for s in sessions {
         split[s.shard() as usize % workers].push(s.clone());
     }
+    if in_memory_order {
+        for part in &mut split {
+            part.sort_unstable_by_key(addr);
+        }
+    }
     Partitions(split.into_iter().map(Arc::from).collect())
+}
+
+/// Where a session's state lives (a partition's sort key).
+fn addr(s: &Sink) -> usize {
+    Arc::as_ptr(s) as *const () as usize
 }
 
 /// Nice values of a delivery thread: `base` normally, `burst` while events
@@ -702,10 +705,6 @@ mod tests {
         fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
             self
         }
-    }
-
-    fn addr(s: &Sink) -> usize {
-        Arc::as_ptr(s) as *const () as usize
     }
 
     #[test]
