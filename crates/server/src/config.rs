@@ -41,6 +41,18 @@ pub struct Config {
     pub cluster: ClusterConfig,
     pub attachments: AttachmentsConfig,
     pub threads: ThreadsConfig,
+    pub http: HttpConfig,
+}
+
+/// The HTTP edge (`[http]`): who the client is, and limits on connections
+/// and requests.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Proxies (addresses or CIDR blocks) whose `X-Forwarded-For` names the
+    /// client, e.g. the HAProxy in front of a cluster. Limits keyed on the
+    /// client's address use it; empty: the TCP peer is the client.
+    pub trusted_proxies: Vec<String>,
 }
 
 /// The thread archive clock (DMs, threads, application commands).
@@ -234,6 +246,7 @@ impl Default for Config {
             cluster: ClusterConfig::default(),
             attachments: AttachmentsConfig::default(),
             threads: ThreadsConfig::default(),
+            http: HttpConfig::default(),
         }
     }
 }
@@ -367,8 +380,15 @@ fn env_value(key: &str, v: &str) -> toml::Value {
             }
         }
     }
+    if LIST_KEYS.contains(&key) {
+        // `a,b,c` for a list of text (a TOML array works too, above).
+        return toml::Value::Array(v.split(',').map(str::trim).filter(|x| !x.is_empty()).map(|x| toml::Value::String(x.into())).collect());
+    }
     toml::Value::String(v.to_string())
 }
+
+/// Keys whose values are lists of text, which the environment may give as `a,b,c`.
+const LIST_KEYS: &[&str] = &["trusted_proxies"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -462,6 +482,9 @@ impl Config {
         }
         if self.database.as_deref().is_some_and(|d| !store::postgres::is_postgres_url(d)) {
             return bad("database must be a postgres:// or postgresql:// URL (leave it unset for SQLite in data_dir)");
+        }
+        if let Err(e) = crate::client_addr::TrustedProxies::parse(&self.http.trusted_proxies) {
+            return Err(ConfigError::Invalid(format!("http.trusted_proxies: {e}")));
         }
         if self.gateway.large_threshold_default > self.gateway.large_threshold_max {
             return bad("large_threshold_default exceeds large_threshold_max");

@@ -25,6 +25,7 @@
 pub mod attachments;
 pub mod auth;
 pub mod batch;
+pub mod client_addr;
 pub mod cluster;
 pub mod config;
 pub mod convert;

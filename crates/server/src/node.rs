@@ -62,6 +62,8 @@ pub struct Node {
     pub tasks: TaskTracker,
     /// Uploaded files on disk and the bound on uploads in flight.
     pub blobs: crate::attachments::Blobs,
+    /// Proxies whose `X-Forwarded-For` names the client (`http.trusted_proxies`).
+    pub trusted_proxies: crate::client_addr::TrustedProxies,
 }
 
 impl Node {
@@ -105,6 +107,8 @@ impl Node {
             shutdown: CancellationToken::new(),
             tasks,
             blobs: crate::attachments::Blobs::new(&config),
+            // Checked by `Config::validate`.
+            trusted_proxies: crate::client_addr::TrustedProxies::parse(&config.http.trusted_proxies).unwrap_or_default(),
             ids,
             store,
             config,
