@@ -5,7 +5,7 @@
 #
 #   scripts/web.sh install   npm ci in web/ (esbuild, typescript, playwright-core) and chromium
 #   scripts/web.sh build     web/src -> web/dist (committed; embedded by crates/server/src/http/web.rs)
-#   scripts/web.sh check     typecheck, rebuild, fail if web/dist differs from the commit or JS > 200 KB gzipped
+#   scripts/web.sh check     no markup from strings, typecheck, rebuild, fail if web/dist differs from the commit or JS > 200 KB gzipped
 #   scripts/web.sh test      check, build the server, run tests/web/*.test.mjs
 #   scripts/web.sh perf      the Performance API figures of docs/web-client.md
 set -euo pipefail
@@ -38,8 +38,25 @@ build() {
   (cd web && node build.mjs)
 }
 
+# The client never turns a string into markup (a name or a message could
+# carry any): it builds the DOM with h() of web/src/dom.ts. Nor does the page
+# hold inline script or style, which its Content-Security-Policy refuses.
+lint_dom() {
+  local bad=0
+  if grep -rnE 'innerHTML|outerHTML|insertAdjacentHTML|document\.write|createContextualFragment|DOMParser|setAttribute\(["'"'"']style' web/src; then
+    echo "web/src must not build markup from strings: use h() and text nodes (web/src/dom.ts)" >&2
+    bad=1
+  fi
+  if grep -nE '<style|style=|<script>|<script[^>]*>[^<]|[[:space:]]on[a-z]+=' web/src/index.html; then
+    echo "web/src/index.html must not hold inline script, style or event handlers (the CSP refuses them)" >&2
+    bad=1
+  fi
+  return "$bad"
+}
+
 check() {
   install
+  lint_dom
   (cd web && npx --no-install tsc --noEmit -p .)
   build
   if ! git diff --quiet -- web/dist || [ -n "$(git ls-files --others --exclude-standard web/dist)" ]; then

@@ -135,3 +135,49 @@ export async function pageAs(browser, base, token, opts = {}) {
 }
 
 export const stats = (page) => page.evaluate(() => window.__throng.stats());
+
+/// Records the Content-Security-Policy violations of every page of `ctx`:
+/// `securitypolicyviolation` events, gathered by an init script (the
+/// browser injects it, the page's policy does not apply to it), and console
+/// messages about the policy. `check(page)` proves the watch works before
+/// it answers: it adds an inline <style> (which the policy refuses) and
+/// waits, up to a deadline, for that violation to be reported both ways;
+/// events are delivered in order, so any earlier one is in by then. It
+/// answers what was reported besides that control.
+export async function watchCsp(ctx) {
+  await ctx.addInitScript(() => {
+    window.__csp = [];
+    window.addEventListener("securitypolicyviolation", (e) =>
+      window.__csp.push({ directive: e.effectiveDirective, blocked: e.blockedURI, source: `${e.sourceFile}:${e.lineNumber}` }),
+    );
+  });
+  const messages = [];
+  ctx.on("console", (m) => {
+    if (m.text().includes("Content Security Policy")) messages.push(m.text());
+  });
+  return {
+    messages,
+    async check(page) {
+      await page.evaluate(() => {
+        const s = document.createElement("style");
+        s.textContent = "#csp-control { color: red }";
+        document.head.append(s);
+      });
+      const isControl = (v) => v.directive === "style-src-elem" && v.blocked === "inline";
+      await page.waitForFunction(() => window.__csp.some((v) => v.directive === "style-src-elem" && v.blocked === "inline"), null, { timeout: 10_000 });
+      const deadline = Date.now() + 10_000;
+      while (!messages.some((m) => m.includes("inline style"))) {
+        if (Date.now() > deadline) throw new Error("the control's console message never came: is the policy applied?");
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      const events = await page.evaluate(() => window.__csp);
+      const first = events.findIndex(isControl);
+      const others = events.filter((_, i) => i !== first);
+      const control = messages.findIndex((m) => m.includes("inline style"));
+      const otherMessages = messages.filter((_, i) => i !== control);
+      messages.splice(0, messages.length);
+      await page.evaluate(() => window.__csp.splice(0));
+      return { events: others, messages: otherMessages };
+    },
+  };
+}

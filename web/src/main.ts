@@ -2,10 +2,20 @@
 // member list, over the public REST API and Gateway v10.
 
 import { Api, ApiError } from "./api";
+import { isAuthorizePage, showAuthorize } from "./authorize";
+import { Child, clear, h, safeHref } from "./dom";
 import { Gateway, LinkState } from "./gateway";
-import { MemberList, displayName, esc } from "./memberlist";
+import { MemberList, displayName } from "./memberlist";
 
-type Channel = { id: string; guild_id: string; name: string; type: number; position: number; last_message_id: string | null };
+type Channel = {
+  id: string;
+  guild_id: string;
+  name: string;
+  topic: string | null;
+  type: number;
+  position: number;
+  last_message_id: string | null;
+};
 type Guild = { id: string; name: string; owner_id: string; roles: Map<string, string>; channels: string[] };
 type Message = { id: string; channel_id: string; author: any; content: string; timestamp: string; edited_timestamp: string | null };
 type History = { items: Message[]; hasMore: boolean; loaded: boolean; loading: boolean };
@@ -59,6 +69,7 @@ $("members").appendChild(members.el);
 
 function showAuth() {
   $("app").hidden = true;
+  $("consent").hidden = true;
   $("auth").hidden = false;
   $("auth-user").focus();
   mark();
@@ -79,9 +90,26 @@ async function authSubmit(e: SubmitEvent) {
   }
 }
 
-function logout() {
+let loggingOut = false;
+
+/// Logs out for real: the server revokes the token first (so a copy of it,
+/// wherever it went, stops working), then the client forgets it. A 401
+/// means it was revoked already; any other failure still logs out here,
+/// but says so.
+async function logout() {
+  if (loggingOut) return;
+  loggingOut = true;
   gw?.stop();
   gw = null;
+  let note = "";
+  if (api.token) {
+    try {
+      await api.post("/auth/logout");
+    } catch (err) {
+      if (!(err instanceof ApiError && err.status === 401)) note = `The server did not confirm the log-out (${err instanceof Error ? err.message : String(err)}).`;
+    }
+  }
+  loggingOut = false;
   localStorage.removeItem(TOKEN_KEY);
   api.token = null;
   me = null;
@@ -96,11 +124,12 @@ function logout() {
   readyCount = 0;
   guildId = channelId = null;
   members.close();
-  $("guild-list").innerHTML = "";
-  $("channel-list").innerHTML = "";
-  $("messages").innerHTML = "";
+  clear($("guild-list"));
+  clear($("channel-list"));
+  clear($("messages"));
   $<HTMLInputElement>("auth-pass").value = "";
   showAuth();
+  $("auth-error").textContent = note;
 }
 
 async function start(token: string) {
@@ -114,6 +143,14 @@ async function start(token: string) {
       return;
     }
     throw err;
+  }
+  if (isAuthorizePage()) {
+    // The add-a-bot page instead of the chat: no gateway session needed.
+    $("auth").hidden = true;
+    $("app").hidden = true;
+    $("consent").hidden = false;
+    await showAuthorize(api, $("consent-card"), me, logout);
+    return;
   }
   read = JSON.parse(localStorage.getItem(`throng.read.${me.id}`) || "{}");
   names.set(me.id, me.global_name || me.username);
@@ -236,6 +273,7 @@ function addChannel(c: any) {
     id: c.id,
     guild_id: c.guild_id,
     name: c.name,
+    topic: c.topic ?? null,
     type: c.type,
     position: c.position ?? 0,
     last_message_id: c.last_message_id ?? prev?.last_message_id ?? null,
@@ -256,7 +294,7 @@ function dropGuild(id: string) {
 
 function setPresence(uid: string, status: string) {
   presence.set(uid, status);
-  for (const el of document.querySelectorAll<HTMLElement>(`.author[data-uid="${uid}"] .dot`)) el.className = `dot ${status}`;
+  for (const el of document.querySelectorAll<HTMLElement>(`.author[data-uid="${CSS.escape(uid)}"] .dot`)) el.className = `dot ${status}`;
 }
 
 // ---------- guilds and channels ----------
@@ -270,47 +308,50 @@ function unread(c: Channel): boolean {
 }
 
 function renderGuilds() {
-  const ul = $("guild-list");
-  ul.innerHTML = "";
-  for (const g of guilds.values()) {
-    const li = document.createElement("li");
-    const b = document.createElement("button");
-    b.className = "round guild" + (g.id === guildId ? " current" : "");
-    b.textContent = g.name.split(/\s+/).map((w) => w[0] ?? "").join("").slice(0, 3) || "?";
+  const items = [...guilds.values()].map((g) => {
     const hasUnread = textChannels(g).some((c) => unread(channels.get(c)!));
-    b.title = g.name;
-    b.setAttribute("aria-label", g.name + (hasUnread ? ", unread messages" : ""));
-    if (g.id === guildId) b.setAttribute("aria-current", "true");
-    if (hasUnread) b.classList.add("unread");
-    b.onclick = () => selectGuild(g.id);
-    li.appendChild(b);
-    ul.appendChild(li);
-  }
+    const current = g.id === guildId;
+    const b = h(
+      "button",
+      {
+        class: "round guild" + (current ? " current" : "") + (hasUnread ? " unread" : ""),
+        title: g.name,
+        "aria-label": g.name + (hasUnread ? ", unread messages" : ""),
+        "aria-current": current ? "true" : null,
+        onclick: () => selectGuild(g.id),
+      },
+      g.name.split(/\s+/).map((w) => w[0] ?? "").join("").slice(0, 3) || "?",
+    );
+    return h("li", null, b);
+  });
+  clear($("guild-list"), items);
 }
 
 function renderChannels() {
   const ul = $("channel-list");
-  ul.innerHTML = "";
   const g = guildId ? guilds.get(guildId) : null;
-  if (!g) return;
-  for (const id of textChannels(g)) {
+  if (!g) return clear(ul);
+  const items = textChannels(g).map((id) => {
     const c = channels.get(id)!;
-    const li = document.createElement("li");
-    const a = document.createElement("a");
-    a.href = `#/channels/${g.id}/${c.id}`;
-    a.className = "channel" + (c.id === channelId ? " current" : "") + (unread(c) ? " unread" : "");
-    a.dataset.channelId = c.id;
-    a.textContent = `# ${c.name}`;
-    a.setAttribute("aria-label", `${c.name}${unread(c) ? ", unread messages" : ""}`);
-    if (c.id === channelId) a.setAttribute("aria-current", "page");
-    a.onclick = (e) => {
-      e.preventDefault();
-      selectChannel(c.id);
-      closeNav();
-    };
-    li.appendChild(a);
-    ul.appendChild(li);
-  }
+    const a = h(
+      "a",
+      {
+        href: `#/channels/${g.id}/${c.id}`,
+        class: "channel" + (c.id === channelId ? " current" : "") + (unread(c) ? " unread" : ""),
+        "data-channel-id": c.id,
+        "aria-label": `${c.name}${unread(c) ? ", unread messages" : ""}`,
+        "aria-current": c.id === channelId ? "page" : null,
+        onclick: (e: MouseEvent) => {
+          e.preventDefault();
+          selectChannel(c.id);
+          closeNav();
+        },
+      },
+      `# ${c.name}`,
+    );
+    return h("li", null, a);
+  });
+  clear(ul, items);
 }
 
 function selectGuild(id: string | null, channel: string | null = null) {
@@ -332,20 +373,21 @@ function selectChannel(id: string | null) {
   channelId = id;
   const c = id ? channels.get(id) : null;
   $("channel-name").textContent = c ? `# ${c.name}` : "";
+  $("channel-topic").textContent = c?.topic ?? "";
   const input = $<HTMLTextAreaElement>("input");
   input.disabled = ($("send") as HTMLButtonElement).disabled = !c;
   input.placeholder = c ? `Message #${c.name}` : "Message";
   renderChannels();
   renderTyping();
   const ol = $("messages");
-  ol.innerHTML = "";
+  clear(ol);
   if (!c) {
     mark();
     return;
   }
   members.open(c.guild_id, c.id);
-  const h = history(c.id);
-  if (h.loaded) {
+  const hist = history(c.id);
+  if (hist.loaded) {
     renderHistory();
     mark();
   } else {
@@ -406,10 +448,10 @@ async function loadHistory(id: string, fresh: boolean) {
 
 function renderHistory() {
   const ol = $("messages");
-  const h = history(channelId!);
-  ol.innerHTML = "";
+  const hist = history(channelId!);
+  clear(ol);
   const frag = document.createDocumentFragment();
-  for (const m of h.items) frag.appendChild(messageEl(m));
+  for (const m of hist.items) frag.appendChild(messageEl(m));
   ol.appendChild(frag);
   ol.scrollTop = ol.scrollHeight;
   markRead();
@@ -420,22 +462,49 @@ function time(ts: string): string {
   return isNaN(d.getTime()) ? "" : d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
 }
 
+/// Message text with its http(s) addresses as links (opened elsewhere,
+/// without a referrer); everything else, markdown-looking links and
+/// `javascript:` included, stays plain text.
+function linkified(text: string): Child[] {
+  const out: Child[] = [];
+  let last = 0;
+  for (const m of text.matchAll(/\bhttps?:\/\/[^\s<>"]+/gi)) {
+    // Trailing punctuation usually ends the sentence, not the address.
+    const url = m[0].replace(/[).,;:!?'\]]+$/, "");
+    const href = safeHref(url);
+    if (!href) continue;
+    out.push(text.slice(last, m.index), h("a", { href, target: "_blank", rel: "noopener noreferrer nofollow" }, url));
+    last = m.index! + url.length;
+  }
+  out.push(text.slice(last));
+  return out;
+}
+
 function messageEl(m: Message): HTMLLIElement {
-  const li = document.createElement("li");
-  li.className = "message";
-  li.id = `m-${m.id}`;
-  li.dataset.id = m.id;
   const name = m.author.global_name || m.author.username;
   const status = presence.get(m.author.id) ?? "offline";
   const mine = m.author.id === me?.id;
-  li.innerHTML =
-    `<div class="meta"><span class="author" data-uid="${esc(m.author.id)}"><span class="dot ${status}" aria-hidden="true"></span>${esc(name)}</span>` +
-    ` <time datetime="${esc(m.timestamp)}">${time(m.timestamp)}</time>${m.edited_timestamp ? ' <span class="edited">(edited)</span>' : ""}</div>` +
-    `<div class="content">${esc(m.content)}</div>` +
-    (mine
-      ? `<div class="actions"><button type="button" class="edit" aria-label="Edit message">Edit</button><button type="button" class="delete" aria-label="Delete message">Delete</button></div>`
-      : "");
-  return li;
+  return h(
+    "li",
+    { class: "message", id: `m-${m.id}`, "data-id": m.id },
+    h(
+      "div",
+      { class: "meta" },
+      h("span", { class: "author", "data-uid": m.author.id }, h("span", { class: `dot ${status}`, "aria-hidden": "true" }), name),
+      " ",
+      h("time", { datetime: m.timestamp }, time(m.timestamp)),
+      m.edited_timestamp ? [" ", h("span", { class: "edited" }, "(edited)")] : null,
+    ),
+    h("div", { class: "content" }, linkified(m.content)),
+    mine
+      ? h(
+          "div",
+          { class: "actions" },
+          h("button", { type: "button", class: "edit", "aria-label": "Edit message" }, "Edit"),
+          h("button", { type: "button", class: "delete", "aria-label": "Delete message" }, "Delete"),
+        )
+      : null,
+  );
 }
 
 let pending: Message[] = [];
@@ -561,12 +630,9 @@ function startEdit(li: HTMLElement) {
   if (!m || li.classList.contains("editing")) return;
   li.classList.add("editing");
   const box = li.querySelector(".content") as HTMLElement;
-  box.innerHTML = "";
-  const ta = document.createElement("textarea");
+  const ta = h("textarea", { class: "edit-box", "aria-label": "Edit message (Enter saves, Escape cancels)" });
   ta.value = m.content;
-  ta.className = "edit-box";
-  ta.setAttribute("aria-label", "Edit message (Enter saves, Escape cancels)");
-  box.appendChild(ta);
+  clear(box, ta);
   ta.focus();
   const done = () => li.replaceWith(messageEl(m));
   ta.onkeydown = async (e) => {
@@ -673,7 +739,7 @@ function closeNav() {
 
 function wire() {
   $<HTMLFormElement>("auth-form").addEventListener("submit", authSubmit);
-  $("logout").onclick = logout;
+  $("logout").onclick = () => logout();
   $<HTMLFormElement>("composer").addEventListener("submit", send);
   const input = $<HTMLTextAreaElement>("input");
   input.addEventListener("keydown", (e) => {
@@ -779,6 +845,8 @@ async function main() {
   if (!token) {
     showAuth();
     if (invite) $("auth-error").textContent = "Log in or register to accept the invite.";
+    // After logging in, start() shows the consent page: the address stays.
+    else if (isAuthorizePage()) $("auth-error").textContent = "Log in or register to add the bot.";
   } else {
     await start(token);
   }

@@ -2,6 +2,8 @@
 // It holds only the 100-item chunks it subscribed to (op 14) for the rows
 // on screen plus a margin, and applies SYNC/INSERT/UPDATE/DELETE/INVALIDATE.
 
+import { h } from "./dom";
+
 export const ROW = 36;
 const CHUNK = 100;
 const MARGIN = 40;
@@ -41,17 +43,9 @@ export class MemberList {
     private host: ListHost,
     private heading: HTMLElement,
   ) {
-    this.el = document.createElement("div");
-    this.el.className = "member-scroll";
-    this.el.tabIndex = 0;
-    this.el.setAttribute("role", "listbox");
-    this.el.setAttribute("aria-label", "Members");
-    this.spacer = document.createElement("div");
-    this.spacer.className = "member-spacer";
-    this.rows = document.createElement("div");
-    this.rows.className = "member-rows";
-    this.spacer.appendChild(this.rows);
-    this.el.appendChild(this.spacer);
+    this.rows = h("div", { class: "member-rows" });
+    this.spacer = h("div", { class: "member-spacer" }, this.rows);
+    this.el = h("div", { class: "member-scroll", tabindex: 0, role: "listbox", "aria-label": "Members" }, this.spacer);
     this.el.addEventListener("scroll", () => this.schedule(), { passive: true });
     this.el.addEventListener("keydown", (e) => this.key(e));
     new ResizeObserver(() => this.schedule()).observe(this.el);
@@ -198,28 +192,33 @@ export class MemberList {
     this.spacer.style.height = `${this.total * ROW}px`;
     const [first, last] = this.visible();
     const end = Math.min(last, this.total - 1);
-    const html: string[] = [];
+    const rows: HTMLElement[] = [];
     for (let i = Math.max(0, first); i <= end; i++) {
       const it = this.item(i);
-      const top = i * ROW;
       const sel = i === this.active ? " active" : "";
+      const common = { id: `mrow-${i}`, role: "option", "aria-selected": "false", "data-index": i };
+      let row: HTMLElement | null = null;
       if (!it) {
-        html.push(`<div class="mrow loading${sel}" id="mrow-${i}" role="option" aria-selected="false" data-index="${i}" style="top:${top}px"><span class="skeleton"></span></div>`);
+        row = h("div", { ...common, class: `mrow loading${sel}` }, h("span", { class: "skeleton" }));
       } else if (it.group) {
-        const name = this.groupName(it.group.id);
-        html.push(
-          `<div class="mrow group${sel}" id="mrow-${i}" role="option" aria-selected="false" data-index="${i}" data-group="${esc(it.group.id)}" style="top:${top}px">${esc(name)} — ${it.group.count}</div>`,
-        );
+        row = h("div", { ...common, class: `mrow group${sel}`, "data-group": it.group.id }, `${this.groupName(it.group.id)} — ${it.group.count}`);
       } else if (it.member) {
         const m = it.member;
         const status = m.presence?.status ?? "offline";
         const name = displayName(m);
-        html.push(
-          `<div class="mrow member ${status}${sel}" id="mrow-${i}" role="option" aria-selected="false" data-index="${i}" data-user-id="${esc(m.user.id)}" aria-label="${esc(name)}, ${status}" style="top:${top}px"><span class="dot ${status}" aria-hidden="true"></span><span class="mname">${esc(name)}</span></div>`,
+        row = h(
+          "div",
+          { ...common, class: `mrow member ${status}${sel}`, "data-user-id": m.user.id, "aria-label": `${name}, ${status}` },
+          h("span", { class: `dot ${status}`, "aria-hidden": "true" }),
+          h("span", { class: "mname" }, name),
         );
       }
+      if (!row) continue;
+      // A CSSOM property, not a style attribute: allowed by the page's CSP.
+      row.style.top = `${i * ROW}px`;
+      rows.push(row);
     }
-    this.rows.innerHTML = html.join("");
+    this.rows.replaceChildren(...rows);
     if (this.active >= 0) this.el.setAttribute("aria-activedescendant", `mrow-${this.active}`);
   }
 
@@ -255,8 +254,4 @@ export class MemberList {
     else if (y + ROW > this.el.scrollTop + this.el.clientHeight) this.el.scrollTop = y + ROW - this.el.clientHeight;
     this.schedule();
   }
-}
-
-export function esc(s: string): string {
-  return String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }

@@ -738,7 +738,9 @@ fn api(node: &Arc<Node>) -> Router<Arc<Node>> {
     let doc = bytes::Bytes::from(OPENAPI.get_or_init(|| described.document()).to_string());
     routes
         .route("/openapi.json", get(move || std::future::ready(json_bytes(StatusCode::OK, doc.clone()))))
-        .route("/docs", get(|| std::future::ready(axum::response::Html(openapi::DOCS_PAGE))))
+        .route("/docs", get(openapi::docs_file(&openapi::DOCS_PAGE)))
+        .route("/docs.js", get(openapi::docs_file(&openapi::DOCS_JS)))
+        .route("/docs.css", get(openapi::docs_file(&openapi::DOCS_CSS)))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(node.clone(), ratelimit::middleware))
@@ -801,7 +803,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/metrics", get(metrics::metrics))
         .route("/ready", get(ready))
         .route("/emojis/{file}", get(emojis::image))
-        .merge(web::routes())
+        .merge(web::routes(&node.config))
         .merge(attachments::routes())
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(node.config.limits.max_body_bytes))

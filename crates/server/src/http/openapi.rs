@@ -18,6 +18,7 @@ use schemars::generate::{Contract, SchemaSettings};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde_json::{json, Map, Value};
 
+use super::web::Asset;
 use crate::node::Node;
 
 type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
@@ -399,6 +400,18 @@ fn status_text(status: u16) -> &'static str {
     }
 }
 
-/// `GET /api/v10/docs`: the document as a page (one self-contained file,
-/// no scripts from elsewhere).
-pub const DOCS_PAGE: &str = include_str!("openapi.html");
+/// `GET /api/v10/docs`: the document as a page, with its script and style
+/// beside it (`docs.js`, `docs.css`), nothing from elsewhere.
+pub const DOCS_PAGE: Asset = Asset { body: include_bytes!("openapi.html"), kind: "text/html; charset=utf-8" };
+pub const DOCS_JS: Asset = Asset { body: include_bytes!("openapi.js"), kind: "text/javascript; charset=utf-8" };
+pub const DOCS_CSS: Asset = Asset { body: include_bytes!("openapi.css"), kind: "text/css; charset=utf-8" };
+
+/// The reference page's own policy: the client's, less what it does not
+/// use (it only fetches `openapi.json` beside it, and has no form).
+pub const DOCS_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; \
+                               base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// A handler that answers with a file of the reference page under its policy.
+pub fn docs_file(a: &'static Asset) -> impl Fn() -> std::future::Ready<axum::response::Response> + Clone + Send + Sync + 'static {
+    super::web::file(a, &axum::http::HeaderValue::from_static(DOCS_POLICY))
+}

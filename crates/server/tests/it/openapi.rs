@@ -159,8 +159,20 @@ async fn the_document_and_its_page_are_served_under_every_prefix() {
         let served: Value = r.json().await.unwrap();
         assert_eq!(&served, doc(), "{prefix}");
     }
-    let page = t.http.get(format!("{}/docs", t.base)).send().await.unwrap();
-    assert_eq!(page.status(), 200);
-    assert!(page.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
-    assert!(page.text().await.unwrap().contains("fetch(\"openapi.json\")"));
+    // The page and its two files, each under the page's policy (no inline
+    // script or style: the page loads docs.js, which fetches the document).
+    for (file, kind, holds) in
+        [("docs", "text/html", "src=\"docs.js\""), ("docs.js", "text/javascript", "fetch(\"openapi.json\")"), ("docs.css", "text/css", "details")]
+    {
+        let r = t.http.get(format!("{}/{file}", t.base)).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{file}");
+        assert!(r.headers()["content-type"].to_str().unwrap().starts_with(kind), "{file}");
+        let csp = r.headers()["content-security-policy"].to_str().unwrap().to_string();
+        assert!(csp.contains("script-src 'self';") && csp.contains("frame-ancestors 'none'") && !csp.contains("unsafe"), "{csp}");
+        let body = r.text().await.unwrap();
+        assert!(body.contains(holds), "{file}");
+        if file == "docs" {
+            assert!(!body.contains("<style") && !body.contains("<script>"), "nothing inline");
+        }
+    }
 }
