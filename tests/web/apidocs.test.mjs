@@ -1,9 +1,9 @@
 // The API reference page (/api/v10/docs): it renders the server's own
 // OpenAPI document in the browser, every operation grouped by tag, and a
-// link to an operation opens it.
+// link to an operation opens it, under the page's own CSP without a violation.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { serverAndBrowser, shot } from "./harness.mjs";
+import { serverAndBrowser, shot, watchCsp } from "./harness.mjs";
 
 const env = serverAndBrowser();
 
@@ -12,7 +12,9 @@ test("the API reference renders every operation of the OpenAPI document", async 
   const operations = Object.values(doc.paths).reduce((n, item) => n + Object.keys(item).length, 0);
   assert.ok(operations > 100, `${operations} operations`);
 
-  const page = await env.browser.newPage();
+  const ctx = await env.browser.newContext();
+  const csp = await watchCsp(ctx);
+  const page = await ctx.newPage();
   page.on("pageerror", (e) => assert.fail(`page error: ${e}`));
   await page.goto(env.server.url + "/api/v10/docs#createMessage");
   await page.waitForFunction(() => document.body.dataset.ready);
@@ -28,5 +30,6 @@ test("the API reference renders every operation of the OpenAPI document", async 
   await page.waitForFunction(() => document.getElementById("schema-Message").open);
   await page.locator("details#createMessage summary").scrollIntoViewIfNeeded();
   await shot(page, "api-docs");
-  await page.close();
+  assert.deepEqual(await csp.check(page), { events: [], messages: [] });
+  await ctx.close();
 });

@@ -4,7 +4,7 @@
 // unread markers, scroll back through history, and log out.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { serverAndBrowser, shot, rest, stats } from "./harness.mjs";
+import { serverAndBrowser, shot, rest, stats, watchCsp } from "./harness.mjs";
 
 const env = serverAndBrowser();
 
@@ -22,6 +22,7 @@ const messageTexts = (page) => page.locator("#messages .message .content").allTe
 test("two people register, meet through an invite and chat", async () => {
   const ca = await env.browser.newContext();
   const cb = await env.browser.newContext();
+  const [cspA, cspB] = [await watchCsp(ca), await watchCsp(cb)];
   const a = await ca.newPage();
   const b = await cb.newPage();
   for (const p of [a, b]) p.on("pageerror", (e) => assert.fail(`page error: ${e}`));
@@ -181,6 +182,9 @@ test("two people register, meet through an invite and chat", async () => {
   const s = await stats(a);
   assert.equal(s.state, "ready");
   assert.equal(s.identifies, 1);
+  // All of it under the page's Content-Security-Policy, which refused nothing.
+  assert.deepEqual(await cspA.check(a), { events: [], messages: [] });
+  assert.deepEqual(await cspB.check(b), { events: [], messages: [] });
   await ca.close();
   await cb.close();
 });

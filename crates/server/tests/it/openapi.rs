@@ -161,9 +161,11 @@ async fn the_document_and_its_page_are_served_under_every_prefix() {
     }
     // The page and its two files, each under the page's policy (no inline
     // script or style: the page loads docs.js, which fetches the document).
-    for (file, kind, holds) in
-        [("docs", "text/html", "src=\"docs.js\""), ("docs.js", "text/javascript", "fetch(\"openapi.json\")"), ("docs.css", "text/css", "details")]
-    {
+    for (file, kind, holds) in [
+        ("docs", "text/html", "src=\"docs.js\""),
+        ("docs.js", "text/javascript", "fetch(\"openapi.json\")"),
+        ("docs.css", "text/css", "details"),
+    ] {
         let r = t.http.get(format!("{}/{file}", t.base)).send().await.unwrap();
         assert_eq!(r.status(), 200, "{file}");
         assert!(r.headers()["content-type"].to_str().unwrap().starts_with(kind), "{file}");
