@@ -85,8 +85,9 @@ pub enum SessionStart {
 #[async_trait]
 pub trait AccountStore: Send + Sync {
     async fn issue_token(&self, t: &TokenRecord) -> Result<()>;
-    /// The user of a token that exists and has not expired at `now_ms`.
-    async fn token_user(&self, hash: &[u8; 32], now_ms: u64) -> Result<Option<UserRecord>>;
+    /// The user of a token that exists and has not expired at `now_ms`,
+    /// with the token's expiry.
+    async fn token_user(&self, hash: &[u8; 32], now_ms: u64) -> Result<Option<(UserRecord, Option<u64>)>>;
     /// The account's tokens, oldest first.
     async fn tokens_of_user(&self, user: UserId) -> Result<Vec<TokenRecord>>;
     /// Deletes those of `hashes` that are `user`'s tokens; returns them.
@@ -103,7 +104,7 @@ pub trait AccountStore: Send + Sync {
     async fn oauth_app(&self, app: ApplicationId) -> Result<Option<OAuthApp>>;
     async fn set_oauth_app(&self, app: ApplicationId, o: &OAuthApp) -> Result<()>;
     async fn put_grant(&self, g: &GrantRecord) -> Result<()>;
-    /// A live grant of `kind`; codes are deleted as they are read (single use).
+    /// A live grant of `kind`; codes and refresh tokens are deleted as they are read (single use).
     async fn use_grant(&self, hash: &[u8; 32], kind: GrantKind, now_ms: u64) -> Result<Option<GrantRecord>>;
 
     /// Counts a bot's IDENTIFY in its bucket and its period, if both allow it.
@@ -143,10 +144,10 @@ macro_rules! impl_account_store {
                 Ok(())
             }
 
-            async fn token_user(&self, hash: &[u8; 32], now_ms: u64) -> $crate::Result<Option<$crate::UserRecord>> {
+            async fn token_user(&self, hash: &[u8; 32], now_ms: u64) -> $crate::Result<Option<($crate::UserRecord, Option<u64>)>> {
                 use sqlx::Row;
                 let row = sqlx::query(
-                    "SELECT u.id, u.username, u.global_name, u.avatar, u.bot, u.flags, u.created_at
+                    "SELECT u.id, u.username, u.global_name, u.avatar, u.bot, u.flags, u.created_at, t.expires_at
                      FROM tokens t JOIN users u ON u.id = t.user_id
                      WHERE t.hash = $1 AND (t.expires_at IS NULL OR t.expires_at > $2)",
                 )
@@ -155,7 +156,7 @@ macro_rules! impl_account_store {
                 .fetch_optional(&self.$read)
                 .await?;
                 row.map(|r| {
-                    Ok($crate::UserRecord {
+                    let user = $crate::UserRecord {
                         id: protocol::UserId(r.try_get::<i64, _>("id")? as u64),
                         username: r.try_get("username")?,
                         global_name: r.try_get("global_name")?,
@@ -163,7 +164,8 @@ macro_rules! impl_account_store {
                         bot: r.try_get("bot")?,
                         flags: r.try_get::<i64, _>("flags")? as u64,
                         created_at: r.try_get::<i64, _>("created_at")? as u64,
-                    })
+                    };
+                    Ok((user, r.try_get::<Option<i64>, _>("expires_at")?.map(|e| e as u64)))
                 })
                 .transpose()
             }
@@ -306,15 +308,15 @@ macro_rules! impl_account_store {
                 now_ms: u64,
             ) -> $crate::Result<Option<$crate::accounts::GrantRecord>> {
                 use sqlx::Row;
-                // A code is single use: it is deleted by the read that uses it.
-                let q = if kind == $crate::accounts::GrantKind::Code {
+                // Codes and refresh tokens are single use: deleted by the read that uses them.
+                let q = if kind != $crate::accounts::GrantKind::Access {
                     "DELETE FROM oauth_grants WHERE hash = $1 AND kind = $2
                      RETURNING hash, kind, application_id, user_id, scopes, redirect_uri, expires_at"
                 } else {
                     "SELECT hash, kind, application_id, user_id, scopes, redirect_uri, expires_at
                      FROM oauth_grants WHERE hash = $1 AND kind = $2"
                 };
-                let pool = if kind == $crate::accounts::GrantKind::Code { &self.$write } else { &self.$read };
+                let pool = if kind != $crate::accounts::GrantKind::Access { &self.$write } else { &self.$read };
                 let row = sqlx::query(q).bind(&hash[..]).bind(kind as i64).fetch_optional(pool).await?;
                 let Some(r) = row else { return Ok(None) };
                 let g = $crate::accounts::GrantRecord {

@@ -28,8 +28,8 @@ async fn tokens(s: &dyn Store) {
     s.issue_token(&token(202, 8_001, 20, Some(1_000))).await.unwrap();
     s.issue_token(&token(203, 8_001, 30, None)).await.unwrap();
     s.issue_token(&token(204, 8_002, 40, None)).await.unwrap();
-    assert_eq!(s.token_user(&[201; 32], 5_000).await.unwrap().unwrap().id, UserId(8_001));
-    assert_eq!(s.token_user(&[202; 32], 999).await.unwrap().unwrap().id, UserId(8_001), "before expiry");
+    assert_eq!(s.token_user(&[201; 32], 5_000).await.unwrap().unwrap(), (user(8_001, "acc1", false), None));
+    assert_eq!(s.token_user(&[202; 32], 999).await.unwrap().unwrap(), (user(8_001, "acc1", false), Some(1_000)), "before expiry");
     assert!(s.token_user(&[202; 32], 1_000).await.unwrap().is_none(), "an expired token finds no one");
     let listed = s.tokens_of_user(UserId(8_001)).await.unwrap();
     assert_eq!(listed, vec![token(201, 8_001, 10, None), token(202, 8_001, 20, Some(1_000)), token(203, 8_001, 30, None)]);
