@@ -158,6 +158,8 @@ pub enum ErrorCode {
     UnknownCommand,
     /// 30032 Maximum number of application commands reached.
     MaxCommands,
+    /// 50025 Invalid OAuth2 access token (or one without the scope needed).
+    InvalidOAuthToken,
 }
 
 impl ErrorCode {
@@ -206,6 +208,7 @@ impl ErrorCode {
             Self::ThreadAlreadyCreated => 160004,
             Self::UnknownCommand => 10063,
             Self::MaxCommands => 30032,
+            Self::InvalidOAuthToken => 50025,
         }
     }
 
@@ -254,6 +257,7 @@ impl ErrorCode {
             Self::ThreadAlreadyCreated => "A thread has already been created for this message",
             Self::UnknownCommand => "Unknown application command",
             Self::MaxCommands => "Maximum number of application commands reached",
+            Self::InvalidOAuthToken => "Invalid OAuth2 access token",
         }
     }
 }

@@ -122,6 +122,15 @@ pub struct Role {
     pub managed: bool,
     pub mentionable: bool,
     pub flags: u64,
+    /// What manages the role: a bot's own role carries `bot_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<RoleTags>,
+}
+
+/// Discord's role tags; only the bot's (`bot_id`) exist here.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct RoleTags {
+    pub bot_id: crate::UserId,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, JsonSchema)]

@@ -42,6 +42,73 @@ pub struct Config {
     pub attachments: AttachmentsConfig,
     pub threads: ThreadsConfig,
     pub http: HttpConfig,
+    pub auth: AuthConfig,
+    pub oauth2: OAuth2Config,
+}
+
+/// Accounts, logins and tokens (`[auth]`). Budgets are fixed windows:
+/// `N` requests per `*_window_ms`; beyond them 429 with `Retry-After`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// How long a login token lives, in ms; unset: until it is revoked
+    /// (logout, password change), as on Discord.
+    pub token_ttl_ms: Option<u64>,
+    /// Login attempts per client address per window (a password guesser
+    /// with fresh headers still meets it).
+    pub login_per_address: u32,
+    /// Login attempts per account (username) per window, from anywhere
+    /// (a guesser spread over many addresses still meets it).
+    pub login_per_account: u32,
+    pub login_window_ms: u64,
+    /// Accounts created per client address per window.
+    pub register_per_address: u32,
+    pub register_window_ms: u64,
+    /// Password hashes (login, registration, password change) one client
+    /// address may have running or waiting at once; one more: 429. The
+    /// `limits.password_hash_concurrency` hashes that may run at once are
+    /// handed out in turn across addresses, so one address's flood waits
+    /// behind everyone else instead of locking them out.
+    pub hash_queue_per_address: usize,
+    /// How long a password hash waits for its turn before the request is
+    /// answered 429.
+    pub hash_queue_wait_ms: u64,
+    /// How long a revoked token may still be honoured by another node's
+    /// token cache if the revocation notice over NATS is lost: the cache
+    /// re-reads a token from the store after this long.
+    pub token_cache_ms: u64,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self {
+            token_ttl_ms: None,
+            login_per_address: 20,
+            login_per_account: 10,
+            login_window_ms: 60_000,
+            register_per_address: 20,
+            register_window_ms: 600_000,
+            hash_queue_per_address: 4,
+            hash_queue_wait_ms: 5_000,
+            token_cache_ms: 60_000,
+        }
+    }
+}
+
+/// OAuth2 (`[oauth2]`): bot authorization and the authorization-code grant.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OAuth2Config {
+    /// How long an authorization code may be exchanged (Discord: 10 min).
+    pub code_ttl_s: u64,
+    /// How long an access token works (Discord: 7 days).
+    pub access_token_ttl_s: u64,
+}
+
+impl Default for OAuth2Config {
+    fn default() -> Self {
+        Self { code_ttl_s: 600, access_token_ttl_s: 604_800 }
+    }
 }
 
 /// The HTTP edge (`[http]`): who the client is, and limits on connections
@@ -180,6 +247,21 @@ pub struct GatewayConfig {
     pub large_threshold_max: u32,
     /// Time allowed for sessions to receive RECONNECT and close at shutdown.
     pub shutdown_grace_ms: u64,
+    /// A bot token's IDENTIFYs: one per bucket (`shard_id %
+    /// identify_max_concurrency`) per `identify_window_ms`, as `/gateway/bot`
+    /// advertises in `max_concurrency`; one more is answered op 9 `d:false`,
+    /// as on Discord. Counted in the store, so it holds across a cluster.
+    pub identify_max_concurrency: u32,
+    pub identify_window_ms: u64,
+    /// IDENTIFYs a bot token may make per `session_start_period_ms`
+    /// (Discord: 1,000 per 24 h); `/gateway/bot` reports what is left. The
+    /// next one is closed with 4004, so libraries stop instead of retrying
+    /// (Discord resets the token then).
+    pub session_start_limit: u32,
+    pub session_start_period_ms: u64,
+    /// Live sessions one user may have on one node (bots and people);
+    /// one more IDENTIFY is closed with 4008.
+    pub max_sessions_per_user: usize,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -201,6 +283,9 @@ pub struct LimitsConfig {
     pub password_hash_concurrency: usize,
     /// Guilds one user may own or join.
     pub max_guilds_per_user: u32,
+    /// Largest avatar image (`PATCH /users/@me`), in bytes; larger: 400
+    /// 50035 (Discord allows 10 MiB; avatars are shown at 128 px).
+    pub max_avatar_bytes: usize,
     /// New messages waiting for the writer's next transaction; beyond: 503.
     pub write_queue: usize,
     /// Most messages one transaction commits (group commit).
@@ -247,6 +332,8 @@ impl Default for Config {
             attachments: AttachmentsConfig::default(),
             threads: ThreadsConfig::default(),
             http: HttpConfig::default(),
+            auth: AuthConfig::default(),
+            oauth2: OAuth2Config::default(),
         }
     }
 }
@@ -278,6 +365,11 @@ impl Default for GatewayConfig {
             large_threshold_default: 50,
             large_threshold_max: 250,
             shutdown_grace_ms: 3_000,
+            identify_max_concurrency: 1,
+            identify_window_ms: 5_000,
+            session_start_limit: 1_000,
+            session_start_period_ms: 86_400_000,
+            max_sessions_per_user: 100,
         }
     }
 }
@@ -295,6 +387,7 @@ impl Default for LimitsConfig {
             write_batch_max: 1_024,
             write_timeout_ms: 10_000,
             max_guilds_per_user: 200,
+            max_avatar_bytes: 1 << 20,
         }
     }
 }
@@ -490,6 +583,15 @@ impl Config {
             return bad("large_threshold_default exceeds large_threshold_max");
         }
         Ok(())
+    }
+
+    /// The bounds on a bot token's session starts (`[gateway]`).
+    pub fn start_limits(&self) -> store::StartLimits {
+        store::StartLimits {
+            concurrency_window_ms: self.gateway.identify_window_ms,
+            period_ms: self.gateway.session_start_period_ms,
+            total: self.gateway.session_start_limit,
+        }
     }
 
     pub fn heartbeat_timeout_ms(&self) -> u64 {

@@ -42,9 +42,10 @@ pub fn role(r: &RoleRecord) -> Role {
         unicode_emoji: None,
         position: r.position,
         permissions: r.permissions.to_string(),
-        managed: false,
+        managed: r.bot_id.is_some(),
         mentionable: r.mentionable,
         flags: 0,
+        tags: r.bot_id.map(|bot_id| model::RoleTags { bot_id }),
     }
 }
 

@@ -132,17 +132,22 @@ pub enum ImageError {
 /// Discord's image data). The format is read from the bytes; the URI's
 /// media type only has to say it is an image.
 pub fn decode_data_uri(uri: &str) -> Result<(Vec<u8>, ImageKind), ImageError> {
+    decode_image_uri(uri, MAX_IMAGE_BYTES)
+}
+
+/// [`decode_data_uri`] with another bound on the image's size (avatars).
+pub fn decode_image_uri(uri: &str, max: usize) -> Result<(Vec<u8>, ImageKind), ImageError> {
     let rest = uri.strip_prefix("data:").ok_or(ImageError::Invalid)?;
     let (head, data) = rest.split_once(',').ok_or(ImageError::Invalid)?;
     if !head.starts_with("image/") || !head.ends_with(";base64") {
         return Err(ImageError::Invalid);
     }
     // Refused before decoding: base64 holds 3 bytes in every 4 characters.
-    if data.len() / 4 * 3 > MAX_IMAGE_BYTES + 3 {
+    if data.len() / 4 * 3 > max + 3 {
         return Err(ImageError::TooLarge);
     }
     let bytes = base64::engine::general_purpose::STANDARD.decode(data.trim_end()).map_err(|_| ImageError::Invalid)?;
-    if bytes.len() > MAX_IMAGE_BYTES {
+    if bytes.len() > max {
         return Err(ImageError::TooLarge);
     }
     let kind = ImageKind::sniff(&bytes).ok_or(ImageError::Invalid)?;

@@ -38,6 +38,8 @@ pub struct Node {
     /// One shared record per user for every guild actor (see `users`).
     pub users: crate::users::UserCache,
     pub rest_limits: RateLimiter,
+    /// Login and registration budgets (`[auth]`).
+    pub login_limits: crate::ratelimit::LoginLimits,
     /// IDENTIFY's token/guild lookups, batched (see `batch`).
     pub identify_lookups: Batcher<[u8; 32], IdentifyRecord>,
     /// Guild actors' ownership claims in a cluster, batched (see `batch`).
@@ -64,7 +66,28 @@ pub struct Node {
     pub blobs: crate::attachments::Blobs,
     /// Proxies whose `X-Forwarded-For` names the client (`http.trusted_proxies`).
     pub trusted_proxies: crate::client_addr::TrustedProxies,
+    /// Passes [`Notice`]s to every other node (set by the cluster; alone: none).
+    notice_hook: std::sync::OnceLock<NoticeHook>,
 }
+
+/// What every node of a cluster must hear about at once, whichever node it
+/// happened on (see [`Node::notify`]).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub enum Notice {
+    /// Tokens revoked, or whose user changed: drop them from the token
+    /// caches (SHA-256 of each token, hex).
+    ForgetTokens(Vec<String>),
+    /// A user's own account changed: USER_UPDATE to every session of theirs.
+    UserUpdate { user: protocol::UserId, body: Box<serde_json::value::RawValue> },
+}
+
+impl Notice {
+    pub fn forget_tokens(hashes: &[[u8; 32]]) -> Notice {
+        Notice::ForgetTokens(hashes.iter().map(hex::encode).collect())
+    }
+}
+
+type NoticeHook = Box<dyn Fn(&Notice) + Send + Sync>;
 
 impl Node {
     /// Starts the node's delivery workers; call inside a tokio runtime.
@@ -91,7 +114,8 @@ impl Node {
             guilds: router(weak.clone()),
             replies: Replies::new(id),
             delivery,
-            auth: Auth::new(store.clone(), config.limits.password_hash_concurrency),
+            auth: Auth::new(store.clone(), &config),
+            login_limits: crate::ratelimit::LoginLimits::new(&config.auth),
             sessions: Registry::default(),
             presences: Presences::default(),
             users: Default::default(),
@@ -109,10 +133,45 @@ impl Node {
             blobs: crate::attachments::Blobs::new(&config),
             // Checked by `Config::validate`.
             trusted_proxies: crate::client_addr::TrustedProxies::parse(&config.http.trusted_proxies).unwrap_or_default(),
+            notice_hook: std::sync::OnceLock::new(),
             ids,
             store,
             config,
         })
+    }
+}
+
+impl Node {
+    /// Acts on `n` here and tells every other node (in a cluster).
+    pub fn notify(&self, n: Notice) {
+        self.apply_notice(&n);
+        if let Some(hook) = self.notice_hook.get() {
+            hook(&n);
+        }
+    }
+
+    /// Acts on a notice (this node's own, or another node's).
+    pub fn apply_notice(&self, n: &Notice) {
+        match n {
+            Notice::ForgetTokens(hashes) => {
+                let hashes: Vec<[u8; 32]> =
+                    hashes.iter().filter_map(|h| hex::decode(h).ok().and_then(|b| <[u8; 32]>::try_from(b).ok())).collect();
+                self.auth.forget(&hashes);
+            }
+            Notice::UserUpdate { user, body } => {
+                let body = bytes::Bytes::copy_from_slice(body.get().as_bytes());
+                for s in self.sessions.of_user(*user) {
+                    self.delivery.one(s, crate::fanout::Dispatch { name: "USER_UPDATE", body: body.clone() });
+                }
+            }
+        }
+    }
+
+    /// Sets how notices reach the other nodes (once, by the cluster at start).
+    pub fn on_notice(&self, hook: NoticeHook) {
+        if self.notice_hook.set(hook).is_err() {
+            tracing::error!("notice hook set twice");
+        }
     }
 }
 

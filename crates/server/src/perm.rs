@@ -69,7 +69,17 @@ mod tests {
     const VIEW: u64 = permission::VIEW_CHANNEL;
 
     fn role(id: u64, permissions: u64) -> RoleRecord {
-        RoleRecord { id: RoleId(id), guild_id: G, name: "r".into(), color: 0, hoist: false, position: 0, permissions, mentionable: false }
+        RoleRecord {
+            id: RoleId(id),
+            guild_id: G,
+            name: "r".into(),
+            color: 0,
+            hoist: false,
+            position: 0,
+            permissions,
+            mentionable: false,
+            bot_id: None,
+        }
     }
 
     fn channel(overwrites: Vec<OverwriteRecord>) -> ChannelRecord {

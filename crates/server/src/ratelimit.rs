@@ -54,6 +54,24 @@ impl RateLimiter {
     }
 }
 
+/// The budgets of logins and registrations (`[auth]`), apart from the
+/// per-route limits: per client address, and per account for logins.
+pub struct LoginLimits {
+    pub login_by_address: RateLimiter,
+    pub login_by_account: RateLimiter,
+    pub register_by_address: RateLimiter,
+}
+
+impl LoginLimits {
+    pub fn new(a: &crate::config::AuthConfig) -> Self {
+        Self {
+            login_by_address: RateLimiter::new(a.login_per_address, a.login_window_ms),
+            login_by_account: RateLimiter::new(a.login_per_account, a.login_window_ms),
+            register_by_address: RateLimiter::new(a.register_per_address, a.register_window_ms),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -180,6 +180,9 @@ pub enum GuildEvent {
     },
     MemberUpdate(MemberRecord),
     MemberRemove(UserId),
+    /// A member's account changed (name, display name, avatar): the
+    /// actor's copy is replaced and members see GUILD_MEMBER_UPDATE.
+    UserUpdate(UserRecord),
 }
 
 /// A [`GuildEvent`] on the wire: a message travels as its JSON body alone
@@ -198,6 +201,7 @@ enum WireEvent {
     MemberAdd { member: MemberRecord, user: UserRecord },
     MemberUpdate(MemberRecord),
     MemberRemove(UserId),
+    UserUpdate(UserRecord),
 }
 
 /// A dispatch body (our own JSON) embedded verbatim in a bus message.
@@ -231,6 +235,7 @@ impl From<GuildEvent> for WireEvent {
             GuildEvent::MemberAdd { member, user } => WireEvent::MemberAdd { member, user },
             GuildEvent::MemberUpdate(m) => WireEvent::MemberUpdate(m),
             GuildEvent::MemberRemove(u) => WireEvent::MemberRemove(u),
+            GuildEvent::UserUpdate(u) => WireEvent::UserUpdate(u),
         }
     }
 }
@@ -257,6 +262,7 @@ impl TryFrom<WireEvent> for GuildEvent {
             WireEvent::MemberAdd { member, user } => GuildEvent::MemberAdd { member, user },
             WireEvent::MemberUpdate(m) => GuildEvent::MemberUpdate(m),
             WireEvent::MemberRemove(u) => GuildEvent::MemberRemove(u),
+            WireEvent::UserUpdate(u) => GuildEvent::UserUpdate(u),
         })
     }
 }

@@ -5,6 +5,7 @@ use protocol::{ChannelId, GuildId, MessageId, RoleId, UserId};
 
 use crate::*;
 
+mod accounts;
 mod dms_threads_commands;
 mod expressions;
 mod roles;
@@ -57,6 +58,8 @@ pub async fn run_all(s: &dyn Store) {
     // DMs, threads, application commands:
     dms_threads_commands::run(s).await;
     invites(s).await;
+    // Tokens, passwords, OAuth2, managed roles, session starts:
+    accounts::run(s).await;
     bulk(s).await;
     batched_guild_loads(s).await;
 }
@@ -125,6 +128,7 @@ async fn batched_guild_loads(s: &dyn Store) {
             position,
             permissions: BIG,
             mentionable: true,
+            bot_id: None,
         };
         let channel = |n: u64, position: i32| ChannelRecord {
             id: ChannelId(gid * 10 + n),
@@ -242,6 +246,7 @@ async fn guilds_channels_members(s: &dyn Store) {
         position: 0,
         permissions: 1024,
         mentionable: false,
+        bot_id: None,
     };
     let chan = ChannelRecord {
         id: ChannelId(101),

@@ -13,6 +13,7 @@
 //! Invariants: a method that returns `Ok` has committed its writes; library
 //! code never reads environment variables.
 
+pub mod accounts;
 pub mod attachments;
 pub mod change;
 pub mod conformance;
@@ -25,6 +26,7 @@ pub mod sqlite;
 use async_trait::async_trait;
 use protocol::{ChannelId, GuildId, MessageId, UserId};
 
+pub use accounts::{AccountStore, GrantKind, GrantRecord, OAuthApp, SessionStart, StartLimits, TokenRecord};
 pub use attachments::{AttachmentRecord, WebhookRecord};
 pub use change::Change;
 pub use dms_threads_commands::*;
@@ -98,7 +100,7 @@ pub enum MessageWindow {
 }
 
 #[async_trait]
-pub trait Store: DmThreadCommandStore + Send + Sync + 'static {
+pub trait Store: DmThreadCommandStore + AccountStore + Send + Sync + 'static {
     // Users and tokens.
     async fn create_user(&self, user: &UserRecord, password_hash: Option<&str>) -> Result<()>;
     async fn get_user(&self, id: UserId) -> Result<Option<UserRecord>>;

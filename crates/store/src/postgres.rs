@@ -226,6 +226,7 @@ struct RoleRow {
     position: i64,
     permissions: i64,
     mentionable: bool,
+    bot_id: Option<i64>,
 }
 
 impl From<RoleRow> for RoleRecord {
@@ -239,6 +240,7 @@ impl From<RoleRow> for RoleRecord {
             position: r.position as i32,
             permissions: r.permissions as u64,
             mentionable: r.mentionable,
+            bot_id: r.bot_id.map(|b| UserId(b as u64)),
         }
     }
 }
@@ -403,7 +405,7 @@ impl From<InviteRow> for InviteRecord {
 
 const USER_COLS: &str = "id, username, global_name, avatar, bot, flags, created_at";
 const GUILD_COLS: &str = "id, name, icon, description, owner_id, system_channel_id, created_at";
-const ROLE_COLS: &str = "id, guild_id, name, color, hoist, position, permissions, mentionable";
+const ROLE_COLS: &str = "id, guild_id, name, color, hoist, position, permissions, mentionable, bot_id";
 const CHANNEL_COLS: &str = "id, guild_id, kind, name, position, topic, nsfw, parent_id, rate_limit_per_user, overwrites, last_message_id";
 const MEMBER_COLS: &str = "guild_id, user_id, nick, roles, joined_at, flags";
 const MESSAGE_COLS: &str =
@@ -463,8 +465,8 @@ async fn insert_roles(tx: &mut Tx<'_>, roles: &[&RoleRecord]) -> Result<()> {
         return Ok(());
     }
     sqlx::query(
-        "INSERT INTO roles (id, guild_id, name, color, hoist, position, permissions, mentionable)
-         SELECT * FROM UNNEST($1::BIGINT[], $2::BIGINT[], $3::TEXT[], $4::BIGINT[], $5::BOOLEAN[], $6::BIGINT[], $7::BIGINT[], $8::BOOLEAN[])",
+        "INSERT INTO roles (id, guild_id, name, color, hoist, position, permissions, mentionable, bot_id)
+         SELECT * FROM UNNEST($1::BIGINT[], $2::BIGINT[], $3::TEXT[], $4::BIGINT[], $5::BOOLEAN[], $6::BIGINT[], $7::BIGINT[], $8::BOOLEAN[], $9::BIGINT[])",
     )
     .bind(roles.iter().map(|r| i(r.id)).collect::<Vec<_>>())
     .bind(roles.iter().map(|r| i(r.guild_id)).collect::<Vec<_>>())
@@ -474,6 +476,7 @@ async fn insert_roles(tx: &mut Tx<'_>, roles: &[&RoleRecord]) -> Result<()> {
     .bind(roles.iter().map(|r| i64::from(r.position)).collect::<Vec<_>>())
     .bind(roles.iter().map(|r| r.permissions as i64).collect::<Vec<_>>())
     .bind(roles.iter().map(|r| r.mentionable).collect::<Vec<_>>())
+    .bind(roles.iter().map(|r| r.bot_id.map(i)).collect::<Vec<_>>())
     .execute(&mut **tx)
     .await?;
     Ok(())
@@ -646,7 +649,7 @@ impl Store for PostgresStore {
         let rows = sqlx::query(
             "SELECT t.hash, u.id, u.username, u.global_name, u.avatar, u.bot, u.flags, u.created_at,
                     ARRAY(SELECT m.guild_id FROM members m WHERE m.user_id = u.id ORDER BY m.guild_id) AS guilds,
-                    a.id AS app_id, a.flags AS app_flags
+                    a.id AS app_id, a.flags AS app_flags, t.expires_at
              FROM tokens t JOIN users u ON u.id = t.user_id
              LEFT JOIN applications a ON a.bot_user_id = u.id
              WHERE t.hash = ANY($1)",
@@ -665,7 +668,15 @@ impl Store for PostgresStore {
                 None => None,
             };
             let guilds = guilds.into_iter().map(|g| GuildId(g as u64)).collect();
-            out.push((hash, IdentifyRecord { user: user.into(), guilds, application }));
+            out.push((
+                hash,
+                IdentifyRecord {
+                    user: user.into(),
+                    guilds,
+                    application,
+                    token_expires_at: r.try_get::<Option<i64>, _>("expires_at")?.map(|e| e as u64),
+                },
+            ));
         }
         Ok(out)
     }
@@ -1130,3 +1141,5 @@ mod tests {
         assert!(is_postgres_url("postgres://x") && is_postgres_url("postgresql://x") && !is_postgres_url("/var/lib/throng"));
     }
 }
+
+crate::accounts::impl_account_store!(PostgresStore, pool, pool);

@@ -44,6 +44,11 @@ pub struct RoleRecord {
     pub position: i32,
     pub permissions: u64,
     pub mentionable: bool,
+    /// A bot's managed role (Discord's `tags.bot_id`): made when the bot is
+    /// authorized into the guild; never assigned, edited into or deleted
+    /// by hand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bot_id: Option<UserId>,
 }
 
 /// A permission overwrite on a channel.
@@ -131,6 +136,8 @@ pub struct IdentifyRecord {
     pub guilds: Vec<GuildId>,
     /// A bot's application: id and flags.
     pub application: Option<(ApplicationId, u64)>,
+    /// When the token expires (`None`: never); the caller checks it.
+    pub token_expires_at: Option<u64>,
 }
 
 /// A guild's full state as its actor loads it.

@@ -217,6 +217,7 @@ struct RoleRow {
     position: i64,
     permissions: i64,
     mentionable: bool,
+    bot_id: Option<i64>,
 }
 
 impl From<RoleRow> for RoleRecord {
@@ -230,6 +231,7 @@ impl From<RoleRow> for RoleRecord {
             position: r.position as i32,
             permissions: r.permissions as u64,
             mentionable: r.mentionable,
+            bot_id: r.bot_id.map(|b| UserId(b as u64)),
         }
     }
 }
@@ -462,7 +464,7 @@ async fn insert_member<'e, E: sqlx::SqliteExecutor<'e>>(e: E, m: &MemberRecord) 
 }
 
 async fn insert_role<'e, E: sqlx::SqliteExecutor<'e>>(e: E, r: &RoleRecord) -> Result<()> {
-    sqlx::query("INSERT INTO roles (id, guild_id, name, color, hoist, position, permissions, mentionable) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+    sqlx::query("INSERT INTO roles (id, guild_id, name, color, hoist, position, permissions, mentionable, bot_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
         .bind(i(r.id))
         .bind(i(r.guild_id))
         .bind(&r.name)
@@ -471,6 +473,7 @@ async fn insert_role<'e, E: sqlx::SqliteExecutor<'e>>(e: E, r: &RoleRecord) -> R
         .bind(i64::from(r.position))
         .bind(r.permissions as i64)
         .bind(r.mentionable)
+        .bind(r.bot_id.map(i))
         .execute(e)
         .await?;
     Ok(())
@@ -567,7 +570,7 @@ impl Store for SqliteStore {
         let mut q = QueryBuilder::<Sqlite>::new(
             "SELECT t.hash, u.id, u.username, u.global_name, u.avatar, u.bot, u.flags, u.created_at,
                     (SELECT group_concat(guild_id) FROM (SELECT guild_id FROM members WHERE user_id = u.id ORDER BY guild_id)) AS guilds,
-                    a.id AS app_id, a.flags AS app_flags
+                    a.id AS app_id, a.flags AS app_flags, t.expires_at
              FROM tokens t JOIN users u ON u.id = t.user_id
              LEFT JOIN applications a ON a.bot_user_id = u.id
              WHERE t.hash IN (",
@@ -592,7 +595,15 @@ impl Store for SqliteStore {
                 Some(id) => Some((ApplicationId(id as u64), r.try_get::<i64, _>("app_flags")? as u64)),
                 None => None,
             };
-            out.push((hash, IdentifyRecord { user: user.into(), guilds, application }));
+            out.push((
+                hash,
+                IdentifyRecord {
+                    user: user.into(),
+                    guilds,
+                    application,
+                    token_expires_at: r.try_get::<Option<i64>, _>("expires_at")?.map(|e| e as u64),
+                },
+            ));
         }
         Ok(out)
     }
@@ -727,7 +738,8 @@ impl Store for SqliteStore {
                 threads: Vec::new(),
             })
             .collect();
-        let mut q = in_list("SELECT id, guild_id, name, color, hoist, position, permissions, mentionable FROM roles WHERE guild_id");
+        let mut q =
+            in_list("SELECT id, guild_id, name, color, hoist, position, permissions, mentionable, bot_id FROM roles WHERE guild_id");
         q.push(" ORDER BY guild_id, position, id");
         let roles: Vec<RoleRow> = q.build_query_as().fetch_all(&self.reader).await?;
         let mut q = in_list(&format!("SELECT {CHANNEL_COLS} FROM channels WHERE guild_id"));
@@ -781,7 +793,7 @@ impl Store for SqliteStore {
 
     async fn roles_of_guild(&self, guild: GuildId) -> Result<Vec<RoleRecord>> {
         let rows = sqlx::query_as::<_, RoleRow>(
-            "SELECT id, guild_id, name, color, hoist, position, permissions, mentionable FROM roles WHERE guild_id = ? ORDER BY position, id",
+            "SELECT id, guild_id, name, color, hoist, position, permissions, mentionable, bot_id FROM roles WHERE guild_id = ? ORDER BY position, id",
         )
         .bind(i(guild))
         .fetch_all(&self.reader)
@@ -1090,3 +1102,5 @@ impl Store for SqliteStore {
         roles::messages_of_author(&self.reader, guild, author, since, limit).await
     }
 }
+
+crate::accounts::impl_account_store!(SqliteStore, writer, reader);

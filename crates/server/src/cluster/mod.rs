@@ -415,6 +415,7 @@ pub async fn start_node(config: crate::config::Config, store: Arc<dyn store::Sto
     let cc = config.cluster.clone();
     let capacity = config.limits.guild_mailbox_capacity;
     let (out_tx, out_rx) = mpsc::channel::<(String, Bytes)>(cc.outbound_queue.max(1));
+    let notices_out = out_tx.clone();
     let node = Node::new(config, store, move |weak| {
         Box::new(ClusterRouter {
             me,
@@ -431,11 +432,45 @@ pub async fn start_node(config: crate::config::Config, store: Arc<dyn store::Sto
     });
     let guild_sub = client.subscribe(format!("throng.n.{me}.g")).await.map_err(|e| ClusterError::Subscribe(e.to_string()))?;
     let deliver_sub = client.subscribe(format!("throng.n.{me}.d")).await.map_err(|e| ClusterError::Subscribe(e.to_string()))?;
+    let notice_sub = client.subscribe(NOTICES).await.map_err(|e| ClusterError::Subscribe(e.to_string()))?;
+    node.on_notice(Box::new(move |n| match serde_json::to_vec(&(me, n)) {
+        Ok(v) => {
+            if let Err(e) = notices_out.try_send((NOTICES.to_string(), Bytes::from(v))) {
+                tracing::warn!(error = %e, "notice not sent: NATS outbound queue full or closed");
+            }
+        }
+        Err(e) => tracing::error!(error = %e, "notice not encoded"),
+    }));
+    node.tasks.spawn(inbound_notices(node.clone(), notice_sub));
     node.tasks.spawn(outbound(node.clone(), client.clone(), out_rx));
     start_membership(node.clone(), client.clone(), url, cc)?;
     node.tasks.spawn(inbound_guild(node.clone(), guild_sub));
     node.tasks.spawn(inbound_deliver(node.clone(), deliver_sub));
     Ok(node)
+}
+
+/// The subject every node hears: `Node::notify`'s notices, as `(from, notice)`.
+const NOTICES: &str = "throng.all";
+
+/// Acts on other nodes' notices (token revocations, account changes).
+async fn inbound_notices(node: Arc<Node>, mut sub: async_nats::Subscriber) {
+    loop {
+        let m = tokio::select! {
+            _ = node.shutdown.cancelled() => break,
+            m = sub.next() => m,
+        };
+        let Some(m) = m else { break };
+        for x in messages::<(NodeId, crate::node::Notice)>(&m.payload) {
+            match x {
+                Ok((from, n)) if from != node.id => node.apply_notice(&n),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "undecodable notice");
+                    break;
+                }
+            }
+        }
+    }
 }
 
 fn router(node: &Node) -> &ClusterRouter {

@@ -149,8 +149,9 @@ fn new_session_id(node: crate::fanout::NodeId) -> Arc<str> {
     format!("{:04x}{}", node.0 as u16, hex::encode(b)).into()
 }
 
-/// Validates IDENTIFY and prepares the session. `Ok(None)`: the node is busy,
-/// op 9 `d:true` was queued and the client may retry.
+/// Validates IDENTIFY and prepares the session. `Ok(None)`: op 9 was
+/// queued: `d:true` when the node is busy (the client may retry), `d:false`
+/// for a bot's IDENTIFY beyond its `max_concurrency`.
 async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<Identified>, CloseCode> {
     let ident: Identify = serde_json::from_str(d).map_err(|_| CloseCode::DecodeError)?;
     // A cluster node cut off from its bus takes no new sessions: a
@@ -164,9 +165,10 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
         return Ok(None);
     };
     let token = ident.token.strip_prefix("Bot ").unwrap_or(&ident.token);
-    let who = match node.identify_lookups.get(crate::auth::hash_token(token)).await {
-        Ok(Some(w)) => w,
-        Ok(None) => return Err(CloseCode::AuthenticationFailed),
+    let token_hash = crate::auth::hash_token(token);
+    let who = match node.identify_lookups.get(token_hash).await {
+        Ok(Some(w)) if w.token_expires_at.is_none_or(|e| e > crate::auth::now_ms()) => w,
+        Ok(_) => return Err(CloseCode::AuthenticationFailed),
         Err(e) => {
             tracing::error!(error = %e, "identify: token lookup failed");
             return Err(CloseCode::UnknownError);
@@ -188,6 +190,33 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
         }
     }
     let gw = &node.config.gateway;
+    // One user's sessions on this node are bounded (people and bots alike).
+    if node.sessions.of_user(user.id).len() >= gw.max_sessions_per_user {
+        tracing::info!(user = %user.id, "IDENTIFY refused: too many sessions of this user on this node");
+        return Err(CloseCode::RateLimited);
+    }
+    // A bot's session starts: `max_concurrency` buckets per window and the
+    // period's total, as /gateway/bot advertises them.
+    if user.bot {
+        let bucket = ident.shard.map_or(0, |[id, _]| id % gw.identify_max_concurrency.max(1));
+        let limits = node.config.start_limits();
+        match node.store.start_session(&token_hash, bucket, crate::auth::now_ms(), &limits).await {
+            Ok(store::SessionStart::Started { .. }) => {}
+            Ok(store::SessionStart::TooSoon) => {
+                // Discord's answer to an IDENTIFY beyond max_concurrency.
+                conn.send_op(op::INVALID_SESSION, b"false").map_err(|_| CloseCode::UnknownError)?;
+                return Ok(None);
+            }
+            Ok(store::SessionStart::Exhausted { .. }) => {
+                tracing::warn!(user = %user.id, "IDENTIFY refused: the bot's session start limit is used up");
+                return Err(CloseCode::AuthenticationFailed);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "identify: session start not counted");
+                return Err(CloseCode::UnknownError);
+            }
+        }
+    }
     let large_threshold = ident.large_threshold.unwrap_or(gw.large_threshold_default).clamp(LARGE_THRESHOLD_MIN, gw.large_threshold_max);
     if let Some([id, count]) = ident.shard {
         guilds.retain(|g| (g.0 >> 22) % u64::from(count) == u64::from(id));
@@ -245,8 +274,8 @@ async fn resume(node: &Arc<Node>, conn: Conn, d: &str) -> Result<(), (Box<Conn>,
     // Batched with concurrent IDENTIFYs and RESUMEs (see `batch`): a
     // reconnect storm is thousands of these at once.
     let user = match node.identify_lookups.get(crate::auth::hash_token(token)).await {
-        Ok(Some(who)) => who.user,
-        Ok(None) => return Err((Box::new(conn), Step::Close(CloseCode::AuthenticationFailed))),
+        Ok(Some(who)) if who.token_expires_at.is_none_or(|e| e > crate::auth::now_ms()) => who.user,
+        Ok(_) => return Err((Box::new(conn), Step::Close(CloseCode::AuthenticationFailed))),
         Err(e) => {
             tracing::error!(error = %e, "resume: token lookup failed");
             return Err((Box::new(conn), Step::Close(CloseCode::UnknownError)));

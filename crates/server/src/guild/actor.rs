@@ -658,6 +658,15 @@ impl GuildActor {
                 }
                 self.lists.member_changed(&st.view(), uid);
             }
+            GuildEvent::UserUpdate(user) => {
+                let uid = user.id;
+                let Some((member, held)) = st.members.get_mut(&uid) else { return true };
+                *held = self.node.users.intern(user);
+                let mut m = convert::member(member, Some(held));
+                m.guild_id = Some(gid);
+                self.fan_out("GUILD_MEMBER_UPDATE", &encode(&m), Intents::GUILD_MEMBERS);
+                self.lists.member_changed(&st.view(), uid);
+            }
             GuildEvent::MemberRemove(uid) => {
                 let Some((_, user)) = st.members.remove(&uid) else { return true };
                 self.hidden.clear();

@@ -142,6 +142,7 @@ pub fn everyone_role(guild: GuildId) -> store::RoleRecord {
         position: 0,
         permissions: protocol::model::permission::DEFAULT_EVERYONE,
         mentionable: false,
+        bot_id: None,
     }
 }
 

@@ -18,7 +18,7 @@ use super::{ask, channel_access, guild_of, json_bytes, parse_id, ApiError, ApiRe
 use crate::auth::now_ms;
 use crate::convert;
 use crate::node::Node;
-use crate::route::ops::{ChannelAction, ChannelPatch, MemberAction};
+use crate::route::ops::{ChannelAction, ChannelPatch, Join, MemberAction};
 use crate::route::Action;
 
 fn json_ok<T: serde::Serialize>(status: StatusCode, v: &T) -> ApiResult<Response> {
@@ -219,8 +219,13 @@ pub async fn accept_invite(State(node): State<Arc<Node>>, Caller(u): Caller, Pat
             return Err(ApiError::not_found(ErrorCode::UnknownInvite));
         }
         let m = MemberRecord { guild_id: g.id, user_id: u.id, nick: None, roles: Vec::new(), joined_at: now_ms(), flags: 0 };
-        let joined =
-            ask(&node, g.id, u.id, Action::Member(MemberAction::Add { user: Box::new((*u).clone()), member: Box::new(m) })).await?;
+        let joined = ask(
+            &node,
+            g.id,
+            u.id,
+            Action::Member(MemberAction::Add { user: Box::new((*u).clone()), member: Box::new(m), via: Join::Invite }),
+        )
+        .await?;
         if !joined.status().is_success() {
             return Ok(joined);
         }

@@ -22,6 +22,8 @@ pub enum ApiError {
     Busy,
     /// An internal failure; logged, answered with a generic 500.
     Internal(String),
+    /// An answer made elsewhere (a guild actor's refusal), passed on as it is.
+    Passed(Response),
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
@@ -121,6 +123,7 @@ impl IntoResponse for ApiError {
                 r.headers_mut().insert("retry-after", HeaderValue::from_static("1"));
                 r
             }
+            ApiError::Passed(r) => r,
             ApiError::Internal(cause) => {
                 tracing::error!(%cause, "internal error answering a request");
                 json_bytes(StatusCode::INTERNAL_SERVER_ERROR, json!({ "code": 0, "message": "500: Internal Server Error" }).to_string())

@@ -17,7 +17,7 @@ use crate::auth::now_ms;
 use crate::convert;
 use crate::guild::{GuildEvent, GuildMsg};
 use crate::node::Node;
-use crate::route::ops::{ChannelAction, GuildAction, MemberAction};
+use crate::route::ops::{ChannelAction, GuildAction, Join, MemberAction};
 use crate::route::{Action, Set};
 
 fn json_ok<T: serde::Serialize>(status: StatusCode, v: &T) -> ApiResult<Response> {
@@ -194,11 +194,14 @@ pub enum StrOrInt {
 
 impl StrOrInt {
     fn bits(&self) -> ApiResult<u64> {
+        self.bits_of("permission_overwrites")
+    }
+
+    /// The bits, or 400 50035 naming `field`.
+    pub fn bits_of(&self, field: &str) -> ApiResult<u64> {
         match self {
             StrOrInt::I(i) => Ok(*i),
-            StrOrInt::S(s) => {
-                s.parse().map_err(|_| ApiError::field("permission_overwrites", "BASE_TYPE_INVALID", "Invalid permission bits"))
-            }
+            StrOrInt::S(s) => s.parse().map_err(|_| ApiError::field(field, "BASE_TYPE_INVALID", "Invalid permission bits")),
         }
     }
 }
@@ -303,14 +306,36 @@ pub async fn member(State(node): State<Arc<Node>>, Caller(u): Caller, Path((id, 
     json_ok(StatusCode::OK, &convert::member(&m, Some(&usr)))
 }
 
-/// `PUT /guilds/{id}/members/{user}`: an administrator adds a user, e.g. a
-/// bot. 201 with the member, or 204 if already a member.
-pub async fn add_member(State(node): State<Arc<Node>>, Caller(u): Caller, Path((id, uid)): Path<(String, String)>) -> ApiResult<Response> {
+#[derive(schemars::JsonSchema, Deserialize)]
+pub struct AddMember {
+    /// An OAuth2 access token the user gave the caller's application, with
+    /// the `guilds.join` scope.
+    access_token: Option<String>,
+}
+
+/// `PUT /guilds/{id}/members/{user}`, as on Discord: a bot that is a member
+/// with CREATE_INSTANT_INVITE adds a user who gave its application an
+/// OAuth2 token with `guilds.join`. 201 with the member, or 204 if already
+/// one. Nobody else can add anyone: people join by invite, bots by being
+/// authorized (`POST /oauth2/authorize`).
+pub async fn add_member(
+    State(node): State<Arc<Node>>,
+    Caller(u): Caller,
+    Path((id, uid)): Path<(String, String)>,
+    JsonBody(b): JsonBody<AddMember>,
+) -> ApiResult<Response> {
     let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
     let uid = super::user_or_me(&uid, u.id)?;
+    if !u.bot {
+        // People (owners included) cannot add anyone without their consent.
+        guild_access(&node, gid, u.id).await?;
+        return Err(ApiError::forbidden(ErrorCode::MissingPermissions));
+    }
+    let token = b.access_token.ok_or_else(|| ApiError::field("access_token", "BASE_TYPE_REQUIRED", "This field is required"))?;
+    super::oauth2::check_join_token(&node, &token, uid, u.id).await?;
     let usr = node.store.get_user(uid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownUser))?;
     let m = MemberRecord { guild_id: gid, user_id: uid, nick: None, roles: Vec::new(), joined_at: now_ms(), flags: 0 };
-    ask(&node, gid, u.id, Action::Member(MemberAction::Add { user: Box::new(usr), member: Box::new(m) })).await
+    ask(&node, gid, u.id, Action::Member(MemberAction::Add { user: Box::new(usr), member: Box::new(m), via: Join::OAuth })).await
 }
 
 #[derive(schemars::JsonSchema, Deserialize)]

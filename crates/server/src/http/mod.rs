@@ -15,6 +15,7 @@ pub mod error;
 pub mod guilds;
 pub mod messages;
 pub mod metrics;
+pub mod oauth2;
 pub mod openapi;
 pub mod pins;
 pub mod ratelimit;
@@ -44,14 +45,57 @@ pub use openapi::{op, Api};
 
 use crate::node::Node;
 
-/// The authenticated caller (`Authorization: Bot <token>` or a bare user token).
+pub use ratelimit::{ClientIp, Resolved};
+
+/// The authenticated caller (`Authorization: Bot <token>` or a bare user
+/// token; an OAuth2 `Bearer` token is not a caller here, see [`MeCaller`]).
+/// The rate-limit middleware has resolved the token already.
 pub struct Caller(pub Arc<UserRecord>);
 
 impl FromRequestParts<Arc<Node>> for Caller {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, node: &Arc<Node>) -> ApiResult<Self> {
-        let h = parts.headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).ok_or_else(ApiError::unauthorized)?;
-        Ok(Caller(node.auth.user_for_header(h).await?))
+        match parts.extensions.get::<Resolved>() {
+            Some(Resolved::User(u)) => Ok(Caller(u.clone())),
+            Some(Resolved::Bearer(..) | Resolved::Invalid) => Err(ApiError::unauthorized()),
+            None => {
+                // Outside the API's middleware (or no header at all).
+                let h = parts.headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+                Ok(Caller(node.auth.user_for_header(h.ok_or_else(ApiError::unauthorized)?).await?))
+            }
+        }
+    }
+}
+
+/// The caller of a route an OAuth2 access token may also use (Discord's
+/// `identify` and `guilds` scopes: `/users/@me`, `/users/@me/guilds`):
+/// the user, and the token's scopes if it is one.
+pub struct MeCaller(pub Arc<UserRecord>, pub Option<Arc<[String]>>);
+
+impl FromRequestParts<Arc<Node>> for MeCaller {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, node: &Arc<Node>) -> ApiResult<Self> {
+        match parts.extensions.get::<Resolved>() {
+            Some(Resolved::Bearer(u, scopes)) => Ok(MeCaller(u.clone(), Some(scopes.clone()))),
+            _ => Caller::from_request_parts(parts, node).await.map(|c| MeCaller(c.0, None)),
+        }
+    }
+}
+
+impl MeCaller {
+    /// The user, if the caller may use `scope` (a login token may do anything).
+    pub fn with_scope(self, scope: &str) -> ApiResult<Arc<UserRecord>> {
+        match &self.1 {
+            Some(s) if !s.iter().any(|x| x == scope) => Err(ApiError::unauthorized()),
+            _ => Ok(self.0),
+        }
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientIp {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> ApiResult<Self> {
+        parts.extensions.get::<ClientIp>().copied().ok_or_else(|| ApiError::Internal("no client address on the request".into()))
     }
 }
 
@@ -197,11 +241,61 @@ pub fn api_table() -> Api {
             users::login,
             op("login", "Accounts", "A user's token for a username and password.").public().body::<users::Login>().ok::<Token>(),
         )
-        .get("/users/@me", users::me, op("getCurrentUser", "Users", "The caller.").ok::<CurrentUser>())
+        .post(
+            "/auth/logout",
+            users::logout,
+            op("logout", "Accounts", "Revokes the calling token on every node (people only).").body::<Value>().no_content(),
+        )
+        .get(
+            "/auth/sessions",
+            users::sessions,
+            op("listSessions", "Accounts", "The account's logged-in sessions, one per token.").ok::<Sessions>(),
+        )
+        .post(
+            "/auth/sessions/logout",
+            users::logout_sessions,
+            op("logoutSessions", "Accounts", "Revokes the named sessions of the account.").body::<users::LogoutSessions>().no_content(),
+        )
+        .get(
+            "/oauth2/authorize",
+            oauth2::authorize_info,
+            op(
+                "getAuthorization",
+                "OAuth2",
+                "What a consent page shows: the application, its bot, the caller's guilds where they may add it.",
+            )
+            .query::<oauth2::AuthorizeQuery>()
+            .ok::<Value>(),
+        )
+        .post(
+            "/oauth2/authorize",
+            oauth2::authorize,
+            op("authorize", "OAuth2", "Consents: adds the bot to a guild (MANAGE_GUILD) and/or issues an authorization code.")
+                .query::<oauth2::AuthorizeQuery>()
+                .body::<oauth2::AuthorizeBody>()
+                .ok::<Location>(),
+        )
+        .post(
+            "/oauth2/token",
+            oauth2::token,
+            op("token", "OAuth2", "Exchanges a code or refresh token for an access token (client credentials, form-encoded).")
+                .public()
+                .form::<oauth2::TokenForm>()
+                .ok::<OAuthToken>()
+                .answer::<OAuthError>(400)
+                .answer::<OAuthError>(401),
+        )
+        .get(
+            "/users/@me",
+            users::me,
+            op("getCurrentUser", "Users", "The caller (or an OAuth2 token's user, `identify`).").ok::<CurrentUser>(),
+        )
         .patch(
             "/users/@me",
             users::modify_me,
-            op("modifyCurrentUser", "Users", "Changes the caller's display name.").body::<users::ModifyMe>().ok::<CurrentUser>(),
+            op("modifyCurrentUser", "Users", "Changes the caller's username, display name, avatar or password.")
+                .body::<users::ModifyMe>()
+                .ok::<CurrentUser>(),
         )
         .get(
             "/users/@me/guilds",
@@ -219,6 +313,18 @@ pub fn api_table() -> Api {
             "/applications/@me",
             users::application,
             op("getCurrentApplication", "Applications", "The bot's application.").ok::<Application>(),
+        )
+        .patch(
+            "/applications/@me",
+            oauth2::modify_application,
+            op("editCurrentApplication", "Applications", "Sets the application's OAuth2 redirect URIs.")
+                .body::<oauth2::ModifyApplication>()
+                .ok::<Application>(),
+        )
+        .post(
+            "/applications/@me/secret",
+            oauth2::reset_secret,
+            op("resetApplicationSecret", "Applications", "A new OAuth2 client secret, shown once (throng's own route).").ok::<Value>(),
         )
         // Guilds, channels, members.
         .post(
@@ -267,9 +373,14 @@ pub fn api_table() -> Api {
         .put(
             "/guilds/{guild_id}/members/{user_id}",
             guilds::add_member,
-            op("addGuildMember", "Members", "Adds a user (e.g. a bot): 201 with the member, 204 if already one.")
-                .created::<Member>()
-                .no_content(),
+            op(
+                "addGuildMember",
+                "Members",
+                "A bot adds a user who gave it a `guilds.join` token: 201 with the member, 204 if already one.",
+            )
+            .body::<guilds::AddMember>()
+            .created::<Member>()
+            .no_content(),
         )
         .patch(
             "/guilds/{guild_id}/members/{user_id}",
@@ -803,6 +914,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/metrics", get(metrics::metrics))
         .route("/ready", get(ready))
         .route("/emojis/{file}", get(emojis::image))
+        .route("/avatars/{user_id}/{file}", get(users::avatar))
         .merge(web::routes(&node.config))
         .merge(attachments::routes())
         .fallback(not_found)

@@ -47,6 +47,8 @@ pub struct Op {
     body: Option<SchemaFn>,
     /// The body may also be `multipart/form-data` (files plus `payload_json`).
     multipart: bool,
+    /// The body is `application/x-www-form-urlencoded`, not JSON.
+    form: bool,
     query: Option<SchemaFn>,
     answers: Vec<(u16, Option<SchemaFn>)>,
     /// Error statuses beyond those of every operation (`ERRORS` marks them).
@@ -55,7 +57,18 @@ pub struct Op {
 
 /// An operation: its `operationId`, tag and one-line summary.
 pub fn op(id: &'static str, tag: &'static str, summary: &'static str) -> Op {
-    Op { id, tag, summary, auth: Auth::Token, body: None, multipart: false, query: None, answers: Vec::new(), refusals: Vec::new() }
+    Op {
+        id,
+        tag,
+        summary,
+        auth: Auth::Token,
+        body: None,
+        multipart: false,
+        form: false,
+        query: None,
+        answers: Vec::new(),
+        refusals: Vec::new(),
+    }
 }
 
 impl Op {
@@ -70,6 +83,12 @@ impl Op {
     /// A JSON body read as `T` (an empty body reads as `{}`).
     pub fn body<T: JsonSchema>(mut self) -> Self {
         self.body = Some(schema_of::<T>);
+        self
+    }
+    /// A form-encoded body (`application/x-www-form-urlencoded`) with the fields of `T`.
+    pub fn form<T: JsonSchema>(mut self) -> Self {
+        self.body = Some(schema_of::<T>);
+        self.form = true;
         self
     }
     /// Also `multipart/form-data`: files and a `payload_json` part of the body's shape.
@@ -267,6 +286,7 @@ struct Built {
     object: Value,
     body: Option<Value>,
     multipart: bool,
+    form: bool,
 }
 
 fn operation(path: &'static str, method: &Method, op: &Op, out_gen: &mut SchemaGenerator, in_gen: &mut SchemaGenerator) -> Built {
@@ -284,7 +304,9 @@ fn operation(path: &'static str, method: &Method, op: &Op, out_gen: &mut SchemaG
         responses.insert(status.to_string(), r);
     }
     for (status, _, _) in ERRORS {
-        let skip = (status == 413 && op.body.is_none()) || (status == 405 && !op.refusals.contains(&405));
+        // An operation's own description of a status wins (the OAuth2 errors).
+        let own = op.answers.iter().any(|(s, _)| *s == status);
+        let skip = own || (status == 413 && op.body.is_none()) || (status == 405 && !op.refusals.contains(&405));
         if !skip {
             responses.insert(status.to_string(), json!({ "$ref": format!("#/components/responses/E{status}") }));
         }
@@ -299,7 +321,7 @@ fn operation(path: &'static str, method: &Method, op: &Op, out_gen: &mut SchemaG
         Auth::Admin => object["security"] = json!([{ "admin": [] }]),
     }
     let body = op.body.map(|f| f(in_gen).to_value());
-    Built { path, method: method.as_str().to_ascii_lowercase(), object, body, multipart: op.multipart }
+    Built { path, method: method.as_str().to_ascii_lowercase(), object, body, multipart: op.multipart, form: op.form }
 }
 
 fn document(ops: &[(Method, &'static str, Op)]) -> Value {
@@ -315,7 +337,8 @@ fn document(ops: &[(Method, &'static str, Op)]) -> Value {
         let mut o = b.object;
         if let Some(schema) = b.body {
             let mut content = Map::new();
-            content.insert("application/json".into(), json!({ "schema": schema }));
+            let kind = if b.form { "application/x-www-form-urlencoded" } else { "application/json" };
+            content.insert(kind.into(), json!({ "schema": schema }));
             if b.multipart {
                 content.insert(
                     "multipart/form-data".into(),

@@ -109,6 +109,7 @@ pub async fn create(
         position: 0,
         permissions: 0,
         mentionable: false,
+        bot_id: None,
     };
     p.name.apply(&mut r.name);
     p.color.apply(&mut r.color);

@@ -276,3 +276,53 @@ pub struct Stats {
     #[serde(flatten)]
     rest: serde_json::Map<String, Value>,
 }
+
+/// `GET /auth/sessions`.
+#[derive(Serialize, JsonSchema)]
+pub struct Sessions {
+    user_sessions: Vec<Session>,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct Session {
+    /// The session's public id (not its token's hash).
+    id_hash: String,
+    approx_last_used_time: String,
+    created_at: String,
+    expires_at: Option<String>,
+    client_info: ClientInfo,
+    /// The session of the token that asked.
+    current: bool,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct ClientInfo {
+    os: Option<String>,
+    platform: Option<String>,
+    location: Option<String>,
+}
+
+/// `POST /oauth2/authorize`: where the consent page goes next.
+#[derive(Serialize, JsonSchema)]
+pub struct Location {
+    location: String,
+}
+
+/// `POST /oauth2/token`.
+#[derive(Serialize, JsonSchema)]
+pub struct OAuthToken {
+    access_token: String,
+    token_type: String,
+    /// Seconds.
+    expires_in: u64,
+    refresh_token: String,
+    /// Space-separated.
+    scope: String,
+}
+
+/// An error of the OAuth2 token endpoint (RFC 6749).
+#[derive(Serialize, JsonSchema)]
+pub struct OAuthError {
+    error: String,
+    error_description: String,
+}

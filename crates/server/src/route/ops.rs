@@ -13,7 +13,7 @@ use protocol::{model, ChannelId, ErrorCode, MessageId, RoleId, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
-use store::{ChannelRecord, MemberRecord, MessageRecord, OverwriteRecord, UserRecord};
+use store::{ChannelRecord, MemberRecord, MessageRecord, OverwriteRecord, RoleRecord, UserRecord};
 
 use super::ReplyTo;
 
@@ -128,11 +128,27 @@ pub struct ChannelPatch {
     pub overwrites: Set<Vec<OverwriteRecord>>,
 }
 
+/// Why a user may become a member: every way in names its reason, and the
+/// actor checks it (there is no other way in but creating the guild).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Join {
+    /// The caller joins by an invite the REST handler has just used.
+    Invite,
+    /// A bot (the caller, a member with CREATE_INSTANT_INVITE) adds a user
+    /// who gave its application an OAuth2 `guilds.join` token, which the
+    /// REST handler has checked.
+    OAuth,
+}
+
 #[derive(Serialize, Deserialize)]
 pub enum MemberAction {
-    /// `user` becomes a member: added by an administrator (`PUT
-    /// /guilds/{g}/members/{u}`), or the caller joining through an invite.
-    Add { user: Box<UserRecord>, member: Box<MemberRecord> },
+    /// `user` becomes a member, for the reason `via`.
+    Add { user: Box<UserRecord>, member: Box<MemberRecord>, via: Join },
+    /// A bot authorized into the guild (`POST /oauth2/authorize` with the
+    /// `bot` scope) by the caller, who needs MANAGE_GUILD and every
+    /// permission given: it joins with its managed `role`. Already a
+    /// member: its managed role takes the permissions given now.
+    AuthorizeBot { bot: Box<UserRecord>, role: Box<RoleRecord>, joined_at: u64 },
     /// Nickname and roles. The caller's own nickname needs CHANGE_NICKNAME
     /// (or MANAGE_NICKNAMES); anyone else's MANAGE_NICKNAMES and a rank
     /// above theirs; roles MANAGE_ROLES, each role added or taken away

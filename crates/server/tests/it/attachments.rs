@@ -282,6 +282,7 @@ pub async fn role_world(t: &TestServer, granted: u64, everyone_lacks: u64) -> Ro
         position: 1,
         permissions: granted,
         mentionable: false,
+        bot_id: None,
     };
     let m = |u: UserId, roles: Vec<RoleId>| store::MemberRecord { guild_id: gid, user_id: u, nick: None, roles, joined_at: 1, flags: 0 };
     let guild = store::GuildRecord {

@@ -48,10 +48,18 @@ struct Row {
     path: &'static str,
     perm: u64,
     expect: &'static str,
+    /// A page of the web client, at the server's root: its path may also
+    /// be an API route's (`/oauth2/authorize`), which has a row of its own.
+    page: bool,
 }
 
 const fn row(method: &'static str, path: &'static str, perm: u64, expect: &'static str) -> Row {
-    Row { method, path, perm, expect }
+    Row { method, path, perm, expect, page: false }
+}
+
+/// A file of the web client: the same to everyone.
+const fn page(path: &'static str) -> Row {
+    Row { method: "GET", path, perm: ANY, expect: PUBLIC, page: true }
 }
 
 /// What `@everyone` keeps in every fixture guild (minus the row's
@@ -76,11 +84,11 @@ const BOT_ONLY: &str = "10002 10002 10002 10002 ok 401 401";
 #[rustfmt::skip]
 const ROWS: &[Row] = &[
     // Outside the API: the web client, health, metrics, files.
-    row("GET", "/", ANY, PUBLIC),
-    row("GET", "/app.js", ANY, PUBLIC),
-    row("GET", "/app.css", ANY, PUBLIC),
-    // The page of a bot's invitation (the client's; its API is under /api).
-    row("GET", "/oauth2/authorize", ANY, PUBLIC),
+    page("/"),
+    page("/app.js"),
+    page("/app.css"),
+    // The page of a bot's invitation link (the client's; the API route of that path, under /api, is another row).
+    page("/oauth2/authorize"),
     row("GET", "/health", ANY, PUBLIC),
     row("GET", "/ready", ANY, PUBLIC),
     row("GET", "/metrics", ANY, PUBLIC),
@@ -569,7 +577,8 @@ async fn rest_cell(t: &TestServer, c: &Cast, r: &Row, who: Who, n: usize) -> (St
     let f = Fixture::new(t, c, r, n).await;
     let path = f.path(r.path);
     let method = Method::from_bytes(r.method.as_bytes()).unwrap();
-    let api = !matches!(r.path, "/" | "/app.js" | "/app.css" | "/oauth2/authorize" | "/health" | "/ready" | "/metrics")
+    let api = !r.page
+        && !matches!(r.path, "/health" | "/ready" | "/metrics")
         && !r.path.starts_with("/emojis/")
         && !r.path.starts_with("/attachments/");
     let url = if api { format!("{}{path}", t.base) } else { format!("{}{path}", t.base.trim_end_matches("/api/v10")) };

@@ -145,6 +145,7 @@ async fn member_list_ranges_stay_equal_to_a_fresh_sync() {
         position,
         permissions: protocol::model::permission::DEFAULT_EVERYONE,
         mentionable: false,
+        bot_id: None,
     };
     load.guilds.push(NewGuild {
         guild: GuildRecord {

@@ -65,6 +65,7 @@ async fn guild(t: &TestServer, roles: &[(&'static str, u64)]) -> Guild {
                 position: n as i32 + 1,
                 permissions: *bits,
                 mentionable: false,
+                bot_id: None,
             });
             held.push(rid);
         }

@@ -20,6 +20,7 @@ fn role(id: u64, position: i32) -> RoleRecord {
         position,
         permissions: 1 << 28,
         mentionable: false,
+        bot_id: None,
     }
 }
 

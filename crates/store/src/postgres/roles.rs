@@ -26,7 +26,7 @@ pub(super) async fn apply(conn: &mut PgConnection, change: &Change) -> Result<Op
         .await?
         .rows_affected(),
         Change::CreateRole(r) => sqlx::query(
-            "INSERT INTO roles (id, guild_id, name, color, hoist, position, permissions, mentionable) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            "INSERT INTO roles (id, guild_id, name, color, hoist, position, permissions, mentionable, bot_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         )
         .bind(i(r.id))
         .bind(i(r.guild_id))
@@ -36,6 +36,7 @@ pub(super) async fn apply(conn: &mut PgConnection, change: &Change) -> Result<Op
         .bind(i64::from(r.position))
         .bind(r.permissions as i64)
         .bind(r.mentionable)
+        .bind(r.bot_id.map(i))
         .execute(conn)
         .await?
         .rows_affected(),

@@ -3,22 +3,28 @@
 use axum::http::StatusCode;
 use protocol::model::permission;
 use protocol::{ErrorCode, UserId};
-use store::Change;
+use store::{Change, MemberRecord, RoleRecord, UserRecord};
 
 use super::{gone, missing_permissions, ok, Decided, Plan};
 use crate::convert;
 use crate::guild::actor::{GuildActor, State};
 use crate::guild::GuildEvent;
-use crate::route::ops::MemberAction;
+use crate::route::ops::roles::MAX_ROLES;
+use crate::route::ops::{Join, MemberAction};
 use crate::route::OpReply;
 
 pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MemberAction) -> Decided {
     match action {
-        MemberAction::Add { user: new, member } => {
-            // Joining oneself (the REST handler used an invite for it), or
-            // an administrator adding someone.
-            if new.id != user {
-                st.caller(user)?.require(permission::ADMINISTRATOR)?;
+        MemberAction::Add { user: new, member, via } => {
+            match via {
+                // Joining oneself: the REST handler used an invite for it.
+                Join::Invite if new.id == user => {}
+                // A bot adding a user who gave it a `guilds.join` token (checked
+                // by the REST handler): the bot needs CREATE_INSTANT_INVITE.
+                Join::OAuth if new.id != user && st.caller(user)?.user.bot => {
+                    st.caller(user)?.require(permission::CREATE_INSTANT_INVITE)?;
+                }
+                _ => return Err(missing_permissions()),
             }
             if st.members.contains_key(&new.id) {
                 return Ok(Plan::now(|_, _| OpReply::no_content()));
@@ -77,6 +83,7 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MemberActi
                 ok(&body)
             }))
         }
+        MemberAction::AuthorizeBot { bot, role, joined_at } => authorize_bot(st, user, *bot, *role, joined_at),
         MemberAction::Remove { user: target } => {
             let caller = st.caller(user)?;
             caller.require(permission::KICK_MEMBERS)?;
@@ -100,12 +107,67 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MemberActi
     }
 }
 
+/// A member leaves: a bot's managed role goes with it, as on Discord.
 fn remove(st: &State, target: UserId) -> Plan {
-    Plan::new(vec![Change::RemoveMember { guild: st.guild.id, user: target }], move |a, st, rows| {
+    let managed = st.roles.iter().find(|r| r.bot_id == Some(target)).map(|r| r.id);
+    let mut changes = vec![Change::RemoveMember { guild: st.guild.id, user: target }];
+    changes.extend(managed.map(|role| Change::DeleteRole { guild: st.guild.id, role }));
+    Plan::new(changes, move |a, st, rows| {
         if gone(rows) {
             return OpReply::not_found(ErrorCode::UnknownMember);
         }
         a.apply(st, GuildEvent::MemberRemove(target));
+        if let Some(role) = managed {
+            a.role_deleted(st, role, Vec::new());
+        }
         OpReply::no_content()
     })
+}
+
+/// A bot authorized into the guild by `user` (see `MemberAction::AuthorizeBot`).
+fn authorize_bot(st: &State, user: UserId, bot: UserRecord, mut role: RoleRecord, joined_at: u64) -> Decided {
+    let caller = st.caller(user)?;
+    caller.require(permission::MANAGE_GUILD)?;
+    // Only permissions the caller has may be given (owner, ADMINISTRATOR: all).
+    caller.may_grant(role.permissions, caller.base)?;
+    if !bot.bot {
+        return Err(OpReply::error(StatusCode::BAD_REQUEST, ErrorCode::General));
+    }
+    if st.bans.contains(&bot.id) {
+        return Err(OpReply::forbidden(ErrorCode::UserBanned));
+    }
+    if st.members.contains_key(&bot.id) {
+        let Some(current) = st.roles.iter().find(|r| r.bot_id == Some(bot.id)) else {
+            return Ok(Plan::now(|_, _| OpReply::no_content()));
+        };
+        if current.permissions == role.permissions {
+            return Ok(Plan::now(|_, _| OpReply::no_content()));
+        }
+        let r = RoleRecord { permissions: role.permissions, ..current.clone() };
+        return Ok(Plan::new(vec![Change::UpdateRole(r.clone())], move |a, st, _| {
+            a.roles_updated(st, vec![r]);
+            OpReply::no_content()
+        }));
+    }
+    if st.roles.len() >= MAX_ROLES {
+        return Err(OpReply::error(StatusCode::BAD_REQUEST, ErrorCode::MaxRoles));
+    }
+    role.guild_id = st.guild.id;
+    role.bot_id = Some(bot.id);
+    let (role, shifted) = super::roles::placed_new(st, role);
+    let member = MemberRecord { guild_id: st.guild.id, user_id: bot.id, nick: None, roles: vec![role.id], joined_at, flags: 0 };
+    let mut changes = vec![Change::AddMemberUnlessBanned(member.clone()), Change::CreateRole(role.clone())];
+    changes.extend(shifted.iter().cloned().map(Change::UpdateRole));
+    Ok(Plan::new(changes, move |a, st, rows| {
+        // GUILD_ROLE_CREATE before GUILD_MEMBER_ADD, whose member holds it.
+        // The role is committed either way, so the state keeps it too.
+        a.role_created(st, role, shifted);
+        if gone(rows) {
+            // Banned meanwhile, or a member already (two authorizations at once).
+            return if st.bans.contains(&bot.id) { OpReply::forbidden(ErrorCode::UserBanned) } else { OpReply::no_content() };
+        }
+        let body = convert::member(&member, Some(&bot));
+        a.apply(st, GuildEvent::MemberAdd { member, user: bot });
+        OpReply::ok(StatusCode::CREATED, &body)
+    }))
 }

@@ -83,7 +83,7 @@ impl Caller<'_> {
     }
 
     /// Only permissions the caller has (`have`; owner and ADMINISTRATOR: all).
-    fn may_grant(&self, bits: u64, have: u64) -> Result<(), OpReply> {
+    pub(super) fn may_grant(&self, bits: u64, have: u64) -> Result<(), OpReply> {
         if self.owner || self.base & permission::ADMINISTRATOR != 0 || bits & !have == 0 {
             Ok(())
         } else {
@@ -121,7 +121,8 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: RoleAction
         RoleAction::Delete { role } => {
             caller.require(permission::MANAGE_ROLES)?;
             let r = st.role(role)?;
-            if st.is_everyone(role) {
+            // `@everyone`, and a bot's managed role (it goes when the bot leaves).
+            if st.is_everyone(role) || r.bot_id.is_some() {
                 return Err(OpReply::error(StatusCode::BAD_REQUEST, ErrorCode::InvalidRole));
             }
             caller.above(st, rank(r))?;
@@ -163,13 +164,8 @@ fn create(st: &State, caller: &Caller, mut r: RoleRecord, permissions: Option<u6
         return Err(OpReply::error(StatusCode::BAD_REQUEST, ErrorCode::MaxRoles));
     }
     r.guild_id = st.guild.id;
-    r.position = NEW_ROLE_POSITION;
-    let shifted: Vec<RoleRecord> = st
-        .roles
-        .iter()
-        .filter(|x| !st.is_everyone(x.id) && x.position >= NEW_ROLE_POSITION)
-        .map(|x| RoleRecord { position: x.position + 1, ..x.clone() })
-        .collect();
+    r.bot_id = None;
+    let (r, shifted) = placed_new(st, r);
     let mut changes = vec![Change::CreateRole(r.clone())];
     changes.extend(shifted.iter().cloned().map(Change::UpdateRole));
     Ok(Plan::new(changes, move |a, st, _| {
@@ -177,6 +173,18 @@ fn create(st: &State, caller: &Caller, mut r: RoleRecord, permissions: Option<u6
         a.role_created(st, r, shifted);
         ok(&body)
     }))
+}
+
+/// `r` placed at [`NEW_ROLE_POSITION`], and the roles that move one up for it.
+pub(super) fn placed_new(st: &State, mut r: RoleRecord) -> (RoleRecord, Vec<RoleRecord>) {
+    r.position = NEW_ROLE_POSITION;
+    let shifted = st
+        .roles
+        .iter()
+        .filter(|x| !st.is_everyone(x.id) && x.position >= NEW_ROLE_POSITION)
+        .map(|x| RoleRecord { position: x.position + 1, ..x.clone() })
+        .collect();
+    (r, shifted)
 }
 
 /// `PATCH /guilds/{g}/roles`: the roles whose position changes must be
@@ -212,6 +220,9 @@ fn reorder(st: &State, caller: &Caller, positions: Vec<(RoleId, i32)>) -> Decide
 fn member_role(st: &State, caller: &Caller, target: UserId, role: RoleId, add: bool) -> Decided {
     let r = st.role(role)?;
     caller.may_assign(st, r)?;
+    if r.bot_id.is_some() {
+        return Err(OpReply::error(StatusCode::BAD_REQUEST, ErrorCode::InvalidRole));
+    }
     let (m, _) = st.members.get(&target).ok_or_else(|| OpReply::not_found(ErrorCode::UnknownMember))?;
     if st.is_everyone(role) || m.roles.contains(&role) == add {
         return Ok(Plan::now(|_, _| OpReply::no_content()));
@@ -237,7 +248,12 @@ pub(super) fn check_new_roles(st: &State, caller: &Caller, before: &[RoleId], af
     caller.require(permission::MANAGE_ROLES)?;
     for id in after.iter().filter(|r| !before.contains(r)).chain(before.iter().filter(|r| !after.contains(r))) {
         if !st.is_everyone(*id) {
-            caller.above(st, rank(st.role(*id)?))?;
+            let r = st.role(*id)?;
+            caller.above(st, rank(r))?;
+            // A bot's managed role is its own: never given or taken by hand.
+            if r.bot_id.is_some() {
+                return Err(OpReply::error(StatusCode::BAD_REQUEST, ErrorCode::InvalidRole));
+            }
         }
     }
     Ok(())
