@@ -5,10 +5,6 @@
 // the server and authorizes: the bot is then a member with a managed role
 // carrying exactly those permissions. Someone who manages no server has
 // nothing to pick. Every page runs under the CSP without a violation.
-//
-// The page's API, GET and POST /api/v10/oauth2/authorize, is built on main
-// (issue 25, server side). Until this server has it, the tests below run
-// as TODO: they cannot pass, and say so, instead of failing the suite.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -16,7 +12,9 @@ import { rmSync } from "node:fs";
 import { BIN, startServer, launch, shot, rest, register, tempDir, watchCsp } from "./harness.mjs";
 
 const GUILD = "Bots & <Friends>";
-let server, browser, dir, bot, owner, guild, pending;
+// A 1x1 PNG: the bot's avatar, served by this server (img-src 'self').
+const PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+let server, browser, dir, bot, owner, guild;
 
 before(async () => {
   dir = tempDir("addbot");
@@ -25,14 +23,11 @@ before(async () => {
   const token = out.trim().split("\n").pop();
   server = await startServer({ dataDir: dir });
   browser = await launch();
-  const user = await rest(server.url, "GET", "/users/@me", `Bot ${token}`);
-  bot = { token, id: user.id, name: user.global_name || user.username };
+  const user = await rest(server.url, "PATCH", "/users/@me", `Bot ${token}`, { avatar: PNG });
+  assert.ok(user.avatar);
+  bot = { token, id: user.id, name: user.global_name || user.username, avatar: user.avatar };
   owner = await register(server.url, "owner");
   guild = await rest(server.url, "POST", "/guilds", owner.token, { name: GUILD });
-  // An unknown route answers 404 with code 0; the real one knows applications.
-  const probe = await fetch(`${server.url}/api/v10/oauth2/authorize?client_id=1&scope=bot`, { headers: { authorization: owner.token } });
-  const body = await probe.json().catch(() => null);
-  pending = probe.status === 404 && body?.code === 0 ? "GET/POST /api/v10/oauth2/authorize are not on this server yet (main)" : null;
 });
 after(async () => {
   await browser?.close();
@@ -52,8 +47,7 @@ async function contextAs(token) {
   return { ctx, csp, page };
 }
 
-test("a server's owner adds a bot through its invitation link", async (t) => {
-  if (pending) t.todo(pending);
+test("a server's owner adds a bot through its invitation link", async () => {
   // Not logged in yet: the login form first, then back at the same address.
   const { ctx, csp, page } = await contextAs(null);
   await page.goto(link(bot.id));
@@ -64,6 +58,9 @@ test("a server's owner adds a bot through its invitation link", async (t) => {
   await page.getByRole("heading", { name: `Add ${bot.name} to a server` }).waitFor();
   assert.equal(page.url(), link(bot.id));
   assert.equal(await page.locator("#app").isVisible(), false, "the consent page, not the chat");
+  // The bot's avatar, from this server.
+  await page.waitForFunction(() => document.getElementById("consent-avatar")?.naturalWidth === 1);
+  assert.equal(await page.locator("#consent-avatar").getAttribute("src"), `/avatars/${bot.id}/${bot.avatar}.png`);
 
   // What the bot asks for, in words: 2048 is SEND_MESSAGES.
   assert.equal(await page.locator("#consent-me").textContent(), "owner");
@@ -91,8 +88,7 @@ test("a server's owner adds a bot through its invitation link", async (t) => {
   assert.ok(member.roles.includes(managed.id));
 });
 
-test("someone who manages no server has nothing to pick", async (t) => {
-  if (pending) t.todo(pending);
+test("someone who manages no server has nothing to pick", async () => {
   // A member of the owner's server, without MANAGE_GUILD there, and owner of none.
   const guest = await register(server.url, "guest");
   const [general] = await rest(server.url, "GET", `/guilds/${guild.id}/channels`, owner.token);
@@ -112,8 +108,7 @@ test("someone who manages no server has nothing to pick", async (t) => {
   await ctx.close();
 });
 
-test("a link to an application that does not exist says so", async (t) => {
-  if (pending) t.todo(pending);
+test("a link to an application that does not exist says so", async () => {
   const { ctx, csp, page } = await contextAs(owner.token);
   await page.goto(link("1234"));
   await page.locator("#consent-error").filter({ hasText: "Unknown Application" }).waitFor();
@@ -121,6 +116,9 @@ test("a link to an application that does not exist says so", async (t) => {
   // A link without numeric permissions never reaches the server.
   await page.goto(`${server.url}/oauth2/authorize?client_id=${bot.id}&scope=bot&permissions=<b>8</b>`);
   await page.locator("#consent-error").filter({ hasText: "not a valid invitation" }).waitFor();
+  // Nor does a sign-in for another application (a redirect with a code): this page only adds bots.
+  await page.goto(`${server.url}/oauth2/authorize?client_id=${bot.id}&scope=identify&response_type=code&redirect_uri=https://example.com/cb`);
+  await page.locator("#consent-error").filter({ hasText: "only adds bots" }).waitFor();
   assert.deepEqual(await csp.check(page), { events: [], messages: [] });
   await ctx.close();
 });

@@ -18,7 +18,7 @@ export const AUTHORIZE_PATH = "/oauth2/authorize";
 type Guild = { id: string; name: string };
 type Info = {
   application: { id: string; name: string; description?: string | null };
-  bot?: { id: string; username: string; global_name?: string | null } | null;
+  bot?: { id: string; username: string; global_name?: string | null; avatar?: string | null } | null;
   guilds: Guild[];
 };
 
@@ -32,6 +32,15 @@ function message(err: unknown): string {
 
 function initials(name: string): string {
   return name.split(/\s+/).map((w) => w[0] ?? "").join("").slice(0, 2).toUpperCase() || "?";
+}
+
+/// The bot's avatar from this server (`/avatars/{id}/{hash}.png`), or its
+/// initials; an id or hash of another shape is not put into a path.
+function avatar(bot: Info["bot"], name: string) {
+  if (bot?.avatar && /^\d{1,20}$/.test(bot.id) && /^(a_)?[0-9a-f]{32}$/.test(bot.avatar)) {
+    return h("img", { class: "avatar", id: "consent-avatar", src: `/avatars/${bot.id}/${bot.avatar}.png`, alt: "" });
+  }
+  return h("div", { class: "avatar", "aria-hidden": "true" }, initials(name));
 }
 
 /// Fills `card` with the consent page for the link the page was opened
@@ -48,6 +57,12 @@ export async function showAuthorize(api: Api, card: HTMLElement, me: any, logout
 
   const perms = decodePermissions(requested);
   if (!clientId || !perms) return fail("This link is not a valid invitation for a bot: it needs a client_id and a numeric permissions value.");
+  // Only adding a bot: a sign-in for another application (the code grant,
+  // which sends the browser on to that application) is not done here.
+  const scopes = scope.split(/[\s+]+/).filter(Boolean);
+  if (!scopes.includes("bot") || q.has("response_type") || q.has("redirect_uri")) {
+    return fail("This page only adds bots to servers (scope bot, without a redirect); this link asks for something else.");
+  }
   const query = new URLSearchParams({ client_id: clientId, scope });
   let info: Info;
   try {
@@ -71,7 +86,6 @@ export async function showAuthorize(api: Api, card: HTMLElement, me: any, logout
   const error = h("p", { id: "consent-error", class: "error", role: "alert" });
   const authorize = h("button", { id: "consent-authorize", type: "submit", disabled: !guilds.length }, "Authorize");
   const cancel = h("button", { id: "consent-cancel", type: "button", class: "secondary" }, "Cancel");
-  const scopes = scope.split(/[\s+]+/).filter(Boolean);
 
   const form = h(
     "form",
@@ -79,7 +93,7 @@ export async function showAuthorize(api: Api, card: HTMLElement, me: any, logout
     h(
       "header",
       { class: "consent-head" },
-      h("div", { class: "avatar", "aria-hidden": "true" }, initials(botName)),
+      avatar(info.bot, botName),
       h("div", null, title, h("p", { class: "muted" }, "From the application ", h("strong", { id: "consent-app" }, app.name), scopes.length ? ` (scopes: ${scopes.join(", ")})` : "")),
     ),
     app.description ? h("p", { id: "consent-description" }, app.description) : null,
