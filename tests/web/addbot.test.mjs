@@ -70,10 +70,10 @@ test("a server's owner adds a bot through its invitation link", async () => {
   const options = await page.locator("#consent-guild option:not([disabled])").evaluateAll((os) => os.map((o) => [o.value, o.textContent]));
   assert.deepEqual(options, [[guild.id, GUILD]]);
   await page.getByLabel("Add to server").selectOption(guild.id);
-  await shot(page, "addbot-consent");
+  await shot(page.locator("#consent-card"), "addbot-consent");
   await page.getByRole("button", { name: "Authorize" }).click();
   await page.locator("#consent-result").filter({ hasText: `${bot.name} is now a member of ${GUILD}.` }).waitFor();
-  await shot(page, "addbot-done");
+  await shot(page.locator("#consent-card"), "addbot-done");
   assert.deepEqual(await csp.check(page), { events: [], messages: [] });
   await ctx.close();
 
@@ -103,7 +103,7 @@ test("someone who manages no server has nothing to pick", async () => {
   assert.equal(await page.getByRole("button", { name: "Authorize" }).isDisabled(), true);
   // ADMINISTRATOR stands out.
   assert.deepEqual(await page.locator("#consent-perms li.danger").allTextContents(), ["Administrator ADMINISTRATOR"]);
-  await shot(page, "addbot-no-guild");
+  await shot(page.locator("#consent-card"), "addbot-no-guild");
   assert.deepEqual(await csp.check(page), { events: [], messages: [] });
   await ctx.close();
 });

@@ -19,8 +19,9 @@ export const ARTIFACTS = join(ROOT, ".artifacts/web");
 mkdirSync(ARTIFACTS, { recursive: true });
 export const ADMIN = "web-test-admin";
 
-export function shot(page, name) {
-  return page.screenshot({ path: join(ARTIFACTS, `${name}.png`) });
+/// A screenshot of a page, or of one element of it (a locator).
+export function shot(target, name) {
+  return target.screenshot({ path: join(ARTIFACTS, `${name}.png`) });
 }
 
 async function freePort() {

@@ -81,7 +81,8 @@ test("the page carries its policy and is used without a single violation", async
 
 const GUILD = `<img src=x onerror="window.__xss=1">`;
 const MESSAGES = ["<script>window.__xss=2</script>", "<img src=x onerror=window.__xss=3>", "[click](javascript:window.__xss=4)", "javascript:window.__xss=5"];
-const GLOBAL_NAME = `<img src=x onerror="window.__xss=6">`;
+// Display names are at most 32 characters: a global assignment from an inline handler.
+const GLOBAL_NAME = `<img src=x onerror=__xss=6>`;
 const CHANNEL = `<img src=x onerror=window.__xss=7>`;
 const TOPIC = `<script>window.__xss=8</script><b>bold?</b>`;
 const ROLE = `<svg onload=window.__xss=9>`;
