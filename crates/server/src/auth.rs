@@ -364,9 +364,9 @@ mod tests {
         let (tx, mut order) = tokio::sync::mpsc::unbounded_channel();
         let mut tasks = Vec::new();
         for (n, addr) in [(1, 1), (2, 1), (3, 2), (4, 3)] {
-            let (q, tx) = (q.clone(), tx.clone());
+            let (qc, tx) = (q.clone(), tx.clone());
             tasks.push(tokio::spawn(async move {
-                let _t = q.acquire(ip(addr)).await.unwrap();
+                let _t = qc.acquire(ip(addr)).await.unwrap();
                 tx.send(n).unwrap();
             }));
             // Each waits before the next arrives, so arrival order is known.

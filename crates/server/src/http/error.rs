@@ -60,7 +60,14 @@ impl From<AuthError> for ApiError {
     fn from(e: AuthError) -> Self {
         match e {
             AuthError::Unauthorized => ApiError::unauthorized(),
-            AuthError::Busy => ApiError::Busy,
+            // The client's address has its share of password hashing in use
+            // (or waited its turn too long): theirs to slow down.
+            AuthError::Busy => ApiError::RateLimited {
+                retry_after: 1.0,
+                bucket: "password-hashing".into(),
+                limit: 1,
+                reset_at: crate::auth::now_ms() as f64 / 1000.0 + 1.0,
+            },
             AuthError::Store(e) => e.into(),
             AuthError::Hash(m) => ApiError::Internal(m),
         }
