@@ -393,7 +393,7 @@ mod tests {
         let q = HashQueue::new(1, 2, Duration::from_millis(20));
         let held = q.acquire(ip(1)).await.unwrap();
         assert!(matches!(q.acquire(ip(2)).await, Err(AuthError::Busy)));
-        assert!(q.state.lock().unwrap().held.get(&ip(2)).is_none());
+        assert!(!q.state.lock().unwrap().held.contains_key(&ip(2)));
         drop(held);
         let again = q.acquire(ip(2)).await.unwrap();
         assert_eq!(q.running(), 1);

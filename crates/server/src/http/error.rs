@@ -23,7 +23,7 @@ pub enum ApiError {
     /// An internal failure; logged, answered with a generic 500.
     Internal(String),
     /// An answer made elsewhere (a guild actor's refusal), passed on as it is.
-    Passed(Response),
+    Passed(Box<Response>),
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
@@ -130,7 +130,7 @@ impl IntoResponse for ApiError {
                 r.headers_mut().insert("retry-after", HeaderValue::from_static("1"));
                 r
             }
-            ApiError::Passed(r) => r,
+            ApiError::Passed(r) => *r,
             ApiError::Internal(cause) => {
                 tracing::error!(%cause, "internal error answering a request");
                 json_bytes(StatusCode::INTERNAL_SERVER_ERROR, json!({ "code": 0, "message": "500: Internal Server Error" }).to_string())
