@@ -295,6 +295,9 @@ EOF
     local i="$1" port=$((base + $1))
     (
       ulimit -n "$hard" 2>/dev/null || true
+      # HAProxy (on this host) says who the client is in X-Forwarded-For:
+      # limits keyed on the client's address (logins, registrations) use it.
+      export THRONG_HTTP__TRUSTED_PROXIES="${THRONG_HTTP__TRUSTED_PROXIES:-127.0.0.1}"
       echo "$bin serve --listen 127.0.0.1:$port --data-dir $data --nats $nats_url --node-id $i --public-url ws://127.0.0.1:$base --admin-token <token> ${serve_args[*]}"
       exec setsid "$bin" serve --listen "127.0.0.1:$port" --data-dir "$data" --nats "$nats_url" \
         --node-id "$i" --public-url "ws://127.0.0.1:$base" --admin-token "$token" "${serve_args[@]}" </dev/null

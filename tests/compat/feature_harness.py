@@ -106,7 +106,9 @@ def make_world(name: str, bot_owns: bool = False, bot_admin: bool = False) -> Wo
     _, inv, _ = rest.request("POST", f"/api/v10/channels/{channel}/invites", body={"max_uses": 0}, auth=creator)
     joiners = [owner_token, member_token, member2_token] if bot_owns else [member_token, member2_token]
     if not bot_owns:
-        rest.request("PUT", f"/api/v10/guilds/{g['id']}/members/{me['id']}", auth=owner_token)
+        # A bot joins only by being authorized by someone with MANAGE_GUILD.
+        rest.request("POST", f"/api/v10/oauth2/authorize?client_id={me['id']}&scope=bot+applications.commands",
+                     body={"guild_id": g["id"], "permissions": "0", "authorize": True}, auth=owner_token)
     for t in joiners:
         rest.request("POST", f"/api/v10/invites/{inv['code']}", body={}, auth=t)
     bot_role = ""

@@ -278,8 +278,11 @@ def _setup(c: Cluster, throng_bin: str):
         setattr(c, attr, str(me["id"]))
     # Membership changes go through the actor on node 2 from node 3's REST.
     r3 = Rest(c.node(3).base, c.rest_log)
-    for uid in (c.bob["id"], c.dpy_id, c.djs_id):
-        r3.request("PUT", f"/api/v10/guilds/{c.guild_id}/members/{uid}", {}, auth=c.alice["token"], expect=(200, 201, 204))
+    _, inv, _ = r3.request("POST", f"/api/v10/channels/{c.channel_id}/invites", {}, auth=c.alice["token"], expect=(200,))
+    r3.request("POST", f"/api/v10/invites/{inv['code']}", {}, auth=c.bob["token"], expect=(200,))
+    for uid in (c.dpy_id, c.djs_id):
+        r3.request("POST", f"/api/v10/oauth2/authorize?client_id={uid}&scope=bot",
+                   {"guild_id": c.guild_id, "permissions": "0", "authorize": True}, auth=c.alice["token"], expect=(200,))
 
     # alice watches from node 3: presences + member list
     c.watcher = RawGateway(f"ws://127.0.0.1:{c.node(3).port}/?v=10&encoding=json", c.alice["token"], WATCHER_INTENTS,

@@ -271,7 +271,8 @@ def test_l1_libraries_through_the_balancer(lb: LB):
         for name, tok in tokens.items():
             _, me, _ = lb.rest.request("GET", "/api/v10/users/@me", auth=f"Bot {tok}")
             ids[name] = str(me["id"])
-            lb.rest.request("PUT", f"/api/v10/guilds/{g['id']}/members/{me['id']}", {}, auth=human)
+            lb.rest.request("POST", f"/api/v10/oauth2/authorize?client_id={me['id']}&scope=bot",
+                            {"guild_id": g["id"], "permissions": "0", "authorize": True}, auth=human)
     except (RestError, KeyError, StopIteration) as e:
         lb.fail(f"REST setup through the balancer failed: {e}")
     dpy = BotProcess("lb-bot-dpy", [str(DPY.python), str(HERE / "bots" / "dpy_bot.py"), "--base", lb.base,

@@ -285,8 +285,9 @@ def build_env(v: Variant, throng_bin: str, workdir: Path, server_args=(), bot_en
         text = [c for c in chans if c.get("type") == 0]
         assert text, f"guild {e.guild_id} has no text channel: {chans!r}"
         e.channel_id = str(text[0]["id"])
-        e.rest.request("PUT", f"/api/v10/guilds/{e.guild_id}/members/{e.bot_id}", {}, auth=e.human_token,
-                       expect=(200, 201, 204))
+        # The bot joins as Discord's consent page adds it (MANAGE_GUILD).
+        e.rest.request("POST", f"/api/v10/oauth2/authorize?client_id={e.bot_id}&scope=bot+applications.commands",
+                       {"guild_id": e.guild_id, "permissions": "0", "authorize": True}, auth=e.human_token, expect=(200,))
 
         e.human_gw = RawGateway(f"ws://127.0.0.1:{server.port}/?v=10&encoding=json", e.human_token, HUMAN_INTENTS,
                                 workdir / "human_gateway.log")

@@ -71,7 +71,10 @@ def test_roles_overwrites_bans_and_kicks(lib):
         _, history = world.api("GET", f"/channels/{world.channel}/messages?limit=50")
         assert spam["id"] not in [m["id"] for m in history]
         _, roles = world.api("GET", f"/guilds/{world.guild}/roles")
-        assert sorted(x["name"] for x in roles) == ["@everyone", "bot admin"]
+        # The bot's own managed role (it joined by authorization) stays too.
+        managed = [x for x in roles if x["managed"]]
+        assert [x["tags"]["bot_id"] for x in managed] == [world.bot_id], roles
+        assert sorted(x["name"] for x in roles if not x["managed"]) == ["@everyone", "bot admin"]
         _, m = world.api("GET", f"/guilds/{world.guild}/members/{world.member_id}")
         assert m["roles"] == []
     finally:

@@ -364,9 +364,9 @@ mod tests {
         let (tx, mut order) = tokio::sync::mpsc::unbounded_channel();
         let mut tasks = Vec::new();
         for (n, addr) in [(1, 1), (2, 1), (3, 2), (4, 3)] {
-            let (q, tx) = (q.clone(), tx.clone());
+            let (qc, tx) = (q.clone(), tx.clone());
             tasks.push(tokio::spawn(async move {
-                let _t = q.acquire(ip(addr)).await.unwrap();
+                let _t = qc.acquire(ip(addr)).await.unwrap();
                 tx.send(n).unwrap();
             }));
             // Each waits before the next arrives, so arrival order is known.
@@ -393,7 +393,7 @@ mod tests {
         let q = HashQueue::new(1, 2, Duration::from_millis(20));
         let held = q.acquire(ip(1)).await.unwrap();
         assert!(matches!(q.acquire(ip(2)).await, Err(AuthError::Busy)));
-        assert!(q.state.lock().unwrap().held.get(&ip(2)).is_none());
+        assert!(!q.state.lock().unwrap().held.contains_key(&ip(2)));
         drop(held);
         let again = q.acquire(ip(2)).await.unwrap();
         assert_eq!(q.running(), 1);

@@ -23,7 +23,7 @@ pub enum ApiError {
     /// An internal failure; logged, answered with a generic 500.
     Internal(String),
     /// An answer made elsewhere (a guild actor's refusal), passed on as it is.
-    Passed(Response),
+    Passed(Box<Response>),
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
@@ -60,7 +60,14 @@ impl From<AuthError> for ApiError {
     fn from(e: AuthError) -> Self {
         match e {
             AuthError::Unauthorized => ApiError::unauthorized(),
-            AuthError::Busy => ApiError::Busy,
+            // The client's address has its share of password hashing in use
+            // (or waited its turn too long): theirs to slow down.
+            AuthError::Busy => ApiError::RateLimited {
+                retry_after: 1.0,
+                bucket: "password-hashing".into(),
+                limit: 1,
+                reset_at: crate::auth::now_ms() as f64 / 1000.0 + 1.0,
+            },
             AuthError::Store(e) => e.into(),
             AuthError::Hash(m) => ApiError::Internal(m),
         }
@@ -123,7 +130,7 @@ impl IntoResponse for ApiError {
                 r.headers_mut().insert("retry-after", HeaderValue::from_static("1"));
                 r
             }
-            ApiError::Passed(r) => r,
+            ApiError::Passed(r) => *r,
             ApiError::Internal(cause) => {
                 tracing::error!(%cause, "internal error answering a request");
                 json_bytes(StatusCode::INTERNAL_SERVER_ERROR, json!({ "code": 0, "message": "500: Internal Server Error" }).to_string())

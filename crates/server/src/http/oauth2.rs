@@ -243,7 +243,7 @@ async fn add_bot(node: &Arc<Node>, by: UserId, guild: GuildId, a: &Asked, perms:
     let action = MemberAction::AuthorizeBot { bot: Box::new(a.bot.clone()), role: Box::new(role), joined_at: now_ms() };
     let answer = ask(node, guild, by, Action::Member(action)).await?;
     if !answer.status().is_success() {
-        return Err(ApiError::Passed(answer));
+        return Err(ApiError::Passed(Box::new(answer)));
     }
     Ok(())
 }

@@ -80,6 +80,8 @@ const NEEDS_PERM: &str = "ok ok 50013 50001 50013 401 401";
 const APP_OWN: &str = "50001 50001 50001 50001 ok 401 401";
 /// An application's own data: only a bot has one.
 const BOT_ONLY: &str = "10002 10002 10002 10002 ok 401 401";
+/// A person's own account (sessions, logout, consent): not a bot's.
+const PEOPLE: &str = "ok ok ok ok 20001 401 401";
 
 #[rustfmt::skip]
 const ROWS: &[Row] = &[
@@ -93,6 +95,7 @@ const ROWS: &[Row] = &[
     row("GET", "/ready", ANY, PUBLIC),
     row("GET", "/metrics", ANY, PUBLIC),
     row("GET", "/emojis/{file}", ANY, PUBLIC),
+    row("GET", "/avatars/{user_id}/{file}", ANY, PUBLIC),
     row("GET", "/attachments/{channel_id}/{attachment_id}/{filename}", ANY, PUBLIC),
     // Accounts and the gateway's address.
     row("GET", "/gateway", ANY, PUBLIC),
@@ -103,6 +106,19 @@ const ROWS: &[Row] = &[
     row("GET", "/gateway/bot", ANY, ANY_USER),
     row("POST", "/auth/register", ANY, PUBLIC),
     row("POST", "/auth/login", ANY, PUBLIC),
+    row("POST", "/auth/logout", ANY, PEOPLE),
+    row("GET", "/auth/sessions", ANY, PEOPLE),
+    row("POST", "/auth/sessions/logout", ANY, PEOPLE),
+    // The ways into a guild: an invite (below), a bot authorized by a
+    // person with MANAGE_GUILD, a bot adding a user who gave it a
+    // `guilds.join` token (CREATE_INSTANT_INVITE; people add nobody).
+    row("GET", "/oauth2/authorize", ANY, PEOPLE),
+    row("POST", "/oauth2/authorize", p::MANAGE_GUILD, "ok ok 50013 50001 20001 401 401"),
+    row("PUT", "/guilds/{guild_id}/members/{user_id}", p::CREATE_INSTANT_INVITE, "50013 50013 50013 50001 50013 401 401"),
+    // The token endpoint takes client credentials, never a caller's token.
+    row("POST", "/oauth2/token", ANY, "401 401 401 401 401 401 401"),
+    row("PATCH", "/applications/@me", ANY, BOT_ONLY),
+    row("POST", "/applications/@me/secret", ANY, BOT_ONLY),
     row("GET", "/users/@me", ANY, ANY_USER),
     row("PATCH", "/users/@me", ANY, ANY_USER),
     row("GET", "/users/@me/guilds", ANY, ANY_USER),
@@ -130,7 +146,6 @@ const ROWS: &[Row] = &[
     row("GET", "/guilds/{guild_id}/members", ANY, ANY_MEMBER),
     row("PATCH", "/guilds/{guild_id}/members/@me", p::CHANGE_NICKNAME, NEEDS_PERM),
     row("GET", "/guilds/{guild_id}/members/{user_id}", ANY, ANY_MEMBER),
-    row("PUT", "/guilds/{guild_id}/members/{user_id}", ANY, "ok 50013 50013 50001 50013 401 401"),
     row("PATCH", "/guilds/{guild_id}/members/{user_id}", p::MANAGE_NICKNAMES, NEEDS_PERM),
     row("DELETE", "/guilds/{guild_id}/members/{user_id}", p::KICK_MEMBERS, NEEDS_PERM),
     row("PUT", "/guilds/{guild_id}/members/{user_id}/roles/{role_id}", p::MANAGE_ROLES, NEEDS_PERM),
@@ -300,10 +315,16 @@ struct Cast {
     /// (auth, raw token, id); its application's id.
     bot: (String, String, String),
     app: String,
-    /// Bots the fixtures act on: a member, a user to add, a banned user.
+    /// Bots the fixtures act on: a member, a banned user.
     victim: (String, String),
-    newcomer: String,
     banned: String,
+    /// A person in no fixture guild who gave the bot column's application
+    /// a `guilds.join` token: (id, access token).
+    newcomer: (String, String),
+    /// A bot in no fixture guild, to authorize into one.
+    guest: String,
+    /// The owner's avatar, `{hash}.png`.
+    avatar: String,
     forged: String,
 }
 
@@ -316,14 +337,18 @@ impl Cast {
         let bot = t.bot("robot").await;
         let app = t.get("/applications/@me", &bot.0).await.1["id"].as_str().unwrap().to_string();
         let (victim_auth, _, victim_id) = t.bot("victim").await;
-        let newcomer = t.bot("newcomer").await.2;
         let banned = t.bot("banned").await.2;
+        let (newcomer_token, newcomer_id) = t.user("newcomer").await;
+        let newcomer = (newcomer_id, t.join_token(&newcomer_token, &bot.0, &bot.2).await);
+        let guest = t.bot("guest").await.2;
+        ok(t, Method::PATCH, "/users/@me", &owner.0, Some(json!({"avatar": PNG_URI}))).await;
+        let avatar = format!("{}.png", t.get("/users/@me", &owner.0).await.1["avatar"].as_str().unwrap());
         // The owner's token with its last character changed: the right
         // shape, the wrong signature.
         let mut forged = owner.0.clone();
         let last = forged.pop().unwrap();
         forged.push(if last == 'A' { 'B' } else { 'A' });
-        Cast { owner, holder, member, outsider, bot, app, victim: (victim_auth, victim_id), newcomer, banned, forged }
+        Cast { owner, holder, member, outsider, bot, app, victim: (victim_auth, victim_id), banned, newcomer, guest, avatar, forged }
     }
 
     fn auth(&self, who: Who) -> Option<&str> {
@@ -336,6 +361,16 @@ impl Cast {
             Who::NoToken => return None,
             Who::Forged => &self.forged,
         })
+    }
+
+    /// A person's username (`Cast::new` registers them by these names).
+    fn username(&self, who: Who) -> &'static str {
+        match who {
+            Who::Owner => "owner",
+            Who::Holder => "holder",
+            Who::Member => "member",
+            _ => "outsider",
+        }
     }
 
     /// The raw token IDENTIFY sends.
@@ -361,6 +396,12 @@ async fn ok(t: &TestServer, m: Method, path: &str, auth: &str, body: Option<Valu
     v
 }
 
+/// A fresh token of `username` (password "correct horse").
+async fn login(t: &TestServer, username: &str) -> String {
+    let v = t.req(Method::POST, "/auth/login", None, Some(json!({"username": username, "password": "correct horse"}))).await.1;
+    v["token"].as_str().unwrap_or_else(|| panic!("login {username}: {v}")).to_string()
+}
+
 fn id(v: &Value) -> String {
     v["id"].as_str().unwrap_or_else(|| panic!("no id in {v}")).to_string()
 }
@@ -373,8 +414,12 @@ impl Fixture {
         vars.insert("{guild_id}", guild.clone());
         vars.insert("{channel_id}", channel.clone());
         vars.insert("{app_id}", c.app.clone());
-        for u in [&c.holder.1, &c.member.1, &c.bot.2, &c.victim.1] {
-            ok(t, Method::PUT, &format!("/guilds/{guild}/members/{u}"), owner, Some(json!({}))).await;
+        vars.insert("{join_token}", c.newcomer.1.clone());
+        // People join by invite; bots are authorized in (below, after the
+        // roles, so their managed roles end below the holder's).
+        let invite = ok(t, Method::POST, &format!("/channels/{channel}/invites"), owner, Some(json!({}))).await;
+        for u in [&c.holder.0, &c.member.0] {
+            ok(t, Method::POST, &format!("/invites/{}", invite["code"].as_str().unwrap()), u, Some(json!({}))).await;
         }
         // The holder's role first: a new role starts at the bottom and moves
         // the others up, so the target role, created next, ends below it.
@@ -390,6 +435,9 @@ impl Fixture {
             ok(t, Method::PUT, &format!("/guilds/{guild}/members/{}/roles/{}", c.holder.1, id(&role)), owner, None).await;
         }
         let target = id(&ok(t, Method::POST, &format!("/guilds/{guild}/roles"), owner, Some(json!({"name": "target"}))).await);
+        for b in [&c.bot.2, &c.victim.1] {
+            t.add_bot(owner, &guild, b, 0).await;
+        }
         vars.insert("{role_id}", target.clone());
         vars.insert("{overwrite_id}", target.clone());
         let path = r.path;
@@ -479,7 +527,11 @@ impl Fixture {
                 ok(t, Method::PUT, &format!("/guilds/{guild}/bans/{}", c.banned), owner, Some(json!({}))).await;
                 c.banned.clone()
             }
-            ("PUT", "/guilds/{guild_id}/members/{user_id}") => c.newcomer.clone(),
+            ("PUT", "/guilds/{guild_id}/members/{user_id}") => c.newcomer.0.clone(),
+            ("GET", "/avatars/{user_id}/{file}") => {
+                vars.insert("{file}", c.avatar.clone());
+                c.owner.1.clone()
+            }
             _ => victim.clone(),
         };
         if needs("/roles/{role_id}") && r.method == "DELETE" && needs("/members/") {
@@ -532,7 +584,10 @@ fn body(r: &Row, f: &Fixture, n: usize) -> Option<Value> {
         ("PATCH", "/guilds/{guild_id}/roles") => json!([{"id": f.vars["{role_id}"], "position": 1}]),
         ("PATCH", "/guilds/{guild_id}/roles/{role_id}") => json!({"name": "renamed"}),
         ("PATCH", "/guilds/{guild_id}/members/@me") => json!({"nick": "me"}),
-        ("PUT", "/guilds/{guild_id}/members/{user_id}") => json!({}),
+        ("PUT", "/guilds/{guild_id}/members/{user_id}") => json!({"access_token": f.vars["{join_token}"]}),
+        ("POST", "/oauth2/authorize") => json!({"guild_id": f.guild, "permissions": "0", "authorize": true}),
+        ("POST", "/auth/sessions/logout") => json!({"session_id_hashes": []}),
+        ("PATCH", "/applications/@me") => json!({"redirect_uris": ["http://localhost/cb"]}),
         ("PATCH", "/guilds/{guild_id}/members/{user_id}") => json!({"nick": "renamed"}),
         ("PUT", "/guilds/{guild_id}/bans/{user_id}") => json!({}),
         ("POST", "/guilds/{guild_id}/emojis") => json!({"name": "new", "image": PNG_URI}),
@@ -580,13 +635,26 @@ async fn rest_cell(t: &TestServer, c: &Cast, r: &Row, who: Who, n: usize) -> (St
     let api = !r.page
         && !matches!(r.path, "/health" | "/ready" | "/metrics")
         && !r.path.starts_with("/emojis/")
+        && !r.path.starts_with("/avatars/")
         && !r.path.starts_with("/attachments/");
-    let url = if api { format!("{}{path}", t.base) } else { format!("{}{path}", t.base.trim_end_matches("/api/v10")) };
+    let query = match r.path {
+        "/oauth2/authorize" => format!("?client_id={}&scope=bot", c.guest),
+        _ => String::new(),
+    };
+    let url = if api { format!("{}{path}{query}", t.base) } else { format!("{}{path}", t.base.trim_end_matches("/api/v10")) };
     let mut req = t.http.request(method, url);
-    if let Some(a) = c.auth(who) {
+    let mut auth = c.auth(who).map(str::to_owned);
+    if r.path == "/auth/logout" && matches!(who, Who::Owner | Who::Holder | Who::Member | Who::Outsider) {
+        // Logging out revokes the token: a fresh one of the same person.
+        auth = Some(login(t, c.username(who)).await);
+    }
+    if let Some(a) = auth {
         req = req.header("authorization", a);
     }
-    if let Some(b) = body(r, &f, n) {
+    if r.path == "/oauth2/token" {
+        let form = format!("grant_type=authorization_code&code=nope&client_id={}&client_secret=wrong", c.app);
+        req = req.header("content-type", "application/x-www-form-urlencoded").body(form);
+    } else if let Some(b) = body(r, &f, n) {
         req = req.json(&b);
     }
     let resp = req.send().await.unwrap();

@@ -89,7 +89,7 @@ async fn only_the_applications_own_bot_touches_its_commands() {
     let other_app = app_id(&t, &other_bot).await;
     // The other bot is in the guild, the stranger is not.
     let other_id = t.get("/users/@me", &other_bot).await.1["id"].as_str().unwrap().to_string();
-    t.req(Method::PUT, &format!("/guilds/{}/members/{other_id}", w.guild), Some(&w.owner), Some(json!({}))).await;
+    t.add_bot(&w.owner, &w.guild, &other_id, 0).await;
 
     let global = format!("/applications/{app}/commands");
     let guild = format!("/applications/{app}/guilds/{}/commands", w.guild);

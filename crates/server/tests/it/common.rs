@@ -35,6 +35,15 @@ impl TestServer {
         c.gateway.heartbeat_interval_ms = 2_000;
         c.gateway.resume_window_ms = 2_000;
         c.limits.rest_requests_per_window = 1_000;
+        // Tests register and log in many users from one address; the
+        // security tests set these budgets back to what they test.
+        c.auth.register_per_address = 100_000;
+        c.auth.login_per_address = 100_000;
+        c.auth.login_per_account = 100_000;
+        // Tests identify one bot many times in a row; the security tests
+        // (and the real libraries in the compat suite) meet the real
+        // one-per-5-s window.
+        c.gateway.identify_window_ms = 0;
         tweak(&mut c);
         let server = Server::start(c).await.unwrap();
         let addr = server.addr;
@@ -110,9 +119,57 @@ impl TestServer {
         let (owner, owner_id) = self.user("owner").await;
         let (bot_auth, bot_token, bot_id) = self.bot("robot").await;
         let (guild, channel) = self.guild(&owner).await;
-        let (s, v, _) = self.req(reqwest::Method::PUT, &format!("/guilds/{guild}/members/{bot_id}"), Some(&owner), Some(json!({}))).await;
-        assert_eq!(s, 201, "{v}");
+        self.add_bot(&owner, &guild, &bot_id, 0).await;
         World { owner, owner_id, bot_auth, bot_token, bot_id, guild, channel }
+    }
+
+    /// `by` (MANAGE_GUILD) adds bot `bot_id` to `guild` as Discord's consent
+    /// page does, with a managed role of `permissions`.
+    pub async fn add_bot(&self, by: &str, guild: &str, bot_id: &str, permissions: u64) {
+        let body = json!({"guild_id": guild, "permissions": permissions.to_string(), "authorize": true});
+        let path = format!("/oauth2/authorize?client_id={bot_id}&scope=bot+applications.commands");
+        let (s, v, _) = self.req(reqwest::Method::POST, &path, Some(by), Some(body)).await;
+        assert_eq!(s, 200, "{v}");
+    }
+
+    /// An OAuth2 access token with `identify guilds.join` that the person
+    /// `user` gives the application of bot `bot_id` (`bot_auth`): the code
+    /// grant as the application and the person's browser go through it.
+    pub async fn join_token(&self, user: &str, bot_auth: &str, bot_id: &str) -> String {
+        let cb = "http://127.0.0.1:9/callback";
+        let (s, v, _) = self.req(reqwest::Method::PATCH, "/applications/@me", Some(bot_auth), Some(json!({"redirect_uris": [cb]}))).await;
+        assert_eq!(s, 200, "{v}");
+        let (s, v) = self.post("/applications/@me/secret", bot_auth, json!({})).await;
+        assert_eq!(s, 200, "{v}");
+        let secret = v["secret"].as_str().unwrap().to_string();
+        let path =
+            format!("/oauth2/authorize?client_id={bot_id}&scope=identify+guilds.join&response_type=code&redirect_uri={cb}&state=xyz");
+        let (s, v) = self.post(&path, user, json!({"authorize": true})).await;
+        assert_eq!(s, 200, "{v}");
+        let location = v["location"].as_str().unwrap();
+        assert!(location.starts_with(cb) && location.contains("state=xyz"), "{location}");
+        let code = location.split(['?', '&']).find_map(|p| p.strip_prefix("code=")).unwrap();
+        let form = format!("grant_type=authorization_code&code={code}&redirect_uri={cb}&client_id={bot_id}&client_secret={secret}");
+        let r = self
+            .http
+            .post(format!("{}/oauth2/token", self.base))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["token_type"], "Bearer");
+        v["access_token"].as_str().unwrap().to_string()
+    }
+
+    /// `member` joins the guild of `channel` through an invite `inviter` makes there.
+    pub async fn join(&self, inviter: &str, channel: &str, member: &str) {
+        let (s, inv) = self.post(&format!("/channels/{channel}/invites"), inviter, json!({})).await;
+        assert_eq!(s, 200, "{inv}");
+        let (s, v) = self.post(&format!("/invites/{}", inv["code"].as_str().unwrap()), member, json!({})).await;
+        assert_eq!(s, 200, "{v}");
     }
 
     pub async fn say(&self, auth: &str, channel: &str, content: &str) -> Value {

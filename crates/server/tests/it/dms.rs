@@ -15,8 +15,7 @@ const MESSAGE_CONTENT: u64 = 1 << 15;
 /// Registers `name` and makes them a member of `w`'s guild: (token, id).
 pub async fn member(t: &TestServer, w: &World, name: &str) -> (String, String) {
     let (token, id) = t.user(name).await;
-    let (s, v, _) = t.req(Method::PUT, &format!("/guilds/{}/members/{id}", w.guild), Some(&w.owner), Some(json!({}))).await;
-    assert_eq!(s, 201, "{v}");
+    t.join(&w.owner, &w.channel, &token).await;
     (token, id)
 }
 

@@ -102,10 +102,10 @@ async fn guild_permissions() {
     assert_eq!((s, v.as_array().unwrap().len()), (200, 2));
     let (s, v) = t.get(&format!("{g}/members/{}", w.bot_id), &w.owner).await;
     assert_eq!((s, v["user"]["id"].as_str()), (200, Some(w.bot_id.as_str())));
-    let (s, _, _) = t.req(Method::PUT, &format!("{g}/members/{}", w.owner_id), Some(&w.bot_auth), Some(json!({}))).await;
-    assert_eq!(s, 403, "only the owner adds members");
-    let (s, _, _) = t.req(Method::PUT, &format!("{g}/members/{}", w.bot_id), Some(&w.owner), Some(json!({}))).await;
-    assert_eq!(s, 204, "already a member");
+    let (s, v, _) = t.req(Method::PUT, &format!("{g}/members/{}", w.owner_id), Some(&w.bot_auth), Some(json!({}))).await;
+    assert_eq!((s, v["code"].as_u64()), (400, Some(50035)), "a bot adds a user only with their OAuth2 token: {v}");
+    let (s, v, _) = t.req(Method::PUT, &format!("{g}/members/{}", w.bot_id), Some(&w.owner), Some(json!({}))).await;
+    assert_eq!((s, v["code"].as_u64()), (403, Some(50013)), "people add nobody, owners included: {v}");
     let (s, v) = t.get("/users/@me/guilds", &w.bot_auth).await;
     assert_eq!((s, v[0]["id"].as_str(), v[0]["owner"].as_bool()), (200, Some(w.guild.as_str()), Some(false)));
     // Only the owner deletes.
@@ -412,7 +412,7 @@ async fn a_send_right_after_a_role_is_removed_is_refused() {
         .await;
     assert_eq!(s, 200, "{role}");
     let speaker = role["id"].as_str().unwrap().to_string();
-    assert_eq!(t.req(Method::PUT, &format!("/guilds/{gid}/members/{member_id}"), Some(&owner), Some(json!({}))).await.0, 201);
+    t.join(&owner, &cid, &member).await;
     assert_eq!(t.req(Method::PUT, &format!("/guilds/{gid}/members/{member_id}/roles/{speaker}"), Some(&owner), None).await.0, 204);
     let path = format!("/channels/{cid}/messages");
     let send = |n: u32| {

@@ -58,8 +58,8 @@ impl G {
             outsider,
             low: String::new(),
         };
-        g.add(&g.moderator_id.clone()).await;
-        g.add(&g.plain_id.clone()).await;
+        g.t.join(&g.owner, &g.channel, &g.moderator).await;
+        g.t.join(&g.owner, &g.channel, &g.plain).await;
         // Created first, so moved up by the next one: `low` ends below `mod`.
         g.mod_role = g.role(json!({"name": "mod", "permissions": MOD_PERMS.to_string()})).await;
         g.low = g.role(json!({"name": "low", "permissions": "0"})).await;
@@ -72,16 +72,10 @@ impl G {
         (s, v)
     }
 
-    /// The owner adds `user` to the guild.
-    async fn add(&self, user: &str) {
-        let (s, v) = self.req(Method::PUT, &format!("/guilds/{}/members/{user}", self.guild), &self.owner, Some(json!({}))).await;
-        assert_eq!(s, 201, "{v}");
-    }
-
-    /// A new human member: (token, id).
+    /// A new human member (joined by invite): (token, id).
     async fn member(&self, name: &str) -> (String, String) {
         let (tok, id) = self.t.user(name).await;
-        self.add(&id).await;
+        self.t.join(&self.owner, &self.channel, &tok).await;
         (tok, id)
     }
 
@@ -193,7 +187,7 @@ async fn every_route_is_authorized_owner_permitted_member_plain_member_outsider(
             let target_role = g.role(json!({"name": format!("t{n}")})).await;
             // Bots: no password to hash, so the table stays quick.
             let (_, _, victim) = g.t.bot(&format!("victim{n}")).await;
-            g.add(&victim).await;
+            g.t.add_bot(&g.owner, &gid, &victim, 0).await;
             let (_, _, banned) = g.t.bot(&format!("banned{n}")).await;
             let (s, v) = g.req(Method::PUT, &format!("/guilds/{gid}/bans/{banned}"), &g.owner, None).await;
             assert_eq!(s, 204, "{v}");
@@ -784,10 +778,8 @@ async fn a_ban_removes_purges_and_keeps_the_user_out_until_unbanned() {
     assert_eq!(bans[0]["user"]["id"], spammer_id.as_str());
     let (s, ban) = g.t.get(&format!("/guilds/{gid}/bans/{spammer_id}"), &g.moderator).await;
     assert_eq!((s, ban["reason"].as_str()), (200, Some("too much spam")));
-    // Out: an invite refuses them (and keeps its uses), so does the owner adding them.
+    // Out: an invite refuses them (and keeps its uses).
     let (s, v) = g.t.post(&format!("/invites/{code}"), &spammer, json!({})).await;
-    assert_eq!((s, v["code"].as_u64()), (403, Some(40007)), "{v}");
-    let (s, v) = g.req(Method::PUT, &format!("/guilds/{gid}/members/{spammer_id}"), &g.owner, Some(json!({}))).await;
     assert_eq!((s, v["code"].as_u64()), (403, Some(40007)), "{v}");
     assert_eq!(g.t.get(&format!("/invites/{code}"), &spammer).await.1["uses"], 0);
     // Banning again: 204, nothing new.

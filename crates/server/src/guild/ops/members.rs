@@ -64,9 +64,14 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MemberActi
             nick.apply(&mut m.nick);
             m.nick = m.nick.filter(|n| !n.is_empty());
             roles.apply(&mut m.roles);
-            // `@everyone` is implied, and each role counts once.
+            // `@everyone` is implied, and each role counts once. A bot's
+            // managed role stays whatever list is sent (clients send the
+            // roles they manage), and no one else can be given it.
+            let managed = |r: &protocol::RoleId| st.roles.iter().any(|k| k.id == *r && k.bot_id.is_some());
+            let kept: Vec<protocol::RoleId> = current.roles.iter().filter(|r| managed(r)).copied().collect();
             let mut seen = std::collections::HashSet::new();
-            m.roles.retain(|r| r.0 != st.guild.id.0 && seen.insert(*r));
+            m.roles.retain(|r| r.0 != st.guild.id.0 && !kept.contains(r) && seen.insert(*r));
+            m.roles.extend(kept);
             if m.roles.iter().any(|r| !st.roles.iter().any(|k| k.id == *r)) {
                 return Err(OpReply::not_found(ErrorCode::UnknownRole));
             }
