@@ -104,6 +104,31 @@ test("someone who manages no server has nothing to pick", async () => {
   // ADMINISTRATOR stands out.
   assert.deepEqual(await page.locator("#consent-perms li.danger").allTextContents(), ["Administrator ADMINISTRATOR"]);
   await shot(page.locator("#consent-card"), "addbot-no-guild");
+  await page.getByRole("button", { name: "Cancel" }).click();
+  await page.locator("#consent-result").filter({ hasText: `${bot.name} was not added to any server.` }).waitFor();
+  assert.deepEqual(await csp.check(page), { events: [], messages: [] });
+  await ctx.close();
+});
+
+test("the server's refusal is shown as it says it", async () => {
+  // A manager (MANAGE_GUILD through a role) may add bots, but may not give
+  // one a permission they lack themselves: ADMINISTRATOR here.
+  const manager = await register(server.url, "manager");
+  const [general] = await rest(server.url, "GET", `/guilds/${guild.id}/channels`, owner.token);
+  const inv = await rest(server.url, "POST", `/channels/${general.id}/invites`, owner.token, {});
+  await rest(server.url, "POST", `/invites/${inv.code}`, manager.token);
+  const role = await rest(server.url, "POST", `/guilds/${guild.id}/roles`, owner.token, { name: "managers", permissions: "32" });
+  await rest(server.url, "PUT", `/guilds/${guild.id}/members/${manager.id}/roles/${role.id}`, owner.token);
+
+  const { ctx, csp, page } = await contextAs(manager.token);
+  await page.goto(link(bot.id, "8"));
+  await page.getByLabel("Add to server").selectOption(guild.id);
+  await page.getByRole("button", { name: "Authorize" }).click();
+  await page.locator("#consent-error").filter({ hasText: "Missing Permissions" }).waitFor();
+  // Still on the page, free to try again.
+  assert.equal(await page.getByRole("button", { name: "Authorize" }).isEnabled(), true);
+  const roles = await rest(server.url, "GET", `/guilds/${guild.id}/roles`, owner.token);
+  assert.equal(roles.filter((r) => r.managed).length, 1, "no second managed role");
   assert.deepEqual(await csp.check(page), { events: [], messages: [] });
   await ctx.close();
 });

@@ -9,7 +9,7 @@
 // managed role carrying the requested permissions. Everything that comes
 // from the server or the link is shown as text.
 
-import { Api, ApiError } from "./api";
+import { Api } from "./api";
 import { clear, h } from "./dom";
 import { decodePermissions } from "./permissions";
 
@@ -133,7 +133,7 @@ export async function showAuthorize(api: Api, card: HTMLElement, me: any, logout
       // anyone to an address a link or a server chose.
       done(`${botName} was added`, `${botName} is now a member of ${guild.name}.`);
     } catch (err) {
-      error.textContent = err instanceof ApiError ? err.message : message(err);
+      error.textContent = message(err);
       authorize.disabled = false;
     }
   });
