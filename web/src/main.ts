@@ -182,7 +182,7 @@ function dispatch(t: string, d: any) {
       me = d.user;
       if (readyCount > 1) {
         // A fresh session after a failed RESUME: history may have gaps.
-        for (const h of histories.values()) h.loaded = false;
+        for (const hist of histories.values()) hist.loaded = false;
         members.resubscribe();
         if (channelId) loadHistory(channelId, true);
       }
@@ -396,9 +396,9 @@ function selectChannel(id: string | null) {
 }
 
 function history(id: string): History {
-  let h = histories.get(id);
-  if (!h) histories.set(id, (h = { items: [], hasMore: true, loaded: false, loading: false }));
-  return h;
+  let hist = histories.get(id);
+  if (!hist) histories.set(id, (hist = { items: [], hasMore: true, loaded: false, loading: false }));
+  return hist;
 }
 
 /// Marks the moment the client became usable (for time-to-interactive).
@@ -411,22 +411,22 @@ function mark() {
 // ---------- messages ----------
 
 async function loadHistory(id: string, fresh: boolean) {
-  const h = history(id);
-  if (h.loading || (!fresh && !h.hasMore)) return;
-  h.loading = true;
+  const hist = history(id);
+  if (hist.loading || (!fresh && !hist.hasMore)) return;
+  hist.loading = true;
   try {
-    const oldest = fresh ? null : h.items[0]?.id;
+    const oldest = fresh ? null : hist.items[0]?.id;
     const page: Message[] = await api.get(`/channels/${id}/messages?limit=${PAGE}` + (oldest ? `&before=${oldest}` : ""));
     page.reverse();
     if (fresh) {
       // Keep what arrived over the gateway meanwhile.
-      const newer = h.items.filter((m) => !page.length || cmpId(m.id, page[page.length - 1].id) > 0);
-      h.items = page.concat(newer);
+      const newer = hist.items.filter((m) => !page.length || cmpId(m.id, page[page.length - 1].id) > 0);
+      hist.items = page.concat(newer);
     } else {
-      h.items = page.filter((m) => cmpId(m.id, h.items[0]?.id ?? "~") < 0 || !h.items.length).concat(h.items);
+      hist.items = page.filter((m) => cmpId(m.id, hist.items[0]?.id ?? "~") < 0 || !hist.items.length).concat(hist.items);
     }
-    h.hasMore = page.length === PAGE;
-    h.loaded = true;
+    hist.hasMore = page.length === PAGE;
+    hist.loaded = true;
     for (const m of page) names.set(m.author.id, m.author.global_name || m.author.username);
     if (channelId !== id) return;
     const ol = $("messages");
@@ -442,7 +442,7 @@ async function loadHistory(id: string, fresh: boolean) {
   } catch (err) {
     console.error("history", err);
   } finally {
-    h.loading = false;
+    hist.loading = false;
   }
 }
 
@@ -520,10 +520,10 @@ function messageCreate(m: Message) {
   if (!c.last_message_id || cmpId(m.id, c.last_message_id) > 0) c.last_message_id = m.id;
   names.set(m.author.id, m.author.global_name || m.author.username);
   typing.get(m.channel_id)?.delete(m.author.id);
-  const h = history(m.channel_id);
-  if (h.items.some((x) => x.id === m.id) || pending.some((x) => x.id === m.id)) return;
+  const hist = history(m.channel_id);
+  if (hist.items.some((x) => x.id === m.id) || pending.some((x) => x.id === m.id)) return;
   if (m.author.id === me?.id) read[m.channel_id] = m.id;
-  if (!h.loaded) {
+  if (!hist.loaded) {
     if (m.channel_id !== channelId) {
       renderUnread(c);
       return;
@@ -533,10 +533,10 @@ function messageCreate(m: Message) {
     pending.push(m);
     if (!flushFrame) flushFrame = requestAnimationFrame(flush);
   } else {
-    h.items.push(m);
-    if (h.items.length > KEEP) {
-      h.items.splice(0, h.items.length - KEEP);
-      h.hasMore = true;
+    hist.items.push(m);
+    if (hist.items.length > KEEP) {
+      hist.items.splice(0, hist.items.length - KEEP);
+      hist.hasMore = true;
     }
     renderUnread(c);
   }
@@ -553,17 +553,17 @@ function flush() {
   const frag = document.createDocumentFragment();
   for (const m of batch) {
     if (m.channel_id !== channelId) continue;
-    const h = history(m.channel_id);
-    if (h.items.some((x) => x.id === m.id)) continue;
-    h.items.push(m);
+    const hist = history(m.channel_id);
+    if (hist.items.some((x) => x.id === m.id)) continue;
+    hist.items.push(m);
     frag.appendChild(messageEl(m));
   }
   ol.appendChild(frag);
-  const h = channelId ? history(channelId) : null;
-  if (h && stick && h.items.length > KEEP) {
-    const cut = h.items.length - KEEP;
-    for (const m of h.items.splice(0, cut)) document.getElementById(`m-${m.id}`)?.remove();
-    h.hasMore = true;
+  const hist = channelId ? history(channelId) : null;
+  if (hist && stick && hist.items.length > KEEP) {
+    const cut = hist.items.length - KEEP;
+    for (const m of hist.items.splice(0, cut)) document.getElementById(`m-${m.id}`)?.remove();
+    hist.hasMore = true;
   }
   if (stick) ol.scrollTop = ol.scrollHeight;
   markRead();
@@ -585,8 +585,8 @@ function markRead() {
 }
 
 function messageUpdate(d: any) {
-  const h = histories.get(d.channel_id);
-  const m = h?.items.find((x) => x.id === d.id);
+  const hist = histories.get(d.channel_id);
+  const m = hist?.items.find((x) => x.id === d.id);
   if (!m) return;
   if (d.content !== undefined) m.content = d.content;
   m.edited_timestamp = d.edited_timestamp ?? m.edited_timestamp;
@@ -595,8 +595,8 @@ function messageUpdate(d: any) {
 }
 
 function messageDelete(cid: string, id: string) {
-  const h = histories.get(cid);
-  if (h) h.items = h.items.filter((m) => m.id !== id);
+  const hist = histories.get(cid);
+  if (hist) hist.items = hist.items.filter((m) => m.id !== id);
   pending = pending.filter((m) => m.id !== id);
   document.getElementById(`m-${id}`)?.remove();
 }
