@@ -45,10 +45,13 @@ use crate::config::HttpConfig;
 /// `retry_after` and retry).
 const OVER_IP_CAP: &[u8] = b"HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 94\r\n\r\n{\"message\":\"Too many connections from this address.\",\"retry_after\":1.0,\"global\":true,\"code\":0}";
 
+/// Connections held per client address.
+type PerIp = Arc<Mutex<HashMap<IpAddr, usize>>>;
+
 /// Counts of connections in the HTTP phase: in total and per address.
 pub struct ConnGate {
     total: Arc<Semaphore>,
-    per_ip: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    per_ip: PerIp,
     max_per_ip: usize,
     trusted: TrustedProxies,
     exempt: TrustedProxies,
@@ -57,7 +60,7 @@ pub struct ConnGate {
 /// One connection's places; given back when dropped.
 pub struct ConnSlot {
     _total: OwnedSemaphorePermit,
-    ip: Option<(IpAddr, Arc<Mutex<HashMap<IpAddr, usize>>>)>,
+    ip: Option<(IpAddr, PerIp)>,
 }
 
 impl Drop for ConnSlot {
@@ -278,7 +281,12 @@ impl Body for TimedBody {
         let rule = this.rule;
         let clock = this.clock.get_or_insert_with(|| {
             let now = Instant::now();
-            Clock { ends: now + rule.total, window_ends: now + rule.window, window_bytes: 0, timer: Box::pin(tokio::time::sleep(rule.window)) }
+            Clock {
+                ends: now + rule.total,
+                window_ends: now + rule.window,
+                window_bytes: 0,
+                timer: Box::pin(tokio::time::sleep(rule.window)),
+            }
         });
         loop {
             let polled = Pin::new(&mut this.inner).poll_frame(cx);
@@ -366,6 +374,6 @@ mod tests {
         let first = g.place().await;
         assert!(tokio::time::timeout(Duration::from_millis(20), g.place()).await.is_err(), "the second waits");
         drop(first);
-        tokio::time::timeout(Duration::from_secs(5), g.place()).await.expect("admitted once the first is gone");
+        let _second = tokio::time::timeout(Duration::from_secs(5), g.place()).await.expect("admitted once the first is gone");
     }
 }

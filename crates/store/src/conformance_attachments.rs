@@ -67,11 +67,8 @@ pub(super) async fn attachments_and_webhooks(s: &dyn Store) {
     // row even when rows share a file; rows without an uploader count for
     // nobody; a message's deletion gives its bytes back.
     assert_eq!(s.uploaded_bytes(UserId(1)).await.unwrap(), 0);
-    let sized = |id: u64, hash: &str, size: u64, by: Option<u64>| AttachmentRecord {
-        size,
-        uploader_id: by.map(UserId),
-        ..upload(id, hash, 10)
-    };
+    let sized =
+        |id: u64, hash: &str, size: u64, by: Option<u64>| AttachmentRecord { size, uploader_id: by.map(UserId), ..upload(id, hash, 10) };
     s.create_attachment(&sized(900_010, &h, 1_000, Some(1))).await.unwrap();
     s.create_attachment(&sized(900_011, &h, 1_000, Some(1))).await.unwrap();
     s.create_attachment(&sized(900_012, &h2, 5_000_000_000, Some(1))).await.unwrap();

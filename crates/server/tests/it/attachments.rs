@@ -107,7 +107,9 @@ async fn upload_is_served_back_with_ranges_and_removed_with_its_message() {
     assert_eq!(a["description"], "numbers");
     assert_eq!(a["url"], a["proxy_url"]);
     let url = a["url"].as_str().unwrap().to_string();
-    assert!(url.ends_with(&format!("/attachments/{}/{}/some_file.bin", w.channel, a["id"].as_str().unwrap())), "{url}");
+    let (bare, signature) = url.split_once('?').unwrap();
+    assert!(bare.ends_with(&format!("/attachments/{}/{}/some_file.bin", w.channel, a["id"].as_str().unwrap())), "{url}");
+    assert!(signature.starts_with("ex=") && signature.contains("&hm="), "signed: {url}");
     assert!(blob(&t, &data).exists(), "stored under its content hash");
 
     let r = t.http.get(&url).send().await.unwrap();

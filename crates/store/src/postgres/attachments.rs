@@ -8,7 +8,8 @@ use super::i;
 use crate::attachments::attachment_ids;
 use crate::{AttachmentRecord, MessageRecord, Result, WebhookRecord};
 
-const ATTACHMENT_COLS: &str = "id, channel_id, message_id, hash, filename, size, content_type, width, height, description, created_at, uploader_id";
+const ATTACHMENT_COLS: &str =
+    "id, channel_id, message_id, hash, filename, size, content_type, width, height, description, created_at, uploader_id";
 const WEBHOOK_COLS: &str = "id, guild_id, channel_id, kind, name, avatar, token, creator_id, application_id, created_at";
 
 #[derive(FromRow)]
@@ -139,7 +140,11 @@ pub(super) async fn uploaded_bytes(r: &PgPool, user: UserId) -> Result<u64> {
 /// The setting `name`, inserted as `value` first if absent (the first
 /// writer wins; every caller reads the same value).
 pub(super) async fn setting_or_init(w: &PgPool, name: &str, value: &str) -> Result<String> {
-    sqlx::query("INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING").bind(name).bind(value).execute(w).await?;
+    sqlx::query("INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING")
+        .bind(name)
+        .bind(value)
+        .execute(w)
+        .await?;
     Ok(sqlx::query_scalar("SELECT value FROM settings WHERE name = $1").bind(name).fetch_one(w).await?)
 }
 

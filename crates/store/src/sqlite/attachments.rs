@@ -7,7 +7,8 @@ use super::i;
 use crate::attachments::attachment_ids;
 use crate::{AttachmentRecord, MessageRecord, Result, WebhookRecord};
 
-const ATTACHMENT_COLS: &str = "id, channel_id, message_id, hash, filename, size, content_type, width, height, description, created_at, uploader_id";
+const ATTACHMENT_COLS: &str =
+    "id, channel_id, message_id, hash, filename, size, content_type, width, height, description, created_at, uploader_id";
 const WEBHOOK_COLS: &str = "id, guild_id, channel_id, kind, name, avatar, token, creator_id, application_id, created_at";
 
 #[derive(FromRow)]
@@ -134,8 +135,7 @@ pub(super) async fn blob_refs(r: &SqlitePool, hash: &str) -> Result<u64> {
 
 /// The bytes of every attachment row `user` uploaded (pending or linked).
 pub(super) async fn uploaded_bytes(r: &SqlitePool, user: UserId) -> Result<u64> {
-    let n: Option<i64> =
-        sqlx::query_scalar("SELECT sum(size) FROM attachments WHERE uploader_id = ?").bind(i(user)).fetch_one(r).await?;
+    let n: Option<i64> = sqlx::query_scalar("SELECT sum(size) FROM attachments WHERE uploader_id = ?").bind(i(user)).fetch_one(r).await?;
     Ok(n.unwrap_or(0) as u64)
 }
 
