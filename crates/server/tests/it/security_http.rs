@@ -122,11 +122,11 @@ async fn status_of(t: &TestServer, url: &str) -> u16 {
 
 /// Attachment URLs carry `ex`, `is` and `hm`; the file is served only
 /// under a valid, unexpired signature (404 otherwise, in Discord's body);
-/// a REST read signs afresh; the gateway's MESSAGE_CREATE carries the
-/// URL signed at creation; the key is the store's, shared by every node.
+/// a REST read signs afresh; the gateway's MESSAGE_CREATE carries the URL
+/// signed at creation; the key is the store's, shared by every node.
 #[tokio::test]
-async fn attachment_urls_are_signed_expire_and_are_signed_afresh_by_reads() {
-    let t = TestServer::start_with(|c| c.attachments.url_lifetime_s = 2).await;
+async fn attachment_urls_are_signed_and_only_a_valid_unexpired_signature_serves() {
+    let t = TestServer::start().await;
     let w = t.world().await;
     let mut g = Gw::connect(&t.ws).await;
     g.identify(&w.bot_token, BOT_INTENTS).await;
@@ -158,20 +158,19 @@ async fn attachment_urls_are_signed_expire_and_are_signed_afresh_by_reads() {
     assert_eq!(status_of(&t, &url.replace(&format!("ex={ex}"), &format!("ex={later}"))).await, 404, "a moved expiry");
     let other = url.replace("a.txt?", "b.txt?");
     assert_eq!(status_of(&t, &other).await, 404, "the signature is for one path");
+    // Signed with the server's own key, but longer ago than the lifetime.
+    let (origin, file_path) = bare(&url).split_at(url.find("/attachments/").unwrap());
+    let lifetime = t.node().config.attachments.url_lifetime_s;
+    let old = t.node().blobs.signer.sign(file_path, server::attachments::now_s() - lifetime - 1);
+    assert_eq!(status_of(&t, &format!("{origin}{old}")).await, 404, "expired");
 
-    // Expired (2 s lifetime): 404; a REST read hands out a fresh URL.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while status_of(&t, &url).await != 404 {
-        assert!(Instant::now() < deadline, "never expired");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // REST reads hand out URLs signed now, which work.
     let mid = m["id"].as_str().unwrap();
     for (route, pick) in [(format!("{path}/{mid}"), "/attachments/0/url"), (format!("{path}?limit=1"), "/0/attachments/0/url")] {
         let (s, v) = t.get(&route, &w.owner).await;
         assert_eq!(s, 200, "{v}");
         let fresh = v.pointer(pick).and_then(Value::as_str).unwrap().to_string();
         assert_eq!(bare(&fresh), bare(&url));
-        assert_ne!(fresh, url, "signed afresh");
         assert_eq!(status_of(&t, &fresh).await, 200, "{route}");
     }
 
@@ -179,6 +178,29 @@ async fn attachment_urls_are_signed_expire_and_are_signed_afresh_by_reads() {
     let stored = t.node().store.setting_or_init("attachments.url_signing_key", "not this").await.unwrap();
     assert_eq!(t.node().config.attachments.url_signing_key.as_deref(), Some(stored.as_str()));
     assert_eq!(stored.len(), 64, "32 random bytes, hex");
+}
+
+/// `attachments.url_lifetime_s` (3 s here): the URL handed out stops
+/// working once it passes; a REST read then gives a new one that works.
+#[tokio::test]
+async fn an_attachment_url_expires_after_its_lifetime_and_a_read_renews_it() {
+    let t = TestServer::start_with(|c| c.attachments.url_lifetime_s = 3).await;
+    let w = t.world().await;
+    let path = format!("/channels/{}/messages", w.channel);
+    let (s, m) = upload(&t, &path, Some(&w.bot_auth), json!({}), &[("a.txt", b"the file")]).await;
+    assert_eq!(s, 200, "{m}");
+    let url = m["attachments"][0]["url"].as_str().unwrap().to_string();
+    assert_eq!(status_of(&t, &url).await, 200, "good for 2-3 s");
+    let start = Instant::now();
+    while status_of(&t, &url).await != 404 {
+        assert!(start.elapsed() < Duration::from_secs(10), "never expired");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (s, v) = t.get(&format!("{path}/{}", m["id"].as_str().unwrap()), &w.owner).await;
+    assert_eq!(s, 200, "{v}");
+    let fresh = v["attachments"][0]["url"].as_str().unwrap();
+    assert_ne!(fresh, url, "signed afresh");
+    assert_eq!(status_of(&t, fresh).await, 200);
 }
 
 /// A guild member's channel they cannot see, and a webhook of the guild.
