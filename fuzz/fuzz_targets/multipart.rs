@@ -14,9 +14,9 @@ use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use axum::response::IntoResponse;
 use libfuzzer_sys::fuzz_target;
-use protocol::ChannelId;
+use protocol::{ChannelId, UserId};
 use server::config::Config;
-use server::http::attachments::read_body;
+use server::http::attachments::{read_body, Sender};
 use server::http::messages::MessageBody;
 
 const BOUNDARY: &str = "fuzzboundary";
@@ -62,7 +62,9 @@ fuzz_target!(|data: &[u8]| {
     let req = req.body(Body::from(body.to_vec())).unwrap();
     let max_files = node.config.attachments.max_files;
     w.rt.block_on(async {
-        match read_body::<MessageBody>(req, node, ChannelId(1)).await {
+        // As a sender the route let through (the head was judged already).
+        let sender = Sender { uploader: UserId(1), may_attach: true };
+        match read_body::<MessageBody>(req, node, ChannelId(1), sender).await {
             Ok((_, uploads)) => {
                 assert!(uploads.list.len() <= max_files, "{} files accepted", uploads.list.len());
                 // Dropped without `keep`: the files are discarded.

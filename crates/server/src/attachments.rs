@@ -31,12 +31,29 @@
 //! temporary files as old. Messages removed with their channel or guild
 //! take their rows with them (cascade); the sweeper's walk over the
 //! directory releases files no row names any more.
+//!
+//! ## Signed URLs
+//!
+//! As on Discord's CDN, every attachment URL the API hands out carries
+//! `ex` (expiry) and `is` (issued), unix seconds in hex, and `hm`, the hex
+//! HMAC-SHA256 of the path with both under the deployment's key
+//! ([`UrlSigner`]). A URL is good for `attachments.url_lifetime_s` from its
+//! signing; REST reads sign afresh, so a client that still sees a message
+//! gets a working URL. Without a valid, unexpired signature a file is 404.
+//!
+//! ## Quota
+//!
+//! Each row records its uploader; a user's stored bytes are the sizes of
+//! their rows (`Store::uploaded_bytes`), and uploads still streaming on this
+//! node are held in [`Blobs::reserve`] until their request ends, so two
+//! requests of one user at once cannot both take the last of the quota.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use protocol::{ChannelId, Snowflake};
+use hmac::{Hmac, Mac};
+use protocol::{ChannelId, Snowflake, UserId};
 use sha2::{Digest, Sha256};
 use store::{AttachmentRecord, Store};
 use tokio::io::AsyncWriteExt;
@@ -50,12 +67,20 @@ const HEAD_BYTES: usize = 64 << 10;
 /// the files, so renames are atomic).
 const TMP_DIR: &str = "tmp";
 
+/// The name of the URL-signing key among the store's settings.
+const SIGNING_KEY_SETTING: &str = "attachments.url_signing_key";
+
 /// The node's file store and its upload bound.
 pub struct Blobs {
     dir: PathBuf,
     tmp: PathBuf,
     uploads: Arc<Semaphore>,
     pub config: AttachmentsConfig,
+    /// Signs the URLs handed out and checks the ones served.
+    pub signer: UrlSigner,
+    /// Bytes of uploads of this node whose requests have not ended, per
+    /// uploader (see [`Blobs::reserve`]).
+    streaming: Arc<std::sync::Mutex<std::collections::HashMap<UserId, u64>>>,
 }
 
 impl Blobs {
@@ -70,7 +95,28 @@ impl Blobs {
             tmp,
             uploads: Arc::new(Semaphore::new(config.attachments.upload_concurrency.max(1))),
             config: config.attachments.clone(),
+            signer: UrlSigner::from_config(&config.attachments),
+            streaming: Arc::default(),
         }
+    }
+
+    /// A hold on `user`'s quota for one request's files; its bytes count
+    /// until it is dropped (when the request ends: by then its rows are in
+    /// the store, or gone).
+    pub fn reserve(&self, user: UserId) -> Reservation {
+        Reservation { user, bytes: 0, streaming: self.streaming.clone() }
+    }
+
+    /// Bytes `user` may still upload: the quota less what the store holds
+    /// of theirs and what streams on this node (`u64::MAX`: no quota).
+    pub async fn quota_left(&self, store: &dyn Store, user: UserId) -> store::Result<u64> {
+        let quota = self.config.user_quota_bytes;
+        if quota == 0 {
+            return Ok(u64::MAX);
+        }
+        let stored = store.uploaded_bytes(user).await?;
+        let streaming = self.streaming.lock().expect("quota map poisoned").get(&user).copied().unwrap_or(0);
+        Ok(quota.saturating_sub(stored.saturating_add(streaming)))
     }
 
     /// A place among the uploads in flight, or `None` when all are taken.
@@ -200,6 +246,136 @@ pub async fn sweeper(node: Arc<crate::node::Node>) {
             tracing::warn!(error = %e, "attachment sweep failed");
         }
     }
+}
+
+/// Bytes of one request's files held against their uploader's quota.
+pub struct Reservation {
+    user: UserId,
+    bytes: u64,
+    streaming: Arc<std::sync::Mutex<std::collections::HashMap<UserId, u64>>>,
+}
+
+impl Reservation {
+    /// Holds `n` more bytes.
+    pub fn add(&mut self, n: u64) {
+        self.bytes += n;
+        *self.streaming.lock().expect("quota map poisoned").entry(self.user).or_default() += n;
+    }
+
+    /// The bytes held so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if self.bytes == 0 {
+            return;
+        }
+        let mut map = self.streaming.lock().expect("quota map poisoned");
+        if let Some(b) = map.get_mut(&self.user) {
+            *b = b.saturating_sub(self.bytes);
+            if *b == 0 {
+                map.remove(&self.user);
+            }
+        }
+    }
+}
+
+/// The key that signs attachment URLs: `attachments.url_signing_key` if
+/// set, else the one kept in the store, created by the first node to ask
+/// (32 random bytes, hex), so every node of a cluster signs alike.
+pub async fn signing_key(config: &Config, store: &dyn Store) -> store::Result<String> {
+    if let Some(k) = &config.attachments.url_signing_key {
+        return Ok(k.clone());
+    }
+    store.setting_or_init(SIGNING_KEY_SETTING, &hex::encode(rand::random::<[u8; 32]>())).await
+}
+
+/// Signs and checks attachment URLs: `?ex=<expiry>&is=<issued>&hm=<mac>`,
+/// times in unix seconds as hex, `mac` the hex HMAC-SHA256 of
+/// `<path>\n<ex>\n<is>` (the path only, so a change of public origin keeps
+/// URLs valid).
+pub struct UrlSigner {
+    key: Vec<u8>,
+    lifetime_s: u64,
+}
+
+impl UrlSigner {
+    pub fn new(key: &[u8], lifetime_s: u64) -> UrlSigner {
+        UrlSigner { key: key.to_vec(), lifetime_s }
+    }
+
+    /// With the configured key, or, where none was resolved (a node built
+    /// without [`crate::Server::start`], as unit tests do), a key of this
+    /// process only.
+    fn from_config(c: &AttachmentsConfig) -> UrlSigner {
+        let key = match &c.url_signing_key {
+            Some(k) => k.as_bytes().to_vec(),
+            None => rand::random::<[u8; 32]>().to_vec(),
+        };
+        UrlSigner::new(&key, c.url_lifetime_s)
+    }
+
+    fn mac(&self, path: &str, ex: &str, is: &str) -> Hmac<Sha256> {
+        let mut m = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key length");
+        m.update(path.as_bytes());
+        m.update(b"\n");
+        m.update(ex.as_bytes());
+        m.update(b"\n");
+        m.update(is.as_bytes());
+        m
+    }
+
+    /// `path` with a signature good from `now_s` for the lifetime.
+    pub fn sign(&self, path: &str, now_s: u64) -> String {
+        let (ex, is) = (format!("{:x}", now_s.saturating_add(self.lifetime_s)), format!("{now_s:x}"));
+        let hm = hex::encode(self.mac(path, &ex, &is).finalize().into_bytes());
+        format!("{path}?ex={ex}&is={is}&hm={hm}")
+    }
+
+    /// A URL (absolute, or a path) with its signature made afresh.
+    pub fn resign(&self, url: &str, now_s: u64) -> String {
+        let bare = url.split_once('?').map_or(url, |(b, _)| b);
+        let path_at = bare.find("://").map_or(0, |i| bare[i + 3..].find('/').map_or(bare.len(), |j| i + 3 + j));
+        let (origin, path) = bare.split_at(path_at);
+        format!("{origin}{}", self.sign(path, now_s))
+    }
+
+    /// Signs afresh the `url` and `proxy_url` of attachment objects.
+    pub fn resign_all(&self, attachments: &mut [serde_json::Value], now_s: u64) {
+        for a in attachments {
+            for k in ["url", "proxy_url"] {
+                if let Some(u) = a.get(k).and_then(|v| v.as_str()).map(|u| self.resign(u, now_s)) {
+                    a[k] = u.into();
+                }
+            }
+        }
+    }
+
+    /// Whether `query` carries a signature of `path` that has not expired
+    /// at `now_s` (other parameters are ignored, as on Discord's CDN).
+    pub fn verify(&self, path: &str, query: Option<&str>, now_s: u64) -> bool {
+        let (mut ex, mut is, mut hm) = (None, None, None);
+        for pair in query.unwrap_or("").split('&') {
+            match pair.split_once('=') {
+                Some(("ex", v)) => ex = Some(v),
+                Some(("is", v)) => is = Some(v),
+                Some(("hm", v)) => hm = Some(v),
+                _ => {}
+            }
+        }
+        let (Some(ex), Some(is), Some(hm)) = (ex, is, hm) else { return false };
+        let Ok(hm) = hex::decode(hm) else { return false };
+        // The signature first (constant time), then the expiry it vouches for.
+        self.mac(path, ex, is).verify_slice(&hm).is_ok() && u64::from_str_radix(ex, 16).is_ok_and(|ex| ex > now_s)
+    }
+}
+
+/// Now, in unix seconds (what URL signatures count in).
+pub fn now_s() -> u64 {
+    crate::auth::now_ms() / 1000
 }
 
 /// An upload being written: its temporary file is removed unless published.
@@ -348,9 +524,10 @@ pub fn clean_filename(name: &str) -> String {
     out
 }
 
-/// The attachment object of a stored upload, as Discord documents it.
-pub fn attachment_json(a: &AttachmentRecord, base: &str) -> serde_json::Value {
-    let url = format!("{base}{}", url_path(a.channel_id, a.id, &a.filename));
+/// The attachment object of a stored upload, as Discord documents it, its
+/// URL signed now.
+pub fn attachment_json(a: &AttachmentRecord, base: &str, signer: &UrlSigner) -> serde_json::Value {
+    let url = format!("{base}{}", signer.sign(&url_path(a.channel_id, a.id, &a.filename), now_s()));
     let mut v = serde_json::json!({
         "id": a.id, "filename": a.filename, "size": a.size, "url": url, "proxy_url": url, "content_type": a.content_type,
     });
@@ -403,6 +580,26 @@ mod tests {
         assert_eq!(clean_filename("my photo (1).png"), "my_photo__1_.png");
         assert_eq!(clean_filename(".."), "unknown");
         assert_eq!(clean_filename("C:\\x\\y.txt"), "y.txt");
+    }
+
+    #[test]
+    fn signed_urls_hold_until_they_expire_and_only_as_signed() {
+        let s = UrlSigner::new(b"k", 100);
+        let path = "/attachments/1/2/a.png";
+        let signed = s.sign(path, 1_000);
+        let (p, q) = signed.split_once('?').unwrap();
+        assert_eq!(p, path);
+        assert!(q.starts_with("ex=44c&is=3e8&hm="), "{q}");
+        assert!(s.verify(path, Some(q), 1_000) && s.verify(path, Some(q), 1_099));
+        assert!(!s.verify(path, Some(q), 1_100), "expired");
+        assert!(!s.verify("/attachments/1/2/b.png", Some(q), 1_000), "another path");
+        assert!(!s.verify(path, Some(&q.replace("ex=44c", "ex=44d")), 1_000), "a moved expiry");
+        assert!(!s.verify(path, None, 1_000) && !s.verify(path, Some("ex=44c&is=3e8"), 1_000), "unsigned");
+        assert!(!UrlSigner::new(b"other", 100).verify(path, Some(q), 1_000), "another key");
+        // Signed afresh: origin and path kept, the query replaced.
+        let url = format!("http://h:1{signed}");
+        assert_eq!(s.resign(&url, 2_000), format!("http://h:1{}", s.sign(path, 2_000)));
+        assert_eq!(s.resign(path, 2_000), s.sign(path, 2_000));
     }
 
     #[test]

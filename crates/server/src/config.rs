@@ -113,13 +113,74 @@ impl Default for OAuth2Config {
 
 /// The HTTP edge (`[http]`): who the client is, and limits on connections
 /// and requests.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+///
+/// Connections are counted while they speak HTTP (REST requests, and a
+/// gateway socket until its upgrade). An upgraded gateway socket leaves
+/// these counts and is counted by `limits.max_gateway_connections`
+/// instead: a load balancer or a NAT carries thousands of gateway sockets
+/// from one address, and a session is bounded already (IDENTIFY timeout,
+/// heartbeats, the gateway cap).
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HttpConfig {
     /// Proxies (addresses or CIDR blocks) whose `X-Forwarded-For` names the
     /// client, e.g. the HAProxy in front of a cluster. Limits keyed on the
-    /// client's address use it; empty: the TCP peer is the client.
+    /// client's address use it; empty: the TCP peer is the client. They are
+    /// exempt from `max_connections_per_ip` (they carry many clients).
     pub trusted_proxies: Vec<String>,
+    /// HTTP connections this process holds at once. At the cap it stops
+    /// accepting until one ends (new connections wait in the kernel's
+    /// backlog: backpressure, not refusal). Each holds a task and hyper's
+    /// buffers; with `limits.max_gateway_connections` it also bounds file
+    /// descriptors.
+    pub max_connections: usize,
+    /// HTTP connections one client address (the TCP peer) holds at once;
+    /// one more is answered 429 with Retry-After and closed without its
+    /// request being read. Browsers open about six per host and bot
+    /// libraries up to a hundred; 256 leaves room for a NAT of those.
+    pub max_connections_per_ip: usize,
+    /// Peers (addresses or CIDR blocks) exempt from
+    /// `max_connections_per_ip` besides `trusted_proxies`. Loopback by
+    /// default: a local peer is a process on this host (a reverse proxy
+    /// that was not named trusted, the load generator, the operator), which
+    /// could exhaust the host without any socket. Empty it to cap local
+    /// peers too.
+    pub per_ip_exempt: Vec<String>,
+    /// The rule for reading a request body: at least
+    /// `body_min_bytes_per_window` must arrive in every `body_window_ms`
+    /// (windows counted from the handler's first read of the body, the
+    /// last partial one excused when the body ends), and the whole body
+    /// within `body_timeout_ms`. A body that breaks it is cut: 408 if
+    /// nothing was answered yet, and the connection is closed. By default
+    /// 8 KiB per 10 s (a 1 byte per 5 s trickle is cut after 10 s; the
+    /// slowest mobile link sends that in well under a second) and 15 min
+    /// in all (50 MiB, the largest request, at 57 KiB/s).
+    pub body_window_ms: u64,
+    pub body_min_bytes_per_window: u64,
+    pub body_timeout_ms: u64,
+    /// When a connection closes with part of a request unread (an early
+    /// refusal, a cut body), the server first stops sending (FIN), then
+    /// reads and drops what the client still sends for at most this long
+    /// and this many bytes before it closes, so the client reads the answer
+    /// instead of a reset. A client that keeps sending holds it no longer.
+    pub close_drain_ms: u64,
+    pub close_drain_bytes: u64,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            trusted_proxies: Vec::new(),
+            max_connections: 8_192,
+            max_connections_per_ip: 256,
+            per_ip_exempt: vec!["127.0.0.0/8".into(), "::1".into()],
+            body_window_ms: 10_000,
+            body_min_bytes_per_window: 8 << 10,
+            body_timeout_ms: 15 * 60_000,
+            close_drain_ms: 2_000,
+            close_drain_bytes: 1 << 20,
+        }
+    }
 }
 
 /// The thread archive clock (DMs, threads, application commands).
@@ -422,6 +483,25 @@ pub struct AttachmentsConfig {
     pub pending_grace_ms: u64,
     /// How often the sweeper runs.
     pub sweep_interval_ms: u64,
+    /// How long an attachment URL works after it was signed, in seconds
+    /// (Discord: 24 h). Every REST read of a message signs its URLs afresh;
+    /// a gateway event carries the URL signed when the message was created.
+    /// An unsigned, altered or expired URL is 404.
+    pub url_lifetime_s: u64,
+    /// The key that signs attachment URLs (any text; use 32+ random bytes,
+    /// e.g. `openssl rand -hex 32`). Unset: a random key kept in the store,
+    /// created by the first node that starts, so every node of a cluster
+    /// signs alike. Set it only to rotate the key or to pin it across
+    /// stores; every node must then have the same value.
+    pub url_signing_key: Option<String>,
+    /// Bytes of attachments one user may have stored (every file of theirs
+    /// that a message or a pending upload still names; a webhook's files
+    /// count for its creator); 0: no quota. An upload that would pass it
+    /// is 413 with code 40005, judged from its Content-Length before the
+    /// body is read and again as it streams. 1 GiB: about forty files at
+    /// `max_file_bytes`, far more than chat use needs, while registration
+    /// is open: no one account can fill the disk on its own.
+    pub user_quota_bytes: u64,
 }
 
 impl Default for AttachmentsConfig {
@@ -434,6 +514,9 @@ impl Default for AttachmentsConfig {
             upload_concurrency: 64,
             pending_grace_ms: 15 * 60_000,
             sweep_interval_ms: 60 * 60_000,
+            url_lifetime_s: 86_400,
+            url_signing_key: None,
+            user_quota_bytes: 1 << 30,
         }
     }
 }
@@ -452,7 +535,7 @@ pub const ENV_ALIASES: &[(&str, &str)] = &[
 ];
 
 /// Keys whose values are text even when they look like numbers.
-const TEXT_KEYS: &[&str] = &["listen", "data_dir", "database", "public_url", "admin_token", "nats", "log_format", "dir"];
+const TEXT_KEYS: &[&str] = &["listen", "data_dir", "database", "public_url", "admin_token", "nats", "log_format", "dir", "url_signing_key"];
 
 /// The format of log lines ([`Config::log_format`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -481,7 +564,7 @@ fn env_value(key: &str, v: &str) -> toml::Value {
 }
 
 /// Keys whose values are lists of text, which the environment may give as `a,b,c`.
-const LIST_KEYS: &[&str] = &["trusted_proxies"];
+const LIST_KEYS: &[&str] = &["trusted_proxies", "per_ip_exempt"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -545,6 +628,9 @@ impl Config {
         if c.admin_token.is_some() {
             c.admin_token = Some("(set)".into());
         }
+        if c.attachments.url_signing_key.is_some() {
+            c.attachments.url_signing_key = Some("(set)".into());
+        }
         toml::to_string(&c).unwrap_or_else(|e| format!("# cannot render: {e}"))
     }
 
@@ -578,6 +664,18 @@ impl Config {
         }
         if let Err(e) = crate::client_addr::TrustedProxies::parse(&self.http.trusted_proxies) {
             return Err(ConfigError::Invalid(format!("http.trusted_proxies: {e}")));
+        }
+        if let Err(e) = crate::client_addr::TrustedProxies::parse(&self.http.per_ip_exempt) {
+            return Err(ConfigError::Invalid(format!("http.per_ip_exempt: {e}")));
+        }
+        if self.http.max_connections == 0 || self.http.max_connections_per_ip == 0 {
+            return bad("http.max_connections and http.max_connections_per_ip must be positive");
+        }
+        if self.http.body_window_ms == 0 || self.http.body_timeout_ms == 0 {
+            return bad("http.body_window_ms and http.body_timeout_ms must be positive");
+        }
+        if self.attachments.url_lifetime_s == 0 {
+            return bad("attachments.url_lifetime_s must be positive");
         }
         if self.gateway.large_threshold_default > self.gateway.large_threshold_max {
             return bad("large_threshold_default exceeds large_threshold_max");

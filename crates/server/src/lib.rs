@@ -29,6 +29,7 @@ pub mod client_addr;
 pub mod cluster;
 pub mod config;
 pub mod convert;
+pub mod edge;
 pub mod emoji;
 pub mod fanout;
 pub mod gateway;
@@ -94,6 +95,8 @@ impl Server {
     pub async fn start(mut config: Config) -> Result<Server, StartError> {
         config.validate()?;
         let store = open_store(&config).await?;
+        // One key for every node sharing the store (see `attachments`).
+        config.attachments.url_signing_key = Some(attachments::signing_key(&config, &*store).await?);
         let listener = listener::bind(config.listen, config.reuse_port).map_err(|e| StartError::Bind(config.listen, e))?;
         let addr = listener.local_addr().map_err(|e| StartError::Bind(config.listen, e))?;
         // Port 0 binds are resolved now, so clients are told the real address.

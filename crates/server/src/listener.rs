@@ -1,9 +1,12 @@
 //! The one listening port: HTTP/1 for REST, and WebSocket upgrades for the
 //! gateway. An upgrade gets the raw `TcpStream` back from hyper (plus any
 //! bytes hyper had read ahead), so the gateway runs its own lean framing.
+//! The edge's limits (connections in total and per address, the body
+//! deadline, the bounded close) are in [`crate::edge`].
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -16,6 +19,7 @@ use protocol::CloseCode;
 use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceExt;
 
+use crate::edge::{BodyRule, ConnGate, Edge, TimedBody};
 use crate::gateway::conn::{Conn, ConnSlot};
 use crate::gateway::{connection, ws};
 use crate::node::Node;
@@ -48,7 +52,14 @@ pub fn bind(addr: SocketAddr, reuse_port: bool) -> std::io::Result<TcpListener> 
 /// Accepts connections until shutdown.
 pub async fn serve(node: Arc<Node>, listener: TcpListener) {
     let app = crate::http::router(node.clone());
+    let gate = ConnGate::new(&node.config.http);
     loop {
+        // At `http.max_connections`, wait for one to end before accepting:
+        // new connections wait in the kernel's backlog meanwhile.
+        let place = tokio::select! {
+            _ = node.shutdown.cancelled() => break,
+            p = gate.place() => p,
+        };
         let accepted = tokio::select! {
             _ = node.shutdown.cancelled() => break,
             r = listener.accept() => r,
@@ -61,16 +72,36 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener) {
                 continue;
             }
         };
+        let Some(slot) = gate.admit(place, peer.ip()) else {
+            tracing::debug!(peer = %peer.ip(), "over http.max_connections_per_ip: refused");
+            crate::edge::refuse(stream);
+            continue;
+        };
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "set_nodelay failed");
         }
         let (node2, app) = (node.clone(), app.clone());
-        node.tasks.spawn(serve_http(node2, app, stream, peer));
+        node.tasks.spawn(async move {
+            serve_http(node2, app, stream, peer).await;
+            // Held while the connection speaks HTTP: an upgrade ends
+            // `serve_http` (hyper hands the socket over), so a gateway
+            // socket is counted by `limits.max_gateway_connections` alone.
+            drop(slot);
+        });
     }
+}
+
+/// The answer to a request whose body broke `BodyRule`; the connection
+/// closes after it.
+fn body_timeout() -> Response<Body> {
+    let mut r = plain(StatusCode::REQUEST_TIMEOUT, "The request body did not arrive in time.");
+    r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
 }
 
 async fn serve_http(node: Arc<Node>, app: axum::Router, stream: TcpStream, peer: SocketAddr) {
     let n = node.clone();
+    let rule = BodyRule::from_config(&node.config.http);
     let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
         req.extensions_mut().insert(ConnectInfo(peer));
         let (node, app) = (n.clone(), app.clone());
@@ -78,13 +109,17 @@ async fn serve_http(node: Arc<Node>, app: axum::Router, stream: TcpStream, peer:
             if is_websocket(&req) {
                 return Ok::<_, Infallible>(upgrade(node, req));
             }
-            app.oneshot(req).await
+            let cut = Arc::new(AtomicBool::new(false));
+            let req = req.map(|b| Body::new(TimedBody::new(b, rule, cut.clone())));
+            let r = app.oneshot(req).await?;
+            // Whatever the route made of the cut body, the client was too slow.
+            Ok(if cut.load(Ordering::Relaxed) { body_timeout() } else { r })
         }
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
-        .serve_connection(TokioIo::new(stream), svc)
+        .serve_connection(TokioIo::new(Edge::new(stream, &node.config.http)), svc)
         .with_upgrades();
     tokio::pin!(conn);
     tokio::select! {
@@ -154,11 +189,11 @@ fn upgrade(node: Arc<Node>, mut req: Request<Incoming>) -> Response<Body> {
             Ok(u) => u,
             Err(e) => return tracing::debug!(error = %e, "upgrade failed"),
         };
-        let Ok(parts) = upgraded.downcast::<TokioIo<TcpStream>>() else {
-            return tracing::error!("upgraded connection is not a TcpStream");
+        let Ok(parts) = upgraded.downcast::<TokioIo<Edge>>() else {
+            return tracing::error!("upgraded connection is not the listener's socket");
         };
         let hyper::upgrade::Parts { io, read_buf, .. } = parts;
-        let stream = io.into_inner();
+        let stream = io.into_inner().into_inner();
         let sndbuf = node.config.gateway.socket_send_buffer_bytes;
         if sndbuf > 0 {
             if let Err(e) = socket2::SockRef::from(&stream).set_send_buffer_size(sndbuf) {

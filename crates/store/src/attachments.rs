@@ -22,6 +22,10 @@ pub struct AttachmentRecord {
     pub height: Option<u32>,
     pub description: Option<String>,
     pub created_at: u64,
+    /// Who uploaded it (a user, or a webhook's creator): whose storage
+    /// quota it counts against. `None` for rows from before uploaders were
+    /// recorded.
+    pub uploader_id: Option<UserId>,
 }
 
 /// An incoming webhook of a guild channel.

@@ -18,6 +18,7 @@ fn upload(id: u64, hash: &str, created_at: u64) -> AttachmentRecord {
         height: Some(5),
         description: Some("d".into()),
         created_at,
+        uploader_id: Some(UserId(1)),
     }
 }
 
@@ -61,6 +62,33 @@ pub(super) async fn attachments_and_webhooks(s: &dyn Store) {
     // Deleting the message takes its rows with it.
     assert!(s.delete_message(ChannelId(101), MessageId(900_100)).await.unwrap());
     assert_eq!(s.blob_refs(&h).await.unwrap(), 0, "the rows went with their message");
+
+    // Storage per uploader: every row counts, pending or linked, once per
+    // row even when rows share a file; rows without an uploader count for
+    // nobody; a message's deletion gives its bytes back.
+    assert_eq!(s.uploaded_bytes(UserId(1)).await.unwrap(), 0);
+    let sized =
+        |id: u64, hash: &str, size: u64, by: Option<u64>| AttachmentRecord { size, uploader_id: by.map(UserId), ..upload(id, hash, 10) };
+    s.create_attachment(&sized(900_010, &h, 1_000, Some(1))).await.unwrap();
+    s.create_attachment(&sized(900_011, &h, 1_000, Some(1))).await.unwrap();
+    s.create_attachment(&sized(900_012, &h2, 5_000_000_000, Some(1))).await.unwrap();
+    s.create_attachment(&sized(900_013, &h2, 7, Some(2))).await.unwrap();
+    s.create_attachment(&sized(900_014, &h2, 9, None)).await.unwrap();
+    assert_eq!(s.get_attachment(Snowflake(900_014)).await.unwrap().unwrap().uploader_id, None);
+    assert_eq!(s.uploaded_bytes(UserId(1)).await.unwrap(), 5_000_002_000, "past 32 bits");
+    assert_eq!(s.uploaded_bytes(UserId(2)).await.unwrap(), 7);
+    assert_eq!(s.create_messages(&[(0, with_files(900_102, &[900_010, 900_012]))]).await.unwrap(), vec![true]);
+    assert_eq!(s.uploaded_bytes(UserId(1)).await.unwrap(), 5_000_002_000, "linked rows still count");
+    assert!(s.delete_message(ChannelId(101), MessageId(900_102)).await.unwrap());
+    assert_eq!(s.uploaded_bytes(UserId(1)).await.unwrap(), 1_000, "a deleted message gives its bytes back");
+    let ids = [900_011, 900_013, 900_014].map(Snowflake);
+    assert_eq!(s.delete_pending_attachments(&ids).await.unwrap().len(), 3);
+    assert_eq!(s.uploaded_bytes(UserId(1)).await.unwrap(), 0);
+
+    // Settings: the first value inserted stays; later callers read it.
+    assert_eq!(s.setting_or_init("conformance.key", "first").await.unwrap(), "first");
+    assert_eq!(s.setting_or_init("conformance.key", "second").await.unwrap(), "first", "insert-if-absent");
+    assert_eq!(s.setting_or_init("conformance.other", "x").await.unwrap(), "x");
 
     let hook = WebhookRecord {
         id: Snowflake(900_200),

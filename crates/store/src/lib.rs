@@ -257,6 +257,13 @@ pub trait Store: DmThreadCommandStore + AccountStore + Send + Sync + 'static {
     async fn expire_pending_attachments(&self, before_ms: u64) -> Result<Vec<String>>;
     /// How many attachment rows (pending or not) name the file `hash`.
     async fn blob_refs(&self, hash: &str) -> Result<u64>;
+    /// The bytes of the attachment rows (pending or linked) `user`
+    /// uploaded: what their storage quota counts. A file stored once for
+    /// several rows counts once per row.
+    async fn uploaded_bytes(&self, user: UserId) -> Result<u64>;
+    /// The deployment-wide setting `name`; inserted as `value` first if
+    /// absent. Nodes starting together all get the first one inserted.
+    async fn setting_or_init(&self, name: &str, value: &str) -> Result<String>;
     async fn get_webhook(&self, id: protocol::Snowflake) -> Result<Option<WebhookRecord>>;
     async fn webhooks_of_channel(&self, channel: ChannelId) -> Result<Vec<WebhookRecord>>;
     async fn webhooks_of_guild(&self, guild: GuildId) -> Result<Vec<WebhookRecord>>;

@@ -1066,6 +1066,12 @@ impl Store for PostgresStore {
     async fn blob_refs(&self, hash: &str) -> Result<u64> {
         attachments::blob_refs(&self.pool, hash).await
     }
+    async fn uploaded_bytes(&self, user: UserId) -> Result<u64> {
+        attachments::uploaded_bytes(&self.pool, user).await
+    }
+    async fn setting_or_init(&self, name: &str, value: &str) -> Result<String> {
+        attachments::setting_or_init(&self.pool, name, value).await
+    }
     async fn get_webhook(&self, id: protocol::Snowflake) -> Result<Option<WebhookRecord>> {
         attachments::get_webhook(&self.pool, id).await
     }

@@ -1040,6 +1040,12 @@ impl Store for SqliteStore {
         // release protocol in the server's `attachments`).
         attachments::blob_refs(&self.writer, hash).await
     }
+    async fn uploaded_bytes(&self, user: UserId) -> Result<u64> {
+        attachments::uploaded_bytes(&self.reader, user).await
+    }
+    async fn setting_or_init(&self, name: &str, value: &str) -> Result<String> {
+        attachments::setting_or_init(&self.writer, name, value).await
+    }
     async fn get_webhook(&self, id: protocol::Snowflake) -> Result<Option<WebhookRecord>> {
         attachments::get_webhook(&self.reader, id).await
     }

@@ -2,17 +2,24 @@
 //! `files[n]`, as discord.py and discord.js send them), streamed to disk
 //! (see [`crate::attachments`]), and the files served back at their
 //! attachment `url` with ranges.
+//!
+//! A multipart request is judged from its head before any byte of its body
+//! is read: the route checks that the sender may post there ([`Sender`]:
+//! VIEW_CHANNEL and SEND_MESSAGES, or a webhook's token), and the declared
+//! Content-Length must fit the request limit and the sender's quota. A
+//! refusal is answered at once; the listener then closes the connection
+//! (draining a bounded amount), and nothing of the body reaches the disk.
 
 use std::io::SeekFrom;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{FromRequest, Path, Request, State};
+use axum::extract::{FromRequest, Path, RawQuery, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use protocol::{ChannelId, ErrorCode, Snowflake};
+use protocol::{ChannelId, ErrorCode, Snowflake, UserId};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use store::AttachmentRecord;
@@ -20,7 +27,7 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::{parse_json, ApiError, ApiResult};
-use crate::attachments::{attachment_json, clean_filename, guess_content_type, http_base, image_size};
+use crate::attachments::{attachment_json, clean_filename, guess_content_type, http_base, image_size, Reservation};
 use crate::auth::now_ms;
 use crate::node::Node;
 
@@ -37,17 +44,21 @@ pub struct Uploads {
     node: Arc<Node>,
     pub list: Vec<AttachmentRecord>,
     _permit: Option<OwnedSemaphorePermit>,
+    /// The files' bytes, held against the uploader's quota until the
+    /// request ends (by then the rows count in the store, or are gone).
+    _quota: Option<Reservation>,
 }
 
 impl Uploads {
     fn none(node: &Arc<Node>) -> Uploads {
-        Uploads { node: node.clone(), list: Vec::new(), _permit: None }
+        Uploads { node: node.clone(), list: Vec::new(), _permit: None, _quota: None }
     }
 
-    /// The attachment objects, for the message's `attachments`.
+    /// The attachment objects, for the message's `attachments`, their URLs
+    /// signed now (what MESSAGE_CREATE carries).
     pub fn json(&self) -> Vec<Value> {
         let base = http_base(&self.node.config);
-        self.list.iter().map(|a| attachment_json(a, &base)).collect()
+        self.list.iter().map(|a| attachment_json(a, &base, &self.node.blobs.signer)).collect()
     }
 
     /// The message committed (its commit linked the rows), or its fate is
@@ -76,25 +87,55 @@ fn bad_form() -> ApiError {
     ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::InvalidFormBody)
 }
 
+/// Whether a request's body is a multipart form (it may carry files).
+pub fn is_multipart(headers: &HeaderMap) -> bool {
+    headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|t| t.starts_with("multipart/form-data"))
+}
+
+/// Who a multipart request's files come from, decided by its route from the
+/// request head (the caller's access to the channel, or a webhook's token)
+/// before any byte of the body is read.
+pub struct Sender {
+    /// Whose quota the files count against.
+    pub uploader: UserId,
+    /// Whether the sender may attach files (ATTACH_FILES): without it, the
+    /// first file part is refused (403 50013) before a byte of it is
+    /// written. The guild's actor checks again at commit.
+    pub may_attach: bool,
+}
+
 /// Reads a message body from JSON, or from multipart (`payload_json`, or a
 /// `content` field, plus files). Files are streamed to disk and recorded as
-/// pending uploads of `channel`; the limits of `[attachments]` apply (413,
-/// 40005, whether the client declared the size or not).
-pub async fn read_body<T: DeserializeOwned + Default>(req: Request, node: &Arc<Node>, channel: ChannelId) -> ApiResult<(T, Uploads)> {
-    let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-    if !content_type.starts_with("multipart/form-data") {
+/// pending uploads of `channel` by `sender`; the limits of `[attachments]`
+/// apply (413, 40005, whether the client declared the size or not), the
+/// uploader's quota among them.
+pub async fn read_body<T: DeserializeOwned + Default>(
+    req: Request,
+    node: &Arc<Node>,
+    channel: ChannelId,
+    sender: Sender,
+) -> ApiResult<(T, Uploads)> {
+    if !is_multipart(req.headers()) {
         let super::JsonBody(b) = super::JsonBody::<T>::from_request(req, node).await?;
         return Ok((b, Uploads::none(node)));
     }
+    let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let cfg = &node.blobs.config;
     let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > cfg.max_request_bytes + FORM_OVERHEAD) {
         return Err(too_large());
     }
+    // The quota, from the declared length first (the form's framing and
+    // fields get the same allowance as above).
+    let quota_left = node.blobs.quota_left(&*node.store, sender.uploader).await?;
+    if declared.is_some_and(|n| n > quota_left.saturating_add(FORM_OVERHEAD)) {
+        return Err(too_large());
+    }
     let permit = node.blobs.try_upload().ok_or(ApiError::Busy)?;
     let boundary = multer::parse_boundary(&content_type).map_err(|_| bad_form())?;
     let mut form = multer::Multipart::new(req.into_body().into_data_stream(), boundary);
-    let mut uploads = Uploads { node: node.clone(), list: Vec::new(), _permit: Some(permit) };
+    let mut uploads = Uploads { node: node.clone(), list: Vec::new(), _permit: Some(permit), _quota: None };
+    let mut quota = FileBudget { left: quota_left, held: node.blobs.reserve(sender.uploader) };
     let mut payload: Option<Value> = None;
     let mut content: Option<String> = None;
     // Every byte of the request's fields, against `max_request_bytes`.
@@ -109,10 +150,13 @@ pub async fn read_body<T: DeserializeOwned + Default>(req: Request, node: &Arc<N
                 content = Some(String::from_utf8_lossy(&text).into_owned());
             }
         } else if name.starts_with("files[") || name.starts_with("file") {
+            if !sender.may_attach {
+                return Err(ApiError::forbidden(ErrorCode::MissingPermissions));
+            }
             if uploads.list.len() >= cfg.max_files {
                 return Err(ApiError::field("files", "BASE_TYPE_MAX_LENGTH", &format!("Must be {} or fewer in length.", cfg.max_files)));
             }
-            let a = store_file(node, channel, &mut field, &mut total).await?;
+            let a = store_file(node, channel, sender.uploader, &mut field, &mut total, &mut quota).await?;
             uploads.list.push(a);
         } else {
             // Fields we do not know are read and dropped, still counted.
@@ -121,6 +165,7 @@ pub async fn read_body<T: DeserializeOwned + Default>(req: Request, node: &Arc<N
             }
         }
     }
+    uploads._quota = Some(quota.held);
     let mut payload = payload.unwrap_or_else(|| Value::Object(Default::default()));
     if let (Some(c), Some(obj)) = (content, payload.as_object_mut()) {
         obj.entry("content").or_insert(Value::String(c));
@@ -161,10 +206,35 @@ async fn read_small(field: &mut multer::Field<'_>, total: &mut u64, node: &Node)
     Ok(out)
 }
 
+/// What is left of the uploader's quota for this request's files, and the
+/// bytes of them held so far.
+struct FileBudget {
+    left: u64,
+    held: Reservation,
+}
+
+impl FileBudget {
+    /// Holds `n` more bytes: 413 past the quota.
+    fn take(&mut self, n: u64) -> ApiResult<()> {
+        if self.held.bytes() + n > self.left {
+            return Err(too_large());
+        }
+        self.held.add(n);
+        Ok(())
+    }
+}
+
 /// Streams one file part to disk, records it as a pending upload, then
 /// gives it its content's name. A part over a limit leaves nothing behind
 /// (its temporary file is removed when the upload is dropped).
-async fn store_file(node: &Node, channel: ChannelId, field: &mut multer::Field<'_>, total: &mut u64) -> ApiResult<AttachmentRecord> {
+async fn store_file(
+    node: &Node,
+    channel: ChannelId,
+    uploader: UserId,
+    field: &mut multer::Field<'_>,
+    total: &mut u64,
+    quota: &mut FileBudget,
+) -> ApiResult<AttachmentRecord> {
     let cfg = &node.blobs.config;
     let filename = clean_filename(field.file_name().unwrap_or("unknown"));
     let declared_type = field.content_type().map(|m| m.to_string()).filter(|t| t != "application/octet-stream");
@@ -175,6 +245,7 @@ async fn store_file(node: &Node, channel: ChannelId, field: &mut multer::Field<'
         if up.size + c.len() as u64 > cfg.max_file_bytes {
             return Err(too_large());
         }
+        quota.take(c.len() as u64)?;
         up.write(&c).await.map_err(io)?;
     }
     let hash = up.finish().await.map_err(io)?;
@@ -192,6 +263,7 @@ async fn store_file(node: &Node, channel: ChannelId, field: &mut multer::Field<'
         height: dims.map(|d| d.1),
         description: None,
         created_at: now_ms(),
+        uploader_id: Some(uploader),
     };
     // The row first, then the name (see `crate::attachments`).
     node.store.create_attachment(&rec).await?;
@@ -244,22 +316,33 @@ pub async fn release(node: &Node, mut hashes: Vec<String>) {
 }
 
 /// Serving: `/attachments/{channel_id}/{attachment_id}/{filename}`, as
-/// Discord's CDN lays its URLs out. No token, like Discord's (unsigned)
-/// URLs: whoever has the URL has the file.
+/// Discord's CDN lays its URLs out. No token, like Discord's: whoever has a
+/// URL the API signed has the file until the signature expires
+/// (`attachments.url_lifetime_s`); without one, 404.
 pub fn routes() -> Router<Arc<Node>> {
     Router::new().route("/attachments/{channel_id}/{attachment_id}/{filename}", get(serve))
 }
 
-async fn serve(State(node): State<Arc<Node>>, Path((c, id, name)): Path<(String, String, String)>, headers: HeaderMap) -> Response {
-    match serve_file(&node, &c, &id, &name, &headers).await {
+async fn serve(
+    State(node): State<Arc<Node>>,
+    Path((c, id, name)): Path<(String, String, String)>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    match serve_file(&node, &c, &id, &name, query.as_deref(), &headers).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
 }
 
-async fn serve_file(node: &Node, c: &str, id: &str, name: &str, headers: &HeaderMap) -> ApiResult<Response> {
+async fn serve_file(node: &Node, c: &str, id: &str, name: &str, query: Option<&str>, headers: &HeaderMap) -> ApiResult<Response> {
     let missing = || ApiError::not_found(ErrorCode::UnknownRoute);
     let id: u64 = id.parse().map_err(|_| missing())?;
+    // The signature before the store: a forged URL costs no read. It signs
+    // the path as the API wrote it (filenames are kept URL-safe).
+    if !node.blobs.signer.verify(&format!("/attachments/{c}/{id}/{name}"), query, crate::attachments::now_s()) {
+        return Err(missing());
+    }
     let a = node.store.get_attachment(Snowflake(id)).await?.ok_or_else(missing)?;
     if a.channel_id.to_string() != c || a.filename != name || a.message_id.is_none() {
         return Err(missing());

@@ -18,6 +18,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use store::{MessageRecord, MessageWindow, UserRecord};
 
+use super::attachments::Sender;
 use super::{channel_access, guild_of, json_bytes, parse_id, ApiError, ApiResult, Caller};
 use crate::auth::now_ms;
 use crate::convert;
@@ -103,12 +104,16 @@ async fn render_plain(node: &Node, msgs: &[MessageRecord]) -> ApiResult<Vec<mode
         flags: 0,
         created_at: 0,
     };
+    let now = crate::attachments::now_s();
     Ok(msgs
         .iter()
         .map(|m| {
             let author = find(m.author_id).cloned().unwrap_or_else(|| ghost(m.author_id));
             let mentions: Vec<UserRecord> = m.mentions.iter().filter_map(|u| find(*u).cloned()).collect();
-            convert::message(m, &author, &mentions, None)
+            let mut out = convert::message(m, &author, &mentions, None);
+            // Every read hands out attachment URLs signed afresh.
+            node.blobs.signer.resign_all(&mut out.attachments, now);
+            out
         })
         .collect())
 }
@@ -133,9 +138,17 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
     // state; this node only needs to know which guild (no store read once
     // the channel is known).
     let guild_id = node.channel_guild(cid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownChannel))?;
+    // A form may carry files: before its body is read, the caller must be
+    // able to post here (store reads, so only for forms; the actor checks
+    // again at commit).
+    let sender = if super::attachments::is_multipart(req.headers()) {
+        may_post(&node, cid, u.id).await?
+    } else {
+        Sender { uploader: u.id, may_attach: false }
+    };
     // Files are on disk and recorded as pending uploads from here; dropped
     // without `keep` (a refusal, an error), they are discarded.
-    let (b, uploads) = super::attachments::read_body::<MessageBody>(req, &node, cid).await?;
+    let (b, uploads) = super::attachments::read_body::<MessageBody>(req, &node, cid, sender).await?;
     let attachments = uploads.json();
     let content = b.content.unwrap_or_default();
     let embeds = b.embeds.unwrap_or_default();
@@ -206,6 +219,24 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
         PostReply::Retry => Err(ApiError::Busy),
         PostReply::Failed(e) => Err(ApiError::Internal(e)),
     }
+}
+
+/// Whether `user` may post in `channel`, from the store, as the guild's
+/// actor would judge it: a DM of theirs, or VIEW_CHANNEL and SEND_MESSAGES
+/// (SEND_MESSAGES_IN_THREADS in a thread): 404 10003, 403 50001 or 50013.
+/// Whether they may attach files is told, not required: a form without
+/// files needs no ATTACH_FILES.
+async fn may_post(node: &Node, channel: ChannelId, user: UserId) -> ApiResult<Sender> {
+    if super::dms::readable(node, channel, user).await?.is_some() {
+        return Ok(Sender { uploader: user, may_attach: true });
+    }
+    let (c, a) = channel_access(node, channel, user).await?;
+    let bits = a.in_channel(&c);
+    let send = if store::is_thread(c.kind) { permission::SEND_MESSAGES_IN_THREADS } else { permission::SEND_MESSAGES };
+    if bits & send == 0 {
+        return Err(ApiError::forbidden(ErrorCode::MissingPermissions));
+    }
+    Ok(Sender { uploader: user, may_attach: bits & permission::ATTACH_FILES != 0 })
 }
 
 #[derive(schemars::JsonSchema, Deserialize, Default)]
@@ -288,6 +319,10 @@ pub async fn edit(
     let cid = parse_id(&id, ErrorCode::UnknownChannel)?;
     let guild = guild_of(&node, cid).await?;
     let mut m = find(&node, cid, &mid).await?;
+    // The edited message (answer and MESSAGE_UPDATE) carries URLs signed now.
+    if let Some(files) = m.extra.get_mut("attachments").and_then(Value::as_array_mut) {
+        node.blobs.signer.resign_all(files, crate::attachments::now_s());
+    }
     if let Some(content) = b.content {
         m.mentions = parse_mentions(&content);
         m.content = content;

@@ -298,8 +298,13 @@ pub async fn execute(
     Query(q): Query<ExecuteQuery>,
     req: Request,
 ) -> ApiResult<Response> {
+    // The token is checked before any byte of the body is read.
     let w = find_by_token(&node, &id, &token).await?;
-    let (b, uploads) = super::attachments::read_body::<ExecuteBody>(req, &node, w.channel_id).await?;
+    // A webhook's files count against its creator's quota (the webhook's
+    // own id for one without a creator): one member cannot multiply their
+    // storage by making webhooks.
+    let sender = super::attachments::Sender { uploader: w.creator_id.unwrap_or(UserId(w.id.0)), may_attach: true };
+    let (b, uploads) = super::attachments::read_body::<ExecuteBody>(req, &node, w.channel_id, sender).await?;
     let content = b.content.unwrap_or_default();
     let embeds = b.embeds.unwrap_or_default();
     if content.chars().count() > MAX_CONTENT {

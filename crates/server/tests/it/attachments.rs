@@ -107,7 +107,9 @@ async fn upload_is_served_back_with_ranges_and_removed_with_its_message() {
     assert_eq!(a["description"], "numbers");
     assert_eq!(a["url"], a["proxy_url"]);
     let url = a["url"].as_str().unwrap().to_string();
-    assert!(url.ends_with(&format!("/attachments/{}/{}/some_file.bin", w.channel, a["id"].as_str().unwrap())), "{url}");
+    let (bare, signature) = url.split_once('?').unwrap();
+    assert!(bare.ends_with(&format!("/attachments/{}/{}/some_file.bin", w.channel, a["id"].as_str().unwrap())), "{url}");
+    assert!(signature.starts_with("ex=") && signature.contains("&hm="), "signed: {url}");
     assert!(blob(&t, &data).exists(), "stored under its content hash");
 
     let r = t.http.get(&url).send().await.unwrap();
@@ -127,9 +129,16 @@ async fn upload_is_served_back_with_ranges_and_removed_with_its_message() {
     assert_eq!(r.status(), 416);
     assert_eq!(r.headers()["content-range"], "bytes */200000");
 
-    // History shows the same attachment object.
+    // History shows the same attachment object, its URLs signed afresh.
     let (_, h) = t.get(&format!("{path}?limit=1"), &w.owner).await;
-    assert_eq!(h[0]["attachments"][0], *a);
+    let unsigned = |v: &Value| {
+        let mut v = v.clone();
+        for k in ["url", "proxy_url"] {
+            v[k] = v[k].as_str().unwrap().split('?').next().unwrap().into();
+        }
+        v
+    };
+    assert_eq!(unsigned(&h[0]["attachments"][0]), unsigned(a));
     // The wrong filename or channel in the URL is not the file.
     let wrong = url.replace("some_file.bin", "other.bin");
     assert_eq!(t.http.get(&wrong).send().await.unwrap().status(), 404);
@@ -361,6 +370,7 @@ async fn the_sweeper_removes_orphans_and_keeps_what_messages_name() {
         height: None,
         description: None,
         created_at: 1,
+        uploader_id: None,
     };
     node.store.create_attachment(&rec).await.unwrap();
     std::fs::create_dir_all(blob(&t, &orphan).parent().unwrap()).unwrap();

@@ -85,7 +85,8 @@ const PEOPLE: &str = "ok ok ok ok 20001 401 401";
 
 #[rustfmt::skip]
 const ROWS: &[Row] = &[
-    // Outside the API: the web client, health, metrics, files.
+    // Outside the API: the web client, health, metrics, files (a file by
+    // the URL the API signed: `{filename}` keeps its query).
     page("/"),
     page("/app.js"),
     page("/app.css"),

@@ -25,3 +25,6 @@ mod webhooks;
 mod commands;
 mod dms;
 mod threads;
+// #25: the HTTP edge and files (signed URLs, uploads judged from the head,
+// quota, body deadline, connection caps)
+mod security_http;

@@ -3,7 +3,8 @@
 //! the message; a restarted server on the same database still has it;
 //! `kill -9` under a stream loses no acknowledged message; `throng bot
 //! create` and `throng seed` write to PostgreSQL too; three cluster nodes
-//! share one database.
+//! share one database; the upload quota and the URL-signing key live there
+//! too.
 //!
 //! Needs `THRONG_TEST_POSTGRES_URL` (`scripts/test.sh` starts a private
 //! server); each test gets a database of its own, dropped at the end.
@@ -58,6 +59,39 @@ async fn server_runs_on_postgres() {
         assert_eq!(s, 200, "{history}");
         assert_eq!(history.as_array().map(Vec::len), Some(21), "every acknowledged message survives a restart: {history}");
         assert_eq!(history[20]["id"], sent["id"], "oldest last");
+    })
+    .await;
+}
+
+/// Issue #25 on PostgreSQL: uploads count against their uploader's quota
+/// from the database's rows, and the URL-signing key is the database's, so
+/// a server started later on it (another node) honours the URLs the first
+/// signed.
+#[tokio::test]
+async fn quota_and_url_key_on_postgres() {
+    with_scratch("quota_and_url_key_on_postgres", |url| async move {
+        let pg = url.clone();
+        let t = TestServer::start_with(move |c| {
+            c.database = Some(pg);
+            c.attachments.user_quota_bytes = 10_000;
+        })
+        .await;
+        let (owner, _) = t.user("pg_files").await;
+        let (_, channel) = t.guild(&owner).await;
+        let path = format!("/channels/{channel}/messages");
+        let (s, m) = crate::attachments::upload(&t, &path, Some(&owner), json!({}), &[("a.bin", &[1u8; 6_000])]).await;
+        assert_eq!(s, 200, "{m}");
+        let (s, v) = crate::attachments::upload(&t, &path, Some(&owner), json!({}), &[("b.bin", &[2u8; 6_000])]).await;
+        assert_eq!((s, v["code"].as_u64()), (413, Some(40005)), "{v}");
+        let signed = m["attachments"][0]["url"].as_str().unwrap().to_string();
+        assert_eq!(t.http.get(&signed).send().await.unwrap().status(), 200);
+
+        let pg = url.clone();
+        let other = TestServer::start_with(move |c| c.database = Some(pg)).await;
+        assert_eq!(other.node().config.attachments.url_signing_key, t.node().config.attachments.url_signing_key);
+        let (file, query) = signed.split_once("/attachments/").unwrap().1.split_once('?').unwrap();
+        let now = server::attachments::now_s();
+        assert!(other.node().blobs.signer.verify(&format!("/attachments/{file}"), Some(query), now), "signed by one node, good on another");
     })
     .await;
 }

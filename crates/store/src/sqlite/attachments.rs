@@ -7,7 +7,8 @@ use super::i;
 use crate::attachments::attachment_ids;
 use crate::{AttachmentRecord, MessageRecord, Result, WebhookRecord};
 
-const ATTACHMENT_COLS: &str = "id, channel_id, message_id, hash, filename, size, content_type, width, height, description, created_at";
+const ATTACHMENT_COLS: &str =
+    "id, channel_id, message_id, hash, filename, size, content_type, width, height, description, created_at, uploader_id";
 const WEBHOOK_COLS: &str = "id, guild_id, channel_id, kind, name, avatar, token, creator_id, application_id, created_at";
 
 #[derive(FromRow)]
@@ -23,6 +24,7 @@ struct AttachmentRow {
     height: Option<i64>,
     description: Option<String>,
     created_at: i64,
+    uploader_id: Option<i64>,
 }
 
 impl From<AttachmentRow> for AttachmentRecord {
@@ -39,6 +41,7 @@ impl From<AttachmentRow> for AttachmentRecord {
             height: r.height.map(|v| v as u32),
             description: r.description,
             created_at: r.created_at as u64,
+            uploader_id: r.uploader_id.map(|u| UserId(u as u64)),
         }
     }
 }
@@ -76,8 +79,8 @@ impl From<WebhookRow> for WebhookRecord {
 
 pub(super) async fn create_attachment(w: &SqlitePool, a: &AttachmentRecord) -> Result<()> {
     sqlx::query(
-        "INSERT INTO attachments (id, channel_id, message_id, hash, filename, size, content_type, width, height, description, created_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO attachments (id, channel_id, message_id, hash, filename, size, content_type, width, height, description, created_at, uploader_id)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(a.id.0 as i64)
     .bind(i(a.channel_id))
@@ -90,6 +93,7 @@ pub(super) async fn create_attachment(w: &SqlitePool, a: &AttachmentRecord) -> R
     .bind(a.height.map(i64::from))
     .bind(&a.description)
     .bind(a.created_at as i64)
+    .bind(a.uploader_id.map(i))
     .execute(w)
     .await?;
     Ok(())
@@ -127,6 +131,19 @@ pub(super) async fn expire_pending_attachments(w: &SqlitePool, before_ms: u64) -
 pub(super) async fn blob_refs(r: &SqlitePool, hash: &str) -> Result<u64> {
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM attachments WHERE hash = ?").bind(hash).fetch_one(r).await?;
     Ok(n as u64)
+}
+
+/// The bytes of every attachment row `user` uploaded (pending or linked).
+pub(super) async fn uploaded_bytes(r: &SqlitePool, user: UserId) -> Result<u64> {
+    let n: Option<i64> = sqlx::query_scalar("SELECT sum(size) FROM attachments WHERE uploader_id = ?").bind(i(user)).fetch_one(r).await?;
+    Ok(n.unwrap_or(0) as u64)
+}
+
+/// The setting `name`, inserted as `value` first if absent (the first
+/// writer wins; every caller reads the same value).
+pub(super) async fn setting_or_init(w: &SqlitePool, name: &str, value: &str) -> Result<String> {
+    sqlx::query("INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING").bind(name).bind(value).execute(w).await?;
+    Ok(sqlx::query_scalar("SELECT value FROM settings WHERE name = ?").bind(name).fetch_one(w).await?)
 }
 
 pub(super) async fn get_webhook(r: &SqlitePool, id: Snowflake) -> Result<Option<WebhookRecord>> {
