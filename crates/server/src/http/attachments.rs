@@ -370,8 +370,11 @@ async fn serve_file(node: &Node, c: &str, id: &str, name: &str, query: Option<&s
     h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=31536000, immutable"));
     h.insert(header::ETAG, hv(&format!("\"{}\"", a.hash)));
-    // Uploads share the web client's origin: never let a browser run one.
+    // Uploads share the web client's origin: never let a browser run one
+    // (no sniffing into HTML; and if one is opened as a page anyway, it
+    // runs no script and reaches nothing, as a sandboxed document).
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("default-src 'none'; sandbox"));
     if !is_inline_safe(ct) {
         h.insert(header::CONTENT_DISPOSITION, HeaderValue::from_static("attachment"));
     }
