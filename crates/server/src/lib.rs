@@ -1,49 +1,35 @@
-//! The throng server: a Discord-compatible gateway and REST API on one port.
+//! The throng binary's library: it wires one process from the layers,
+//! each a crate of its own so that an arrow the wrong way does not compile
+//! (see ARCHITECTURE.md for the graph and the data path):
 //!
-//! The data path, one file per layer:
-//! - [`listener`]: accepts TCP, serves HTTP/1 (REST) and hands WebSocket
-//!   upgrades to the gateway with the raw socket.
-//! - [`gateway`]: WebSocket framing ([`gateway::ws`]), a connection before
-//!   IDENTIFY ([`gateway::connection`]), sessions (state behind a lock, a
-//!   small reader task per socket, no task while detached:
-//!   [`gateway::session`]).
-//! - [`fanout`]: the per-core delivery workers that frame and write fan-out,
-//!   subscribers split by worker, the session registry.
-//! - [`guild`]: one actor task per guild; it owns the guild's state, applies
-//!   events in one order and hands each encoded dispatch to the delivery
-//!   workers, its subscribers already split by worker.
-//!   Sessions reach guilds only through [`route::GuildRouter`].
-//! - [`writer`]: group commit of new messages, fenced per guild.
-//! - [`cluster`]: nodes over NATS (ring, per-node delivery, hand-over).
-//! - [`http`]: REST routes, Discord's error bodies, rate limits.
-//! - [`node`]: what one process shares between those layers.
+//! - `config`: the one typed configuration; who a client is.
+//! - `fanout`: delivery workers that frame and write fan-out, subscribers
+//!   split by worker, the session registry.
+//! - `node`: what one process shares ([`Node`]), the seam to guild actors
+//!   (`node::route`), and the services below the layers (accounts, group
+//!   commit, batching, files, rate limits, presences, Discord's shapes).
+//! - `guild`: one actor task per guild and per DM, member lists, the local
+//!   router.
+//! - `gateway`: WebSocket framing, connections before IDENTIFY, sessions.
+//! - `cluster`: nodes over NATS (ring, per-node delivery, hand-over).
+//! - `api`: the REST API, the HTTP edge (listener, limits), the web client.
+//!
+//! This crate starts them ([`Server`]) and holds the command line
+//! (`main.rs`) and seeding (`seed`). The old module paths
+//! (`server::gateway`, `server::http`, ...) are re-exported for tools and
+//! tests.
 //!
 //! Invariants: a guild actor never awaits a session, a socket or a worker; a
 //! delivery worker never waits on a socket; a dispatch body is encoded once
 //! per guild event (per variant); queues are bounded where work enters.
 
-pub mod attachments;
-pub mod auth;
-pub mod batch;
-pub mod client_addr;
-pub mod cluster;
-pub mod config;
-pub mod convert;
-pub mod edge;
-pub mod emoji;
-pub mod fanout;
-pub mod gateway;
-pub mod guild;
-pub mod http;
-pub mod listener;
-pub mod node;
-pub mod perm;
-pub mod presence;
-pub mod ratelimit;
-pub mod route;
 pub mod seed;
-pub mod users;
-pub mod writer;
+
+pub use api as http;
+pub use api::{edge, listener};
+pub use config::client_addr;
+pub use node::{attachments, auth, batch, convert, emoji, perm, presence, ratelimit, route, users, writer};
+pub use {cluster, config, fanout, gateway, guild, node};
 
 pub use config::Config;
 pub use node::Node;

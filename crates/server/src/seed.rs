@@ -13,7 +13,7 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use store::{BulkLoad, ChannelRecord, GuildRecord, MemberRecord, NewGuild, UserRecord};
 
-use crate::auth::{new_token, now_ms};
+use node::auth::{new_token, now_ms};
 
 #[derive(Clone, Debug)]
 pub struct SeedSpec {
@@ -95,7 +95,7 @@ pub fn build(spec: &SeedSpec, ids: &SnowflakeGen) -> (BulkLoad, Fixture) {
         let channels: Vec<ChannelRecord> = (0..spec.channels_per_guild.max(1))
             .map(|c| {
                 let name = if c == 0 { "general".into() } else { format!("channel-{c}") };
-                crate::guild::text_channel(ids.next().into(), gid, name, c as i32)
+                guild::text_channel(ids.next().into(), gid, name, c as i32)
             })
             .collect();
         // The first member owns the guild; an empty guild is owned by the first user.
@@ -109,7 +109,7 @@ pub fn build(spec: &SeedSpec, ids: &SnowflakeGen) -> (BulkLoad, Fixture) {
             system_channel_id: channels.first().map(|c| c.id),
             created_at: now,
         };
-        let everyone = crate::guild::everyone_role(gid);
+        let everyone = guild::everyone_role(gid);
         fixture.guilds.push(FixtureGuild {
             id: gid,
             channel_ids: channels.iter().map(|c| c.id).collect(),

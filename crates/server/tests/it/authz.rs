@@ -247,7 +247,7 @@ const ROWS: &[Row] = &[
 /// Files whose `.route(...)` calls make the routes outside the API table
 /// (whose routes are the OpenAPI document's operations).
 const ROUTE_SOURCES: [&str; 3] =
-    [include_str!("../../src/http/mod.rs"), include_str!("../../src/http/attachments.rs"), include_str!("../../src/http/web.rs")];
+    [include_str!("../../../api/src/lib.rs"), include_str!("../../../api/src/attachments.rs"), include_str!("../../../api/src/web.rs")];
 
 /// (method, path) of every `.route("path", get(..).post(..))` in the
 /// sources, with `{thread_id}` for thread-member routes as in `ROWS`.

@@ -367,7 +367,7 @@ async fn metrics_are_prometheus_text_that_promtool_accepts() {
                 queried += 1;
                 let live = text.lines().any(|l| l.starts_with(&format!("{name}{{")));
                 let cluster_only = (name.starts_with("throng_nats_") || name.starts_with("throng_cluster_"))
-                    && include_str!("../../src/http/metrics.rs").contains(&format!("\"{name}\""));
+                    && include_str!("../../../api/src/metrics.rs").contains(&format!("\"{name}\""));
                 assert!(live || cluster_only, "the dashboard queries {name}, which /metrics does not export");
             }
         }

@@ -1,0 +1,96 @@
+//! DMs: open (or find) the DM with a user, and list one's DMs. Messages in
+//! a DM take the usual message routes; they reach the DM's own actor (see
+//! `route::dms_threads`), which checks that the author is a recipient.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use protocol::model::channel_type;
+use protocol::{ChannelId, ErrorCode, UserId};
+use serde::Deserialize;
+use serde_json::Value;
+use store::ChannelRecord;
+
+use super::{ask, json_bytes, ApiError, ApiResult, Caller, JsonBody};
+use guild::dm::dm_json;
+use node::route::dms_threads::{dm_key, dm_of, DmAction};
+use node::route::Action;
+use node::Node;
+
+#[derive(schemars::JsonSchema, Deserialize)]
+pub struct OpenDm {
+    recipient_id: Option<UserId>,
+}
+
+/// `POST /users/@me/channels` `{recipient_id}`: the DM with that user,
+/// created on first use. Two users may have a DM when they share a guild
+/// (else 50007, as Discord refuses strangers). A new DM's recipients are
+/// subscribed to it on every node before the answer, so the first message
+/// reaches all their sessions.
+pub async fn open(State(node): State<Arc<Node>>, Caller(u): Caller, JsonBody(b): JsonBody<OpenDm>) -> ApiResult<Response> {
+    let to = b.recipient_id.ok_or_else(|| ApiError::field("recipient_id", "BASE_TYPE_REQUIRED", "This field is required"))?;
+    if to == u.id {
+        return Err(ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::CannotSendToUser));
+    }
+    if node.store.get_user(to).await?.is_none() {
+        return Err(ApiError::field("recipient_id", "INVALID_RECIPIENT", "Invalid Recipient(s)"));
+    }
+    let mine = node.store.guilds_of_user(u.id).await?;
+    let theirs = node.store.guilds_of_user(to).await?;
+    if !mine.iter().any(|g| theirs.binary_search(g).is_ok()) {
+        return Err(ApiError::forbidden(ErrorCode::CannotSendToUser));
+    }
+    let fresh = ChannelRecord {
+        id: ChannelId(node.ids.next().0),
+        guild_id: None,
+        kind: channel_type::DM,
+        name: String::new(),
+        position: 0,
+        topic: None,
+        nsfw: false,
+        parent_id: None,
+        rate_limit_per_user: 0,
+        overwrites: Vec::new(),
+        last_message_id: None,
+    };
+    let id = node.store.open_dm(&fresh, u.id, to).await?;
+    if id == fresh.id {
+        ask(&node, dm_key(id), u.id, Action::Dm(DmAction::Opened)).await?;
+    }
+    let dm = node.store.get_dm(id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownChannel))?;
+    Ok(json_bytes(StatusCode::OK, dm_json(&dm, u.id).to_string()))
+}
+
+/// `GET /users/@me/channels`: the caller's DMs.
+pub async fn list(State(node): State<Arc<Node>>, Caller(u): Caller) -> ApiResult<Response> {
+    let dms = node.store.dms_of_users(&[u.id]).await?;
+    let list: Vec<Value> = dms.into_iter().flat_map(|(_, v)| v).map(|d| dm_json(&d, u.id)).collect();
+    Ok(json_bytes(StatusCode::OK, Value::Array(list).to_string()))
+}
+
+/// The DM `id` with its recipients, if the caller is one (403 50001 if
+/// not); `None` if `id` is not a DM. No store read for a guild channel
+/// once the node knows its guild.
+async fn dm_of_caller(node: &Node, id: ChannelId, user: UserId) -> ApiResult<Option<store::DmChannel>> {
+    let Some(key) = node.channel_guild(id).await? else { return Ok(None) };
+    if dm_of(key).is_none() {
+        return Ok(None);
+    }
+    let dm = node.store.get_dm(id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownChannel))?;
+    if !dm.recipients.iter().any(|r| r.id == user) {
+        return Err(ApiError::forbidden(ErrorCode::MissingAccess));
+    }
+    Ok(Some(dm))
+}
+
+/// A DM channel the caller reads (see `dm_of_caller`).
+pub async fn readable(node: &Node, id: ChannelId, user: UserId) -> ApiResult<Option<ChannelRecord>> {
+    Ok(dm_of_caller(node, id, user).await?.map(|d| d.channel))
+}
+
+/// `GET /channels/{dm}`: the DM as the caller sees it; `None` if `id` is not a DM.
+pub async fn get(node: &Node, id: ChannelId, user: UserId) -> ApiResult<Option<Response>> {
+    Ok(dm_of_caller(node, id, user).await?.map(|dm| json_bytes(StatusCode::OK, dm_json(&dm, user).to_string())))
+}

@@ -1,0 +1,246 @@
+//! Pins and bulk deletes. Pins: `GET /channels/{c}/messages/pins`
+//! (`{items: [{pinned_at, message}], has_more}`, paged by pin time: what
+//! discord.py 2.7 and discord.js' `fetchPins` call), the older
+//! `GET /channels/{c}/pins` (an array of messages: discord.js'
+//! `fetchPinned`), and `PUT`/`DELETE` of a pin under both paths.
+//! Bulk delete: `POST /channels/{c}/messages/bulk-delete`.
+
+use std::sync::Arc;
+
+use super::Query;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use protocol::model::{iso8601, permission};
+use protocol::{ChannelId, ErrorCode, MessageId};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{ask, channel_access, guild_of, json_bytes, parse_id, ApiError, ApiResult, Caller, JsonBody};
+use node::auth::now_ms;
+use node::route::ops::PinAction;
+use node::route::Action;
+use node::Node;
+
+/// Pins per page of `GET …/messages/pins` (Discord: 1-50, default 50), and
+/// all that the older `GET …/pins` returns.
+const PINS_PAGE: u32 = 50;
+
+/// Messages per bulk delete, as on Discord.
+const BULK_MIN: usize = 2;
+const BULK_MAX: usize = 100;
+
+/// Bulk delete takes no message older than two weeks (50034), as on Discord.
+const BULK_MAX_AGE_MS: u64 = 14 * 24 * 3600 * 1000;
+
+#[derive(schemars::JsonSchema, Deserialize, Default)]
+pub struct PinsQuery {
+    before: Option<String>,
+    limit: Option<u32>,
+}
+
+/// `GET /channels/{c}/messages/pins?before=&limit=`: the latest pins first;
+/// none without READ_MESSAGE_HISTORY.
+pub async fn list(
+    State(node): State<Arc<Node>>,
+    Caller(u): Caller,
+    Path(c): Path<String>,
+    Query(q): Query<PinsQuery>,
+) -> ApiResult<Response> {
+    let limit = q.limit.unwrap_or(PINS_PAGE);
+    if !(1..=PINS_PAGE).contains(&limit) {
+        return Err(ApiError::field("limit", "NUMBER_TYPE_MAX", "Must be between 1 and 50."));
+    }
+    let before = match q.before.as_deref() {
+        None => None,
+        Some(b) => Some(parse_time(b).ok_or_else(|| ApiError::field("before", "DATE_TYPE_PARSE", "Could not parse date."))?),
+    };
+    let (channel, access) = channel_access(&node, parse_id(&c, ErrorCode::UnknownChannel)?, u.id).await?;
+    if access.in_channel(&channel) & permission::READ_MESSAGE_HISTORY == 0 {
+        return Ok(json_bytes(StatusCode::OK, r#"{"items":[],"has_more":false}"#));
+    }
+    // One more than asked: whether there are more.
+    let mut found = node.store.pinned_messages(channel.id, before, limit + 1).await?;
+    let has_more = found.len() > limit as usize;
+    found.truncate(limit as usize);
+    let items = pinned(&node, found).await?;
+    let items: Vec<_> = items.into_iter().map(|(m, at)| json!({ "pinned_at": iso8601(at), "message": m })).collect();
+    Ok(json_bytes(StatusCode::OK, json!({ "items": items, "has_more": has_more }).to_string()))
+}
+
+/// `GET /channels/{c}/pins` (deprecated by Discord): the latest 50 pinned messages.
+pub async fn list_old(State(node): State<Arc<Node>>, Caller(u): Caller, Path(c): Path<String>) -> ApiResult<Response> {
+    let (channel, access) = channel_access(&node, parse_id(&c, ErrorCode::UnknownChannel)?, u.id).await?;
+    if access.in_channel(&channel) & permission::READ_MESSAGE_HISTORY == 0 {
+        return Ok(json_bytes(StatusCode::OK, "[]"));
+    }
+    let found = node.store.pinned_messages(channel.id, None, PINS_PAGE).await?;
+    let out: Vec<_> = pinned(&node, found).await?.into_iter().map(|(m, _)| m).collect();
+    Ok(json_bytes(StatusCode::OK, serde_json::to_vec(&out).map_err(|e| ApiError::Internal(e.to_string()))?))
+}
+
+/// Renders pinned messages (without reactions, as Discord lists pins).
+async fn pinned(node: &Node, found: Vec<(store::MessageRecord, u64)>) -> ApiResult<Vec<(protocol::model::Message, u64)>> {
+    let (recs, times): (Vec<_>, Vec<_>) = found.into_iter().unzip();
+    let mut msgs = super::messages::render(node, &recs).await?;
+    for m in &mut msgs {
+        m.pinned = true;
+    }
+    Ok(msgs.into_iter().zip(times).collect())
+}
+
+/// `PUT /channels/{c}/messages/pins/{m}` and `PUT /channels/{c}/pins/{m}`.
+pub async fn pin(State(node): State<Arc<Node>>, Caller(u): Caller, Path((c, m)): Path<(String, String)>) -> ApiResult<Response> {
+    let cid: ChannelId = parse_id(&c, ErrorCode::UnknownChannel)?;
+    let guild = guild_of(&node, cid).await?;
+    let msg = message(&node, cid, &m).await?;
+    let pinned = !node.store.pins_among(&[msg.id]).await?.is_empty();
+    let count = node.store.count_pins(cid).await?;
+    let action = PinAction::Pin { channel: cid, message: msg.id, kind: msg.kind, pinned, count, notice: node.ids.next().into() };
+    ask(&node, guild, u.id, Action::Pin(action)).await
+}
+
+/// `DELETE /channels/{c}/messages/pins/{m}` and `DELETE /channels/{c}/pins/{m}`.
+pub async fn unpin(State(node): State<Arc<Node>>, Caller(u): Caller, Path((c, m)): Path<(String, String)>) -> ApiResult<Response> {
+    let cid: ChannelId = parse_id(&c, ErrorCode::UnknownChannel)?;
+    let guild = guild_of(&node, cid).await?;
+    let msg = message(&node, cid, &m).await?;
+    // The latest two pins: whether this one is pinned, and the latest other.
+    let latest = node.store.pinned_messages(cid, None, 2).await?;
+    let pinned = !node.store.pins_among(&[msg.id]).await?.is_empty();
+    let last = latest.iter().find(|(p, _)| p.id != msg.id).map(|(_, at)| *at);
+    ask(&node, guild, u.id, Action::Pin(PinAction::Unpin { channel: cid, message: msg.id, pinned, last })).await
+}
+
+async fn message(node: &Node, c: ChannelId, mid: &str) -> ApiResult<store::MessageRecord> {
+    let mid: MessageId = parse_id(mid, ErrorCode::UnknownMessage)?;
+    node.store.get_message(c, mid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownMessage))
+}
+
+#[derive(schemars::JsonSchema, Deserialize)]
+pub struct BulkBody {
+    messages: Vec<MessageId>,
+}
+
+/// `POST /channels/{c}/messages/bulk-delete` `{messages: [ids]}`: 2 to 100
+/// distinct ids, none older than two weeks; ids that are no message of the
+/// channel count toward the limits and are skipped. One MESSAGE_DELETE_BULK.
+pub async fn bulk_delete(
+    State(node): State<Arc<Node>>,
+    Caller(u): Caller,
+    Path(c): Path<String>,
+    JsonBody(b): JsonBody<BulkBody>,
+) -> ApiResult<Response> {
+    let cid: ChannelId = parse_id(&c, ErrorCode::UnknownChannel)?;
+    let guild = guild_of(&node, cid).await?;
+    check_bulk(&b.messages, now_ms())?;
+    let ids = node.store.messages_among(cid, &b.messages).await?;
+    ask(&node, guild, u.id, Action::Pin(PinAction::BulkDelete { channel: cid, ids })).await
+}
+
+/// Count, duplicates and age of a bulk delete's ids, at `now` (ms).
+fn check_bulk(ids: &[MessageId], now: u64) -> ApiResult<()> {
+    if ids.len() < BULK_MIN {
+        return Err(ApiError::field("messages", "BASE_TYPE_MIN_LENGTH", "Must be 2 or more in length."));
+    }
+    if ids.len() > BULK_MAX {
+        return Err(ApiError::field("messages", "BASE_TYPE_MAX_LENGTH", "Must be 100 or fewer in length."));
+    }
+    let mut sorted = ids.to_vec();
+    sorted.sort_unstable();
+    if sorted.windows(2).any(|w| w[0] == w[1]) {
+        return Err(ApiError::field("messages", "BASE_TYPE_DUPLICATES", "Must not contain duplicate values."));
+    }
+    if ids.iter().any(|id| id.timestamp_ms() + BULK_MAX_AGE_MS < now) {
+        return Err(ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::BulkDeleteTooOld));
+    }
+    Ok(())
+}
+
+/// An ISO 8601 time (`2026-11-24T02:02:45.123000+00:00`,
+/// `2026-11-24T02:02:45.123Z`, no fraction, any offset) as ms since the
+/// Unix epoch; a snowflake counts as the time it was made.
+fn parse_time(s: &str) -> Option<u64> {
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return s.parse::<u64>().ok().map(|n| protocol::Snowflake(n).timestamp_ms());
+    }
+    let num = |r: std::ops::Range<usize>| s.get(r).filter(|t| t.bytes().all(|b| b.is_ascii_digit())).and_then(|t| t.parse::<i64>().ok());
+    let b = s.as_bytes();
+    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b' ') || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let (y, mo, d, h, mi, sec) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    let mut rest = &s[19..];
+    let mut ms = 0;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        let first3 = format!("{:0<3}", &frac[..digits.min(3)]);
+        ms = first3.parse::<i64>().ok()?;
+        rest = &frac[digits..];
+    }
+    let offset_min = match rest {
+        "" | "Z" | "z" => 0,
+        _ => {
+            let sign = match rest.as_bytes()[0] {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return None,
+            };
+            let o = rest[1..].replace(':', "");
+            if o.len() != 4 || !o.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            sign * (o[..2].parse::<i64>().ok()? * 60 + o[2..].parse::<i64>().ok()?)
+        }
+    };
+    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + sec - offset_min * 60;
+    u64::try_from(secs * 1000 + ms).ok()
+}
+
+/// Days since 1970-01-01 of a date in the proleptic Gregorian calendar.
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pin_times_parse_as_the_libraries_send_them() {
+        for ms in [0, 1_420_070_400_000, 1_709_210_096_789, 1_795_000_000_123] {
+            assert_eq!(parse_time(&iso8601(ms)), Some(ms), "{}", iso8601(ms));
+        }
+        assert_eq!(parse_time("2024-02-29T12:34:56.789Z"), Some(1_709_210_096_789));
+        assert_eq!(parse_time("2024-02-29T12:34:56"), Some(1_709_210_096_000));
+        assert_eq!(parse_time("2024-02-29T14:34:56.7+02:00"), Some(1_709_210_096_700));
+        assert_eq!(parse_time(&(1u64 << 22).to_string()), Some(protocol::id::DISCORD_EPOCH_MS + 1));
+        for bad in ["", "yesterday", "2024-13-01T00:00:00Z", "2024-02-29T12:34:56.+00:00", "2024-02-29T12:34:56+0"] {
+            assert_eq!(parse_time(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn bulk_deletes_are_checked_like_discords() {
+        let now = protocol::id::DISCORD_EPOCH_MS + 100 * 24 * 3600 * 1000;
+        let at = |ms: u64| MessageId((ms - protocol::id::DISCORD_EPOCH_MS) << 22);
+        let fresh = [at(now - 1000), at(now - 2000)];
+        assert!(check_bulk(&fresh, now).is_ok());
+        assert!(matches!(check_bulk(&fresh[..1], now), Err(ApiError::InvalidForm(_))));
+        assert!(matches!(check_bulk(&vec![at(now); 101], now), Err(ApiError::InvalidForm(_))));
+        assert!(matches!(check_bulk(&[fresh[0], fresh[0]], now), Err(ApiError::InvalidForm(_))));
+        let old = at(now - BULK_MAX_AGE_MS - 1);
+        assert!(matches!(check_bulk(&[fresh[0], old], now), Err(ApiError::Code(_, ErrorCode::BulkDeleteTooOld))));
+    }
+}

@@ -1,0 +1,168 @@
+//! The browser client (issue 15), served at `/`. Its built files
+//! (`web/dist`, made by `scripts/web.sh build` from `web/src`) are embedded
+//! in the binary, so a fresh machine needs no Node.js to run it. The client
+//! speaks only the public API: these REST routes and the gateway upgrade
+//! that the listener takes on `/` when a request asks for a WebSocket.
+//!
+//! The page shows what anyone may write (names, messages, topics), so it
+//! is served with a strict Content-Security-Policy (issue 25): scripts and
+//! styles only from these files, no inline script or style, no eval, no
+//! framing, connections only to this origin and the gateway's. The client
+//! builds its DOM from text nodes, and the policy stops anything that still
+//! slipped through from running.
+
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+
+use config::Config;
+
+/// One embedded file: its bytes and content type.
+pub struct Asset {
+    pub body: &'static [u8],
+    pub kind: &'static str,
+}
+
+const INDEX: Asset = Asset { body: include_bytes!("../../../web/dist/index.html"), kind: "text/html; charset=utf-8" };
+const APP_JS: Asset = Asset { body: include_bytes!("../../../web/dist/app.js"), kind: "text/javascript; charset=utf-8" };
+const APP_CSS: Asset = Asset { body: include_bytes!("../../../web/dist/app.css"), kind: "text/css; charset=utf-8" };
+
+/// The client's Content-Security-Policy. `connect-src` holds 'self' (which
+/// covers ws:// and wss:// to the page's own host and port) and the origin
+/// of `gateway_url`, the address `GET /gateway` hands out, when that is a
+/// valid CSP source; an IPv6 literal is not one, and only 'self' can name it.
+pub fn client_policy(gateway_url: &str) -> String {
+    let gateway = gateway_source(gateway_url).map(|g| format!(" {g}")).unwrap_or_default();
+    format!(
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'{gateway}; \
+         font-src 'self'; media-src 'self' blob:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    )
+}
+
+/// `ws://host:port` of a gateway URL, or None when it is not a plain
+/// `ws`/`wss` URL with a DNS name or IPv4 host: a source the browser would
+/// refuse only adds a console warning.
+fn gateway_source(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    if scheme != "ws" && scheme != "wss" {
+        return None;
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let (host, port) = match authority.split_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (authority, None),
+    };
+    let host_ok = !host.is_empty() && host.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
+    let port_ok = port.is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.chars().all(|c| c.is_ascii_digit()));
+    (host_ok && port_ok).then(|| format!("{scheme}://{}", authority.to_ascii_lowercase()))
+}
+
+/// The headers of every page of ours and of the files it loads (the
+/// client's and the API reference's): its policy, and no framing, no
+/// referrer (nothing the pages link to needs to know where a visitor came
+/// from, and an invite link in an address must not leak), no type
+/// sniffing, and a browsing context of its own.
+pub fn harden(h: &mut HeaderMap, policy: &HeaderValue) {
+    h.insert(header::CONTENT_SECURITY_POLICY, policy.clone());
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(HeaderName::from_static("cross-origin-opener-policy"), HeaderValue::from_static("same-origin"));
+}
+
+/// An embedded file with its type and `policy`.
+pub fn serve(a: &'static Asset, policy: &HeaderValue) -> Response {
+    let mut r = (StatusCode::OK, a.body).into_response();
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(a.kind));
+    // Revalidate each load: the bundle changes with the binary.
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    harden(h, policy);
+    r
+}
+
+/// A handler that answers with `a` under `policy`.
+pub fn file(a: &'static Asset, policy: &HeaderValue) -> impl Fn() -> std::future::Ready<Response> + Clone + Send + Sync + 'static {
+    let policy = policy.clone();
+    move || std::future::ready(serve(a, &policy))
+}
+
+/// `/` and the client's two assets, and `/oauth2/authorize` (any query):
+/// the address of a bot's invitation, as on Discord, where the client shows
+/// its "add a bot" page. Plain GETs only (the gateway upgrade on `/` never
+/// reaches the router).
+pub fn routes<S: Clone + Send + Sync + 'static>(config: &Config) -> Router<S> {
+    let policy = HeaderValue::from_str(&client_policy(&config.gateway_url())).expect("the policy is ASCII");
+    Router::new()
+        .route("/", get(file(&INDEX, &policy)))
+        .route("/oauth2/authorize", get(file(&INDEX, &policy)))
+        .route("/app.js", get(file(&APP_JS, &policy)))
+        .route("/app.css", get(file(&APP_CSS, &policy)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_loads_the_embedded_bundle() {
+        let index = std::str::from_utf8(INDEX.body).unwrap();
+        assert!(index.contains(r#"src="/app.js""#) && index.contains(r#"href="/app.css""#));
+        // The bundle is the built client, not a placeholder.
+        assert!(APP_JS.body.len() > 10_000);
+        assert!(std::str::from_utf8(APP_JS.body).unwrap().contains("GUILD_MEMBER_LIST_UPDATE"));
+        assert!(!APP_CSS.body.is_empty());
+    }
+
+    #[test]
+    fn the_page_has_nothing_inline_for_the_policy_to_refuse() {
+        let index = std::str::from_utf8(INDEX.body).unwrap();
+        // Every script is a file; no style element or attribute, no handler.
+        assert_eq!(index.matches("<script").count(), index.matches("<script defer src=\"/").count());
+        for inline in ["<style", "style=", "onload=", "onclick=", "onerror=", "javascript:"] {
+            assert!(!index.contains(inline), "{inline}");
+        }
+    }
+
+    #[test]
+    fn the_policy_names_the_gateway_origin() {
+        let p = client_policy("ws://127.0.0.1:8080");
+        assert_eq!(
+            p,
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; \
+             connect-src 'self' ws://127.0.0.1:8080; font-src 'self'; media-src 'self' blob:; base-uri 'none'; \
+             form-action 'self'; frame-ancestors 'none'"
+        );
+        assert!(!p.contains("unsafe"));
+        assert!(client_policy("wss://Chat.Example.com/gateway").contains("connect-src 'self' wss://chat.example.com;"));
+        // Sources a browser would not take are left to 'self'.
+        for odd in ["ws://[::1]:8080", "http://example.com", "ws://a b", "ws://user@host", "ws://host:80x", "wss://"] {
+            assert!(client_policy(odd).contains("connect-src 'self';"), "{odd}");
+        }
+    }
+
+    #[tokio::test]
+    async fn routes_serve_each_asset_with_its_type_and_policy() {
+        use tower::ServiceExt;
+        let app: Router = routes(&Config::default());
+        for (path, kind) in [
+            ("/", "text/html"),
+            ("/oauth2/authorize?client_id=1&scope=bot&permissions=8", "text/html"),
+            ("/app.js", "text/javascript"),
+            ("/app.css", "text/css"),
+        ] {
+            let req = axum::http::Request::get(path).body(axum::body::Body::empty()).unwrap();
+            let r = app.clone().oneshot(req).await.unwrap();
+            assert_eq!(r.status(), StatusCode::OK, "{path}");
+            let h = r.headers();
+            assert!(h[header::CONTENT_TYPE].to_str().unwrap().starts_with(kind), "{path}");
+            let csp = h[header::CONTENT_SECURITY_POLICY].to_str().unwrap();
+            assert!(csp.contains("frame-ancestors 'none'") && csp.contains("script-src 'self';"), "{path}: {csp}");
+            assert_eq!(h[header::X_FRAME_OPTIONS], "DENY");
+            assert_eq!(h[header::REFERRER_POLICY], "no-referrer");
+            assert_eq!(h[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+            assert_eq!(h["cross-origin-opener-policy"], "same-origin");
+        }
+    }
+}

@@ -1,0 +1,714 @@
+//! One client socket of the gateway: reads frames into a per-thread scratch
+//! buffer, queues outgoing frames in a buffer that exists only while there is
+//! unsent data, and compresses per connection when asked.
+//!
+//! A `Conn` is owned by its connection task until IDENTIFY or RESUME, then
+//! by the session's state (behind the session's lock), where delivery
+//! workers append frames and write.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use protocol::compress::{CompressParams, Compressor, Transport};
+use protocol::gateway::{dispatch_envelope_len, write_dispatch, write_dispatch_envelope, write_op};
+use protocol::CloseCode;
+use tokio::net::TcpStream;
+
+use super::ws::{self, Incoming};
+
+#[cfg(test)]
+pub(crate) mod pipe;
+
+/// Per-thread buffers: reads land here, and compressed or assembled frames
+/// are staged here, so idle connections hold none.
+struct Scratch {
+    read: Vec<u8>,
+    stage: Vec<u8>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch { read: vec![0; 64 * 1024], stage: Vec::with_capacity(64 * 1024) });
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnError {
+    #[error("socket: {0}")]
+    Io(#[from] io::Error),
+    #[error("bad frame: {0}")]
+    Frame(#[from] ws::FrameError),
+    #[error("compression: {0}")]
+    Compress(#[from] protocol::compress::CompressError),
+}
+
+fn dispatch_payload_len(name: &str, seq: u64, body_len: usize) -> usize {
+    dispatch_envelope_len(name, seq) + body_len + 1
+}
+
+/// Bytes of the WebSocket frame that carries dispatch `seq` (see `frame_dispatch`).
+pub fn dispatch_frame_len(name: &str, seq: u64, body_len: usize) -> usize {
+    let len = dispatch_payload_len(name, seq, body_len);
+    len + ws::header_len(len)
+}
+
+/// Appends what precedes the shared body in a dispatch frame: the header
+/// and the per-session envelope `{"op":0,"t":"NAME","s":SEQ,"d":`. The
+/// frame ends with the body and a closing brace.
+fn dispatch_prefix(out: &mut Vec<u8>, name: &str, seq: u64, body_len: usize) {
+    ws::write_header(out, ws::OP_TEXT, dispatch_payload_len(name, seq, body_len));
+    write_dispatch_envelope(out, name, seq);
+}
+
+/// Appends one uncompressed dispatch as a WebSocket text frame: header,
+/// the per-session envelope, the shared body, and the closing brace.
+pub fn frame_dispatch(out: &mut Vec<u8>, name: &str, seq: u64, body: &[u8]) {
+    out.reserve(dispatch_frame_len(name, seq, body.len()));
+    dispatch_prefix(out, name, seq, body.len());
+    out.extend_from_slice(body);
+    out.push(b'}');
+}
+
+/// Most bytes one direct write is offered (about the socket's send buffer;
+/// what it does not take is rendered again next time).
+const MAX_WRITE: usize = 64 * 1024;
+
+/// How long a connection closed by the gateway itself (bad payload, rate
+/// limit, timeout, before or outside a session) may take to send its close
+/// frame and the client's echo. The frame is a few bytes; a client that has
+/// not read it in this time is cut without it. Sessions' own closes use
+/// `gateway.close_linger_ms` instead (config).
+pub const CLOSE_LINGER: Duration = Duration::from_secs(2);
+
+/// A session's dispatches by sequence number, for direct writes: the
+/// replay buffer, which holds every dispatch not yet written.
+pub type ReplayQueue = VecDeque<(u64, super::Dispatch, Instant)>;
+
+/// One counted gateway socket; the count drops when the `Conn` does.
+pub struct ConnSlot(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl ConnSlot {
+    /// Takes a slot unless `max` are in use.
+    pub fn try_acquire(count: &std::sync::Arc<std::sync::atomic::AtomicUsize>, max: usize) -> Option<ConnSlot> {
+        use std::sync::atomic::Ordering;
+        if count.fetch_add(1, Ordering::AcqRel) >= max {
+            count.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(ConnSlot(count.clone()))
+    }
+}
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+/// The socket under a `Conn`: shared so a session's reader task can wait
+/// for readability while delivery workers write through the session's lock.
+#[derive(Clone)]
+pub enum Sock {
+    /// The stream and its descriptor, kept here so a delivery worker's
+    /// write reaches the kernel without loading the stream's own memory
+    /// (see [`Sock::try_write`]).
+    Tcp(Arc<TcpStream>, RawFd),
+    /// Discards everything written (in-process benchmarks: no file descriptor).
+    Sink,
+    /// An in-memory socket whose other end is a test (see `pipe`).
+    #[cfg(test)]
+    Pipe(Arc<pipe::Pipe>),
+}
+
+pub struct Conn {
+    /// Held for the socket's lifetime (counts toward the process's cap).
+    _slot: Option<ConnSlot>,
+    sock: Sock,
+    /// Bytes of an incomplete frame carried between reads; empty otherwise.
+    rbuf: Vec<u8>,
+    reasm: ws::Reassembly,
+    /// Encoded frames not yet accepted by the socket; empty (unallocated) when idle.
+    pending: Vec<u8>,
+    /// The frames in `pending`, oldest first: length, and the last dispatch
+    /// queued before it (direct writes send dispatches up to that one
+    /// first). The head element of the outgoing stream (a frame of
+    /// `pending` or, in direct mode, a dispatch) may be partly written
+    /// (`head_sent` bytes of it). Lets a slow consumer's queue be cut at a
+    /// frame boundary so its close frame still parses.
+    frames: VecDeque<(u32, u64)>,
+    head_sent: usize,
+    /// The last dispatch queued (direct mode): frames queued now follow it.
+    mark: u64,
+    compressor: Option<Compressor>,
+    pub transport: Transport,
+    /// Client-event rate limit window.
+    window_start: Instant,
+    window_events: u32,
+    /// Last heartbeat (or connection start).
+    pub last_heartbeat: Instant,
+}
+
+pub enum ReadStatus {
+    Open,
+    /// The peer closed the TCP stream.
+    Eof,
+}
+
+impl Conn {
+    pub fn new(
+        slot: ConnSlot,
+        stream: TcpStream,
+        leftover: &[u8],
+        transport: Transport,
+        params: &CompressParams,
+    ) -> Result<Conn, ConnError> {
+        let c = Conn::with_sock(Some(slot), Sock::tcp(stream), transport, params)?;
+        Ok(Conn { rbuf: leftover.to_vec(), ..c })
+    }
+
+    /// A connection whose writes go nowhere (benchmarks of the delivery path).
+    pub fn sink(transport: Transport, params: &CompressParams) -> Result<Conn, ConnError> {
+        Conn::with_sock(None, Sock::Sink, transport, params)
+    }
+
+    /// A connection over an in-memory pipe whose client end is the test.
+    #[cfg(test)]
+    pub fn pipe(p: Arc<pipe::Pipe>, transport: Transport, params: &CompressParams) -> Result<Conn, ConnError> {
+        Conn::with_sock(None, Sock::Pipe(p), transport, params)
+    }
+
+    fn with_sock(slot: Option<ConnSlot>, sock: Sock, transport: Transport, params: &CompressParams) -> Result<Conn, ConnError> {
+        Ok(Conn {
+            _slot: slot,
+            sock,
+            rbuf: Vec::new(),
+            reasm: ws::Reassembly::default(),
+            pending: Vec::new(),
+            frames: VecDeque::new(),
+            head_sent: 0,
+            mark: 0,
+            compressor: Compressor::new(transport, params)?,
+            transport,
+            window_start: Instant::now(),
+            window_events: 0,
+            last_heartbeat: Instant::now(),
+        })
+    }
+
+    pub fn sock(&self) -> Sock {
+        self.sock.clone()
+    }
+
+    pub async fn readable(&self) -> io::Result<()> {
+        self.sock.readable().await
+    }
+
+    pub async fn writable(&self) -> io::Result<()> {
+        self.sock.writable().await
+    }
+
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Frames queued (the first may be partly written).
+    pub fn queued_frames(&self) -> usize {
+        self.frames.len()
+    }
+
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Queued bytes beyond the frame being written now: what a slow reader
+    /// has let pile up (one large frame, e.g. a big GUILD_CREATE, is not
+    /// slowness by itself).
+    pub fn backlog_len(&self) -> usize {
+        let head = self.frames.front().map_or(0, |&(l, _)| l as usize).saturating_sub(self.head_sent);
+        self.pending.len() - head.min(self.pending.len())
+    }
+
+    /// Whether dispatches are written straight from the session's replay
+    /// buffer (no compression: every session's frame is its envelope
+    /// around the shared body) instead of being framed into `pending`.
+    pub fn is_direct(&self) -> bool {
+        self.compressor.is_none()
+    }
+
+    /// Direct mode: dispatch `seq` was queued; frames queued from now on follow it.
+    pub fn mark_dispatch(&mut self, seq: u64) {
+        self.mark = seq;
+    }
+
+    /// Reads whatever the socket has and parses complete frames into `out`.
+    pub fn read_frames(&mut self, max_payload: usize, out: &mut Vec<Incoming>) -> Result<ReadStatus, ConnError> {
+        // Frames left over from the handshake read come first.
+        if !self.rbuf.is_empty() {
+            let n = ws::parse(&self.rbuf, max_payload, &mut self.reasm, out)?;
+            self.rbuf.drain(..n);
+        }
+        if let Sock::Sink = self.sock {
+            return Ok(ReadStatus::Open);
+        }
+        SCRATCH.with(|s| {
+            let s = &mut *s.borrow_mut();
+            loop {
+                match self.sock.try_read(&mut s.read) {
+                    Ok(0) => return Ok(ReadStatus::Eof),
+                    Ok(n) => {
+                        if self.rbuf.is_empty() {
+                            let used = ws::parse(&s.read[..n], max_payload, &mut self.reasm, out)?;
+                            self.rbuf.extend_from_slice(&s.read[used..n]);
+                        } else {
+                            self.rbuf.extend_from_slice(&s.read[..n]);
+                            let used = ws::parse(&self.rbuf, max_payload, &mut self.reasm, out)?;
+                            self.rbuf.drain(..used);
+                        }
+                        if self.rbuf.is_empty() {
+                            self.rbuf = Vec::new();
+                        }
+                        if n < s.read.len() {
+                            return Ok(ReadStatus::Open);
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(ReadStatus::Open),
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        })
+    }
+
+    /// Counts one client event; false once the window's budget is spent.
+    pub fn count_event(&mut self, limit: u32, window: Duration) -> bool {
+        let now = Instant::now();
+        if now.duration_since(self.window_start) >= window {
+            self.window_start = now;
+            self.window_events = 0;
+        }
+        self.window_events += 1;
+        self.window_events <= limit
+    }
+
+    /// Appends one frame to `pending` through `write`, remembering its length.
+    fn push_frame(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        let before = self.pending.len();
+        write(&mut self.pending);
+        self.frames.push_back(((self.pending.len() - before) as u32, self.mark));
+    }
+
+    /// Queues one gateway message (a complete JSON document).
+    pub fn send_json(&mut self, json: &[u8]) -> Result<(), ConnError> {
+        let before = self.pending.len();
+        match &mut self.compressor {
+            None => ws::write_frame(&mut self.pending, ws::OP_TEXT, json),
+            Some(c) => SCRATCH.with(|s| {
+                let s = &mut *s.borrow_mut();
+                s.stage.clear();
+                c.compress(json, &mut s.stage)?;
+                ws::write_frame(&mut self.pending, ws::OP_BINARY, &s.stage);
+                Ok::<(), ConnError>(())
+            })?,
+        }
+        self.frames.push_back(((self.pending.len() - before) as u32, self.mark));
+        Ok(())
+    }
+
+    /// Queues a dispatch: the per-session envelope around a shared body.
+    pub fn send_dispatch(&mut self, name: &str, seq: u64, body: &[u8]) -> Result<(), ConnError> {
+        if self.compressor.is_none() {
+            self.push_frame(|p| frame_dispatch(p, name, seq, body));
+            return Ok(());
+        }
+        let json = SCRATCH.with(|s| {
+            let s = &mut *s.borrow_mut();
+            let mut v = std::mem::take(&mut s.stage);
+            v.clear();
+            write_dispatch(&mut v, name, seq, body);
+            v
+        });
+        let r = self.send_json(&json);
+        SCRATCH.with(|s| s.borrow_mut().stage = json);
+        r
+    }
+
+    /// Queues a non-dispatch op.
+    pub fn send_op(&mut self, op: u8, d: &[u8]) -> Result<(), ConnError> {
+        if op == protocol::gateway::op::INVALID_SESSION {
+            super::counters::COUNTERS.invalid_sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        let mut v = Vec::with_capacity(48 + d.len());
+        write_op(&mut v, op, d);
+        self.send_json(&v)
+    }
+
+    /// Writes as much pending data as the socket takes now, in one `write`
+    /// for everything queued (frames coalesce). Returns true when everything
+    /// is written (and the buffer is released).
+    pub fn try_flush(&mut self) -> io::Result<bool> {
+        let mut off = 0;
+        while off < self.pending.len() {
+            match self.sock.try_write(&self.pending[off..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => off += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+        if off == self.pending.len() {
+            self.pending = Vec::new();
+            self.frames = VecDeque::new();
+            self.head_sent = 0;
+            Ok(true)
+        } else {
+            self.pending.drain(..off);
+            let mut left = self.head_sent + off;
+            while let Some(&(len, _)) = self.frames.front() {
+                if (len as usize) > left {
+                    break;
+                }
+                left -= len as usize;
+                self.frames.pop_front();
+            }
+            self.head_sent = left;
+            Ok(false)
+        }
+    }
+
+    /// Direct mode: writes the outgoing stream (the frames of `pending`,
+    /// each after the dispatch it was queued behind, and dispatches
+    /// `sent + 1 ..= last` framed from `replay`, whose front is at or
+    /// before `sent + 1`), as much as the socket takes. Dispatches are
+    /// framed into a per-thread buffer at write time, so nothing waits
+    /// framed per session. Advances `sent` and `unsent` (bytes of unwritten
+    /// dispatch frames); returns true when everything is written.
+    pub fn flush_direct(&mut self, replay: &ReplayQueue, sent: &mut u64, last: u64, unsent: &mut usize) -> io::Result<bool> {
+        let front = replay.front().map_or(last + 1, |(q, _, _)| *q);
+        debug_assert!(*sent + 1 >= front || *sent == last, "unwritten dispatches left the replay buffer");
+        SCRATCH.with(|s| {
+            let s = &mut *s.borrow_mut();
+            loop {
+                // Render one write into the per-thread stage buffer: the
+                // copy is a few hundred hot bytes per frame, cheaper than
+                // the kernel walking three slices per frame of a vectored
+                // write, and nothing is held per session.
+                s.stage.clear();
+                let (mut fi, mut poff, mut d) = (0usize, 0usize, *sent + 1);
+                let mut skip = self.head_sent;
+                while s.stage.len() < MAX_WRITE {
+                    if fi < self.frames.len() && self.frames[fi].1 < d {
+                        let len = self.frames[fi].0 as usize - skip;
+                        s.stage.extend_from_slice(&self.pending[poff..poff + len]);
+                        poff += len;
+                        fi += 1;
+                    } else if d <= last {
+                        let (_, disp, _) = &replay[(d - front) as usize];
+                        let start = s.stage.len();
+                        frame_dispatch(&mut s.stage, disp.name, d, &disp.body);
+                        // Drop what an earlier write sent of this frame.
+                        if skip > 0 {
+                            s.stage.drain(start..start + skip);
+                        }
+                        d += 1;
+                    } else {
+                        break;
+                    }
+                    skip = 0;
+                }
+                if s.stage.is_empty() {
+                    return Ok(true);
+                }
+                let bytes = s.stage.len();
+                let wrote = match self.sock.try_write(&s.stage) {
+                    Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                    Err(e) => return Err(e),
+                };
+                // Consume whole elements, in the order they were planned.
+                let mut left = wrote;
+                let mut pend_done = 0usize;
+                let mut first = true;
+                loop {
+                    let head_frame = self.frames.front().is_some_and(|f| f.1 < *sent + 1);
+                    let skip = if first { self.head_sent } else { 0 };
+                    let len = if head_frame {
+                        self.frames[0].0 as usize
+                    } else if *sent < last {
+                        let (_, disp, _) = &replay[(*sent + 1 - front) as usize];
+                        dispatch_frame_len(disp.name, *sent + 1, disp.body.len())
+                    } else {
+                        break;
+                    };
+                    let rem = len - skip;
+                    if left < rem {
+                        self.head_sent = skip + left;
+                        if head_frame {
+                            pend_done += left;
+                        }
+                        left = 0;
+                        break;
+                    }
+                    left -= rem;
+                    if head_frame {
+                        pend_done += rem;
+                        self.frames.pop_front();
+                    } else {
+                        *sent += 1;
+                        *unsent = unsent.saturating_sub(len);
+                    }
+                    self.head_sent = 0;
+                    first = false;
+                    if left == 0 {
+                        break;
+                    }
+                }
+                debug_assert_eq!(left, 0);
+                if pend_done == self.pending.len() {
+                    self.pending = Vec::new();
+                } else {
+                    self.pending.drain(..pend_done);
+                }
+                if self.frames.is_empty() {
+                    self.frames = VecDeque::new();
+                }
+                if wrote < bytes {
+                    return Ok(false);
+                }
+            }
+        })
+    }
+
+    /// Direct mode, before a close: keeps only the rest of a partly written
+    /// head element (rendering a dispatch's rest into `pending`), so the
+    /// close frame that follows starts at a frame boundary.
+    pub fn cut_direct(&mut self, replay: &ReplayQueue, sent: u64, last: u64) {
+        let head_frame = self.frames.front().is_some_and(|f| f.1 < sent + 1);
+        if head_frame || self.head_sent == 0 || sent >= last {
+            return self.discard_unsent();
+        }
+        let front = replay.front().map_or(last + 1, |(q, _, _)| *q);
+        let Some((_, d, _)) = replay.get((sent + 1).wrapping_sub(front) as usize) else { return self.discard_unsent() };
+        let mut v = Vec::new();
+        frame_dispatch(&mut v, d.name, sent + 1, &d.body);
+        let len = v.len();
+        v.drain(..self.head_sent);
+        self.pending = v;
+        self.frames = VecDeque::from([(len as u32, 0)]);
+    }
+
+    /// Answers a ping.
+    pub fn pong(&mut self, payload: &[u8]) {
+        self.push_frame(|p| ws::write_frame(p, ws::OP_PONG, payload));
+    }
+
+    /// Drops every queued frame not yet started, so a close frame can follow
+    /// the partly written one (a slow consumer's queue is abandoned; its
+    /// session replays from the replay buffer on RESUME).
+    pub fn discard_unsent(&mut self) {
+        let head = self.frames.front().map_or(0, |&(l, _)| l as usize - self.head_sent);
+        self.pending.truncate(head);
+        self.frames.truncate(1.min(self.frames.len()));
+        if self.pending.is_empty() {
+            self.pending = Vec::new();
+            self.frames = VecDeque::new();
+            self.head_sent = 0;
+        }
+    }
+
+    /// Queues a close frame with `code` (never 1000: clients treat it as a drop anyway).
+    pub fn queue_close(&mut self, code: CloseCode) {
+        super::counters::closed(code.code());
+        self.push_frame(|p| ws::write_close(p, code.code(), code.reason()));
+    }
+
+    /// Sends a close frame with `code`, waits briefly for it to leave, and
+    /// closes the socket.
+    pub async fn close(mut self, code: CloseCode) {
+        self.queue_close(code);
+        self.finish(CLOSE_LINGER).await;
+    }
+
+    /// Queues the answer to a client's close frame: the same code, or an
+    /// empty close frame if it sent none.
+    pub fn queue_close_echo(&mut self, code: Option<u16>) {
+        match code {
+            Some(c) => self.push_frame(|p| ws::write_close(p, c, "")),
+            None => self.push_frame(|p| ws::write_frame(p, ws::OP_CLOSE, &[])),
+        }
+    }
+
+    /// Answers a client's close frame with the same code, then closes.
+    pub async fn close_echo(mut self, code: Option<u16>) {
+        self.queue_close_echo(code);
+        self.finish(CLOSE_LINGER).await;
+    }
+
+    /// Writes what is queued (for at most `linger`), then shuts the socket down.
+    pub async fn finish(&mut self, linger: Duration) {
+        let deadline = tokio::time::Instant::now() + linger;
+        while !self.pending.is_empty() {
+            if self.try_flush().is_err() {
+                break;
+            }
+            if self.pending.is_empty() {
+                break;
+            }
+            match tokio::time::timeout_at(deadline, self.sock.writable()).await {
+                Ok(Ok(())) => {}
+                _ => break,
+            }
+        }
+        self.sock.shutdown();
+    }
+}
+
+impl Sock {
+    fn tcp(stream: TcpStream) -> Sock {
+        let fd = stream.as_raw_fd();
+        Sock::Tcp(Arc::new(stream), fd)
+    }
+
+    pub async fn readable(&self) -> io::Result<()> {
+        match self {
+            Sock::Tcp(s, _) => s.readable().await,
+            Sock::Sink => std::future::pending().await,
+            #[cfg(test)]
+            Sock::Pipe(p) => p.readable().await,
+        }
+    }
+
+    pub async fn writable(&self) -> io::Result<()> {
+        match self {
+            Sock::Tcp(s, _) => s.writable().await,
+            Sock::Sink => Ok(()),
+            #[cfg(test)]
+            Sock::Pipe(p) => p.writable().await,
+        }
+    }
+
+    /// Writes what the socket takes now. A TCP socket is written straight
+    /// through its descriptor: tokio's `try_write` first loads the stream
+    /// and its registration's readiness, two more cache misses per socket
+    /// in a large fan-out (measured in the 100,000-member broadcast: see
+    /// docs/benchmarks-history.md). Only a full socket goes through tokio.
+    fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Sock::Tcp(s, fd) => {
+                // SAFETY: `fd` is the descriptor of `s`, which this Sock keeps
+                // open; the buffer is valid for its length.
+                let n = unsafe { libc::send(*fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
+                if n >= 0 {
+                    return Ok(n as usize);
+                }
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::WouldBlock {
+                    return Err(e);
+                }
+                // Full: once more through tokio, which then clears the
+                // socket's write readiness (only if no newer event came),
+                // so a flusher waiting for room really waits.
+                s.try_write(buf)
+            }
+            Sock::Sink => Ok(buf.len()),
+            #[cfg(test)]
+            Sock::Pipe(p) => p.try_write(buf),
+        }
+    }
+
+    fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Sock::Tcp(s, _) => s.try_read(buf),
+            Sock::Sink => Err(io::ErrorKind::WouldBlock.into()),
+            #[cfg(test)]
+            Sock::Pipe(p) => p.try_read(buf),
+        }
+    }
+
+    /// Shuts both directions down now: the peer sees EOF, and a task waiting
+    /// for readability on this socket wakes (and finds it is no longer current).
+    pub fn shutdown(&self) {
+        match self {
+            Sock::Tcp(s, _) => {
+                if let Err(e) = socket2::SockRef::from(&**s).shutdown(std::net::Shutdown::Both) {
+                    tracing::trace!(error = %e, "socket shutdown");
+                }
+            }
+            Sock::Sink => {}
+            #[cfg(test)]
+            Sock::Pipe(p) => p.shutdown(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn framed_dispatch_matches_the_envelope_writer() {
+        for seq in [0u64, 7, 1234567890123] {
+            let body = br#"{"id":"1","content":"hi"}"#;
+            let mut framed = Vec::new();
+            frame_dispatch(&mut framed, "MESSAGE_CREATE", seq, body);
+            let mut json = Vec::new();
+            write_dispatch(&mut json, "MESSAGE_CREATE", seq, body);
+            let mut expect = Vec::new();
+            ws::write_frame(&mut expect, ws::OP_TEXT, &json);
+            assert_eq!(framed, expect);
+        }
+    }
+
+    /// Direct writes through a socket that takes a little at a time: the
+    /// peer gets exactly the frames in order (dispatches rendered from the
+    /// replay queue, a pong queued between them), whatever the write sizes.
+    #[tokio::test]
+    async fn direct_writes_survive_partial_writes_in_order() {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        socket2::SockRef::from(&server).set_send_buffer_size(4096).unwrap();
+        let mut conn = Conn::with_sock(None, Sock::tcp(server), Transport::None, &CompressParams::default()).unwrap();
+        assert!(conn.is_direct());
+
+        let mut replay = ReplayQueue::new();
+        let mut expect = Vec::new();
+        let now = Instant::now();
+        let (mut sent, mut unsent) = (0u64, 0usize);
+        for seq in 1..=400u64 {
+            let body = bytes::Bytes::from(format!("{{\"n\":\"{}\"}}", "x".repeat((seq as usize * 37) % 3000)));
+            frame_dispatch(&mut expect, "MESSAGE_CREATE", seq, &body);
+            unsent += dispatch_frame_len("MESSAGE_CREATE", seq, body.len());
+            replay.push_back((seq, crate::Dispatch { name: "MESSAGE_CREATE", body }, now));
+            conn.mark_dispatch(seq);
+            if seq == 150 {
+                conn.pong(b"between");
+                ws::write_frame(&mut expect, ws::OP_PONG, b"between");
+            }
+        }
+        let want = expect.len();
+        let reader = tokio::spawn(async move {
+            let mut got = Vec::new();
+            let mut buf = vec![0u8; 1000];
+            while got.len() < want {
+                let n = client.read(&mut buf).await.unwrap();
+                assert!(n > 0, "stream ended early");
+                got.extend_from_slice(&buf[..n]);
+            }
+            got
+        });
+        let mut partial_writes = 0;
+        while !conn.flush_direct(&replay, &mut sent, 400, &mut unsent).unwrap() {
+            partial_writes += 1;
+            conn.writable().await.unwrap();
+        }
+        assert!(partial_writes > 10, "the socket should have pushed back ({partial_writes} partial writes)");
+        assert_eq!((sent, unsent), (400, 0));
+        assert!(!conn.has_pending());
+        let got = reader.await.unwrap();
+        assert_eq!(got.len(), expect.len());
+        assert!(got == expect, "the byte stream differs from the frames in order");
+    }
+}

@@ -1,0 +1,157 @@
+//! The gateway: WebSocket connections speaking Discord's Gateway v10.
+
+pub mod conn;
+pub mod connection;
+pub mod counters;
+pub mod session;
+pub mod ws;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use protocol::gateway::Intents;
+use protocol::{GuildId, UserId};
+
+pub use fanout::Dispatch;
+use fanout::{self as delivery, Recipient, Registry, Sink};
+
+/// The shareable face of a session: what guild actors, delivery workers and
+/// the registry hold. There is no task per session: the state behind
+/// `state` is written by whoever has something for it (a delivery worker,
+/// the socket's reader task, a RESUME), always under the lock, so sequence
+/// numbers and frames go out in one order.
+pub struct SessionHandle {
+    pub id: Arc<str>,
+    pub user_id: UserId,
+    pub bot: bool,
+    pub intents: Intents,
+    /// Guilds above this member count send only online members in GUILD_CREATE.
+    pub large_threshold: u32,
+    /// The delivery worker that writes this session's dispatches.
+    pub shard: u16,
+    /// The guilds this session is subscribed to. Written by guild actors on
+    /// join/leave and by the session at start; guards only the list.
+    pub guilds: std::sync::Mutex<Vec<protocol::GuildId>>,
+    delivery: Arc<delivery::Delivery>,
+    state: std::sync::Mutex<session::SessionState>,
+    /// A session taken over from another node by a RESUME there: its guild
+    /// subscriptions move here (`GuildMsg::Move`); until they have, and for
+    /// anything else that still reaches it, that node forwards its
+    /// dispatches here in order. The two end together.
+    pub home: std::sync::OnceLock<delivery::SessionRef>,
+    /// The node this session was handed over to (a RESUME there): a later
+    /// RESUME elsewhere is sent on to it.
+    pub handed_to: std::sync::OnceLock<delivery::NodeId>,
+}
+
+impl SessionHandle {
+    pub fn new(
+        id: Arc<str>,
+        user_id: UserId,
+        bot: bool,
+        intents: Intents,
+        large_threshold: u32,
+        guilds: Vec<protocol::GuildId>,
+        delivery: &Arc<delivery::Delivery>,
+    ) -> Arc<SessionHandle> {
+        Arc::new(SessionHandle {
+            id,
+            user_id,
+            bot,
+            intents,
+            large_threshold,
+            shard: delivery.next_shard(),
+            guilds: std::sync::Mutex::new(guilds),
+            delivery: delivery.clone(),
+            state: std::sync::Mutex::new(session::SessionState::default()),
+            home: std::sync::OnceLock::new(),
+            handed_to: std::sync::OnceLock::new(),
+        })
+    }
+
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, session::SessionState> {
+        self.state.lock().expect("session state poisoned")
+    }
+
+    pub(crate) fn delivery(&self) -> &Arc<delivery::Delivery> {
+        &self.delivery
+    }
+
+    /// Queues one dispatch for this session alone, behind everything already
+    /// queued for it (so it keeps its place in its guild's order). Never waits.
+    pub fn push(self: &Arc<Self>, d: Dispatch) {
+        self.delivery.one(self.clone(), d);
+    }
+
+    /// A copy of the subscribed guild ids.
+    pub fn guild_ids(&self) -> Vec<protocol::GuildId> {
+        self.guilds.lock().expect("session guild list poisoned").clone()
+    }
+}
+
+impl Recipient for SessionHandle {
+    fn id(&self) -> &Arc<str> {
+        &self.id
+    }
+    fn user_id(&self) -> UserId {
+        self.user_id
+    }
+    fn bot(&self) -> bool {
+        self.bot
+    }
+    fn intents(&self) -> Intents {
+        self.intents
+    }
+    fn shard(&self) -> u16 {
+        self.shard
+    }
+    fn sub_info(&self) -> delivery::SubInfo {
+        delivery::SubInfo { user_id: self.user_id, bot: self.bot, intents: self.intents, large_threshold: self.large_threshold }
+    }
+    fn write_dispatch(&self, name: &'static str, body: &Bytes, now: std::time::Instant) -> (bool, bool) {
+        SessionHandle::write_dispatch(self, name, body, now)
+    }
+    fn write_forwarded(&self, name: &'static str, body: &Bytes, now: std::time::Instant) -> (bool, bool) {
+        SessionHandle::write_forwarded(self, name, body, now)
+    }
+    fn flush(self: Arc<Self>) -> usize {
+        SessionHandle::flush(&self)
+    }
+    fn push(self: Arc<Self>, d: Dispatch) {
+        self.delivery.one(self.clone(), d);
+    }
+    fn joined(&self, guild: GuildId) {
+        let mut gs = self.guilds.lock().expect("session guild list poisoned");
+        if !gs.contains(&guild) {
+            gs.push(guild);
+        }
+    }
+    fn left(&self, guild: GuildId) {
+        self.guilds.lock().expect("session guild list poisoned").retain(|g| *g != guild);
+    }
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
+/// The node a session id was made on: ids start with the node id as four
+/// hex digits (the rest is random), so a RESUME that reaches another node
+/// knows where the session lives.
+pub fn home_node(session_id: &str) -> Option<fanout::NodeId> {
+    u16::from_str_radix(session_id.get(..4)?, 16).ok().map(|n| fanout::NodeId(u64::from(n)))
+}
+
+/// A registry entry as the gateway's own session type (every entry is one).
+pub fn session(sink: Sink) -> Option<Arc<SessionHandle>> {
+    sink.as_any().downcast::<SessionHandle>().ok()
+}
+
+/// The registry's sessions, as the gateway's own type.
+pub fn sessions(registry: &Registry) -> Vec<Arc<SessionHandle>> {
+    registry.all().into_iter().filter_map(session).collect()
+}
+
+/// The sessions of one user on this node.
+pub fn sessions_of(registry: &Registry, user: UserId) -> Vec<Arc<SessionHandle>> {
+    registry.of_user(user).into_iter().filter_map(session).collect()
+}

@@ -1,0 +1,943 @@
+//! Sessions without a task of their own.
+//!
+//! A session's state (sequence, replay buffer, current socket) lives behind
+//! its handle's lock. Whoever has something for it writes there: delivery
+//! workers frame dispatches and write the socket; a small reader task per
+//! connected socket waits for readability, reads into a per-thread scratch
+//! buffer and handles the client's frames; RESUME swaps the socket in. An
+//! idle session is its state plus that parked reader; a detached session
+//! (waiting for RESUME) has no task at all. One sweeper per node enforces
+//! heartbeat timeouts and resume windows.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use protocol::gateway::{op, ClientFrame, GuildSubscription, GuildSubscriptionsBulk, Intents, PresenceUpdate, RequestGuildMembers, Resume};
+use protocol::CloseCode;
+
+use super::conn::{Conn, ReadStatus, Sock};
+use super::ws::Incoming;
+use super::{Dispatch, SessionHandle};
+use node::presence::Presence;
+use node::route::{GuildMsg, ListSubscription, Subscription};
+use node::Node;
+
+#[cfg(test)]
+mod props;
+
+/// The clock of session state (replay ages, heartbeats, resume windows,
+/// slow-consumer grace): `Instant::now()`. Under this crate's unit tests the
+/// state-machine test (`props`) sets the time of its own thread instead.
+#[cfg(not(test))]
+#[inline(always)]
+fn now() -> Instant {
+    Instant::now()
+}
+#[cfg(test)]
+use props::now;
+
+/// Everything IDENTIFY established.
+pub struct Identified {
+    pub handle: Arc<SessionHandle>,
+    /// READY's `d`.
+    pub ready: Bytes,
+    pub presence: Presence,
+}
+
+/// A session's mutable state, behind `SessionHandle`'s lock.
+#[derive(Default)]
+pub struct SessionState {
+    /// The current socket; `None` while detached (waiting for RESUME).
+    conn: Option<Conn>,
+    /// Bumped whenever the socket changes, so a reader or flusher of an old
+    /// socket knows to stop.
+    gen: u32,
+    /// Last sequence number assigned.
+    seq: u64,
+    /// Last dispatch handed to the current socket: written (direct mode,
+    /// where the replay buffer is the write queue) or framed into its
+    /// buffer (compressed sockets).
+    sent: u64,
+    /// Direct mode: bytes of the frames of dispatches `sent + 1 ..= seq`.
+    unsent_bytes: usize,
+    /// Everything at or below this was acknowledged; resuming below it is refused.
+    acked: u64,
+    /// Dispatches the client has not acknowledged, for RESUME; bounded by
+    /// count, age and bytes, trimmed at every heartbeat (a client's
+    /// heartbeat carries the last sequence it received).
+    replay: VecDeque<(u64, Dispatch, Instant)>,
+    replay_bytes: usize,
+    /// When the socket went away (the resume window runs from here).
+    detached_at: Option<Instant>,
+    ended: bool,
+    /// A delivery worker has framed into `conn` and will flush it.
+    dirty: bool,
+    /// A task is waiting for the socket to become writable.
+    flushing: bool,
+    /// Since when the socket's backlog has been above the slow-consumer bound.
+    backlogged_since: Option<Instant>,
+    /// Handed over to another node (a RESUME there): every dispatch goes
+    /// there, in order, instead of to a socket here.
+    forward: Option<Forward>,
+    /// Taken over from another node, while its guild subscriptions move
+    /// here: what arrives directly waits (see [`Holding`]).
+    holding: Option<Box<Holding>>,
+}
+
+/// A session taken over from another node subscribes to its guilds from
+/// here; until each guild's actor has switched it over, that guild's
+/// earlier events still come through the old node (forwarded, in order).
+/// Dispatches that arrive directly meanwhile wait here, and go out once
+/// every guild's [`fanout::MOVED`] marker has come through the old
+/// node behind everything it forwarded: no guild's events are reordered,
+/// lost or doubled. Bounded in time by `cluster.takeover_timeout_ms` (the
+/// sweeper ends a session whose guilds never finish moving).
+pub struct Holding {
+    /// Guilds whose marker has not come yet.
+    moving: Vec<protocol::GuildId>,
+    held: Vec<Dispatch>,
+    since: Instant,
+}
+
+/// Sends one dispatch of a handed-over session to the node that holds it now.
+pub type Forward = Box<dyn Fn(&'static str, &Bytes) + Send + Sync>;
+
+/// What a node hands over with a session: where its sequence is, and the
+/// dispatches the client has not seen.
+pub struct HandOver {
+    pub seq: u64,
+    pub replay: Vec<(u64, Dispatch)>,
+    pub guilds: Vec<protocol::GuildId>,
+}
+
+/// How a batch of client frames ends the connection, if it does.
+enum Outcome {
+    /// Close the socket with this code (or without a frame); the session stays resumable.
+    Detach(Option<Close>),
+    /// Close with this code and end the session.
+    End(Close),
+}
+
+/// The close frame the server sends.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Close {
+    /// One of the gateway's own codes.
+    Code(CloseCode),
+    /// The client closed first: answer with its own code (or none), as
+    /// RFC 6455 asks and Discord does.
+    Echo(Option<u16>),
+}
+
+impl From<CloseCode> for Close {
+    fn from(c: CloseCode) -> Close {
+        Close::Code(c)
+    }
+}
+
+impl SessionHandle {
+    /// Frames one dispatch into the session (recording it for replay).
+    /// Returns (framed into a socket's buffer, first frame since the last flush).
+    /// `now` is the worker's clock for the batch (one clock read per batch, not per delivery).
+    pub(crate) fn write_dispatch(&self, name: &'static str, body: &Bytes, now: Instant) -> (bool, bool) {
+        let mut st = self.lock();
+        if st.ended {
+            return (false, false);
+        }
+        if let Some(f) = &st.forward {
+            f(name, body);
+            return (false, false);
+        }
+        if let Some(h) = st.holding.as_mut() {
+            h.held.push(Dispatch { name, body: body.clone() });
+            return (false, false);
+        }
+        if name == fanout::MOVED {
+            // A marker for a session that is not moving (any more): not for the client.
+            return (false, false);
+        }
+        self.frame(&mut st, name, body, now)
+    }
+
+    /// `write_dispatch` for a dispatch the node that held this session
+    /// before forwarded: written at once (it comes before anything held),
+    /// or, for a [`fanout::MOVED`] marker, the end of one guild's
+    /// move; after the last one, what was held goes out.
+    pub(crate) fn write_forwarded(&self, name: &'static str, body: &Bytes, now: Instant) -> (bool, bool) {
+        let mut st = self.lock();
+        if st.ended {
+            return (false, false);
+        }
+        if let Some(f) = &st.forward {
+            f(name, body);
+            return (false, false);
+        }
+        if name != fanout::MOVED {
+            return self.frame(&mut st, name, body, now);
+        }
+        let Some(h) = st.holding.as_mut() else { return (false, false) };
+        let guild = std::str::from_utf8(body).ok().and_then(|g| g.parse().ok()).map(protocol::GuildId);
+        h.moving.retain(|g| Some(*g) != guild);
+        if !h.moving.is_empty() {
+            return (false, false);
+        }
+        let held = std::mem::take(&mut h.held);
+        st.holding = None;
+        let (mut framed, mut first) = (false, false);
+        for d in held {
+            let (ok, f) = self.frame(&mut st, d.name, &d.body, now);
+            framed |= ok;
+            first |= f;
+        }
+        (framed, first)
+    }
+
+    /// Records one dispatch and frames it into the socket, if any.
+    fn frame(&self, st: &mut SessionState, name: &'static str, body: &Bytes, now: Instant) -> (bool, bool) {
+        st.record(&self.delivery().shared.limits, Dispatch { name, body: body.clone() }, now);
+        if st.flushing && st.is_slow(&self.delivery().shared) {
+            self.close_slow(st);
+        }
+        if st.conn.is_none() || !st.queue_last() {
+            return (false, false);
+        }
+        let first = !st.dirty;
+        st.dirty = true;
+        (true, first)
+    }
+
+    /// Writes what a delivery worker framed; returns how many frames were
+    /// queued (written now, or left to the socket's flusher task).
+    pub(crate) fn flush(self: &Arc<Self>) -> usize {
+        let mut st = self.lock();
+        st.dirty = false;
+        let frames = st.conn.as_ref().map_or(0, Conn::queued_frames) + (st.seq - st.sent) as usize;
+        self.flush_locked(&mut st);
+        frames
+    }
+
+    /// Writes the socket once; hands a backed-up socket to a flusher task,
+    /// closes a slow consumer (resumably).
+    fn flush_locked(self: &Arc<Self>, st: &mut SessionState) {
+        if st.flushing || !st.has_output() {
+            return;
+        }
+        let shared = &self.delivery().shared;
+        match st.try_write() {
+            Ok(true) => {
+                shared.stats.writes.fetch_add(1, Ordering::Relaxed);
+                st.backlogged_since = None;
+            }
+            Ok(false) => {
+                let Some(sock) = st.conn.as_ref().map(Conn::sock) else { return };
+                shared.stats.pending_bytes_max.fetch_max(st.backlog(), Ordering::Relaxed);
+                if st.is_slow(shared) {
+                    return self.close_slow(st);
+                }
+                st.flushing = true;
+                let (me, gen) = (self.clone(), st.gen);
+                shared.spawn(async move { me.flusher(sock, gen).await });
+            }
+            Err(_) => st.detach(self, None),
+        }
+    }
+
+    /// Closes a slow consumer's socket with 4000; the session stays resumable.
+    fn close_slow(&self, st: &mut SessionState) {
+        let shared = &self.delivery().shared;
+        shared.stats.slow_consumer_closes.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(session = %self.id, "slow consumer closed");
+        st.detach(self, Some(CloseCode::UnknownError.into()));
+    }
+
+    /// Waits for a backed-up socket to become writable and writes it once.
+    /// Still backed up, `flush_locked` hands it to a new flusher, so one
+    /// task waits per socket (looping here as well left one more waiting
+    /// task per partial write until the socket drained).
+    async fn flusher(self: Arc<Self>, sock: Sock, gen: u32) {
+        let writable = sock.writable().await;
+        let mut st = self.lock();
+        if st.gen != gen {
+            return;
+        }
+        st.flushing = false;
+        match writable {
+            Ok(()) => self.flush_locked(&mut st),
+            Err(_) => st.detach(&self, None),
+        }
+    }
+
+    /// The socket's reader: parks until readable, then handles what arrived.
+    async fn read_loop(self: Arc<Self>, node: Arc<Node>, sock: Sock, gen: u32) {
+        let mut frames = Vec::new();
+        loop {
+            let readable = sock.readable().await;
+            let outcome = {
+                let mut st = self.lock();
+                if st.gen != gen || st.ended {
+                    return;
+                }
+                let Some(conn) = st.conn.as_mut() else { return };
+                let outcome = match readable.map(|()| conn.read_frames(node.config.gateway.max_client_payload, &mut frames)) {
+                    Err(_) | Ok(Err(super::conn::ConnError::Io(_))) => Some(Outcome::Detach(None)),
+                    Ok(Err(_)) => Some(Outcome::Detach(Some(CloseCode::DecodeError.into()))),
+                    Ok(Ok(status)) => {
+                        let o = self.handle_frames(&node, &mut st, &mut frames);
+                        match (o, status) {
+                            (None, ReadStatus::Eof) => Some(Outcome::Detach(None)),
+                            (o, _) => o,
+                        }
+                    }
+                };
+                frames.clear();
+                match outcome {
+                    Some(Outcome::Detach(code)) => {
+                        st.detach(&self, code);
+                        return;
+                    }
+                    Some(Outcome::End(code)) => {
+                        st.detach(&self, Some(code));
+                        true
+                    }
+                    None => {
+                        self.flush_locked(&mut st);
+                        false
+                    }
+                }
+            };
+            if outcome {
+                self.end(&node);
+                return;
+            }
+            if frames.capacity() > 16 {
+                frames = Vec::new();
+            }
+        }
+    }
+
+    /// Handles client frames; `Some` closes the socket.
+    fn handle_frames(self: &Arc<Self>, node: &Arc<Node>, st: &mut SessionState, frames: &mut Vec<Incoming>) -> Option<Outcome> {
+        let gw = &node.config.gateway;
+        for f in frames.drain(..) {
+            let conn = st.conn.as_mut()?;
+            let payload = match f {
+                Incoming::Message { payload, .. } => payload,
+                Incoming::Ping(p) => {
+                    conn.pong(&p);
+                    continue;
+                }
+                Incoming::Pong => continue,
+                // 1000/1001 from the client ends the session (Discord's rule);
+                // any other close keeps it resumable.
+                Incoming::Close(code) => {
+                    return Some(if matches!(code, Some(1000) | Some(1001)) {
+                        Outcome::End(Close::Echo(code))
+                    } else {
+                        Outcome::Detach(Some(Close::Echo(code)))
+                    });
+                }
+            };
+            if !conn.count_event(gw.client_events_per_window, Duration::from_millis(gw.client_event_window_ms)) {
+                return Some(Outcome::Detach(Some(CloseCode::RateLimited.into())));
+            }
+            let Ok(frame) = serde_json::from_slice::<ClientFrame>(&payload) else {
+                return Some(Outcome::Detach(Some(CloseCode::DecodeError.into())));
+            };
+            let d = frame.d.map(|d| d.get()).unwrap_or("null");
+            match frame.op {
+                op::HEARTBEAT | op::QOS_HEARTBEAT => {
+                    conn.last_heartbeat = now();
+                    if conn.send_op(op::HEARTBEAT_ACK, b"null").is_err() {
+                        return Some(Outcome::Detach(Some(CloseCode::UnknownError.into())));
+                    }
+                    if frame.op == op::HEARTBEAT {
+                        if let Ok(Some(acked)) = serde_json::from_str::<Option<u64>>(d) {
+                            st.acknowledge(acked);
+                        }
+                    }
+                }
+                op::IDENTIFY | op::RESUME => return Some(Outcome::Detach(Some(CloseCode::AlreadyAuthenticated.into()))),
+                op::PRESENCE_UPDATE => {
+                    let Ok(p) = serde_json::from_str::<PresenceUpdate>(d) else {
+                        return Some(Outcome::Detach(Some(CloseCode::DecodeError.into())));
+                    };
+                    let p = Presence { status: p.status, activities: p.activities.unwrap_or_default() };
+                    if let Some(changed) = node.presences.update(self.user_id, p) {
+                        node::route::broadcast_presence(node.guilds.as_ref(), node.id.0, self.user_id, &self.guild_ids(), changed);
+                    }
+                }
+                op::REQUEST_GUILD_MEMBERS => {
+                    let Ok(req) = serde_json::from_str::<RequestGuildMembers>(d) else {
+                        return Some(Outcome::Detach(Some(CloseCode::DecodeError.into())));
+                    };
+                    let g = req.guild_id;
+                    // The whole member list (no ids, empty query) needs the
+                    // GUILD_MEMBERS intent; without it Discord sends nothing.
+                    let whole_list = req.user_ids.is_none() && req.query.as_deref().unwrap_or("").is_empty();
+                    if whole_list && !self.intents.contains(Intents::GUILD_MEMBERS) {
+                        tracing::debug!(guild = %g, "member list request without GUILD_MEMBERS ignored");
+                    } else if self.guild_ids().contains(&g) {
+                        let msg = GuildMsg::RequestMembers { session: self.session_ref(node), req: Box::new(req) };
+                        if let Err(e) = node.guilds.send(g, msg) {
+                            tracing::debug!(error = %e, "member request dropped");
+                        }
+                    }
+                }
+                op::GUILD_SUBSCRIPTIONS => {
+                    let Ok(sub) = serde_json::from_str::<GuildSubscription>(d) else {
+                        return Some(Outcome::Detach(Some(CloseCode::DecodeError.into())));
+                    };
+                    self.list_subscribe(node, sub.guild_id, sub.channels);
+                }
+                op::GUILD_SUBSCRIPTIONS_BULK => {
+                    let Ok(bulk) = serde_json::from_str::<GuildSubscriptionsBulk>(d) else {
+                        return Some(Outcome::Detach(Some(CloseCode::DecodeError.into())));
+                    };
+                    for (g, body) in bulk.subscriptions {
+                        self.list_subscribe(node, g, body.channels);
+                    }
+                }
+                // Known ops this server accepts and has nothing to do for (yet):
+                // voice, deprecated guild sync, client telemetry.
+                op::VOICE_STATE_UPDATE | op::GUILD_SYNC | op::TIME_SPENT | op::REQUEST_CHANNEL_INFO => {}
+                _ => return Some(Outcome::Detach(Some(CloseCode::UnknownOpcode.into()))),
+            }
+        }
+        None
+    }
+
+    /// Forwards a member-list subscription to its guild (ignored for guilds
+    /// the session is not in, or without channels).
+    fn list_subscribe(
+        self: &Arc<Self>,
+        node: &Arc<Node>,
+        guild: protocol::GuildId,
+        channels: Option<std::collections::BTreeMap<protocol::ChannelId, Vec<(u64, u64)>>>,
+    ) {
+        let Some(channels) = channels else { return };
+        if !self.guild_ids().contains(&guild) {
+            return;
+        }
+        let msg = GuildMsg::ListSubscribe(Box::new(ListSubscription {
+            session: self.session_ref(node),
+            channels: channels.into_iter().collect(),
+        }));
+        if let Err(e) = node.guilds.send(guild, msg) {
+            tracing::debug!(guild = %guild, error = %e, "member list subscription dropped");
+        }
+    }
+
+    /// What subscribing this session to a guild sends its actor.
+    pub fn subscription(&self, node: &Node) -> Subscription {
+        Subscription {
+            session: self.session_ref(node),
+            info: fanout::Recipient::sub_info(self),
+            presence: Some(node.presences.get(self.user_id)),
+        }
+    }
+
+    /// This session as guild actors name it (by the node it started on).
+    pub fn session_ref(&self, node: &Node) -> fanout::SessionRef {
+        fanout::SessionRef { node: node.id, id: self.id.clone() }
+    }
+
+    /// Bytes queued for the socket now.
+    pub fn pending_bytes(&self) -> usize {
+        let st = self.lock();
+        st.conn.as_ref().map_or(0, Conn::pending_len) + st.unsent_bytes
+    }
+
+    /// Dispatches and body bytes held for RESUME.
+    pub fn replay_size(&self) -> (usize, usize) {
+        let st = self.lock();
+        (st.replay.len(), st.replay_bytes)
+    }
+
+    /// Puts `conn` in as the session's socket without a reader (benchmarks
+    /// of the delivery path use a sink connection).
+    pub fn attach_for_bench(&self, conn: Conn) {
+        self.lock().attach(conn);
+    }
+
+    /// Takes every dispatch recorded for replay, oldest first (tests and benchmarks).
+    pub fn take_replay(&self) -> Vec<Dispatch> {
+        let mut st = self.lock();
+        st.replay_bytes = 0;
+        std::mem::take(&mut st.replay).into_iter().map(|(_, d, _)| d).collect()
+    }
+
+    /// Closes the current socket with a resumable code and keeps the session
+    /// (operator/test hook). Returns whether there was a socket.
+    pub fn drop_connection(self: &Arc<Self>) -> bool {
+        let mut st = self.lock();
+        let had = st.conn.is_some();
+        st.detach(self, Some(CloseCode::UnknownError.into()));
+        had
+    }
+
+    /// Hands this session over to another node (a RESUME there from
+    /// sequence `seq`): closes its socket, gives `reply` what the client has
+    /// not seen, then sends every later dispatch through `forward`. The
+    /// session keeps its guild subscriptions here, so its dispatches keep
+    /// one order until the new node has moved them (`GuildMsg::Move`).
+    /// False if it cannot be resumed from `seq`, or is still moving here.
+    pub fn hand_over(self: &Arc<Self>, seq: u64, reply: impl FnOnce(HandOver), forward: Forward) -> bool {
+        let mut st = self.lock();
+        // Not while its own subscriptions are still moving here.
+        if st.forward.is_some() || st.holding.is_some() || !st.can_resume(Some(seq)) {
+            return false;
+        }
+        st.detach(self, Some(CloseCode::UnknownError.into()));
+        let replay = st.replay.iter().filter(|(q, _, _)| *q > seq).map(|(q, d, _)| (*q, d.clone())).collect();
+        // Under the lock: nothing is forwarded before the hand-over itself.
+        reply(HandOver { seq: st.seq, replay, guilds: self.guild_ids() });
+        st.replay = VecDeque::new();
+        st.replay_bytes = 0;
+        st.forward = Some(forward);
+        true
+    }
+
+    /// Whether this session, taken over from another node, still waits for
+    /// some of its guilds to move here.
+    pub fn is_moving(&self) -> bool {
+        self.lock().holding.is_some()
+    }
+
+    /// Registers a session handed over by another node, detached, with its
+    /// sequence and unseen dispatches; a RESUME attaches the socket next.
+    /// Its `moving` guilds' events are held until their markers come (see
+    /// [`Holding`]).
+    pub fn adopt(self: &Arc<Self>, node: &Node, seq: u64, replay: Vec<(u64, Dispatch)>, moving: Vec<protocol::GuildId>) {
+        {
+            let mut st = self.lock();
+            let now = now();
+            if !moving.is_empty() {
+                st.holding = Some(Box::new(Holding { moving, held: Vec::new(), since: now }));
+            }
+            st.seq = seq;
+            st.replay_bytes = replay.iter().map(|(_, d)| d.body.len()).sum();
+            st.replay = replay.into_iter().map(|(q, d)| (q, d, now)).collect();
+            st.detached_at = Some(now);
+        }
+        node.sessions.insert(self.clone());
+    }
+
+    /// Ends the session: closes its socket, leaves its guilds, updates presence.
+    pub fn end(self: &Arc<Self>, node: &Arc<Node>) {
+        {
+            let mut st = self.lock();
+            if st.ended {
+                return;
+            }
+            st.detach(self, Some(CloseCode::UnknownError.into()));
+            st.ended = true;
+            st.replay = VecDeque::new();
+            st.replay_bytes = 0;
+        }
+        node.sessions.remove(&self.id);
+        if let Some(home) = self.home.get().filter(|h| h.node != node.id) {
+            // Taken over from another node: the session ends there too.
+            node.guilds.end_remote(home);
+        }
+        // The presence others now see goes with each unsubscription: one
+        // message per guild (none while the node shuts down).
+        let presence = if node.shutdown.is_cancelled() { None } else { node.presences.session_ended(self.user_id) };
+        for g in self.guild_ids() {
+            // DM actors have no presences to show.
+            let presence = presence.clone().filter(|_| node::route::dms_threads::dm_of(g).is_none()).map(|p| Box::new((self.user_id, p)));
+            let msg = GuildMsg::Unsubscribe { session: self.session_ref(node), presence };
+            if let Err(e) = node.guilds.send(g, msg) {
+                tracing::debug!(guild = %g, error = %e, "unsubscribe not delivered");
+            }
+        }
+    }
+}
+
+impl SessionState {
+    /// Assigns the next sequence and keeps the dispatch for replay.
+    /// Assigns the next sequence number to `d` and keeps it for RESUME
+    /// (and, in direct mode, as the socket's write queue). Trims the
+    /// replay buffer to its bounds, but never below a dispatch the current
+    /// socket has not been handed yet: those are bounded by the
+    /// slow-consumer rule instead.
+    fn record(&mut self, limits: &fanout::Limits, d: Dispatch, now: Instant) -> u64 {
+        self.seq += 1;
+        self.replay_bytes += d.body.len();
+        if let Some(conn) = self.conn.as_mut().filter(|c| c.is_direct()) {
+            self.unsent_bytes += super::conn::dispatch_frame_len(d.name, self.seq, d.body.len());
+            conn.mark_dispatch(self.seq);
+        }
+        self.replay.push_back((self.seq, d, now));
+        let keep = if self.conn.is_some() { self.sent + 1 } else { u64::MAX };
+        while self.replay.front().is_some_and(|(q, _, t)| {
+            *q < keep
+                && (self.replay.len() > limits.replay_max_events
+                    || self.replay_bytes > limits.replay_max_bytes
+                    || now.duration_since(*t) > limits.replay_max_age)
+        }) {
+            self.pop_replay();
+        }
+        self.seq
+    }
+
+    /// Hands the last recorded dispatch to the socket: nothing to do in
+    /// direct mode (the next write frames it from the replay buffer);
+    /// compressed sockets compress it into their buffer. False if it could
+    /// not be framed.
+    fn queue_last(&mut self) -> bool {
+        let Some(conn) = self.conn.as_mut() else { return false };
+        if !conn.is_direct() {
+            let Some((seq, d, _)) = self.replay.back() else { return false };
+            if conn.send_dispatch(d.name, *seq, &d.body).is_err() {
+                return false;
+            }
+            self.sent = *seq;
+            self.forget_written_own();
+        }
+        true
+    }
+
+    /// Whether the socket has anything to write.
+    fn has_output(&self) -> bool {
+        self.conn.as_ref().is_some_and(|c| c.has_pending() || (c.is_direct() && self.sent < self.seq))
+    }
+
+    /// Writes as much as the socket takes; true when everything is written.
+    fn try_write(&mut self) -> std::io::Result<bool> {
+        let Some(conn) = self.conn.as_mut() else { return Ok(true) };
+        let done = if conn.is_direct() {
+            conn.flush_direct(&self.replay, &mut self.sent, self.seq, &mut self.unsent_bytes)
+        } else {
+            conn.try_flush()
+        };
+        self.forget_written_own();
+        done
+    }
+
+    /// Drops the session's own bulky dispatches (READY, GUILD_CREATE,
+    /// member chunks: bodies built for this session alone) from the front
+    /// of the replay buffer once they are handed to the socket, rather than
+    /// keeping them until the next heartbeat acknowledges them. A client
+    /// that lost some of them cannot RESUME from before them (op 9, it
+    /// IDENTIFYs again, as when any replay bound is passed). Measured: at
+    /// the end of a 19,000-session identify ramp these ~9 KB per session
+    /// were most of the server's memory until the first heartbeats.
+    fn forget_written_own(&mut self) {
+        while self
+            .replay
+            .front()
+            .is_some_and(|(q, d, _)| *q <= self.sent && matches!(d.name, "READY" | "GUILD_CREATE" | "GUILD_MEMBERS_CHUNK"))
+        {
+            self.pop_replay();
+        }
+    }
+
+    /// Bytes queued for the socket beyond the frame being written (about).
+    fn backlog(&self) -> usize {
+        self.conn.as_ref().map_or(0, |c| c.backlog_len() + self.unsent_bytes)
+    }
+
+    fn pop_replay(&mut self) {
+        if let Some((_, d, _)) = self.replay.pop_front() {
+            self.replay_bytes -= d.body.len();
+        }
+    }
+
+    /// The client confirmed receiving everything up to `seq` (heartbeat `d`).
+    fn acknowledge(&mut self, seq: u64) {
+        // A client cannot have received what was not handed to its socket.
+        let seq = seq.min(if self.conn.is_some() { self.sent } else { self.seq });
+        self.acked = self.acked.max(seq);
+        while self.replay.front().is_some_and(|(s, _, _)| *s <= seq) {
+            self.pop_replay();
+        }
+        if self.replay.is_empty() {
+            self.replay = VecDeque::new();
+        } else if self.replay.capacity() > 64 && self.replay.capacity() > 4 * self.replay.len() {
+            self.replay.shrink_to(self.replay.len() * 2);
+        }
+    }
+
+    fn record_and_send(&mut self, limits: &fanout::Limits, d: Dispatch) {
+        self.record(limits, d, now());
+        if self.conn.is_some() && !self.queue_last() {
+            tracing::debug!("dispatch could not be framed");
+        }
+    }
+
+    /// Whether a client that saw up to `seq` can resume without a gap.
+    fn can_resume(&self, seq: Option<u64>) -> bool {
+        let seq = seq.unwrap_or(0);
+        if self.ended || seq > self.seq || seq < self.acked {
+            return false;
+        }
+        let oldest = self.replay.front().map(|(s, _, _)| *s).unwrap_or(self.seq + 1);
+        seq + 1 >= oldest
+    }
+
+    /// Whether the socket's reader is too slow: its backlog has stayed above
+    /// `max_pending_bytes` for the grace period (a RESUME's replay or one
+    /// burst may pass the bound briefly), or passed the hard cap at once.
+    fn is_slow(&mut self, shared: &fanout::Shared) -> bool {
+        if self.conn.is_none() {
+            return false;
+        }
+        let backlog = self.backlog();
+        let l = &shared.limits;
+        if backlog <= l.max_pending_bytes {
+            self.backlogged_since = None;
+            return false;
+        }
+        let now = now();
+        let since = *self.backlogged_since.get_or_insert(now);
+        backlog > l.max_pending_hard_bytes || now.duration_since(since) >= l.slow_consumer_grace
+    }
+
+    /// Puts a socket in and returns its generation.
+    /// Every dispatch recorded so far counts as handed to it; RESUME
+    /// moves `sent` back to what the client has (see `replay_from`).
+    fn attach(&mut self, mut conn: Conn) -> u32 {
+        conn.mark_dispatch(self.seq);
+        self.conn = Some(conn);
+        self.sent = self.seq;
+        self.unsent_bytes = 0;
+        self.detached_at = None;
+        self.new_socket_generation()
+    }
+
+    /// The attached socket gets every dispatch after `after` (RESUME; the
+    /// caller checked `can_resume`): direct sockets write them from the
+    /// replay buffer, compressed ones get them framed now.
+    fn replay_from(&mut self, after: u64) {
+        let Some(conn) = self.conn.as_mut() else { return };
+        if conn.is_direct() {
+            self.sent = after;
+            self.unsent_bytes = self
+                .replay
+                .iter()
+                .filter(|(q, _, _)| *q > after)
+                .map(|(q, d, _)| super::conn::dispatch_frame_len(d.name, *q, d.body.len()))
+                .sum();
+            return;
+        }
+        for (seq, d, _) in self.replay.iter().filter(|(q, _, _)| *q > after) {
+            if conn.send_dispatch(d.name, *seq, &d.body).is_err() {
+                break;
+            }
+        }
+    }
+
+    /// The socket changed: readers and flushers of the old one stop, and its
+    /// write bookkeeping is forgotten.
+    fn new_socket_generation(&mut self) -> u32 {
+        self.gen = self.gen.wrapping_add(1);
+        self.dirty = false;
+        self.flushing = false;
+        self.backlogged_since = None;
+        self.gen
+    }
+
+    /// Takes the socket out (closing it with `code`, if any); the session
+    /// stays resumable for the resume window.
+    fn detach(&mut self, s: &SessionHandle, code: Option<Close>) {
+        let Some(mut conn) = self.conn.take() else { return };
+        self.new_socket_generation();
+        self.detached_at = Some(now());
+        let (sent, last) = (self.sent, self.seq);
+        self.unsent_bytes = 0;
+        match code {
+            None => conn.sock().shutdown(),
+            Some(code) => {
+                if conn.is_direct() {
+                    conn.cut_direct(&self.replay, sent, last);
+                } else {
+                    conn.discard_unsent();
+                }
+                match code {
+                    Close::Code(c) => conn.queue_close(c),
+                    Close::Echo(c) => conn.queue_close_echo(c),
+                }
+                match conn.try_flush() {
+                    Ok(true) | Err(_) => conn.sock().shutdown(),
+                    // The close frame waits (briefly) behind a full socket.
+                    Ok(false) => {
+                        let linger = s.delivery().shared.limits.close_linger;
+                        s.delivery().shared.spawn(async move { conn.finish(linger).await })
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Starts an identified session on `conn`: READY, guild subscriptions,
+/// presence, then its reader task.
+pub fn start(node: &Arc<Node>, conn: Conn, id: Identified, mut early: Vec<Incoming>) {
+    let s = id.handle;
+    node.sessions.insert(s.clone());
+    let limits = &s.delivery().shared.limits;
+    let (sock, gen) = {
+        let mut st = s.lock();
+        let sock = conn.sock();
+        let gen = st.attach(conn);
+        st.record_and_send(limits, Dispatch { name: "READY", body: id.ready });
+        super::counters::COUNTERS.identifies.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        s.flush_locked(&mut st);
+        (sock, gen)
+    };
+    // The presence goes with each subscription (`Subscription::presence`,
+    // read after this): an actor on another node gets one message per
+    // session, not a subscription and then a presence report.
+    node.presences.session_started(s.user_id, id.presence);
+    for g in s.guild_ids() {
+        subscribe(node, &s, g);
+    }
+    if !early.is_empty() {
+        let mut st = s.lock();
+        match s.handle_frames(node, &mut st, &mut early) {
+            Some(Outcome::Detach(code)) => return st.detach(&s, code),
+            Some(Outcome::End(code)) => {
+                st.detach(&s, Some(code));
+                drop(st);
+                return s.end(node);
+            }
+            None => s.flush_locked(&mut st),
+        }
+    }
+    node.tasks.spawn(s.read_loop(node.clone(), sock, gen));
+}
+
+/// A subscription refused by a full guild mailbox (a big guild during an
+/// IDENTIFY ramp) is sent again this often, up to `SUBSCRIBE_RETRIES`
+/// times (30 s in all) before the guild stays unavailable to the session.
+const SUBSCRIBE_RETRY_EVERY: Duration = Duration::from_millis(50);
+const SUBSCRIBE_RETRIES: u32 = 600;
+
+/// Subscribes the session to guild `g`. A guild whose mailbox is full (an
+/// IDENTIFY storm into one big guild) is tried again every
+/// `SUBSCRIBE_RETRY_EVERY` rather than left unavailable: a dropped
+/// subscription is a session that silently never gets the guild's events.
+fn subscribe(node: &Arc<Node>, s: &Arc<SessionHandle>, g: protocol::GuildId) {
+    fn msg(node: &Node, s: &SessionHandle) -> GuildMsg {
+        GuildMsg::Subscribe(Box::new(s.subscription(node)))
+    }
+    match node.guilds.send(g, msg(node, s)) {
+        Ok(()) => {}
+        Err(node::route::RouteError::Busy(_)) => {
+            let (node2, s) = (node.clone(), s.clone());
+            node.tasks.spawn(async move {
+                for _ in 0..SUBSCRIBE_RETRIES {
+                    tokio::time::sleep(SUBSCRIBE_RETRY_EVERY).await;
+                    if s.lock().ended || node2.shutdown.is_cancelled() {
+                        return;
+                    }
+                    match node2.guilds.send(g, msg(&node2, &s)) {
+                        Err(node::route::RouteError::Busy(_)) => continue,
+                        Err(e) => return tracing::warn!(guild = %g, error = %e, "subscribe failed; guild stays unavailable"),
+                        Ok(()) => return,
+                    }
+                }
+                let waited = SUBSCRIBE_RETRY_EVERY * SUBSCRIBE_RETRIES;
+                tracing::warn!(guild = %g, waited_ms = waited.as_millis() as u64, "guild busy; subscription given up, guild stays unavailable");
+            });
+        }
+        Err(e) => tracing::warn!(guild = %g, error = %e, "subscribe failed; guild stays unavailable"),
+    }
+}
+
+/// Hands `conn` to the session `r` resumes and replays what the client
+/// missed; gives the connection back if the session cannot be resumed (the
+/// caller answers op 9 `d:false`).
+pub fn resume(node: &Arc<Node>, conn: Conn, r: &Resume, user: protocol::UserId) -> Result<(), Box<Conn>> {
+    let Some(s) = node.sessions.get(&r.session_id).and_then(super::session).filter(|s| s.user_id == user) else {
+        return Err(Box::new(conn));
+    };
+    let limits = &s.delivery().shared.limits;
+    let (sock, gen) = {
+        let mut st = s.lock();
+        if !st.can_resume(r.seq) {
+            return Err(Box::new(conn));
+        }
+        // A socket still attached is replaced (the client has moved on).
+        st.detach(&s, Some(CloseCode::UnknownError.into()));
+        let sock = conn.sock();
+        let gen = st.attach(conn);
+        st.replay_from(r.seq.unwrap_or(0));
+        let st = &mut *st;
+        st.record_and_send(limits, Dispatch { name: "RESUMED", body: Bytes::from_static(b"{\"_trace\":[\"throng\"]}") });
+        super::counters::COUNTERS.resumes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        s.flush_locked(st);
+        (sock, gen)
+    };
+    node.tasks.spawn(s.read_loop(node.clone(), sock, gen));
+    Ok(())
+}
+
+/// Enforces heartbeat timeouts (4009) and resume windows for every session
+/// of the node, until shutdown; then closes every session with RECONNECT.
+pub async fn sweeper(node: Arc<Node>) {
+    let hb_timeout = Duration::from_millis(node.config.heartbeat_timeout_ms());
+    let window = Duration::from_millis(node.config.gateway.resume_window_ms);
+    let move_timeout = Duration::from_millis(node.config.cluster.takeover_timeout_ms);
+    let every = (hb_timeout.min(window) / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = node.shutdown.cancelled() => break,
+            _ = tick.tick() => {}
+        }
+        sweep(&node, now(), hb_timeout, window, move_timeout);
+    }
+    // Shutdown: every socket gets RECONNECT and a resumable close.
+    for s in super::sessions(&node.sessions) {
+        {
+            let mut st = s.lock();
+            if let Some(conn) = st.conn.as_mut() {
+                if conn.send_op(op::RECONNECT, b"null").is_err() {
+                    tracing::trace!("reconnect not framed");
+                }
+                // Keep RECONNECT: only frames queued before it may be cut.
+                if let Err(e) = st.try_write() {
+                    tracing::trace!(error = %e, "reconnect not written");
+                }
+            }
+            st.detach(&s, Some(CloseCode::UnknownError.into()));
+        }
+        s.end(&node);
+    }
+}
+
+/// One pass of the sweeper at `now`: closes sockets without a heartbeat for
+/// `hb_timeout` (4009, resumable), ends sessions detached for longer than
+/// the resume `window`, and sessions taken over from another node whose
+/// guilds did not finish moving within `move_timeout`.
+fn sweep(node: &Arc<Node>, now: Instant, hb_timeout: Duration, window: Duration, move_timeout: Duration) {
+    for s in super::sessions(&node.sessions) {
+        let expired = {
+            let mut st = s.lock();
+            if st.holding.as_ref().is_some_and(|h| now.duration_since(h.since) > move_timeout) {
+                // Its guilds never finished moving here: rather than a
+                // silent hole, the session ends and its client identifies again.
+                tracing::warn!(session = %s.id, "guild subscriptions did not move in time; the session ends");
+                drop(st);
+                s.end(node);
+                continue;
+            }
+            if let Some(conn) = st.conn.as_ref() {
+                if now.duration_since(conn.last_heartbeat) > hb_timeout {
+                    st.detach(&s, Some(CloseCode::SessionTimedOut.into()));
+                }
+                false
+            } else {
+                // A handed-over session lives as long as its new node keeps it.
+                st.forward.is_none() && st.detached_at.is_some_and(|t| now.duration_since(t) > window)
+            }
+        };
+        if expired {
+            s.end(node);
+        }
+    }
+}

@@ -1,0 +1,856 @@
+//! The guild actor: owns one guild's state, applies committed events in
+//! order, and fans each dispatch out to its subscribed sessions. It never
+//! awaits a session: pushes are `try_send` into bounded session queues.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use protocol::gateway::{Intents, RequestGuildMembers, Status};
+use protocol::model::{self, iso8601, permission};
+use protocol::{ChannelId, GuildId, UserId};
+use serde::Serialize;
+use serde_json::{json, Value};
+use store::{ChannelRecord, GuildRecord, GuildSnapshot, MemberRecord, MessageRecord, RoleRecord, UserRecord};
+use tokio::sync::mpsc;
+
+use super::list::{Lists, View};
+use super::remote::RemoteSubs;
+use super::{GuildEvent, GuildMsg};
+use fanout::Recipient;
+use fanout::{encode, Dispatch, FanEvent, Filter, Partitions, SessionRef, Sink, SubInfo, Subscribers};
+use node::presence::Presence;
+use node::route::{Op, OpReply, Post, PostReply, ReplyTo, Subscription};
+use node::writer::{Full, Outcome};
+use node::Node;
+use node::{convert, perm};
+
+mod presence;
+mod roles;
+
+/// Members per GUILD_MEMBERS_CHUNK, as Discord sends them.
+const CHUNK_SIZE: usize = 1000;
+
+pub struct GuildActor {
+    node: Arc<Node>,
+    id: GuildId,
+    rx: mpsc::Receiver<GuildMsg>,
+    /// Sessions of this node receiving this guild's events, by id and split by delivery worker.
+    subs: Subscribers,
+    /// Sessions of other nodes receiving them (a cluster).
+    remote: RemoteSubs,
+    /// Events applied so far: the guild's own order.
+    seq: u64,
+    /// The lazy member lists (ops 14/37), each built on its first subscription.
+    lists: Lists,
+    /// Channels not every member may see: the subscribers who can, split by
+    /// worker. Built on a channel's first event, dropped whenever
+    /// subscribers, members or channels change.
+    hidden: HashMap<ChannelId, Partitions>,
+    /// The ownership epoch this actor claimed (a cluster; 0 alone): its
+    /// writes commit only while no other node has claimed the guild since.
+    epoch: u64,
+    /// Messages handed to the writer, answered here in commit order.
+    committed_tx: mpsc::UnboundedSender<Committed>,
+    committed_rx: mpsc::UnboundedReceiver<Committed>,
+    inflight: usize,
+    /// The guild was deleted: the actor ends.
+    stopped: bool,
+}
+
+/// What the writer has committed (or not), back at its actor.
+enum Committed {
+    Message { outcome: Outcome, message: Arc<model::Message>, body: Bytes, reply: ReplyTo },
+    Op { outcome: Outcome, then: super::ops::Then, reply: ReplyTo },
+}
+
+/// The guild as its actor holds it: everything permission checks and
+/// fan-out need, kept current by the changes the actor commits.
+pub(crate) struct State {
+    pub(crate) guild: GuildRecord,
+    pub(crate) roles: Vec<RoleRecord>,
+    pub(crate) channels: Vec<ChannelRecord>,
+    pub(crate) members: HashMap<UserId, (MemberRecord, Arc<UserRecord>)>,
+    /// Members whose visible status is not offline (what `presences` shows).
+    pub(crate) online: HashMap<UserId, Presence>,
+    /// Each node's report of the members it has sessions of.
+    pub(crate) presences: presence::Sources,
+    /// Custom emojis, by id.
+    pub(crate) emojis: Vec<store::EmojiRecord>,
+    /// Users banned from the guild: their joins are refused here, where
+    /// every ban and join is committed in one order.
+    pub(crate) bans: HashSet<UserId>,
+    /// Threads (not in `channels`), with their members.
+    pub(crate) threads: super::threads::Threads,
+}
+
+impl GuildActor {
+    pub fn new(node: Arc<Node>, id: GuildId, rx: mpsc::Receiver<GuildMsg>) -> Self {
+        let subs = Subscribers::new(node.delivery.workers());
+        let (committed_tx, committed_rx) = mpsc::unbounded_channel();
+        Self {
+            node,
+            id,
+            rx,
+            subs,
+            remote: RemoteSubs::default(),
+            seq: 0,
+            lists: Lists::default(),
+            hidden: HashMap::new(),
+            epoch: 0,
+            committed_tx,
+            committed_rx,
+            inflight: 0,
+            stopped: false,
+        }
+    }
+
+    pub(crate) fn id(&self) -> GuildId {
+        self.id
+    }
+
+    pub(crate) fn node(&self) -> &Arc<Node> {
+        &self.node
+    }
+
+    pub async fn run(mut self) {
+        let node = self.node.clone();
+        let id = self.id;
+        // In a cluster the actor first takes the guild over in the store:
+        // from now on writes of any previous owner are refused (fencing).
+        if node.config.nats.is_some() {
+            // Batched with other actors starting now (one transaction).
+            match Box::pin(node.guild_claims.get(id)).await {
+                Ok(Some(epoch)) => self.epoch = epoch,
+                Ok(None) => {
+                    tracing::error!(guild = %id, "guild claim returned no epoch");
+                    drop(self);
+                    return node.guilds.actor_stopped(id);
+                }
+                Err(e) => {
+                    tracing::error!(guild = %id, error = %e, "guild claim failed");
+                    drop(self);
+                    return node.guilds.actor_stopped(id);
+                }
+            }
+        }
+        // Batched with other actors' loads (see `batch`); boxed, so the
+        // future does not stay part of this task's allocation for the
+        // guild's lifetime.
+        match Box::pin(node.guild_loads.get(id)).await {
+            Ok(Some(snap)) => {
+                let mut state = State::from_snapshot(snap, &node.users);
+                // This node's sessions; other nodes' come with their
+                // sessions' subscriptions and presence updates.
+                let uids: Vec<UserId> = state.members.keys().copied().collect();
+                for uid in uids {
+                    let shown = state.presences.report(uid, node.id.0, node.presences.get(uid));
+                    if shown.status != Status::Offline {
+                        state.online.insert(uid, shown);
+                    }
+                }
+                // Until the mailbox is closed and drained and every message
+                // handed to the writer is answered.
+                let mut open = true;
+                loop {
+                    tokio::select! {
+                        biased;
+                        _ = node.shutdown.cancelled() => break,
+                        Some(c) = self.committed_rx.recv() => {
+                            self.inflight -= 1;
+                            self.committed(&mut state, c);
+                            if self.stopped {
+                                break;
+                            }
+                        }
+                        m = self.rx.recv(), if open => match m {
+                            Some(msg) => {
+                                if !self.handle(&mut state, msg) {
+                                    break;
+                                }
+                            }
+                            None => open = false,
+                        },
+                    }
+                    if !open && self.inflight == 0 {
+                        break;
+                    }
+                }
+            }
+            Ok(None) => {
+                tracing::debug!(guild = %id, "no such guild; actor stops");
+                self.refuse_all().await;
+            }
+            Err(e) => tracing::error!(guild = %id, error = %e, "guild load failed"),
+        }
+        drop(self);
+        node.guilds.actor_stopped(id);
+    }
+
+    /// Applies one message. Returns false when the actor must stop.
+    fn handle(&mut self, st: &mut State, msg: GuildMsg) -> bool {
+        match msg {
+            GuildMsg::Subscribe(sub) => {
+                let Subscription { session, info, presence } = *sub;
+                let (user, from) = (info.user_id, session.node.0);
+                if session.node != self.node.id {
+                    self.subscribe_remote(st, session, info);
+                } else if let Some(s) = self.node.sessions.get(&session.id) {
+                    self.subscribe(st, s, &info);
+                }
+                if let Some(p) = presence {
+                    self.presence_reported(st, user, from, p);
+                }
+            }
+            GuildMsg::Unsubscribe { session, presence } => {
+                let from = session.node.0;
+                if session.node != self.node.id {
+                    if self.remote.remove(&session).is_some() {
+                        self.node.guilds.subscribed_remote(&session, self.id, self.epoch, false);
+                    }
+                } else {
+                    self.subs.remove(&session.id);
+                }
+                self.hidden.clear();
+                self.lists.unsubscribe(&session.id);
+                if let Some(up) = presence {
+                    let (user, p) = *up;
+                    self.presence_reported(st, user, from, p);
+                }
+            }
+            GuildMsg::Move(m) => self.move_session(*m),
+            GuildMsg::ListSubscribe(sub) => {
+                let Some(s) = self.subscriber(&sub.session) else { return true };
+                self.lists.subscribe(&st.view(), s, &sub.channels, &st.channels);
+            }
+            GuildMsg::RequestMembers { session, req } => {
+                if let Some(s) = self.subscriber(&session) {
+                    self.request_members(st, &s, *req);
+                }
+            }
+            GuildMsg::Presence { user, node, presence } => self.presence_reported(st, user, node, presence),
+            GuildMsg::NodesLive(live) => self.nodes_live(st, &live),
+            GuildMsg::Counts { reply } => {
+                self.node.guilds.reply(reply, encode(&(st.members.len(), st.online.len())));
+            }
+            GuildMsg::Post(p) => self.post(st, *p),
+            GuildMsg::Op(op) => self.op(st, *op),
+            GuildMsg::Event(ev) => return self.apply(st, *ev),
+        }
+        true
+    }
+
+    /// A new message: checked against this actor's own state (membership,
+    /// roles, the channel and its overwrites: no store read), then handed to
+    /// the writer. Fanned out and answered once committed, in commit order.
+    fn post(&mut self, st: &mut State, p: Post) {
+        let reply = p.reply;
+        // A thread's messages follow its parent's permissions.
+        let in_thread = st.threads.get(p.channel).is_some();
+        let Some(c) = st.channels.iter().find(|c| c.id == p.channel).or_else(|| st.thread_parent(p.channel)) else {
+            return self.refuse(reply, PostReply::UnknownChannel);
+        };
+        let Some((member, _)) = st.members.get(&p.author) else { return self.refuse(reply, PostReply::MissingAccess) };
+        let bits = perm::in_channel(perm::base(self.id, st.guild.owner_id, &st.roles, member), self.id, member, c);
+        if bits & permission::VIEW_CHANNEL == 0 {
+            return self.refuse(reply, PostReply::MissingAccess);
+        }
+        let send = if in_thread { permission::SEND_MESSAGES_IN_THREADS } else { permission::SEND_MESSAGES };
+        if bits & send == 0 {
+            return self.refuse(reply, PostReply::MissingPermissions);
+        }
+        if bits & permission::ATTACH_FILES == 0 && node::attachments::has_files(&p.extra) {
+            return self.refuse(reply, PostReply::MissingPermissions);
+        }
+        if in_thread {
+            if let Err(r) = self.before_thread_post(st, p.author, p.channel, bits) {
+                return self.refuse(reply, r);
+            }
+        }
+        let Some((member, author)) = st.members.get(&p.author) else { return self.refuse(reply, PostReply::MissingAccess) };
+        let (mentions, mention_members) = st.mentioned(&p.mentions);
+        let rec = MessageRecord {
+            id: self.node.ids.next().into(),
+            channel_id: p.channel,
+            guild_id: Some(self.id),
+            author_id: p.author,
+            edited_at: None,
+            kind: if p.reference.is_some() { 19 } else { 0 },
+            flags: p.flags,
+            tts: p.tts,
+            mention_everyone: p.content.contains("@everyone") && bits & permission::MENTION_EVERYONE != 0,
+            mentions: mentions.iter().map(|u| u.id).collect(),
+            reference: p.reference.as_ref().and_then(|r| serde_json::to_value(r).ok()),
+            extra: p.extra,
+            content: p.content,
+        };
+        let mut message = convert::message(&rec, author, &mentions, Some(convert::member(member, None)));
+        convert::attach_mention_members(&mut message, mention_members);
+        if rec.kind == 19 {
+            message.referenced_message = Some(p.referenced);
+        }
+        let message = Arc::new(message);
+        let body = encode(&*message);
+        if in_thread {
+            Self::thread_posted(st, p.channel, rec.id);
+        }
+        let tx = self.committed_tx.clone();
+        let done = move |outcome| {
+            // The actor waits for every message it handed over before it ends.
+            let _ = tx.send(Committed::Message { outcome, message, body, reply });
+        };
+        match self.node.writer.submit(self.epoch, rec, done) {
+            Ok(()) => self.inflight += 1,
+            Err(Full) => self.refuse(reply, PostReply::Retry),
+        }
+    }
+
+    fn refuse(&self, reply: ReplyTo, r: PostReply) {
+        self.node.guilds.reply(reply, encode(&r));
+    }
+
+    /// The writer's answer for one message or change of this actor.
+    fn committed(&mut self, st: &mut State, c: Committed) {
+        let (outcome, reply) = match c {
+            Committed::Message { outcome: Outcome::Committed, message, body, reply } => {
+                self.fan_out_message(st, "MESSAGE_CREATE", message, &body);
+                self.node.guilds.reply(reply, PostReply::ok_bytes(&body));
+                return;
+            }
+            Committed::Op { outcome: Outcome::Applied(rows), then, reply } => {
+                let answer = then(self, st, &rows);
+                self.node.guilds.reply(reply, encode(&answer));
+                return;
+            }
+            Committed::Message { outcome, reply, .. } => (outcome, Ok(reply)),
+            Committed::Op { outcome, reply, .. } => (outcome, Err(reply)),
+        };
+        let failure = match outcome {
+            Outcome::Fenced => {
+                // Another node owns the guild now: take nothing more (what is
+                // queued still drains, and is refused the same way).
+                if self.epoch != 0 {
+                    tracing::info!(guild = %self.id, epoch = self.epoch, "fenced off by a newer owner; actor stops");
+                }
+                self.rx.close();
+                None
+            }
+            Outcome::Failed(e) => {
+                tracing::error!(guild = %self.id, error = %e, "change not committed");
+                Some(e)
+            }
+            Outcome::Committed | Outcome::Applied(_) => Some("writer answered the wrong kind of job".to_string()),
+        };
+        let body = match (reply, failure) {
+            (Ok(_), None) => encode(&PostReply::Retry),
+            (Ok(_), Some(e)) => encode(&PostReply::Failed(e)),
+            (Err(_), None) => encode(&OpReply::Retry),
+            (Err(_), Some(e)) => encode(&OpReply::Failed(e)),
+        };
+        let (Ok(to) | Err(to)) = reply;
+        self.node.guilds.reply(to, body);
+    }
+
+    /// A change a user asked for: checked against this actor's state, then
+    /// committed through the writer (fenced by the epoch) and applied in
+    /// commit order; answered in either case.
+    fn op(&mut self, st: &mut State, op: Op) {
+        let Op { user, action, reply } = op;
+        let plan = match super::ops::plan(self, st, user, action) {
+            Ok(p) => p,
+            Err(refused) => return self.node.guilds.reply(reply, encode(&refused)),
+        };
+        self.submit_plan(st, plan, reply);
+    }
+
+    /// Commits `plan`'s changes through the writer (fenced by the epoch)
+    /// and runs its `then` in commit order, answering `reply`.
+    pub(super) fn submit_plan(&mut self, st: &mut State, plan: super::ops::Plan, reply: ReplyTo) {
+        if plan.changes.is_empty() {
+            let answer = (plan.then)(self, st, &[]);
+            return self.node.guilds.reply(reply, encode(&answer));
+        }
+        let tx = self.committed_tx.clone();
+        let then = plan.then;
+        let done = move |outcome| {
+            let _ = tx.send(Committed::Op { outcome, then, reply });
+        };
+        match self.node.writer.submit_changes(self.epoch, self.id, plan.changes, done) {
+            Ok(()) => self.inflight += 1,
+            Err(Full) => self.node.guilds.reply(reply, encode(&OpReply::Retry)),
+        }
+    }
+
+    /// The guild does not exist: whatever was sent to it is answered so,
+    /// at once, until no sender has it.
+    async fn refuse_all(&mut self) {
+        self.rx.close();
+        while let Some(msg) = self.rx.recv().await {
+            match msg {
+                GuildMsg::Post(p) => self.node.guilds.reply(p.reply, encode(&PostReply::UnknownChannel)),
+                GuildMsg::Op(op) => self.node.guilds.reply(op.reply, encode(&OpReply::not_found(protocol::ErrorCode::UnknownGuild))),
+                _ => {}
+            }
+        }
+    }
+
+    /// A session's subscription moves to the node that took it over. The
+    /// [`fanout::MOVED`] marker goes to where the guild's events
+    /// went so far, behind them: the old node forwards it (after everything
+    /// it forwarded), and only then does the new node let this guild's
+    /// direct events through. Without an old subscription, straight to the
+    /// new node.
+    fn move_session(&mut self, m: node::route::Move) {
+        let to = m.to.id.clone();
+        let new = super::remote::move_subscriber(&self.node, self.id, self.epoch, &mut self.subs, &mut self.remote, m);
+        self.hidden.clear();
+        match &new {
+            Some(n) => self.lists.moved(&to, n),
+            None => self.lists.unsubscribe(&to),
+        }
+    }
+
+    /// A subscribed session, on this node or another.
+    fn subscriber(&self, r: &SessionRef) -> Option<Sink> {
+        if r.node == self.node.id {
+            self.subs.get(&r.id)
+        } else {
+            self.remote.get(r)
+        }
+    }
+
+    /// A session of another node: GUILD_CREATE goes to it alone, then its
+    /// node adds it to its own audience of this guild (in that order, on
+    /// the one stream this actor has to that node).
+    fn subscribe_remote(&mut self, st: &State, r: SessionRef, info: SubInfo) {
+        if self.remote.contains(&r) {
+            return;
+        }
+        if info.intents.contains(Intents::GUILDS) {
+            let body = st.guild_create(&info);
+            self.node.guilds.subscribed_remote_after(&r, self.id, self.epoch, Dispatch { name: "GUILD_CREATE", body });
+        } else {
+            self.node.guilds.subscribed_remote(&r, self.id, self.epoch, true);
+        }
+        self.remote.insert(&self.node, r, info);
+        self.hidden.clear();
+    }
+
+    fn subscribe(&mut self, st: &State, session: Sink, info: &SubInfo) {
+        // A session may be subscribed both by its IDENTIFY and by a MemberAdd
+        // that was queued while the actor loaded: only the first counts.
+        if self.subs.contains(session.id()) {
+            return;
+        }
+        if info.intents.contains(Intents::GUILDS) {
+            let body = st.guild_create(info);
+            self.node.delivery.one(session.clone(), Dispatch { name: "GUILD_CREATE", body });
+        }
+        self.subs.insert(session);
+        self.hidden.clear();
+    }
+
+    /// Hands one encoded event to the delivery workers, each with its share
+    /// of the subscribers. Never waits.
+    fn publish(&mut self, event: Arc<FanEvent>) {
+        self.seq += 1;
+        if self.wanted(&event) {
+            self.node.delivery.fan_out(&event, self.subs.partitions());
+        }
+        if !self.remote.is_empty() && self.remote_wanted(&event) {
+            self.remote.fan(&self.node, self.id, self.epoch, &event, None);
+        }
+    }
+
+    /// `publish` for an event of channel `c`: when not every member may see
+    /// it, only to the subscribers who can (their split is cached per
+    /// channel until subscribers, members or channels change).
+    pub(crate) fn publish_in(&mut self, st: &State, c: &ChannelRecord, event: Arc<FanEvent>) {
+        if perm::everyone_can_view(self.id, &st.roles, c) {
+            return self.publish(event);
+        }
+        self.seq += 1;
+        let (gid, owner) = (self.id, st.guild.owner_id);
+        if !self.remote.is_empty() && self.remote_wanted(&event) {
+            let keep = |i: &SubInfo| st.members.get(&i.user_id).is_some_and(|(m, _)| perm::can_view(gid, owner, &st.roles, m, c));
+            self.remote.fan(&self.node, gid, self.epoch, &event, Some(&keep));
+        }
+        if !self.wanted(&event) {
+            return;
+        }
+        let subs = &self.subs;
+        let parts = self.hidden.entry(c.id).or_insert_with(|| {
+            subs.partitions_where(|s| st.members.get(&s.user_id()).is_some_and(|(m, _)| perm::can_view(gid, owner, &st.roles, m, c)))
+        });
+        self.node.delivery.fan_out(&event, parts);
+    }
+
+    /// Whether any remote subscriber would get `event` at all.
+    fn remote_wanted(&self, event: &FanEvent) -> bool {
+        match &event.filter {
+            Filter::Intent(i) | Filter::IntentNotUser(i, _) => self.remote.wants(*i),
+            Filter::Message { .. } => self.remote.wants(Intents::GUILD_MESSAGES),
+        }
+    }
+
+    /// Whether any local subscriber would get `event` at all.
+    fn wanted(&self, event: &FanEvent) -> bool {
+        match &event.filter {
+            Filter::Intent(i) | Filter::IntentNotUser(i, _) => self.subs.wants(*i),
+            Filter::Message { .. } => self.subs.wants(Intents::GUILD_MESSAGES),
+        }
+    }
+
+    /// Sends one shared body to every subscriber with `intent`.
+    pub(crate) fn fan_out(&mut self, name: &'static str, body: &Bytes, intent: u64) {
+        self.publish(FanEvent::new(name, body.clone(), Filter::Intent(intent)));
+    }
+
+    /// `fan_out` for an event of one channel: to those who may see it. An
+    /// event of a channel this guild does not (or no longer) have goes to
+    /// nobody rather than to everyone.
+    pub(crate) fn fan_out_in(&mut self, st: &State, channel: ChannelId, name: &'static str, body: &Bytes, intent: u64) {
+        self.publish_in_channel(st, channel, FanEvent::new(name, body.clone(), Filter::Intent(intent)));
+    }
+
+    /// MESSAGE_CREATE/UPDATE: to those who may see the channel; full content
+    /// to those entitled to it, the redacted variant (encoded at most once)
+    /// to bots without MESSAGE_CONTENT.
+    fn fan_out_message(&mut self, st: &State, name: &'static str, m: Arc<model::Message>, body: &Bytes) {
+        let channel = m.channel_id;
+        self.publish_in_channel(
+            st,
+            channel,
+            FanEvent::new(name, body.clone(), Filter::Message { message: m, redacted: Default::default() }),
+        );
+    }
+
+    fn publish_in_channel(&mut self, st: &State, channel: ChannelId, event: Arc<FanEvent>) {
+        match st.channels.iter().find(|c| c.id == channel) {
+            Some(c) => self.publish_in(st, c, event),
+            None if st.threads.get(channel).is_some() => self.publish_in_thread(st, channel, event),
+            None => self.seq += 1,
+        }
+    }
+
+    pub(crate) fn apply(&mut self, st: &mut State, ev: GuildEvent) -> bool {
+        let gid = self.id;
+        match ev {
+            GuildEvent::MessageCreate { message, body } => self.fan_out_message(st, "MESSAGE_CREATE", message, &body),
+            GuildEvent::MessageUpdate { message, body } => self.fan_out_message(st, "MESSAGE_UPDATE", message, &body),
+            GuildEvent::MessageDelete { id, channel_id } => {
+                let body = encode(&json!({"id": id, "channel_id": channel_id, "guild_id": gid}));
+                self.fan_out_in(st, channel_id, "MESSAGE_DELETE", &body, Intents::GUILD_MESSAGES);
+            }
+            GuildEvent::TypingStart { channel_id, user_id, timestamp } => {
+                let member = st.members.get(&user_id).map(|(m, u)| convert::member(m, Some(u)));
+                let body = encode(&json!({
+                    "channel_id": channel_id, "guild_id": gid, "user_id": user_id,
+                    "timestamp": timestamp, "member": member,
+                }));
+                self.fan_out_in(st, channel_id, "TYPING_START", &body, Intents::GUILD_MESSAGE_TYPING);
+            }
+            GuildEvent::ChannelCreate(c) => {
+                let body = encode(&convert::channel(&c));
+                // The load may already have seen this commit.
+                st.channels.retain(|x| x.id != c.id);
+                self.hidden.clear();
+                let event = FanEvent::new("CHANNEL_CREATE", body, Filter::Intent(Intents::GUILDS));
+                self.publish_in(st, &c, event);
+                st.channels.push(c);
+                st.channels.sort_by_key(|c| (c.position, c.id));
+            }
+            GuildEvent::ChannelUpdate(c) => {
+                self.hidden.clear();
+                match st.channels.iter().find(|x| x.id == c.id).cloned() {
+                    // CHANNEL_UPDATE to who sees it before and after;
+                    // CHANNEL_CREATE / CHANNEL_DELETE to who gains or loses it.
+                    Some(before) => {
+                        self.publish_channel_update(st, &before, &c);
+                        self.thread_list_sync(st, &before, &c);
+                    }
+                    None => {
+                        let body = encode(&convert::channel(&c));
+                        self.publish_in(st, &c, FanEvent::new("CHANNEL_UPDATE", body, Filter::Intent(Intents::GUILDS)));
+                    }
+                }
+                let overwrites_changed = st.channels.iter().any(|x| x.id == c.id && x.overwrites != c.overwrites);
+                if let Some(old) = st.channels.iter_mut().find(|x| x.id == c.id) {
+                    *old = c;
+                }
+                st.channels.sort_by_key(|c| (c.position, c.id));
+                if overwrites_changed {
+                    self.lists.rebuild(&st.view(), &st.channels);
+                }
+            }
+            GuildEvent::ChannelDelete(c) => {
+                st.channels.retain(|x| x.id != c.id);
+                self.hidden.clear();
+                let event = FanEvent::new("CHANNEL_DELETE", encode(&convert::channel(&c)), Filter::Intent(Intents::GUILDS));
+                self.publish_in(st, &c, event);
+                self.lists.rebuild(&st.view(), &st.channels);
+            }
+            GuildEvent::GuildUpdate(g) => {
+                st.guild = g;
+                self.hidden.clear();
+                let body = encode(&st.guild_object());
+                self.fan_out("GUILD_UPDATE", &body, Intents::GUILDS);
+            }
+            GuildEvent::GuildDelete => {
+                let body = encode(&json!({"id": gid}));
+                self.seq += 1;
+                for s in self.subs.values() {
+                    s.left(gid);
+                    if s.intents().contains(Intents::GUILDS) {
+                        self.node.delivery.one(s.clone(), Dispatch { name: "GUILD_DELETE", body: body.clone() });
+                    }
+                }
+                self.subs.clear();
+                for s in self.remote.values() {
+                    if s.info.intents.contains(Intents::GUILDS) {
+                        s.clone().push(Dispatch { name: "GUILD_DELETE", body: body.clone() });
+                    }
+                    self.node.guilds.subscribed_remote(&s.r, gid, self.epoch, false);
+                }
+                self.remote = RemoteSubs::default();
+                self.stopped = true;
+                return false;
+            }
+            GuildEvent::MemberAdd { member, user } => {
+                let uid = user.id;
+                // Already in the loaded snapshot: the commit raced the load.
+                let known = st.members.contains_key(&uid);
+                let mut m = convert::member(&member, Some(&user));
+                m.guild_id = Some(gid);
+                let p = st.presences.report(uid, self.node.id.0, self.node.presences.get(uid));
+                st.members.insert(uid, (member, self.node.users.intern(user)));
+                self.hidden.clear();
+                if p.status != Status::Offline {
+                    st.online.insert(uid, p);
+                }
+                self.lists.member_changed(&st.view(), uid);
+                if !known {
+                    self.fan_out("GUILD_MEMBER_ADD", &encode(&m), Intents::GUILD_MEMBERS);
+                }
+                // The new member's sessions on other nodes: their nodes subscribe them.
+                self.node.guilds.member_joined_remote(gid, uid);
+                // The new member's own sessions on this node start receiving the guild.
+                for s in self.node.sessions.of_user(uid) {
+                    if !self.subs.contains(s.id()) {
+                        s.joined(gid);
+                        let info = s.sub_info();
+                        self.subscribe(st, s, &info);
+                    }
+                }
+            }
+            GuildEvent::MemberUpdate(member) => {
+                let uid = member.user_id;
+                // New roles may show or hide channels: what the member saw before.
+                let seen = st.members.get(&uid).filter(|(old, _)| old.roles != member.roles).map(|_| self.seen_by(st, uid));
+                let Some((old, user)) = st.members.get_mut(&uid) else { return true };
+                *old = member;
+                self.hidden.clear();
+                let mut m = convert::member(old, Some(user));
+                m.guild_id = Some(gid);
+                self.fan_out("GUILD_MEMBER_UPDATE", &encode(&m), Intents::GUILD_MEMBERS);
+                if let Some(before) = seen {
+                    self.announce_seen_by(st, uid, &before);
+                }
+                self.lists.member_changed(&st.view(), uid);
+            }
+            GuildEvent::UserUpdate(user) => {
+                let uid = user.id;
+                let Some((member, held)) = st.members.get_mut(&uid) else { return true };
+                *held = self.node.users.intern(user);
+                let mut m = convert::member(member, Some(held));
+                m.guild_id = Some(gid);
+                self.fan_out("GUILD_MEMBER_UPDATE", &encode(&m), Intents::GUILD_MEMBERS);
+                self.lists.member_changed(&st.view(), uid);
+            }
+            GuildEvent::MemberRemove(uid) => {
+                let Some((_, user)) = st.members.remove(&uid) else { return true };
+                self.hidden.clear();
+                st.online.remove(&uid);
+                st.presences.forget(uid);
+                self.lists.member_removed(&st.view(), uid);
+                let body = encode(&json!({"guild_id": gid, "user": convert::user(&user)}));
+                self.fan_out("GUILD_MEMBER_REMOVE", &body, Intents::GUILD_MEMBERS);
+                let gone = encode(&json!({"id": gid}));
+                for s in self.subs.remove_user(uid) {
+                    s.left(gid);
+                    self.lists.unsubscribe(s.id());
+                    if s.intents().contains(Intents::GUILDS) {
+                        self.node.delivery.one(s, Dispatch { name: "GUILD_DELETE", body: gone.clone() });
+                    }
+                }
+                for s in self.remote.remove_user(uid) {
+                    self.lists.unsubscribe(&s.r.id);
+                    if s.info.intents.contains(Intents::GUILDS) {
+                        s.clone().push(Dispatch { name: "GUILD_DELETE", body: gone.clone() });
+                    }
+                    // Its node also takes the guild off the session's list.
+                    self.node.guilds.subscribed_remote(&s.r, gid, self.epoch, false);
+                }
+            }
+        }
+        true
+    }
+
+    fn request_members(&mut self, st: &State, s: &Sink, req: RequestGuildMembers) {
+        let query = req.query.unwrap_or_default().to_lowercase();
+        let limit = req.limit.unwrap_or(0) as usize;
+        let mut not_found = Vec::new();
+        let mut found: Vec<&(MemberRecord, Arc<UserRecord>)> = match req.user_ids {
+            Some(ids) => ids
+                .into_vec()
+                .into_iter()
+                .filter_map(|u| {
+                    let m = st.members.get(&u);
+                    if m.is_none() {
+                        not_found.push(u);
+                    }
+                    m
+                })
+                .collect(),
+            None => st
+                .members
+                .values()
+                .filter(|(m, u)| {
+                    query.is_empty()
+                        || u.username.to_lowercase().starts_with(&query)
+                        || m.nick.as_deref().is_some_and(|n| n.to_lowercase().starts_with(&query))
+                })
+                .collect(),
+        };
+        found.sort_by_key(|(m, _)| m.user_id);
+        if limit > 0 {
+            found.truncate(limit);
+        }
+        let with_presences = req.presences.unwrap_or(false) && s.intents().contains(Intents::GUILD_PRESENCES);
+        let chunks: Vec<_> = found.chunks(CHUNK_SIZE).collect();
+        let count = chunks.len().max(1);
+        for i in 0..count {
+            let part = chunks.get(i).copied().unwrap_or(&[]);
+            let mut d = json!({
+                "guild_id": self.id,
+                "members": part.iter().map(|(m, u)| convert::member(m, Some(u))).collect::<Vec<_>>(),
+                "chunk_index": i,
+                "chunk_count": count,
+            });
+            if let Some(n) = &req.nonce {
+                d["nonce"] = json!(n);
+            }
+            if i == 0 && !not_found.is_empty() {
+                d["not_found"] = json!(not_found);
+            }
+            if with_presences {
+                let ps: Vec<Value> =
+                    part.iter().filter_map(|(m, _)| st.online.get(&m.user_id).map(|p| presence_json(self.id, m.user_id, p))).collect();
+                d["presences"] = Value::Array(ps);
+            }
+            s.clone().push(Dispatch { name: "GUILD_MEMBERS_CHUNK", body: encode(&d) });
+        }
+    }
+}
+
+impl State {
+    /// The members among `ids` (others are left out, as Discord does):
+    /// their users for the message, their partial members for its events.
+    pub(super) fn mentioned(&self, ids: &[UserId]) -> (Vec<UserRecord>, Vec<protocol::model::Member>) {
+        ids.iter().filter_map(|u| self.members.get(u)).map(|(m, u)| ((**u).clone(), convert::member(m, None))).unzip()
+    }
+
+    fn view(&self) -> View<'_> {
+        View { guild: self.guild.id, owner: self.guild.owner_id, roles: &self.roles, members: &self.members, online: &self.online }
+    }
+
+    fn from_snapshot(s: GuildSnapshot, users: &node::users::UserCache) -> State {
+        let mut channels = s.channels;
+        let threads = super::threads::Threads::load(s.threads, &mut channels);
+        State {
+            guild: s.guild,
+            roles: s.roles,
+            channels,
+            members: s.members.into_iter().map(|(m, u)| (m.user_id, (m, users.intern(u)))).collect(),
+            online: HashMap::new(),
+            presences: presence::Sources::default(),
+            emojis: s.emojis,
+            bans: s.bans.into_iter().collect(),
+            threads,
+        }
+    }
+
+    /// GUILD_CREATE for one session. Large guilds list only online members
+    /// (and the session's own); the rest come through op 8.
+    fn guild_create(&self, s: &SubInfo) -> Bytes {
+        #[derive(Serialize)]
+        struct GuildCreate<'a> {
+            #[serde(flatten)]
+            guild: model::Guild,
+            joined_at: Option<String>,
+            large: bool,
+            unavailable: bool,
+            lazy: bool,
+            member_count: usize,
+            members: Vec<model::Member>,
+            channels: Vec<model::Channel>,
+            threads: Vec<Value>,
+            presences: Vec<Value>,
+            voice_states: [(); 0],
+            stage_instances: [(); 0],
+            guild_scheduled_events: [(); 0],
+            soundboard_sounds: [(); 0],
+            #[serde(skip)]
+            _p: std::marker::PhantomData<&'a ()>,
+        }
+        let large = self.members.len() > s.large_threshold as usize;
+        // Large guilds: online members only, and only for sessions that get
+        // presences (as Discord does); everyone else gets just their own member.
+        // Built from the session's own entry and the online map, never by
+        // scanning every member: a guild of N members subscribing N sessions
+        // would otherwise cost N² checks.
+        let with_online = s.intents.contains(Intents::GUILD_PRESENCES);
+        let members = if large {
+            let own = self.members.get(&s.user_id);
+            let online = self.online.keys().filter(|&&u| with_online && u != s.user_id).filter_map(|u| self.members.get(u));
+            own.into_iter().chain(online).map(|(m, u)| convert::member(m, Some(u))).collect()
+        } else {
+            self.members.values().map(|(m, u)| convert::member(m, Some(u))).collect()
+        };
+        let presences = if s.intents.contains(Intents::GUILD_PRESENCES) {
+            self.online.iter().map(|(u, p)| presence_json(self.guild.id, *u, p)).collect()
+        } else {
+            Vec::new()
+        };
+        let gc = GuildCreate {
+            guild: self.guild_object(),
+            joined_at: self.members.get(&s.user_id).map(|(m, _)| iso8601(m.joined_at)),
+            large,
+            unavailable: false,
+            lazy: true,
+            member_count: self.members.len(),
+            members,
+            channels: self.channels.iter().map(convert::channel).collect(),
+            threads: self.threads_for(s.user_id),
+            presences,
+            voice_states: [],
+            stage_instances: [],
+            guild_scheduled_events: [],
+            soundboard_sounds: [],
+            _p: std::marker::PhantomData,
+        };
+        encode(&gc)
+    }
+}
+
+fn presence_json(guild: GuildId, user: UserId, p: &Presence) -> Value {
+    let status = p.status.as_str();
+    let client_status = if p.status == Status::Offline { json!({}) } else { json!({ "desktop": status }) };
+    json!({
+        "user": {"id": user},
+        "guild_id": guild,
+        "status": status,
+        "activities": p.activities,
+        "client_status": client_status,
+    })
+}

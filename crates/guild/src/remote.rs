@@ -1,0 +1,178 @@
+//! A guild actor's subscribers on other nodes of a cluster. The actor sends
+//! each such node one message per event (Manifold's once per node); that
+//! node resolves its own sessions and splits them over its delivery
+//! workers. Here a remote session is only its reference and what the guild
+//! needs to know of it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use protocol::gateway::Intents;
+use protocol::{GuildId, UserId};
+
+use fanout::{count_intents, Dispatch, FanEvent, NodeId, Recipient, SessionRef, Sink, SubInfo};
+use node::Node;
+
+/// A session of another node, as the actor holds it. Only `push` reaches
+/// it (through the router); it is never in a local delivery partition.
+pub struct RemoteSink {
+    pub r: SessionRef,
+    pub info: SubInfo,
+    node: Arc<Node>,
+}
+
+impl Recipient for RemoteSink {
+    fn id(&self) -> &Arc<str> {
+        &self.r.id
+    }
+    fn user_id(&self) -> UserId {
+        self.info.user_id
+    }
+    fn bot(&self) -> bool {
+        self.info.bot
+    }
+    fn intents(&self) -> Intents {
+        self.info.intents
+    }
+    fn shard(&self) -> u16 {
+        0
+    }
+    fn sub_info(&self) -> SubInfo {
+        self.info.clone()
+    }
+    fn write_dispatch(&self, _name: &'static str, _body: &Bytes, _now: std::time::Instant) -> (bool, bool) {
+        debug_assert!(false, "a remote session in a local partition");
+        (false, false)
+    }
+    fn flush(self: Arc<Self>) -> usize {
+        0
+    }
+    fn push(self: Arc<Self>, d: Dispatch) {
+        self.node.guilds.one_remote(&self.r, d);
+    }
+    fn joined(&self, _guild: GuildId) {}
+    fn left(&self, _guild: GuildId) {}
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
+#[derive(Default)]
+pub struct RemoteSubs {
+    by_node: BTreeMap<NodeId, HashMap<Arc<str>, Arc<RemoteSink>>>,
+    /// Remote subscribers per intent bit (as `Subscribers` counts local ones).
+    intents: [u32; 32],
+}
+
+impl RemoteSubs {
+    pub fn get(&self, r: &SessionRef) -> Option<Sink> {
+        self.by_node.get(&r.node).and_then(|m| m.get(&r.id)).map(|s| s.clone() as Sink)
+    }
+
+    pub fn contains(&self, r: &SessionRef) -> bool {
+        self.by_node.get(&r.node).is_some_and(|m| m.contains_key(&r.id))
+    }
+
+    pub fn insert(&mut self, node: &Arc<Node>, r: SessionRef, info: SubInfo) -> Sink {
+        count_intents(&mut self.intents, info.intents.0, true);
+        let s = Arc::new(RemoteSink { r: r.clone(), info, node: node.clone() });
+        if let Some(old) = self.by_node.entry(r.node).or_default().insert(r.id, s.clone()) {
+            count_intents(&mut self.intents, old.info.intents.0, false);
+        }
+        s
+    }
+
+    pub fn remove(&mut self, r: &SessionRef) -> Option<Arc<RemoteSink>> {
+        let m = self.by_node.get_mut(&r.node)?;
+        let s = m.remove(&r.id)?;
+        if m.is_empty() {
+            self.by_node.remove(&r.node);
+        }
+        count_intents(&mut self.intents, s.info.intents.0, false);
+        Some(s)
+    }
+
+    /// Removes (and returns) the sessions of `user`.
+    pub fn remove_user(&mut self, user: UserId) -> Vec<Arc<RemoteSink>> {
+        let refs: Vec<SessionRef> = self.values().filter(|s| s.info.user_id == user).map(|s| s.r.clone()).collect();
+        refs.iter().filter_map(|r| self.remove(r)).collect()
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &Arc<RemoteSink>> {
+        self.by_node.values().flat_map(|m| m.values())
+    }
+
+    pub fn wants(&self, intent: u64) -> bool {
+        fanout::wants(&self.intents, intent)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_node.is_empty()
+    }
+
+    /// Sends `event` once to each node with subscribers who may get it, for
+    /// those `keep` accepts (`None`: all of them, and the node resolves them
+    /// itself). A node whose only subscribers are the event's own user (a
+    /// presence they set) or lack its intent gets nothing.
+    pub fn fan(&self, node: &Node, guild: GuildId, epoch: u64, event: &Arc<FanEvent>, keep: Option<&dyn Fn(&SubInfo) -> bool>) {
+        for (&n, subs) in &self.by_node {
+            match keep {
+                None => {
+                    if subs.values().any(|s| event.may_reach(&s.info)) {
+                        node.guilds.fan_remote(n, guild, epoch, event, None);
+                    }
+                }
+                Some(keep) => {
+                    let only: Vec<Arc<str>> =
+                        subs.values().filter(|s| event.may_reach(&s.info) && keep(&s.info)).map(|s| s.r.id.clone()).collect();
+                    if !only.is_empty() {
+                        node.guilds.fan_remote(n, guild, epoch, event, Some(only));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Moves a session's subscription of actor `key` (epoch `epoch`) from `m.from`
+/// to `m.to` (a RESUME on another node), and sends the
+/// [`fanout::MOVED`] marker where the actor's events went so far,
+/// behind them: the old node forwards it after everything it forwarded, and
+/// only then does the new node let this actor's direct events through.
+/// Without an old subscription, straight to the new node. The new
+/// subscriber, if it could be found.
+pub fn move_subscriber(
+    node: &Arc<Node>,
+    key: GuildId,
+    epoch: u64,
+    subs: &mut fanout::Subscribers,
+    remote: &mut RemoteSubs,
+    m: node::route::Move,
+) -> Option<Sink> {
+    let node::route::Move { from, to, info } = m;
+    let old = if from.node == node.id {
+        subs.remove(&from.id)
+    } else {
+        let old = remote.remove(&from).map(|s| s as Sink);
+        if old.is_some() {
+            node.guilds.subscribed_remote(&from, key, epoch, false);
+        }
+        old
+    };
+    let new: Option<Sink> = if to.node == node.id {
+        node.sessions.get(&to.id).inspect(|s| subs.insert(s.clone()))
+    } else {
+        node.guilds.subscribed_remote(&to, key, epoch, true);
+        Some(remote.insert(node, to.clone(), info))
+    };
+    let marker = Dispatch { name: fanout::MOVED, body: Bytes::from(key.0.to_string()) };
+    match (old, &new) {
+        (Some(old), _) if from.node == node.id => node.delivery.one(old, marker),
+        (Some(_), _) => node.guilds.one_remote(&from, marker),
+        (None, Some(n)) if to.node == node.id => node.delivery.forwarded(n.clone(), marker),
+        (None, Some(_)) => node.guilds.forward_remote(&to, marker),
+        (None, None) => {}
+    }
+    new
+}

@@ -1,0 +1,210 @@
+//! What one process shares between the listener, sessions, guild actors and
+//! REST handlers. Cloned as `Arc<Node>`; every field is immutable or guards
+//! itself.
+
+pub mod attachments;
+pub mod auth;
+pub mod batch;
+pub mod convert;
+pub mod emoji;
+pub mod perm;
+pub mod presence;
+pub mod ratelimit;
+pub mod route;
+pub mod users;
+pub mod writer;
+
+use std::sync::Arc;
+
+use protocol::GuildId;
+use protocol::SnowflakeGen;
+use store::{GuildSnapshot, IdentifyRecord, Store};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::auth::Auth;
+use crate::batch::Batcher;
+use crate::presence::Presences;
+use crate::ratelimit::RateLimiter;
+use crate::route::{GuildRouter, Replies};
+use config::Config;
+use fanout::{Delivery, Limits, Nice, NodeId, Registry};
+
+pub struct Node {
+    pub config: Config,
+    pub store: Arc<dyn Store>,
+    pub ids: SnowflakeGen,
+    pub auth: Auth,
+    /// This node's id in the cluster (1 alone).
+    pub id: NodeId,
+    /// Carries messages to guild actors, wherever they run.
+    pub guilds: Box<dyn GuildRouter>,
+    /// Requests of this node waiting for an actor's answer.
+    pub replies: Replies,
+    /// The sessions whose sockets (or resume windows) are on this node.
+    pub sessions: Registry,
+    /// The delivery workers fan-out runs on (see `gateway::delivery`).
+    pub delivery: Arc<Delivery>,
+    pub presences: Presences,
+    /// One shared record per user for every guild actor (see `users`).
+    pub users: crate::users::UserCache,
+    pub rest_limits: RateLimiter,
+    /// Login and registration budgets (`[auth]`).
+    pub login_limits: crate::ratelimit::LoginLimits,
+    /// IDENTIFY's token/guild lookups, batched (see `batch`).
+    pub identify_lookups: Batcher<[u8; 32], IdentifyRecord>,
+    /// Guild actors' ownership claims in a cluster, batched (see `batch`).
+    pub guild_claims: Batcher<GuildId, u64>,
+    /// Group commit of new messages (see `writer`).
+    pub writer: crate::writer::Writer,
+    /// The guild of each guild channel seen (a channel never changes guild),
+    /// so sending a message needs no store read to find its guild's actor.
+    channel_guilds: std::sync::Mutex<std::collections::HashMap<protocol::ChannelId, GuildId>>,
+    /// Guild actors' loads, batched (see `batch`).
+    pub guild_loads: Batcher<GuildId, GuildSnapshot>,
+    /// READY's DM channels, batched with concurrent IDENTIFYs (see `batch`).
+    pub dm_lookups: Batcher<protocol::UserId, Vec<store::DmChannel>>,
+    /// Bounds IDENTIFYs in flight; `try_acquire` or the client gets op 9 `d:true`.
+    pub identify_permits: Semaphore,
+    /// Live gateway sockets of this process (see `limits.max_gateway_connections`).
+    pub gateway_connections: Arc<std::sync::atomic::AtomicUsize>,
+    /// Cancelled on shutdown: sessions send RECONNECT and close, actors stop.
+    pub shutdown: CancellationToken,
+    /// Every connection and session task, so shutdown can wait for them
+    /// (axum/hyper do not track upgraded sockets).
+    pub tasks: TaskTracker,
+    /// Uploaded files on disk and the bound on uploads in flight.
+    pub blobs: crate::attachments::Blobs,
+    /// Proxies whose `X-Forwarded-For` names the client (`http.trusted_proxies`).
+    pub trusted_proxies: config::client_addr::TrustedProxies,
+    /// Passes [`Notice`]s to every other node (set by the cluster; alone: none).
+    notice_hook: std::sync::OnceLock<NoticeHook>,
+}
+
+/// What every node of a cluster must hear about at once, whichever node it
+/// happened on (see [`Node::notify`]).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub enum Notice {
+    /// Tokens revoked, or whose user changed: drop them from the token
+    /// caches (SHA-256 of each token, hex).
+    ForgetTokens(Vec<String>),
+    /// A user's own account changed: USER_UPDATE to every session of theirs.
+    UserUpdate { user: protocol::UserId, body: Box<serde_json::value::RawValue> },
+}
+
+impl Notice {
+    pub fn forget_tokens(hashes: &[[u8; 32]]) -> Notice {
+        Notice::ForgetTokens(hashes.iter().map(hex::encode).collect())
+    }
+}
+
+type NoticeHook = Box<dyn Fn(&Notice) + Send + Sync>;
+
+impl Node {
+    /// Starts the node's delivery workers; call inside a tokio runtime.
+    /// `router` builds the node's guild router (it may keep a weak
+    /// reference to the node, to spawn actors).
+    pub fn new(config: Config, store: Arc<dyn Store>, router: impl FnOnce(std::sync::Weak<Node>) -> Box<dyn GuildRouter>) -> Arc<Node> {
+        let ids = SnowflakeGen::new(config.worker_id, config.process_id);
+        let tasks = TaskTracker::new();
+        let gw = &config.gateway;
+        let workers = match gw.delivery_workers {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        };
+        let delivery = Delivery::start(
+            workers,
+            Nice { base: gw.delivery_nice, burst: gw.delivery_burst_nice },
+            Limits::from_config(gw),
+            tokio::runtime::Handle::current(),
+            tasks.clone(),
+        );
+        let id = NodeId(config.node_id);
+        Arc::new_cyclic(|weak| Node {
+            id,
+            guilds: router(weak.clone()),
+            replies: Replies::new(id),
+            delivery,
+            auth: Auth::new(store.clone(), &config),
+            login_limits: crate::ratelimit::LoginLimits::new(&config.auth),
+            sessions: Registry::default(),
+            presences: Presences::default(),
+            users: Default::default(),
+            rest_limits: RateLimiter::new(config.limits.rest_requests_per_window, config.limits.rest_window_ms),
+            identify_lookups: batch::identify_lookups(store.clone()),
+            guild_loads: batch::guild_loads(store.clone()),
+            dm_lookups: crate::batch::dm_lookups(store.clone()),
+            guild_claims: batch::guild_claims(store.clone(), config.node_id),
+            writer: crate::writer::Writer::start(store.clone(), config.limits.write_queue, config.limits.write_batch_max),
+            channel_guilds: Default::default(),
+            identify_permits: Semaphore::new(config.gateway.identify_concurrency.max(1)),
+            gateway_connections: Arc::default(),
+            shutdown: CancellationToken::new(),
+            tasks,
+            blobs: crate::attachments::Blobs::new(&config),
+            // Checked by `Config::validate`.
+            trusted_proxies: config::client_addr::TrustedProxies::parse(&config.http.trusted_proxies).unwrap_or_default(),
+            notice_hook: std::sync::OnceLock::new(),
+            ids,
+            store,
+            config,
+        })
+    }
+}
+
+impl Node {
+    /// Acts on `n` here and tells every other node (in a cluster).
+    pub fn notify(&self, n: Notice) {
+        self.apply_notice(&n);
+        if let Some(hook) = self.notice_hook.get() {
+            hook(&n);
+        }
+    }
+
+    /// Acts on a notice (this node's own, or another node's).
+    pub fn apply_notice(&self, n: &Notice) {
+        match n {
+            Notice::ForgetTokens(hashes) => {
+                let hashes: Vec<[u8; 32]> =
+                    hashes.iter().filter_map(|h| hex::decode(h).ok().and_then(|b| <[u8; 32]>::try_from(b).ok())).collect();
+                self.auth.forget(&hashes);
+            }
+            Notice::UserUpdate { user, body } => {
+                let body = bytes::Bytes::copy_from_slice(body.get().as_bytes());
+                for s in self.sessions.of_user(*user) {
+                    self.delivery.one(s, fanout::Dispatch { name: "USER_UPDATE", body: body.clone() });
+                }
+            }
+        }
+    }
+
+    /// Sets how notices reach the other nodes (once, by the cluster at start).
+    pub fn on_notice(&self, hook: NoticeHook) {
+        if self.notice_hook.set(hook).is_err() {
+            tracing::error!("notice hook set twice");
+        }
+    }
+}
+
+/// Channels remembered by [`Node::channel_guild`] before the map starts over.
+const CHANNEL_GUILDS_MAX: usize = 1 << 20;
+
+impl Node {
+    /// The guild of a guild channel (`None`: no such channel, or not a guild
+    /// channel). A store read only the first time this node sees the channel.
+    pub async fn channel_guild(&self, channel: protocol::ChannelId) -> store::Result<Option<GuildId>> {
+        if let Some(g) = self.channel_guilds.lock().expect("channel map poisoned").get(&channel) {
+            return Ok(Some(*g));
+        }
+        // A DM's messages go to its own actor (see `route::dms_threads`).
+        let dm = |c: &store::ChannelRecord| (c.kind == protocol::model::channel_type::DM).then(|| crate::route::dms_threads::dm_key(c.id));
+        let Some(g) = self.store.get_channel(channel).await?.and_then(|c| c.guild_id.or_else(|| dm(&c))) else { return Ok(None) };
+        let mut map = self.channel_guilds.lock().expect("channel map poisoned");
+        if map.len() >= CHANNEL_GUILDS_MAX {
+            map.clear();
+        }
+        map.insert(channel, g);
+        Ok(Some(g))
+    }
+}
