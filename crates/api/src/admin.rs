@@ -47,9 +47,9 @@ pub async fn drop_sessions(State(node): State<Arc<Node>>, headers: HeaderMap, bo
 pub async fn owner(State(node): State<Arc<Node>>, headers: HeaderMap, Path(id): Path<String>) -> ApiResult<Response> {
     authorize(&node, &headers)?;
     let g: GuildId = super::parse_id(&id, ErrorCode::UnknownGuild)?;
-    let owner = match node.guilds.cluster_nodes().is_empty() && node.guilds.health().is_ok() {
+    let owner = match node.cluster_nodes().is_empty() && node.health().is_ok() {
         true => Some(node.id),
-        false => node.guilds.owner_of(g),
+        false => node.cluster().and_then(|c| c.owner_of(g)),
     };
     Ok(json_bytes(StatusCode::OK, json!({ "node": owner.map(|n| n.0) }).to_string()))
 }
@@ -76,7 +76,7 @@ pub async fn stats(State(node): State<Arc<Node>>, headers: HeaderMap) -> ApiResu
         "delivered": st.delivered.load(Ordering::Relaxed),
         "writes": st.writes.load(Ordering::Relaxed),
         "heap": heap_stats(),
-        "cluster": node.guilds.stats(),
+        "cluster": node.cluster().map_or(serde_json::Value::Null, |c| c.stats()),
         "writer": {
             "commits": node.writer.stats.commits.load(Ordering::Relaxed),
             "rows": node.writer.stats.rows.load(Ordering::Relaxed),

@@ -863,11 +863,11 @@ fn api(node: &Arc<Node>) -> Router<Arc<Node>> {
 /// 503 with `"draining"` during shutdown or `"no-cluster"` when a cluster
 /// node has lost its bus. For load balancers' checks; no token.
 async fn health(axum::extract::State(node): axum::extract::State<Arc<Node>>) -> axum::response::Response {
-    let nodes = node.guilds.cluster_nodes();
+    let nodes = node.cluster_nodes();
     let (status, code, reason) = if node.shutdown.is_cancelled() {
         ("draining", StatusCode::SERVICE_UNAVAILABLE, None)
     } else {
-        match node.guilds.health() {
+        match node.health() {
             Ok(()) => ("ok", StatusCode::OK, None),
             Err(why) => ("no-cluster", StatusCode::SERVICE_UNAVAILABLE, Some(why)),
         }
@@ -888,7 +888,7 @@ const READY_STORE_PROBE: std::time::Duration = std::time::Duration::from_secs(2)
 async fn ready(axum::extract::State(node): axum::extract::State<Arc<Node>>) -> axum::response::Response {
     let why: Option<String> = if node.shutdown.is_cancelled() {
         Some("draining".into())
-    } else if let Err(why) = node.guilds.health() {
+    } else if let Err(why) = node.health() {
         Some(why.into())
     } else {
         let probe = tokio::time::timeout(READY_STORE_PROBE, node.store.get_user(UserId(0))).await;

@@ -20,8 +20,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceExt;
 
 use crate::edge::{BodyRule, ConnGate, Edge, TimedBody};
-use gateway::conn::{Conn, ConnSlot};
-use gateway::{connection, ws};
+use gateway::socket::{Conn, ConnSlot};
+use gateway::{handshake, ws};
 use node::Node;
 
 /// Binds the listen address, with SO_REUSEPORT when configured so several
@@ -210,7 +210,7 @@ fn upgrade(node: Arc<Node>, mut req: Request<Incoming>) -> Response<Body> {
         };
         match q.reject {
             Some(code) => conn.close(code).await,
-            None => connection::serve(node, conn).await,
+            None => handshake::serve(node, conn).await,
         }
     });
     let mut r = Response::new(Body::empty());

@@ -106,13 +106,13 @@ pub async fn metrics(State(node): State<Arc<Node>>) -> Response {
     let (buckets, sum) = w.commit_seconds.snapshot();
     let _ = writeln!(out, "# HELP throng_store_commit_seconds Store transactions of the writer (group commits and guild changes).");
     let _ = writeln!(out, "# TYPE throng_store_commit_seconds histogram");
-    for (le, count) in node::writer::COMMIT_BUCKETS.iter().map(|b| b.to_string()).chain(["+Inf".to_string()]).zip(&buckets) {
+    for (le, count) in node::group_commit::COMMIT_BUCKETS.iter().map(|b| b.to_string()).chain(["+Inf".to_string()]).zip(&buckets) {
         let _ = writeln!(out, "throng_store_commit_seconds_bucket{{node=\"{n}\",le=\"{le}\"}} {count}");
     }
     let _ = writeln!(out, "throng_store_commit_seconds_sum{{node=\"{n}\"}} {sum}");
     let _ = writeln!(out, "throng_store_commit_seconds_count{{node=\"{n}\"}} {}", buckets.last().copied().unwrap_or(0));
     one(&mut out, "throng_writer_queue", "gauge", "Writes waiting for the writer.", n, g(node.writer.queued()));
-    let bus = node.guilds.stats();
+    let bus = node.cluster().map_or(serde_json::Value::Null, |c| c.stats());
     if !bus.is_null() {
         let f = |k: &str| bus[k].as_u64().unwrap_or(0) as f64;
         one(
@@ -143,7 +143,7 @@ pub async fn metrics(State(node): State<Arc<Node>>) -> Response {
         one(&mut out, "throng_nats_received_total", "counter", "Messages received on this node's NATS subjects.", n, f("received"));
         one(&mut out, "throng_nats_outbound_queue", "gauge", "Messages waiting to be published.", n, f("outbound_queued"));
     }
-    let healthy = !node.shutdown.is_cancelled() && node.guilds.health().is_ok();
+    let healthy = !node.shutdown.is_cancelled() && node.health().is_ok();
     one(
         &mut out,
         "throng_up",

@@ -27,7 +27,7 @@ pub async fn gateway(State(node): State<Arc<Node>>) -> Response {
 
 pub async fn gateway_bot(State(node): State<Arc<Node>>, Caller(u): Caller, headers: HeaderMap) -> ApiResult<Response> {
     let gw = &node.config.gateway;
-    // A bot's session starts are counted per token (see `gateway::connection`).
+    // A bot's session starts are counted per token (see `gateway::handshake`).
     let (remaining, reset_after) = match headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
         Some(h) if u.bot => {
             let token = node::auth::hash_token(node::auth::split_header(h).0);

@@ -29,7 +29,7 @@ use tokio::sync::mpsc;
 
 use fanout::{Dispatch, FanEvent, Filter, NodeId, SessionRef, Subscribers};
 use guild::LocalRouter;
-use node::route::{raw, GuildMsg, GuildRouter, ReplyTo, RouteError, TakeOver};
+use node::route::{raw, ClusterLink, GuildMsg, ReplyTo, RouteError, Router, TakeOver};
 use node::Node;
 
 /// A delivery to a node's own sessions, or an answer to one of its requests.
@@ -207,14 +207,9 @@ impl ClusterRouter {
     fn healthy(&self) -> bool {
         self.healthy.load(Ordering::Acquire)
     }
-
-    /// The live nodes as this node sees them.
-    fn nodes(&self) -> Vec<u64> {
-        self.ring.load().nodes().to_vec()
-    }
 }
 
-impl GuildRouter for ClusterRouter {
+impl Router for ClusterRouter {
     fn send(&self, guild: GuildId, msg: GuildMsg) -> Result<(), RouteError> {
         let owner = self.owner(guild)?;
         if owner == self.me {
@@ -242,7 +237,9 @@ impl GuildRouter for ClusterRouter {
     fn actor_stopped(&self, guild: GuildId) {
         self.local.actor_stopped(guild)
     }
+}
 
+impl ClusterLink for ClusterRouter {
     fn health(&self) -> Result<(), &'static str> {
         if self.healthy() {
             Ok(())
@@ -251,8 +248,8 @@ impl GuildRouter for ClusterRouter {
         }
     }
 
-    fn cluster_nodes(&self) -> Vec<u64> {
-        self.nodes()
+    fn nodes(&self) -> Vec<u64> {
+        self.ring.load().nodes().to_vec()
     }
 
     fn stats(&self) -> serde_json::Value {
@@ -271,11 +268,7 @@ impl GuildRouter for ClusterRouter {
         self.owner(guild).ok()
     }
 
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
-    fn fan_remote(&self, node: NodeId, guild: GuildId, epoch: u64, event: &Arc<FanEvent>, only: Option<Vec<Arc<str>>>) {
+    fn fan(&self, node: NodeId, guild: GuildId, epoch: u64, event: &Arc<FanEvent>, only: Option<Vec<Arc<str>>>) {
         let filter = match &event.filter {
             Filter::Intent(i) => WireFilter::Intent(*i),
             Filter::IntentNotUser(i, u) => WireFilter::IntentNotUser(*i, *u),
@@ -286,19 +279,19 @@ impl GuildRouter for ClusterRouter {
         self.to_node(node, &msg);
     }
 
-    fn one_remote(&self, session: &SessionRef, d: Dispatch) {
+    fn one(&self, session: &SessionRef, d: Dispatch) {
         self.to_node(session.node, &ToNode::One { s: session.id.clone(), name: d.name.to_string(), body: raw(&d.body) });
     }
 
-    fn forward_remote(&self, session: &SessionRef, d: Dispatch) {
+    fn forward(&self, session: &SessionRef, d: Dispatch) {
         self.to_node(session.node, &ToNode::Fwd { s: session.id.clone(), name: d.name.to_string(), body: raw(&d.body) });
     }
 
-    fn subscribed_remote(&self, session: &SessionRef, guild: GuildId, epoch: u64, on: bool) {
+    fn subscribed(&self, session: &SessionRef, guild: GuildId, epoch: u64, on: bool) {
         self.to_node(session.node, &ToNode::Sub { s: session.id.clone(), g: guild, e: epoch, on, first: None });
     }
 
-    fn subscribed_remote_after(&self, session: &SessionRef, guild: GuildId, epoch: u64, first: Dispatch) {
+    fn subscribed_after(&self, session: &SessionRef, guild: GuildId, epoch: u64, first: Dispatch) {
         let first = Some((first.name.to_string(), raw(&first.body)));
         self.to_node(session.node, &ToNode::Sub { s: session.id.clone(), g: guild, e: epoch, on: true, first });
     }
@@ -307,17 +300,17 @@ impl GuildRouter for ClusterRouter {
         self.healthy() && self.to_node(holder, &ToNode::TakeOver(req))
     }
 
-    fn end_remote(&self, home: &SessionRef) {
+    fn end(&self, home: &SessionRef) {
         self.to_node(home.node, &ToNode::End { s: home.id.clone() });
     }
 
-    fn member_joined_remote(&self, guild: GuildId, user: UserId) {
+    fn member_joined(&self, guild: GuildId, user: UserId) {
         for n in self.nodes().into_iter().map(NodeId).filter(|&n| n != self.me) {
             self.to_node(n, &ToNode::Joined { g: guild, u: user });
         }
     }
 
-    fn dm_opened_remote(&self, key: GuildId, users: &[UserId]) -> Vec<NodeId> {
+    fn dm_opened(&self, key: GuildId, users: &[UserId]) -> Vec<NodeId> {
         let msg = ToNode::DmOpened { g: key, users: users.to_vec() };
         self.nodes().into_iter().map(NodeId).filter(|&n| n != self.me && self.to_node(n, &msg)).collect()
     }
@@ -416,8 +409,11 @@ pub async fn start_node(config: config::Config, store: Arc<dyn store::Store>) ->
     let capacity = config.limits.guild_mailbox_capacity;
     let (out_tx, out_rx) = mpsc::channel::<(String, Bytes)>(cc.outbound_queue.max(1));
     let notices_out = out_tx.clone();
-    let node = Node::new(config, store, move |weak| {
-        Box::new(ClusterRouter {
+    // The router is the node's router and cluster link, and the tasks
+    // below hold it as what it is (its counters, ring, health).
+    let mut built: Option<Arc<ClusterRouter>> = None;
+    let node = Node::new(config, store, |weak| {
+        let r = Arc::new(ClusterRouter {
             me,
             local: LocalRouter::new(weak, capacity),
             ring: SharedRing::new(Ring::empty()),
@@ -428,8 +424,11 @@ pub async fn start_node(config: config::Config, store: Arc<dyn store::Store>) ->
             published: AtomicU64::new(0),
             received: AtomicU64::new(0),
             stale: AtomicU64::new(0),
-        })
+        });
+        built = Some(r.clone());
+        (r.clone() as Arc<dyn Router>, Some(r as Arc<dyn ClusterLink>))
     });
+    let r = built.expect("Node::new builds the router");
     let guild_sub = client.subscribe(format!("throng.n.{me}.g")).await.map_err(|e| ClusterError::Subscribe(e.to_string()))?;
     let deliver_sub = client.subscribe(format!("throng.n.{me}.d")).await.map_err(|e| ClusterError::Subscribe(e.to_string()))?;
     let notice_sub = client.subscribe(NOTICES).await.map_err(|e| ClusterError::Subscribe(e.to_string()))?;
@@ -442,10 +441,10 @@ pub async fn start_node(config: config::Config, store: Arc<dyn store::Store>) ->
         Err(e) => tracing::error!(error = %e, "notice not encoded"),
     }));
     node.tasks.spawn(inbound_notices(node.clone(), notice_sub));
-    node.tasks.spawn(outbound(node.clone(), client.clone(), out_rx));
-    start_membership(node.clone(), client.clone(), url, cc)?;
-    node.tasks.spawn(inbound_guild(node.clone(), guild_sub));
-    node.tasks.spawn(inbound_deliver(node.clone(), deliver_sub));
+    node.tasks.spawn(outbound(node.clone(), r.clone(), client.clone(), out_rx));
+    start_membership(node.clone(), r.clone(), client.clone(), url, cc)?;
+    node.tasks.spawn(inbound_guild(node.clone(), r.clone(), guild_sub));
+    node.tasks.spawn(inbound_deliver(node.clone(), r, deliver_sub));
     Ok(node)
 }
 
@@ -471,11 +470,6 @@ async fn inbound_notices(node: Arc<Node>, mut sub: async_nats::Subscriber) {
             }
         }
     }
-}
-
-fn router(node: &Node) -> &ClusterRouter {
-    // Only `start_node` builds cluster nodes, always with this router.
-    node.guilds.as_any().downcast_ref::<ClusterRouter>().expect("a cluster node has a cluster router")
 }
 
 /// Most messages one pass of the publisher takes from its queue.
@@ -523,8 +517,8 @@ fn add_to_batches(batches: &mut Vec<Batch>, subject: String, payload: Bytes) {
 
 /// The one ordered stream of everything this node publishes: whatever is
 /// queued when it wakes leaves batched per subject (see the module doc).
-async fn outbound(node: Arc<Node>, client: async_nats::Client, mut rx: mpsc::Receiver<(String, Bytes)>) {
-    let (r, shutdown) = (router(&node), node.shutdown.clone());
+async fn outbound(node: Arc<Node>, r: Arc<ClusterRouter>, client: async_nats::Client, mut rx: mpsc::Receiver<(String, Bytes)>) {
+    let shutdown = node.shutdown.clone();
     let mut batches: Vec<Batch> = Vec::new();
     loop {
         let item = tokio::select! {
@@ -571,7 +565,13 @@ fn messages<'a, T: serde::Deserialize<'a> + 'a>(payload: &'a [u8]) -> impl Itera
 /// its ring (itself included) and back, stopped its actors and lost the
 /// subscriptions of sessions on other nodes (2,500 receipts never
 /// arrived). Here a busy node still beats and still hears the others.
-fn start_membership(node: Arc<Node>, main: async_nats::Client, url: String, cc: config::ClusterConfig) -> Result<(), ClusterError> {
+fn start_membership(
+    node: Arc<Node>,
+    r: Arc<ClusterRouter>,
+    main: async_nats::Client,
+    url: String,
+    cc: config::ClusterConfig,
+) -> Result<(), ClusterError> {
     let main_rt = tokio::runtime::Handle::current();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -596,7 +596,7 @@ fn start_membership(node: Arc<Node>, main: async_nats::Client, url: String, cc: 
                         return;
                     }
                 };
-                membership(node, main, client, hb, cc, main_rt).await;
+                membership(node, r, main, client, hb, cc, main_rt).await;
             })
         })
         .map_err(|e| ClusterError::Connect(String::new(), e.to_string()))?;
@@ -610,13 +610,13 @@ fn start_membership(node: Arc<Node>, main: async_nats::Client, url: String, cc: 
 /// sessions of a node that is gone) runs on the node's runtime.
 async fn membership(
     node: Arc<Node>,
+    r: Arc<ClusterRouter>,
     main: async_nats::Client,
     client: async_nats::Client,
     mut hb: async_nats::Subscriber,
     cc: config::ClusterConfig,
     main_rt: tokio::runtime::Handle,
 ) {
-    let r = router(&node);
     let me = r.me;
     let timeout = Duration::from_millis(cc.node_timeout_ms);
     let mut seen: HashMap<NodeId, Instant> = HashMap::new();
@@ -648,10 +648,9 @@ async fn membership(
             let old = r.ring.load_full();
             r.ring.store(Ring::with_vnodes(next.iter().copied(), cc.vnodes));
             r.healthy.store(!next.is_empty(), Ordering::Release);
-            let (node2, live_now) = (node.clone(), next.clone());
+            let (node2, r2, live_now) = (node.clone(), r.clone(), next.clone());
             main_rt.spawn(async move {
-                let r = router(&node2);
-                rehome(&node2, r, &old);
+                rehome(&node2, &r2, &old);
                 // Sessions taken over from a node that is gone while their
                 // guilds were still moving here would miss what it had: they
                 // end, and their clients IDENTIFY again. Those whose guilds
@@ -713,8 +712,7 @@ fn rehome(node: &Arc<Node>, r: &ClusterRouter, old: &Ring) {
 }
 
 /// Messages to the guilds this node owns.
-async fn inbound_guild(node: Arc<Node>, mut sub: async_nats::Subscriber) {
-    let r = router(&node);
+async fn inbound_guild(node: Arc<Node>, r: Arc<ClusterRouter>, mut sub: async_nats::Subscriber) {
     loop {
         let m = tokio::select! {
             _ = node.shutdown.cancelled() => break,
@@ -744,7 +742,7 @@ async fn inbound_guild(node: Arc<Node>, mut sub: async_nats::Subscriber) {
 
 /// Deliveries to this node's sessions of guilds owned elsewhere: the
 /// node's own audience of each such guild, split over its delivery workers.
-async fn inbound_deliver(node: Arc<Node>, mut sub: async_nats::Subscriber) {
+async fn inbound_deliver(node: Arc<Node>, r: Arc<ClusterRouter>, mut sub: async_nats::Subscriber) {
     let mut audience: HashMap<GuildId, Subscribers> = HashMap::new();
     // The newest ownership epoch seen per guild: events of an owner that
     // another has fenced off since are not taken (its sessions get the
@@ -766,7 +764,7 @@ async fn inbound_deliver(node: Arc<Node>, mut sub: async_nats::Subscriber) {
         };
         let Some(m) = m else { break };
         for x in messages::<ToNode>(&m.payload) {
-            router(&node).received.fetch_add(1, Ordering::Relaxed);
+            r.received.fetch_add(1, Ordering::Relaxed);
             let msg = match x {
                 Ok(x) => x,
                 Err(e) => {
@@ -782,7 +780,7 @@ async fn inbound_deliver(node: Arc<Node>, mut sub: async_nats::Subscriber) {
                         push_one(&node, &s, &name, &body);
                     }
                     if !current(g, e) {
-                        router(&node).stale.fetch_add(1, Ordering::Relaxed);
+                        r.stale.fetch_add(1, Ordering::Relaxed);
                         continue;
                     }
                     let sink = node.sessions.get(&s);
@@ -805,7 +803,7 @@ async fn inbound_deliver(node: Arc<Node>, mut sub: async_nats::Subscriber) {
                 }
                 ToNode::Fan { g, e, name, body, filter, only } => {
                     if !current(g, e) {
-                        router(&node).stale.fetch_add(1, Ordering::Relaxed);
+                        r.stale.fetch_add(1, Ordering::Relaxed);
                         continue;
                     }
                     let Some(a) = audience.get_mut(&g) else { continue };
@@ -838,7 +836,7 @@ async fn inbound_deliver(node: Arc<Node>, mut sub: async_nats::Subscriber) {
                     }
                 }
                 ToNode::Reply { id, body } => node.replies.complete(id, Bytes::copy_from_slice(body.get().as_bytes())),
-                ToNode::TakeOver(t) => hand_over(&node, router(&node), t),
+                ToNode::TakeOver(t) => hand_over(&node, &r, t),
                 ToNode::HandOver { id, s, user, bot, intents, large_threshold, guilds, seq, replay, home } => {
                     if node.sessions.get(&s).is_some() {
                         node.replies.complete(id, Bytes::from_static(b"false"));

@@ -1,9 +1,9 @@
 //! The gateway: WebSocket connections speaking Discord's Gateway v10.
 
-pub mod conn;
-pub mod connection;
 pub mod counters;
+pub mod handshake;
 pub mod session;
+pub mod socket;
 pub mod ws;
 
 use std::sync::Arc;

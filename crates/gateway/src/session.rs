@@ -18,7 +18,7 @@ use bytes::Bytes;
 use protocol::gateway::{op, ClientFrame, GuildSubscription, GuildSubscriptionsBulk, Intents, PresenceUpdate, RequestGuildMembers, Resume};
 use protocol::CloseCode;
 
-use super::conn::{Conn, ReadStatus, Sock};
+use super::socket::{Conn, ReadStatus, Sock};
 use super::ws::Incoming;
 use super::{Dispatch, SessionHandle};
 use node::presence::Presence;
@@ -281,7 +281,7 @@ impl SessionHandle {
                 }
                 let Some(conn) = st.conn.as_mut() else { return };
                 let outcome = match readable.map(|()| conn.read_frames(node.config.gateway.max_client_payload, &mut frames)) {
-                    Err(_) | Ok(Err(super::conn::ConnError::Io(_))) => Some(Outcome::Detach(None)),
+                    Err(_) | Ok(Err(super::socket::ConnError::Io(_))) => Some(Outcome::Detach(None)),
                     Ok(Err(_)) => Some(Outcome::Detach(Some(CloseCode::DecodeError.into()))),
                     Ok(Ok(status)) => {
                         let o = self.handle_frames(&node, &mut st, &mut frames);
@@ -539,7 +539,9 @@ impl SessionHandle {
         node.sessions.remove(&self.id);
         if let Some(home) = self.home.get().filter(|h| h.node != node.id) {
             // Taken over from another node: the session ends there too.
-            node.guilds.end_remote(home);
+            if let Some(c) = node.cluster() {
+                c.end(home)
+            };
         }
         // The presence others now see goes with each unsubscription: one
         // message per guild (none while the node shuts down).
@@ -566,7 +568,7 @@ impl SessionState {
         self.seq += 1;
         self.replay_bytes += d.body.len();
         if let Some(conn) = self.conn.as_mut().filter(|c| c.is_direct()) {
-            self.unsent_bytes += super::conn::dispatch_frame_len(d.name, self.seq, d.body.len());
+            self.unsent_bytes += super::socket::dispatch_frame_len(d.name, self.seq, d.body.len());
             conn.mark_dispatch(self.seq);
         }
         self.replay.push_back((self.seq, d, now));
@@ -718,7 +720,7 @@ impl SessionState {
                 .replay
                 .iter()
                 .filter(|(q, _, _)| *q > after)
-                .map(|(q, d, _)| super::conn::dispatch_frame_len(d.name, *q, d.body.len()))
+                .map(|(q, d, _)| super::socket::dispatch_frame_len(d.name, *q, d.body.len()))
                 .sum();
             return;
         }

@@ -19,9 +19,9 @@ use super::remote::RemoteSubs;
 use super::{GuildEvent, GuildMsg};
 use fanout::Recipient;
 use fanout::{encode, Dispatch, FanEvent, Filter, Partitions, SessionRef, Sink, SubInfo, Subscribers};
+use node::group_commit::{Full, Outcome};
 use node::presence::Presence;
 use node::route::{Op, OpReply, Post, PostReply, ReplyTo, Subscription};
-use node::writer::{Full, Outcome};
 use node::Node;
 use node::{convert, perm};
 
@@ -206,7 +206,9 @@ impl GuildActor {
                 let from = session.node.0;
                 if session.node != self.node.id {
                     if self.remote.remove(&session).is_some() {
-                        self.node.guilds.subscribed_remote(&session, self.id, self.epoch, false);
+                        if let Some(c) = self.node.cluster() {
+                            c.subscribed(&session, self.id, self.epoch, false)
+                        };
                     }
                 } else {
                     self.subs.remove(&session.id);
@@ -428,9 +430,13 @@ impl GuildActor {
         }
         if info.intents.contains(Intents::GUILDS) {
             let body = st.guild_create(&info);
-            self.node.guilds.subscribed_remote_after(&r, self.id, self.epoch, Dispatch { name: "GUILD_CREATE", body });
+            if let Some(c) = self.node.cluster() {
+                c.subscribed_after(&r, self.id, self.epoch, Dispatch { name: "GUILD_CREATE", body })
+            };
         } else {
-            self.node.guilds.subscribed_remote(&r, self.id, self.epoch, true);
+            if let Some(c) = self.node.cluster() {
+                c.subscribed(&r, self.id, self.epoch, true)
+            };
         }
         self.remote.insert(&self.node, r, info);
         self.hidden.clear();
@@ -610,7 +616,9 @@ impl GuildActor {
                     if s.info.intents.contains(Intents::GUILDS) {
                         s.clone().push(Dispatch { name: "GUILD_DELETE", body: body.clone() });
                     }
-                    self.node.guilds.subscribed_remote(&s.r, gid, self.epoch, false);
+                    if let Some(c) = self.node.cluster() {
+                        c.subscribed(&s.r, gid, self.epoch, false)
+                    };
                 }
                 self.remote = RemoteSubs::default();
                 self.stopped = true;
@@ -633,7 +641,9 @@ impl GuildActor {
                     self.fan_out("GUILD_MEMBER_ADD", &encode(&m), Intents::GUILD_MEMBERS);
                 }
                 // The new member's sessions on other nodes: their nodes subscribe them.
-                self.node.guilds.member_joined_remote(gid, uid);
+                if let Some(c) = self.node.cluster() {
+                    c.member_joined(gid, uid)
+                };
                 // The new member's own sessions on this node start receiving the guild.
                 for s in self.node.sessions.of_user(uid) {
                     if !self.subs.contains(s.id()) {
@@ -689,7 +699,9 @@ impl GuildActor {
                         s.clone().push(Dispatch { name: "GUILD_DELETE", body: gone.clone() });
                     }
                     // Its node also takes the guild off the session's list.
-                    self.node.guilds.subscribed_remote(&s.r, gid, self.epoch, false);
+                    if let Some(c) = self.node.cluster() {
+                        c.subscribed(&s.r, gid, self.epoch, false)
+                    };
                 }
             }
         }

@@ -28,10 +28,10 @@ use super::GuildMsg;
 use fanout::{encode, FanEvent, Filter, NodeId, SessionRef, SubInfo, Subscribers};
 use node::auth::now_ms;
 pub use node::convert::dm_json;
+use node::group_commit::{Full, Outcome};
 use node::route::dms_threads::DmAction;
 use node::route::ops::MessageAction;
 use node::route::{Action, Op, OpReply, Post, PostReply, ReplyTo, Subscription};
-use node::writer::{Full, Outcome};
 use node::Node;
 
 /// How long a new DM waits for other nodes to subscribe their sessions of
@@ -143,7 +143,9 @@ impl DmActor {
             GuildMsg::Unsubscribe { session, .. } => {
                 if session.node != self.node.id {
                     if self.remote.remove(&session).is_some() {
-                        self.node.guilds.subscribed_remote(&session, self.key, self.epoch, false);
+                        if let Some(c) = self.node.cluster() {
+                            c.subscribed(&session, self.key, self.epoch, false)
+                        };
                     }
                 } else {
                     self.subs.remove(&session.id);
@@ -175,7 +177,9 @@ impl DmActor {
         if session.node != self.node.id {
             if !self.remote.contains(&session) {
                 // Its node adds the session to its audience of this DM.
-                self.node.guilds.subscribed_remote(&session, self.key, self.epoch, true);
+                if let Some(c) = self.node.cluster() {
+                    c.subscribed(&session, self.key, self.epoch, true)
+                };
                 self.remote.insert(&self.node, session, info);
             }
         } else if let Some(s) = self.node.sessions.get(&session.id) {
@@ -265,7 +269,7 @@ impl DmActor {
             Action::Dm(DmAction::Opened) if recipient => {
                 self.subscribe_local(dm);
                 let users: Vec<UserId> = dm.recipients.iter().map(|u| u.id).collect();
-                let asked = self.node.guilds.dm_opened_remote(self.key, &users);
+                let asked = self.node.cluster().map_or_else(Vec::new, |c| c.dm_opened(self.key, &users));
                 if asked.is_empty() {
                     return refuse(&self.node, OpReply::no_content());
                 }

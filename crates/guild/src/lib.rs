@@ -1,6 +1,6 @@
 //! Guilds: one actor task per guild owns its state and is the only writer of
 //! its ordered event stream. Everything reaches a guild through a
-//! [`GuildRouter`]; [`LocalRouter`] runs every guild in this process.
+//! [`Router`]; [`LocalRouter`] runs every guild in this process.
 
 pub(crate) mod actor;
 pub mod dm;
@@ -17,7 +17,7 @@ use protocol::GuildId;
 use tokio::sync::mpsc;
 
 use node::route::ReplyTo;
-pub use node::route::{GuildEvent, GuildMsg, GuildRouter, ListSubscription, RouteError, Subscription};
+pub use node::route::{GuildEvent, GuildMsg, ListSubscription, RouteError, Router, Subscription};
 use node::Node;
 
 /// Maps guild ids to their actors' mailboxes, spawning actors on first use:
@@ -55,7 +55,7 @@ impl LocalRouter {
 /// A node whose guilds all run in this process (no cluster).
 pub fn local_node(config: config::Config, store: Arc<dyn store::Store>) -> Arc<Node> {
     let capacity = config.limits.guild_mailbox_capacity;
-    Node::new(config, store, move |node| Box::new(LocalRouter::new(node, capacity)))
+    Node::new(config, store, move |node| (Arc::new(LocalRouter::new(node, capacity)), None))
 }
 
 impl LocalRouter {
@@ -86,7 +86,7 @@ impl LocalRouter {
     }
 }
 
-impl GuildRouter for LocalRouter {
+impl Router for LocalRouter {
     fn send(&self, id: GuildId, msg: GuildMsg) -> Result<(), RouteError> {
         match self.mailbox(id)?.try_send(msg) {
             Ok(()) => Ok(()),
@@ -116,10 +116,6 @@ impl GuildRouter for LocalRouter {
             d.max = d.max.max(depth);
         }
         d
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 
     fn actor_stopped(&self, id: GuildId) {

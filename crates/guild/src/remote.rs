@@ -49,7 +49,9 @@ impl Recipient for RemoteSink {
         0
     }
     fn push(self: Arc<Self>, d: Dispatch) {
-        self.node.guilds.one_remote(&self.r, d);
+        if let Some(c) = self.node.cluster() {
+            c.one(&self.r, d)
+        };
     }
     fn joined(&self, _guild: GuildId) {}
     fn left(&self, _guild: GuildId) {}
@@ -120,14 +122,18 @@ impl RemoteSubs {
             match keep {
                 None => {
                     if subs.values().any(|s| event.may_reach(&s.info)) {
-                        node.guilds.fan_remote(n, guild, epoch, event, None);
+                        if let Some(c) = node.cluster() {
+                            c.fan(n, guild, epoch, event, None)
+                        };
                     }
                 }
                 Some(keep) => {
                     let only: Vec<Arc<str>> =
                         subs.values().filter(|s| event.may_reach(&s.info) && keep(&s.info)).map(|s| s.r.id.clone()).collect();
                     if !only.is_empty() {
-                        node.guilds.fan_remote(n, guild, epoch, event, Some(only));
+                        if let Some(c) = node.cluster() {
+                            c.fan(n, guild, epoch, event, Some(only))
+                        };
                     }
                 }
             }
@@ -156,22 +162,34 @@ pub fn move_subscriber(
     } else {
         let old = remote.remove(&from).map(|s| s as Sink);
         if old.is_some() {
-            node.guilds.subscribed_remote(&from, key, epoch, false);
+            if let Some(c) = node.cluster() {
+                c.subscribed(&from, key, epoch, false)
+            };
         }
         old
     };
     let new: Option<Sink> = if to.node == node.id {
         node.sessions.get(&to.id).inspect(|s| subs.insert(s.clone()))
     } else {
-        node.guilds.subscribed_remote(&to, key, epoch, true);
+        if let Some(c) = node.cluster() {
+            c.subscribed(&to, key, epoch, true)
+        };
         Some(remote.insert(node, to.clone(), info))
     };
     let marker = Dispatch { name: fanout::MOVED, body: Bytes::from(key.0.to_string()) };
     match (old, &new) {
         (Some(old), _) if from.node == node.id => node.delivery.one(old, marker),
-        (Some(_), _) => node.guilds.one_remote(&from, marker),
+        (Some(_), _) => {
+            if let Some(c) = node.cluster() {
+                c.one(&from, marker)
+            }
+        }
         (None, Some(n)) if to.node == node.id => node.delivery.forwarded(n.clone(), marker),
-        (None, Some(_)) => node.guilds.forward_remote(&to, marker),
+        (None, Some(_)) => {
+            if let Some(c) = node.cluster() {
+                c.forward(&to, marker)
+            }
+        }
         (None, None) => {}
     }
     new

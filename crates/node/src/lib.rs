@@ -7,12 +7,12 @@ pub mod auth;
 pub mod batch;
 pub mod convert;
 pub mod emoji;
+pub mod group_commit;
 pub mod perm;
 pub mod presence;
 pub mod ratelimit;
 pub mod route;
 pub mod users;
-pub mod writer;
 
 use std::sync::Arc;
 
@@ -27,9 +27,12 @@ use crate::auth::Auth;
 use crate::batch::Batcher;
 use crate::presence::Presences;
 use crate::ratelimit::RateLimiter;
-use crate::route::{GuildRouter, Replies};
+use crate::route::{ClusterLink, Replies, Router};
 use config::Config;
 use fanout::{Delivery, Limits, Nice, NodeId, Registry};
+
+/// What builds a node's routing: the router, and the cluster link if any.
+pub type RouterParts = (Arc<dyn Router>, Option<Arc<dyn ClusterLink>>);
 
 pub struct Node {
     pub config: Config,
@@ -38,8 +41,11 @@ pub struct Node {
     pub auth: Auth,
     /// This node's id in the cluster (1 alone).
     pub id: NodeId,
-    /// Carries messages to guild actors, wherever they run.
-    pub guilds: Box<dyn GuildRouter>,
+    /// Carries messages to guild and DM actors, wherever they run.
+    pub guilds: Arc<dyn Router>,
+    /// What only a cluster does (membership, other nodes' sessions); `None`
+    /// alone.
+    pub cluster: Option<Arc<dyn ClusterLink>>,
     /// Requests of this node waiting for an actor's answer.
     pub replies: Replies,
     /// The sessions whose sockets (or resume windows) are on this node.
@@ -57,7 +63,7 @@ pub struct Node {
     /// Guild actors' ownership claims in a cluster, batched (see `batch`).
     pub guild_claims: Batcher<GuildId, u64>,
     /// Group commit of new messages (see `writer`).
-    pub writer: crate::writer::Writer,
+    pub writer: crate::group_commit::Writer,
     /// The guild of each guild channel seen (a channel never changes guild),
     /// so sending a message needs no store read to find its guild's actor.
     channel_guilds: std::sync::Mutex<std::collections::HashMap<protocol::ChannelId, GuildId>>,
@@ -105,7 +111,7 @@ impl Node {
     /// Starts the node's delivery workers; call inside a tokio runtime.
     /// `router` builds the node's guild router (it may keep a weak
     /// reference to the node, to spawn actors).
-    pub fn new(config: Config, store: Arc<dyn Store>, router: impl FnOnce(std::sync::Weak<Node>) -> Box<dyn GuildRouter>) -> Arc<Node> {
+    pub fn new(config: Config, store: Arc<dyn Store>, router: impl FnOnce(std::sync::Weak<Node>) -> RouterParts) -> Arc<Node> {
         let ids = SnowflakeGen::new(config.worker_id, config.process_id);
         let tasks = TaskTracker::new();
         let gw = &config.gateway;
@@ -121,39 +127,58 @@ impl Node {
             tasks.clone(),
         );
         let id = NodeId(config.node_id);
-        Arc::new_cyclic(|weak| Node {
-            id,
-            guilds: router(weak.clone()),
-            replies: Replies::new(id),
-            delivery,
-            auth: Auth::new(store.clone(), &config),
-            login_limits: crate::ratelimit::LoginLimits::new(&config.auth),
-            sessions: Registry::default(),
-            presences: Presences::default(),
-            users: Default::default(),
-            rest_limits: RateLimiter::new(config.limits.rest_requests_per_window, config.limits.rest_window_ms),
-            identify_lookups: batch::identify_lookups(store.clone()),
-            guild_loads: batch::guild_loads(store.clone()),
-            dm_lookups: crate::batch::dm_lookups(store.clone()),
-            guild_claims: batch::guild_claims(store.clone(), config.node_id),
-            writer: crate::writer::Writer::start(store.clone(), config.limits.write_queue, config.limits.write_batch_max),
-            channel_guilds: Default::default(),
-            identify_permits: Semaphore::new(config.gateway.identify_concurrency.max(1)),
-            gateway_connections: Arc::default(),
-            shutdown: CancellationToken::new(),
-            tasks,
-            blobs: crate::attachments::Blobs::new(&config),
-            // Checked by `Config::validate`.
-            trusted_proxies: config::client_addr::TrustedProxies::parse(&config.http.trusted_proxies).unwrap_or_default(),
-            notice_hook: std::sync::OnceLock::new(),
-            ids,
-            store,
-            config,
+        Arc::new_cyclic(|weak| {
+            let (guilds, cluster) = router(weak.clone());
+            Node {
+                id,
+                guilds,
+                cluster,
+                replies: Replies::new(id),
+                delivery,
+                auth: Auth::new(store.clone(), &config),
+                login_limits: crate::ratelimit::LoginLimits::new(&config.auth),
+                sessions: Registry::default(),
+                presences: Presences::default(),
+                users: Default::default(),
+                rest_limits: RateLimiter::new(config.limits.rest_requests_per_window, config.limits.rest_window_ms),
+                identify_lookups: batch::identify_lookups(store.clone()),
+                guild_loads: batch::guild_loads(store.clone()),
+                dm_lookups: crate::batch::dm_lookups(store.clone()),
+                guild_claims: batch::guild_claims(store.clone(), config.node_id),
+                writer: crate::group_commit::Writer::start(store.clone(), config.limits.write_queue, config.limits.write_batch_max),
+                channel_guilds: Default::default(),
+                identify_permits: Semaphore::new(config.gateway.identify_concurrency.max(1)),
+                gateway_connections: Arc::default(),
+                shutdown: CancellationToken::new(),
+                tasks,
+                blobs: crate::attachments::Blobs::new(&config),
+                // Checked by `Config::validate`.
+                trusted_proxies: config::client_addr::TrustedProxies::parse(&config.http.trusted_proxies).unwrap_or_default(),
+                notice_hook: std::sync::OnceLock::new(),
+                ids,
+                store,
+                config,
+            }
         })
     }
 }
 
 impl Node {
+    /// The cluster link, if this node is in a cluster.
+    pub fn cluster(&self) -> Option<&dyn ClusterLink> {
+        self.cluster.as_deref()
+    }
+
+    /// Whether this node may take new sessions (alone: always).
+    pub fn health(&self) -> Result<(), &'static str> {
+        self.cluster().map_or(Ok(()), |c| c.health())
+    }
+
+    /// The live nodes of the cluster as this node sees them (alone: none).
+    pub fn cluster_nodes(&self) -> Vec<u64> {
+        self.cluster().map_or_else(Vec::new, |c| c.nodes())
+    }
+
     /// Acts on `n` here and tells every other node (in a cluster).
     pub fn notify(&self, n: Notice) {
         self.apply_notice(&n);

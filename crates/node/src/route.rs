@@ -1,5 +1,5 @@
 //! How anything reaches a guild's actor: the messages (plain data, so they
-//! can cross processes) and the [`GuildRouter`] that carries them. The
+//! can cross processes) and the [`Router`] that carries them. The
 //! local router (one process) is `guild::LocalRouter`; a cluster router
 //! maps a guild to the node that owns it.
 
@@ -292,92 +292,81 @@ pub struct MailboxDepths {
     pub max: usize,
 }
 
-/// Carries messages to guild actors wherever they run. Never waits: a full
-/// mailbox is an error (503 / op 9 for the caller), not a wait.
-pub trait GuildRouter: Send + Sync {
+/// Carries messages to the actors of guilds and DMs wherever they run, and
+/// actors' answers back to the requests that asked; keeps the count of this
+/// node's own actors. Never waits: a full mailbox is an error (503 / op 9
+/// for the caller), not a wait. What only a cluster does is [`ClusterLink`].
+pub trait Router: Send + Sync {
     fn send(&self, guild: GuildId, msg: GuildMsg) -> Result<(), RouteError>;
 
     /// Delivers an actor's answer to the request that named `to`.
     fn reply(&self, to: ReplyTo, body: Bytes);
 
-    /// Guild actors running on this node.
+    /// Actors running on this node.
     fn local_actors(&self) -> usize;
 
-    /// Messages waiting in this node's guild mailboxes: the sum over all
-    /// actors and the deepest one (for `/metrics`).
+    /// Messages waiting in this node's mailboxes: the sum over all actors
+    /// and the deepest one (for `/metrics`).
     fn mailbox_depths(&self) -> MailboxDepths;
 
     /// This node's actor of `guild` stopped (guild deleted or missing).
     fn actor_stopped(&self, guild: GuildId);
+}
 
-    /// Whether this node may take new sessions (a cluster node: connected
-    /// to its bus and in the ring), with the reason if not.
-    fn health(&self) -> Result<(), &'static str> {
-        Ok(())
-    }
+/// What only a cluster does: which nodes are live, where an actor runs,
+/// and carrying an actor's events to sessions of other nodes. A single
+/// process has none (`Node::cluster` is `None`). Everything one actor sends
+/// one node travels in one ordered stream.
+pub trait ClusterLink: Send + Sync {
+    /// Whether this node may take new sessions (connected to its bus and in
+    /// the ring), with the reason if not.
+    fn health(&self) -> Result<(), &'static str>;
 
-    /// The live nodes of the cluster as this node sees them (alone: itself).
-    fn cluster_nodes(&self) -> Vec<u64> {
-        Vec::new()
-    }
+    /// The live nodes of the cluster as this node sees them.
+    fn nodes(&self) -> Vec<u64>;
 
-    /// Counters of the cluster bus for `/_throng/admin/stats` (none alone).
-    fn stats(&self) -> serde_json::Value {
-        serde_json::Value::Null
-    }
+    /// Counters of the cluster bus for `/_throng/admin/stats` and `/metrics`.
+    fn stats(&self) -> serde_json::Value;
 
-    /// The node whose actor runs `guild` (a single node: itself).
-    fn owner_of(&self, _guild: GuildId) -> Option<NodeId> {
-        None
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any;
-
-    // Delivery to sessions of other nodes, for actors with remote
-    // subscribers. A single process has none: these are never called there.
-    // Everything one actor sends one node travels in one ordered stream.
+    /// The node whose actor runs `guild`.
+    fn owner_of(&self, guild: GuildId) -> Option<NodeId>;
 
     /// One event to `node`'s subscribers of `guild` (all of them, or `only`
     /// these), from the actor that claimed `epoch`: a node takes no event of
     /// a guild from an older epoch than one it has seen (a fenced owner).
-    fn fan_remote(
+    fn fan(
         &self,
-        _node: NodeId,
-        _guild: GuildId,
-        _epoch: u64,
-        _event: &std::sync::Arc<fanout::FanEvent>,
-        _only: Option<Vec<std::sync::Arc<str>>>,
-    ) {
-    }
+        node: NodeId,
+        guild: GuildId,
+        epoch: u64,
+        event: &std::sync::Arc<fanout::FanEvent>,
+        only: Option<Vec<std::sync::Arc<str>>>,
+    );
     /// One dispatch to one session of `node`.
-    fn one_remote(&self, _session: &SessionRef, _d: fanout::Dispatch) {}
+    fn one(&self, session: &SessionRef, d: fanout::Dispatch);
     /// One dispatch to one session of `node`, written as forwarded by the
     /// node that held it before (see `Recipient::write_forwarded`).
-    fn forward_remote(&self, _session: &SessionRef, _d: fanout::Dispatch) {}
+    fn forward(&self, session: &SessionRef, d: fanout::Dispatch);
     /// `node`'s session starts (stops) receiving `guild`'s events there
-    /// (from the actor of `epoch`, as in `fan_remote`).
-    fn subscribed_remote(&self, _session: &SessionRef, _guild: GuildId, _epoch: u64, _on: bool) {}
-    /// `subscribed_remote(.., true)` preceded by `first` for that session
-    /// alone (its GUILD_CREATE), in one message: `one_remote` then
-    /// `subscribed_remote` with one bus message fewer per subscription.
-    fn subscribed_remote_after(&self, _session: &SessionRef, _guild: GuildId, _epoch: u64, _first: fanout::Dispatch) {}
+    /// (from the actor of `epoch`, as in `fan`).
+    fn subscribed(&self, session: &SessionRef, guild: GuildId, epoch: u64, on: bool);
+    /// `subscribed(.., true)` preceded by `first` for that session alone
+    /// (its GUILD_CREATE), in one message: `one` then `subscribed` with one
+    /// bus message fewer per subscription.
+    fn subscribed_after(&self, session: &SessionRef, guild: GuildId, epoch: u64, first: fanout::Dispatch);
 
     /// Asks `holder` to hand a session over to this node (a RESUME that
     /// reached this node). False if the request could not be sent.
-    fn take_over(&self, _holder: NodeId, _req: TakeOver) -> bool {
-        false
-    }
+    fn take_over(&self, holder: NodeId, req: TakeOver) -> bool;
     /// A session taken over from `home` ended here: it ends there too.
-    fn end_remote(&self, _home: &SessionRef) {}
+    fn end(&self, home: &SessionRef);
     /// `user` joined `guild`: every other node subscribes its sessions of
     /// that user (the owner's own sessions are subscribed by the actor).
-    fn member_joined_remote(&self, _guild: GuildId, _user: UserId) {}
+    fn member_joined(&self, guild: GuildId, user: UserId);
     /// A DM was created (`key`: its actor's): every other node subscribes
     /// its sessions of `users` to it, then tells the actor it is done. The
-    /// nodes asked (none alone).
-    fn dm_opened_remote(&self, _key: GuildId, _users: &[UserId]) -> Vec<NodeId> {
-        Vec::new()
-    }
+    /// nodes asked.
+    fn dm_opened(&self, key: GuildId, users: &[UserId]) -> Vec<NodeId>;
 }
 
 /// A RESUME of a session of another node, sent to that node.
@@ -442,7 +431,7 @@ impl Replies {
 }
 
 /// Tells each of `guilds` that `user`'s visible presence changed.
-pub fn broadcast_presence(router: &dyn GuildRouter, node: u64, user: UserId, guilds: &[GuildId], presence: Presence) {
+pub fn broadcast_presence(router: &dyn Router, node: u64, user: UserId, guilds: &[GuildId], presence: Presence) {
     // DM actors have no presences to show.
     for &g in guilds.iter().filter(|&&g| dms_threads::dm_of(g).is_none()) {
         if let Err(e) = router.send(g, GuildMsg::Presence { user, node, presence: presence.clone() }) {

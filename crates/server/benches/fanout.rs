@@ -12,7 +12,7 @@ use protocol::compress::{CompressParams, Transport};
 use protocol::gateway::Intents;
 use protocol::{GuildId, UserId};
 use server::fanout::{Delivery, FanEvent, Filter, Sink, Subscribers};
-use server::gateway::conn::Conn;
+use server::gateway::socket::Conn;
 use server::gateway::SessionHandle;
 
 fn bench(c: &mut Criterion) {

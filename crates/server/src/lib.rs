@@ -28,7 +28,7 @@ pub mod seed;
 pub use api as http;
 pub use api::{edge, listener};
 pub use config::client_addr;
-pub use node::{attachments, auth, batch, convert, emoji, perm, presence, ratelimit, route, users, writer};
+pub use node::{attachments, auth, batch, convert, emoji, group_commit, perm, presence, ratelimit, route, users};
 pub use {cluster, config, fanout, gateway, guild, node};
 
 pub use config::Config;

@@ -7,7 +7,7 @@
 //! in, delivery goes through `write_dispatch` and `flush`, the client's
 //! heartbeats and its EOF reach the session's own reader task, backed-up
 //! sockets get flusher tasks, and `sweep` enforces heartbeat timeouts and
-//! resume windows. Only the socket is an in-memory pipe (`conn::pipe`) whose
+//! resume windows. Only the socket is an in-memory pipe (`socket::pipe`) whose
 //! client end is the test, and time is the test's (`now`), so every case
 //! runs the same way each time on a single-threaded runtime.
 //!
@@ -30,8 +30,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio_util::task::TaskTracker;
 
-use super::super::conn::pipe::Pipe;
-use super::super::conn::Conn;
+use super::super::socket::pipe::Pipe;
+use super::super::socket::Conn;
 use super::super::ws;
 use super::{Identified, SessionHandle, SessionState};
 use fanout::{Delivery, Limits, Nice};

@@ -204,7 +204,7 @@ async fn events_of_a_fenced_owner_are_not_taken() {
     client.flush().await.unwrap();
     let t = human.until("TYPING_START").await;
     assert_eq!(t["d"]["user_id"], "222", "the stale owner's event was dropped, the current one's delivered: {t}");
-    let stats = other.node().guilds.stats();
+    let stats = other.node().cluster().unwrap().stats();
     assert_eq!(stats["stale_dropped"], 1, "{stats}");
 }
 
@@ -219,7 +219,7 @@ async fn an_identify_into_a_guild_elsewhere_costs_two_bus_messages_and_batches_a
     let c = Cluster::<2>::start().await;
     let (w, gid, owner_id) = (&c.w, c.w.guild.parse::<u64>().unwrap(), c.owner);
     let (owner, other) = c.by_role();
-    let sent = |t: &TestServer| t.node().guilds.stats()["sent"].as_u64().unwrap();
+    let sent = |t: &TestServer| t.node().cluster().unwrap().stats()["sent"].as_u64().unwrap();
     // Let the world's own traffic settle.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (o0, h0) = (sent(owner), sent(other));

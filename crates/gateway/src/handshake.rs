@@ -12,8 +12,8 @@ use rand::RngCore;
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::conn::{Conn, ReadStatus};
 use super::session::{self, Identified};
+use super::socket::{Conn, ReadStatus};
 use super::ws::Incoming;
 use super::SessionHandle;
 use node::presence::Presence;
@@ -156,7 +156,7 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
     let ident: Identify = serde_json::from_str(d).map_err(|_| CloseCode::DecodeError)?;
     // A cluster node cut off from its bus takes no new sessions: a
     // resumable close sends the client to another node (behind a balancer).
-    if let Err(why) = node.guilds.health() {
+    if let Err(why) = node.health() {
         tracing::warn!(reason = why, "IDENTIFY refused: node not in its cluster");
         return Err(CloseCode::UnknownError);
     }
@@ -287,7 +287,7 @@ async fn resume(node: &Arc<Node>, conn: Conn, d: &str) -> Result<(), (Box<Conn>,
     };
     // A session of another live node (the client came back through a
     // balancer): take it over from there, then resume it here.
-    let holder = super::home_node(&r.session_id).filter(|&h| h != node.id && node.guilds.cluster_nodes().contains(&h.0));
+    let holder = super::home_node(&r.session_id).filter(|&h| h != node.id && node.cluster_nodes().contains(&h.0));
     if let Some(holder) = holder {
         if node.sessions.get(&r.session_id).is_none() && take_over(node, holder, &r, user.id).await {
             return session::resume(node, *conn, &r, user.id).map_err(|c| (c, Step::Continue));
@@ -301,7 +301,7 @@ async fn resume(node: &Arc<Node>, conn: Conn, d: &str) -> Result<(), (Box<Conn>,
 async fn take_over(node: &Arc<Node>, holder: fanout::NodeId, r: &Resume, user: protocol::UserId) -> bool {
     let (reply, answer) = node.replies.register();
     let req = node::route::TakeOver { session: r.session_id.as_str().into(), user, seq: r.seq.unwrap_or(0), reply };
-    if !node.guilds.take_over(holder, req) {
+    if !node.cluster().is_some_and(|c| c.take_over(holder, req)) {
         return false;
     }
     let wait = Duration::from_millis(node.config.cluster.takeover_timeout_ms);
