@@ -4,7 +4,7 @@
 
 use protocol::{ChannelId, GuildId, MessageId, RoleId, UserId};
 
-use crate::dms_threads_commands::{ThreadMemberRecord, ThreadRecord};
+use crate::threads::{ThreadMemberRecord, ThreadRecord};
 use crate::records::*;
 
 /// One change to one guild's rows. `apply_changes` answers, for each, how
