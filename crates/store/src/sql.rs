@@ -26,8 +26,8 @@ use sqlx::postgres::{PgArguments, PgConnection, PgPool, PgRow};
 use sqlx::sqlite::{SqliteArguments, SqliteConnection, SqlitePool, SqliteRow};
 use sqlx::{Arguments, FromRow, Postgres, Sqlite, Transaction};
 
-use crate::{ChannelRecord, GuildRecord, IdentifyRecord, MemberRecord, MessageRecord, Result, RoleRecord, StoreError, UserRecord};
 use crate::{postgres, sqlite};
+use crate::{ChannelRecord, GuildRecord, IdentifyRecord, MemberRecord, MessageRecord, Result, RoleRecord, StoreError, UserRecord};
 
 mod accounts;
 mod attachments;

@@ -45,14 +45,16 @@ pub(super) async fn apply(tx: &mut Tx, change: &Change) -> Result<u64> {
         .await?,
         Change::DeleteChannel(id) => query("DELETE FROM channels WHERE id = $1").bind(*id).execute(tx).await?,
         Change::AddMember(m) => tx.insert_members(&[m]).await?,
-        Change::UpdateMember(m) => query("UPDATE members SET nick = $1, roles = $2, flags = $3 WHERE guild_id = $4 AND user_id = $5")
-            .bind(&m.nick)
-            .bind(ids_json(m.roles.iter().map(|r| r.0)))
-            .bind(m.flags)
-            .bind(m.guild_id)
-            .bind(m.user_id)
-            .execute(tx)
-            .await?,
+        Change::UpdateMember(m) => {
+            query("UPDATE members SET nick = $1, roles = $2, flags = $3 WHERE guild_id = $4 AND user_id = $5")
+                .bind(&m.nick)
+                .bind(ids_json(m.roles.iter().map(|r| r.0)))
+                .bind(m.flags)
+                .bind(m.guild_id)
+                .bind(m.user_id)
+                .execute(tx)
+                .await?
+        }
         Change::RemoveMember { guild, user } => {
             query("DELETE FROM members WHERE guild_id = $1 AND user_id = $2").bind(*guild).bind(*user).execute(tx).await?
         }
@@ -73,19 +75,21 @@ pub(super) async fn apply(tx: &mut Tx, change: &Change) -> Result<u64> {
         }
 
         // Roles, overwrites, bans:
-        Change::AddMemberUnlessBanned(m) => query(
-            "INSERT INTO members (guild_id, user_id, nick, roles, joined_at, flags)
+        Change::AddMemberUnlessBanned(m) => {
+            query(
+                "INSERT INTO members (guild_id, user_id, nick, roles, joined_at, flags)
              SELECT $1, $2, $3, $4, $5, $6 WHERE NOT EXISTS (SELECT 1 FROM bans WHERE guild_id = $1 AND user_id = $2)
              ON CONFLICT (guild_id, user_id) DO NOTHING",
-        )
-        .bind(m.guild_id)
-        .bind(m.user_id)
-        .bind(&m.nick)
-        .bind(ids_json(m.roles.iter().map(|r| r.0)))
-        .bind(m.joined_at)
-        .bind(m.flags)
-        .execute(tx)
-        .await?,
+            )
+            .bind(m.guild_id)
+            .bind(m.user_id)
+            .bind(&m.nick)
+            .bind(ids_json(m.roles.iter().map(|r| r.0)))
+            .bind(m.joined_at)
+            .bind(m.flags)
+            .execute(tx)
+            .await?
+        }
         Change::CreateRole(r) => {
             tx.insert_roles(&[r]).await?;
             1
@@ -139,24 +143,26 @@ pub(super) async fn apply(tx: &mut Tx, change: &Change) -> Result<u64> {
         }
 
         // Reactions, emojis, pins, bulk delete:
-        Change::AddReaction { reaction: r, max_emojis } => query(
-            "INSERT INTO reactions (message_id, emoji, user_id, emoji_id, emoji_name, animated, created_at)
+        Change::AddReaction { reaction: r, max_emojis } => {
+            query(
+                "INSERT INTO reactions (message_id, emoji, user_id, emoji_id, emoji_name, animated, created_at)
              SELECT $1, $2, $3, $4, $5, $6, $7
              WHERE EXISTS (SELECT 1 FROM messages WHERE id = $1)
                AND (EXISTS (SELECT 1 FROM reactions WHERE message_id = $1 AND emoji = $2)
                     OR (SELECT count(DISTINCT emoji) FROM reactions WHERE message_id = $1) < $8)
              ON CONFLICT DO NOTHING",
-        )
-        .bind(r.message_id)
-        .bind(r.emoji.key())
-        .bind(r.user_id)
-        .bind(r.emoji.id())
-        .bind(r.emoji.name())
-        .bind(r.emoji.animated())
-        .bind(r.created_at)
-        .bind(*max_emojis)
-        .execute(tx)
-        .await?,
+            )
+            .bind(r.message_id)
+            .bind(r.emoji.key())
+            .bind(r.user_id)
+            .bind(r.emoji.id())
+            .bind(r.emoji.name())
+            .bind(r.emoji.animated())
+            .bind(r.created_at)
+            .bind(*max_emojis)
+            .execute(tx)
+            .await?
+        }
         Change::RemoveReactions { message, emoji, user } => {
             query("DELETE FROM reactions WHERE message_id = $1 AND ($2 IS NULL OR emoji = $2) AND ($3 IS NULL OR user_id = $3)")
                 .bind(*message)
@@ -165,19 +171,21 @@ pub(super) async fn apply(tx: &mut Tx, change: &Change) -> Result<u64> {
                 .execute(tx)
                 .await?
         }
-        Change::PinMessage { channel, message, at, max } => query(
-            "INSERT INTO pins (message_id, channel_id, pinned_at)
+        Change::PinMessage { channel, message, at, max } => {
+            query(
+                "INSERT INTO pins (message_id, channel_id, pinned_at)
              SELECT $1, $2, $3
              WHERE EXISTS (SELECT 1 FROM messages WHERE id = $1 AND channel_id = $2)
                AND (SELECT count(*) FROM pins WHERE channel_id = $2) < $4
              ON CONFLICT DO NOTHING",
-        )
-        .bind(*message)
-        .bind(*channel)
-        .bind(*at)
-        .bind(*max)
-        .execute(tx)
-        .await?,
+            )
+            .bind(*message)
+            .bind(*channel)
+            .bind(*at)
+            .bind(*max)
+            .execute(tx)
+            .await?
+        }
         Change::UnpinMessage { channel, message } => {
             query("DELETE FROM pins WHERE message_id = $1 AND channel_id = $2").bind(*message).bind(*channel).execute(tx).await?
         }
@@ -224,41 +232,47 @@ pub(super) async fn apply(tx: &mut Tx, change: &Change) -> Result<u64> {
         .bind(e.creator_id)
         .execute(tx)
         .await?,
-        Change::UpdateEmoji(e) => query("UPDATE emojis SET name = $1, roles = $2 WHERE id = $3 AND guild_id = $4")
-            .bind(&e.name)
-            .bind(ids_json(e.roles.iter().map(|r| r.0)))
-            .bind(e.id)
-            .bind(e.guild_id)
-            .execute(tx)
-            .await?,
+        Change::UpdateEmoji(e) => {
+            query("UPDATE emojis SET name = $1, roles = $2 WHERE id = $3 AND guild_id = $4")
+                .bind(&e.name)
+                .bind(ids_json(e.roles.iter().map(|r| r.0)))
+                .bind(e.id)
+                .bind(e.guild_id)
+                .execute(tx)
+                .await?
+        }
         Change::DeleteEmoji { guild, id } => {
             query("DELETE FROM emojis WHERE id = $1 AND guild_id = $2").bind(*id).bind(*guild).execute(tx).await?
         }
 
         // Attachments, webhooks:
-        Change::CreateWebhook(w) => query(
-            "INSERT INTO webhooks (id, guild_id, channel_id, kind, name, avatar, token, creator_id, application_id, created_at)
+        Change::CreateWebhook(w) => {
+            query(
+                "INSERT INTO webhooks (id, guild_id, channel_id, kind, name, avatar, token, creator_id, application_id, created_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-        )
-        .bind(w.id)
-        .bind(w.guild_id)
-        .bind(w.channel_id)
-        .bind(w.kind)
-        .bind(&w.name)
-        .bind(&w.avatar)
-        .bind(&w.token)
-        .bind(w.creator_id)
-        .bind(w.application_id)
-        .bind(w.created_at)
-        .execute(tx)
-        .await?,
-        Change::UpdateWebhook(w) => query("UPDATE webhooks SET name = $1, avatar = $2, channel_id = $3 WHERE id = $4")
+            )
+            .bind(w.id)
+            .bind(w.guild_id)
+            .bind(w.channel_id)
+            .bind(w.kind)
             .bind(&w.name)
             .bind(&w.avatar)
-            .bind(w.channel_id)
-            .bind(w.id)
+            .bind(&w.token)
+            .bind(w.creator_id)
+            .bind(w.application_id)
+            .bind(w.created_at)
             .execute(tx)
-            .await?,
+            .await?
+        }
+        Change::UpdateWebhook(w) => {
+            query("UPDATE webhooks SET name = $1, avatar = $2, channel_id = $3 WHERE id = $4")
+                .bind(&w.name)
+                .bind(&w.avatar)
+                .bind(w.channel_id)
+                .bind(w.id)
+                .execute(tx)
+                .await?
+        }
         Change::DeleteWebhook(id) => query("DELETE FROM webhooks WHERE id = $1").bind(*id).execute(tx).await?,
         // A webhook's message, or a DM's (its actor's own fence key).
         Change::WebhookMessage(m) | Change::CreateDmMessage(m) => {

@@ -91,7 +91,12 @@ pub(super) async fn delete(db: Pool<'_>, app: ApplicationId, guild: Option<Guild
     Ok(query(q).bind(app).bind(guild).bind(id).execute(db).await? > 0)
 }
 
-pub(super) async fn overwrite(db: Pool<'_>, app: ApplicationId, guild: Option<GuildId>, cmds: &[CommandRecord]) -> Result<Vec<CommandRecord>> {
+pub(super) async fn overwrite(
+    db: Pool<'_>,
+    app: ApplicationId,
+    guild: Option<GuildId>,
+    cmds: &[CommandRecord],
+) -> Result<Vec<CommandRecord>> {
     let mut tx = begin_for(db, app).await?;
     let q = format!("SELECT {COMMAND_COLS} FROM application_commands WHERE {SCOPE}");
     let old: Vec<CommandRow> = query(q).bind(app).bind(guild).fetch_all(&mut tx).await?;

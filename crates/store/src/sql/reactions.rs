@@ -73,7 +73,12 @@ pub(super) async fn pins_among(db: Pool<'_>, messages: &[MessageId]) -> Result<V
     Ok(rows.into_iter().map(|(m, at)| (MessageId(m as u64), at as u64)).collect())
 }
 
-pub(super) async fn pinned_messages(db: Pool<'_>, channel: ChannelId, before: Option<u64>, limit: u32) -> Result<Vec<(MessageRecord, u64)>> {
+pub(super) async fn pinned_messages(
+    db: Pool<'_>,
+    channel: ChannelId,
+    before: Option<u64>,
+    limit: u32,
+) -> Result<Vec<(MessageRecord, u64)>> {
     let q = format!(
         "SELECT {}, p.pinned_at FROM pins p JOIN messages m ON m.id = p.message_id
          WHERE p.channel_id = $1 AND p.pinned_at < $2 ORDER BY p.pinned_at DESC, p.message_id DESC LIMIT $3",

@@ -39,7 +39,8 @@ impl<B: Backend> Store for B {
     }
 
     async fn get_user(&self, id: UserId) -> Result<Option<UserRecord>> {
-        let row: Option<UserRow> = query(format!("SELECT {USER_COLS} FROM users WHERE id = $1")).bind(id).fetch_optional(self.reader()).await?;
+        let row: Option<UserRow> =
+            query(format!("SELECT {USER_COLS} FROM users WHERE id = $1")).bind(id).fetch_optional(self.reader()).await?;
         Ok(row.map(Into::into))
     }
 
