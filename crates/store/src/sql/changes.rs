@@ -111,18 +111,18 @@ pub(super) async fn apply(tx: &mut Tx, change: &Change) -> Result<u64> {
             // of their other roles: JSON functions, each backend's own.
             let without_role = match tx.dialect() {
                 Dialect::Sqlite => {
-                    "UPDATE members SET roles = (SELECT json_group_array(j.value) FROM json_each(members.roles) j WHERE j.value != $2)
-                     WHERE guild_id = $1 AND EXISTS (SELECT 1 FROM json_each(members.roles) j WHERE j.value = $2)"
+                    "UPDATE members SET roles = (SELECT json_group_array(j.value) FROM json_each(members.roles) j WHERE j.value != $1)
+                     WHERE guild_id = $2 AND EXISTS (SELECT 1 FROM json_each(members.roles) j WHERE j.value = $1)"
                 }
                 Dialect::Postgres => {
                     "UPDATE members SET roles = (
                          SELECT COALESCE(jsonb_agg(e ORDER BY n), '[]'::jsonb)::text
                          FROM jsonb_array_elements(members.roles::jsonb) WITH ORDINALITY AS x(e, n)
-                         WHERE e <> to_jsonb($2::BIGINT))
-                     WHERE guild_id = $1 AND members.roles::jsonb @> jsonb_build_array($2::BIGINT)"
+                         WHERE e <> to_jsonb($1::BIGINT))
+                     WHERE guild_id = $2 AND members.roles::jsonb @> jsonb_build_array($1::BIGINT)"
                 }
             };
-            query(without_role).bind(*guild).bind(*role).execute(&mut *tx).await?;
+            query(without_role).bind(*role).bind(*guild).execute(&mut *tx).await?;
             query("DELETE FROM roles WHERE id = $1 AND guild_id = $2").bind(*role).bind(*guild).execute(tx).await?
         }
         Change::AddBan(b) => query(

@@ -40,17 +40,20 @@ async fn insert(tx: &mut Tx, c: &CommandRecord) -> Result<()> {
 
 /// Writes `c` over the scope's command of its id (name, body, version).
 async fn replace(tx: &mut Tx, c: &CommandRecord) -> Result<u64> {
-    query(format!("UPDATE application_commands SET kind = $3, name = $4, version = $5, body = $6 WHERE {SCOPE} AND id = $7"))
-        .bind(c.application_id)
-        .bind(c.guild_id)
-        .bind(c.kind)
-        .bind(&c.name)
-        .bind(c.version)
-        .bind(serde_json::to_string(&c.body)?)
-        .bind(c.id)
-        .execute(tx)
-        .await
-        .map_err(conflict)
+    query(
+        "UPDATE application_commands SET kind = $1, name = $2, version = $3, body = $4
+         WHERE id = $5 AND application_id = $6 AND guild_id IS NOT DISTINCT FROM $7",
+    )
+    .bind(c.kind)
+    .bind(&c.name)
+    .bind(c.version)
+    .bind(serde_json::to_string(&c.body)?)
+    .bind(c.id)
+    .bind(c.application_id)
+    .bind(c.guild_id)
+    .execute(tx)
+    .await
+    .map_err(conflict)
 }
 
 pub(super) async fn list(db: Pool<'_>, app: ApplicationId, guild: Option<GuildId>) -> Result<Vec<CommandRecord>> {

@@ -37,12 +37,12 @@ pub(super) async fn reactions_of(db: Pool<'_>, messages: &[MessageId], viewer: U
     }
     let q = format!(
         "SELECT message_id, min(emoji_id) AS emoji_id, min(emoji_name) AS emoji_name,
-                count(*) FILTER (WHERE animated) > 0 AS animated, count(*) AS count, count(*) FILTER (WHERE user_id = $2) > 0 AS me
+                count(*) FILTER (WHERE animated) > 0 AS animated, count(*) AS count, count(*) FILTER (WHERE user_id = $1) > 0 AS me
          FROM reactions WHERE message_id {}
          GROUP BY message_id, emoji ORDER BY message_id, min(created_at), emoji",
-        db.dialect().in_ids("$1")
+        db.dialect().in_ids("$2")
     );
-    let rows: Vec<GroupRow> = query(q).bind(ids(messages)).bind(viewer).fetch_all(db).await?;
+    let rows: Vec<GroupRow> = query(q).bind(viewer).bind(ids(messages)).fetch_all(db).await?;
     Ok(rows
         .into_iter()
         .map(|r| ReactionGroup {
