@@ -33,7 +33,7 @@ pub(crate) mod inserts;
 
 pub struct PostgresStore {
     pool: PgPool,
-    /// IDENTIFY's batched token lookups only.
+    /// IDENTIFY's batched lookups only (tokens, and READY's DM lists).
     lookup: PgPool,
 }
 

@@ -78,8 +78,8 @@ pub(super) async fn apply(tx: &mut Tx, change: &Change) -> Result<u64> {
         Change::AddMemberUnlessBanned(m) => {
             query(
                 "INSERT INTO members (guild_id, user_id, nick, roles, joined_at, flags)
-             SELECT $1, $2, $3, $4, $5, $6 WHERE NOT EXISTS (SELECT 1 FROM bans WHERE guild_id = $1 AND user_id = $2)
-             ON CONFLICT (guild_id, user_id) DO NOTHING",
+                 SELECT $1, $2, $3, $4, $5, $6 WHERE NOT EXISTS (SELECT 1 FROM bans WHERE guild_id = $1 AND user_id = $2)
+                 ON CONFLICT (guild_id, user_id) DO NOTHING",
             )
             .bind(m.guild_id)
             .bind(m.user_id)
@@ -146,11 +146,11 @@ pub(super) async fn apply(tx: &mut Tx, change: &Change) -> Result<u64> {
         Change::AddReaction { reaction: r, max_emojis } => {
             query(
                 "INSERT INTO reactions (message_id, emoji, user_id, emoji_id, emoji_name, animated, created_at)
-             SELECT $1, $2, $3, $4, $5, $6, $7
-             WHERE EXISTS (SELECT 1 FROM messages WHERE id = $1)
-               AND (EXISTS (SELECT 1 FROM reactions WHERE message_id = $1 AND emoji = $2)
-                    OR (SELECT count(DISTINCT emoji) FROM reactions WHERE message_id = $1) < $8)
-             ON CONFLICT DO NOTHING",
+                 SELECT $1, $2, $3, $4, $5, $6, $7
+                 WHERE EXISTS (SELECT 1 FROM messages WHERE id = $1)
+                   AND (EXISTS (SELECT 1 FROM reactions WHERE message_id = $1 AND emoji = $2)
+                        OR (SELECT count(DISTINCT emoji) FROM reactions WHERE message_id = $1) < $8)
+                 ON CONFLICT DO NOTHING",
             )
             .bind(r.message_id)
             .bind(r.emoji.key())
@@ -174,10 +174,10 @@ pub(super) async fn apply(tx: &mut Tx, change: &Change) -> Result<u64> {
         Change::PinMessage { channel, message, at, max } => {
             query(
                 "INSERT INTO pins (message_id, channel_id, pinned_at)
-             SELECT $1, $2, $3
-             WHERE EXISTS (SELECT 1 FROM messages WHERE id = $1 AND channel_id = $2)
-               AND (SELECT count(*) FROM pins WHERE channel_id = $2) < $4
-             ON CONFLICT DO NOTHING",
+                 SELECT $1, $2, $3
+                 WHERE EXISTS (SELECT 1 FROM messages WHERE id = $1 AND channel_id = $2)
+                   AND (SELECT count(*) FROM pins WHERE channel_id = $2) < $4
+                 ON CONFLICT DO NOTHING",
             )
             .bind(*message)
             .bind(*channel)
@@ -249,7 +249,7 @@ pub(super) async fn apply(tx: &mut Tx, change: &Change) -> Result<u64> {
         Change::CreateWebhook(w) => {
             query(
                 "INSERT INTO webhooks (id, guild_id, channel_id, kind, name, avatar, token, creator_id, application_id, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             )
             .bind(w.id)
             .bind(w.guild_id)

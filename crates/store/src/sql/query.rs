@@ -178,7 +178,7 @@ fn sqlite_args(args: Vec<Arg<'_>>) -> Result<SqliteArguments<'_>> {
             Arg::Bool(v) => out.add(v),
             Arg::Text(v) => out.add(v),
             Arg::Bytes(v) => out.add(v),
-            Arg::Ids(v) => out.add(serde_json::to_string(&v)?),
+            Arg::Ids(v) => out.add(serde_json::Value::from(v.into_owned()).to_string()),
         }
         .map_err(encode)?;
     }
