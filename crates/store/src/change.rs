@@ -4,8 +4,8 @@
 
 use protocol::{ChannelId, GuildId, MessageId, RoleId, UserId};
 
-use crate::dms_threads_commands::{ThreadMemberRecord, ThreadRecord};
 use crate::records::*;
+use crate::threads::{ThreadMemberRecord, ThreadRecord};
 
 /// One change to one guild's rows. `apply_changes` answers, for each, how
 /// many rows it touched (0: the row was not there, or already so).

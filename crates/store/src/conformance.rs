@@ -6,12 +6,33 @@ use protocol::{ChannelId, GuildId, MessageId, RoleId, UserId};
 use crate::*;
 
 mod accounts;
-mod dms_threads_commands;
-mod expressions;
+mod attachments;
+mod commands;
+mod dms;
+mod emojis;
+mod pins;
+mod reactions;
 mod roles;
+mod threads;
 
 fn user(id: u64, name: &str, bot: bool) -> UserRecord {
     UserRecord { id: UserId(id), username: name.into(), global_name: None, avatar: None, bot, flags: 0, created_at: 1 }
+}
+
+fn channel(id: u64, guild: Option<u64>, kind: u8, parent: Option<u64>) -> ChannelRecord {
+    ChannelRecord {
+        id: ChannelId(id),
+        guild_id: guild.map(GuildId),
+        kind,
+        name: format!("c{id}"),
+        position: 0,
+        topic: None,
+        nsfw: false,
+        parent_id: parent.map(ChannelId),
+        rate_limit_per_user: 0,
+        overwrites: vec![],
+        last_message_id: None,
+    }
 }
 
 fn message(id: u64, channel: u64, author: u64, content: &str) -> MessageRecord {
@@ -49,14 +70,20 @@ pub async fn run_all(s: &dyn Store) {
     // Roles, overwrites, bans:
     roles::roles_bans(s).await;
 
-    // Reactions, emojis, pins, bulk delete:
-    expressions::run(s).await;
+    // Reactions, emojis, pins, bulk delete, in this order (pins and bulk
+    // deletes use the messages `reactions::run` makes):
+    reactions::run(s).await;
+    emojis::emojis(s).await;
+    pins::pins(s).await;
+    reactions::bulk_delete(s).await;
 
     // Attachments, webhooks:
-    attachments_conformance::attachments_and_webhooks(s).await;
+    attachments::attachments_and_webhooks(s).await;
 
-    // DMs, threads, application commands:
-    dms_threads_commands::run(s).await;
+    // DMs, threads, application commands (threads use the users `dms::run` makes):
+    dms::run(s).await;
+    threads::threads(s).await;
+    commands::commands(s).await;
     invites(s).await;
     // Tokens, passwords, OAuth2, managed roles, session starts:
     accounts::run(s).await;
@@ -449,6 +476,3 @@ async fn invites(s: &dyn Store) {
     assert!(!s.delete_invite("abc").await.unwrap());
     assert!(s.get_invite("abc").await.unwrap().is_none());
 }
-
-#[path = "conformance_attachments.rs"]
-mod attachments_conformance;

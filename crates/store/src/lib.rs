@@ -4,6 +4,8 @@
 //!   query it needs; no SQL leaks out).
 //! - [`records`]: plain rows the trait exchanges.
 //! - [`change`]: the changes a guild's actor commits (`apply_changes`).
+//! - `sql`: the SQL both backends run, written once; each backend supplies
+//!   its pools and what it does its own way.
 //! - [`sqlite`]: the embedded default backend (WAL, one writer connection,
 //!   a small reader pool, migrations embedded in the binary).
 //! - [`postgres`]: the backend several nodes share (`--database postgres://…`):
@@ -16,22 +18,25 @@
 pub mod accounts;
 pub mod attachments;
 pub mod change;
+pub mod commands;
 pub mod conformance;
-pub mod dms_threads_commands;
-pub mod expressions;
 pub mod postgres;
+pub mod reactions;
 pub mod records;
+mod sql;
 pub mod sqlite;
+pub mod threads;
 
 use async_trait::async_trait;
-use protocol::{ChannelId, GuildId, MessageId, UserId};
+use protocol::{ApplicationId, ChannelId, GuildId, MessageId, UserId};
 
 pub use accounts::{AccountStore, GrantKind, GrantRecord, OAuthApp, SessionStart, StartLimits, TokenRecord};
 pub use attachments::{AttachmentRecord, WebhookRecord};
 pub use change::Change;
-pub use dms_threads_commands::*;
-pub use expressions::*;
+pub use commands::*;
+pub use reactions::*;
 pub use records::*;
+pub use threads::*;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -269,6 +274,44 @@ pub trait Store: DmThreadCommandStore + AccountStore + Send + Sync + 'static {
     async fn webhooks_of_guild(&self, guild: GuildId) -> Result<Vec<WebhookRecord>>;
 
     // DMs, threads, application commands: see [`DmThreadCommandStore`], a supertrait.
+}
+
+/// The store's queries for DMs, threads and application commands, a
+/// supertrait of [`Store`]. Changes a guild's or a DM's actor commits are
+/// [`Change`]s.
+#[async_trait]
+pub trait DmThreadCommandStore: Send + Sync {
+    /// The DM between `a` and `b`: `channel` (kind 1, no guild) is created
+    /// with both as recipients unless they already have one, whose id is
+    /// returned instead (one DM per pair, also under concurrent opens).
+    async fn open_dm(&self, channel: &ChannelRecord, a: UserId, b: UserId) -> Result<ChannelId>;
+    /// A DM channel with its recipients.
+    async fn get_dm(&self, id: ChannelId) -> Result<Option<DmChannel>>;
+    /// Each user's DM channels (READY's `private_channels`), for several
+    /// users in one round of statements.
+    async fn dms_of_users(&self, users: &[UserId]) -> Result<Vec<(UserId, Vec<DmChannel>)>>;
+    /// A thread's channel and metadata.
+    async fn get_thread(&self, id: ChannelId) -> Result<Option<(ChannelRecord, ThreadRecord)>>;
+    /// A thread's members, by user id.
+    async fn thread_members(&self, thread: ChannelId) -> Result<Vec<ThreadMemberRecord>>;
+    /// Archived threads of `parent` (public, or private ones), newest
+    /// archive first, archived before `before` (ms), at most `limit`, with
+    /// their members and message counts.
+    async fn archived_threads(&self, parent: ChannelId, private: bool, before: u64, limit: u32) -> Result<Vec<ThreadSnapshot>>;
+    /// An application's commands: global (`guild: None`) or of one guild, by id.
+    async fn list_commands(&self, app: ApplicationId, guild: Option<GuildId>) -> Result<Vec<CommandRecord>>;
+    async fn get_command(&self, app: ApplicationId, guild: Option<GuildId>, id: u64) -> Result<Option<CommandRecord>>;
+    /// Creates `c`, or overwrites the command of the same scope, type and
+    /// name (keeping its id), as Discord's POST does. The stored command.
+    async fn upsert_command(&self, c: &CommandRecord) -> Result<CommandRecord>;
+    /// Replaces an existing command (same id and scope); `Conflict` if its
+    /// new name is taken. `Ok(false)`: no such command.
+    async fn update_command(&self, c: &CommandRecord) -> Result<bool>;
+    async fn delete_command(&self, app: ApplicationId, guild: Option<GuildId>, id: u64) -> Result<bool>;
+    /// Bulk overwrite: the scope's commands become `cmds` in one
+    /// transaction; a command whose type and name existed keeps its id.
+    /// Returns the stored commands.
+    async fn overwrite_commands(&self, app: ApplicationId, guild: Option<GuildId>, cmds: &[CommandRecord]) -> Result<Vec<CommandRecord>>;
 }
 
 /// `Ok(true)` if the one change of an unfenced `apply_changes` touched a row.

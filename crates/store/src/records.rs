@@ -1,5 +1,6 @@
 //! Rows exchanged with a [`crate::Store`]. Times are ms since the Unix epoch.
 
+use protocol::id::EmojiId;
 use protocol::{ApplicationId, ChannelId, GuildId, MessageId, RoleId, UserId};
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -86,6 +87,13 @@ pub struct MemberRecord {
     pub flags: u64,
 }
 
+/// A DM channel (a `channels` row of kind 1) with its recipients.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DmChannel {
+    pub channel: ChannelRecord,
+    pub recipients: Vec<UserRecord>,
+}
+
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MessageRecord {
     pub id: MessageId,
@@ -149,7 +157,7 @@ pub struct GuildSnapshot {
     pub members: Vec<(MemberRecord, UserRecord)>,
     /// Custom emojis, by id.
     #[serde(default)]
-    pub emojis: Vec<crate::EmojiRecord>,
+    pub emojis: Vec<EmojiRecord>,
     /// Users banned from the guild, ascending: the actor refuses their joins.
     #[serde(default)]
     pub bans: Vec<UserId>,
@@ -174,4 +182,16 @@ pub struct BanRecord {
     pub user_id: UserId,
     pub reason: Option<String>,
     pub created_at: u64,
+}
+
+/// A custom emoji of a guild. Its image is a file the server keeps by id.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct EmojiRecord {
+    pub id: EmojiId,
+    pub guild_id: GuildId,
+    pub name: String,
+    pub animated: bool,
+    /// Roles allowed to use it (empty: everyone).
+    pub roles: Vec<RoleId>,
+    pub creator_id: Option<UserId>,
 }

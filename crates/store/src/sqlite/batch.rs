@@ -19,6 +19,7 @@ use std::sync::mpsc;
 
 use rusqlite::{params, Connection, OpenFlags, TransactionBehavior};
 
+use crate::attachments::attachment_ids;
 use crate::{MessageRecord, Result, StoreError};
 
 type Reply = tokio::sync::oneshot::Sender<Result<Vec<bool>>>;
@@ -110,7 +111,7 @@ fn write(conn: &mut Connection, batch: &[(u64, MessageRecord)]) -> Result<Vec<bo
                 reference,
                 extra,
             ])?;
-            super::attachments::link_batch(&tx, m)?;
+            link(&tx, m)?;
             let v = last.entry(m.channel_id.0 as i64).or_insert(0);
             *v = (*v).max(m.id.0 as i64);
         }
@@ -121,4 +122,17 @@ fn write(conn: &mut Connection, batch: &[(u64, MessageRecord)]) -> Result<Vec<bo
     }
     tx.commit()?;
     Ok(ok)
+}
+
+/// Links a message's pending uploads to it (in its transaction).
+fn link(tx: &rusqlite::Transaction<'_>, m: &MessageRecord) -> Result<()> {
+    let mut ids = attachment_ids(m).peekable();
+    if ids.peek().is_none() {
+        return Ok(());
+    }
+    let mut update = tx.prepare_cached("UPDATE attachments SET message_id = ?1 WHERE id = ?2 AND message_id IS NULL")?;
+    for a in ids {
+        update.execute(params![m.id.0 as i64, a])?;
+    }
+    Ok(())
 }

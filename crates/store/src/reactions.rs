@@ -1,20 +1,8 @@
-//! Rows of reactions, custom emojis and pins (the #14 slice "Reactions,
-//! emojis, pins, bulk delete"), exchanged with a [`crate::Store`].
+//! Reactions to messages, exchanged with a [`crate::Store`] (custom emojis
+//! are [`crate::EmojiRecord`]s; pins have no row type of their own).
 
 use protocol::id::EmojiId;
-use protocol::{GuildId, MessageId, RoleId, UserId};
-
-/// A custom emoji of a guild. Its image is a file the server keeps by id.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct EmojiRecord {
-    pub id: EmojiId,
-    pub guild_id: GuildId,
-    pub name: String,
-    pub animated: bool,
-    /// Roles allowed to use it (empty: everyone).
-    pub roles: Vec<RoleId>,
-    pub creator_id: Option<UserId>,
-}
+use protocol::{MessageId, UserId};
 
 /// What a reaction is made with.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
