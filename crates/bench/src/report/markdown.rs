@@ -188,8 +188,24 @@ pub fn markdown(r: &Results, drawn: &[Plot], skipped: &[String]) -> String {
         }
         m.push('\n');
     }
-    if !drawn.is_empty() || !skipped.is_empty() {
-        let _ = writeln!(m, "## Plots\n");
+    m.push_str(&plots_markdown(drawn, skipped));
+    m
+}
+
+/// The plots section, last in `report.md`: the PNGs it shows and why any
+/// was left out. They are drawn from report.json, so a copy that keeps only
+/// the two reports (`docs/bench/`) gets them back with `throng-bench plot`.
+fn plots_markdown(drawn: &[Plot], skipped: &[String]) -> String {
+    let mut m = String::new();
+    if drawn.is_empty() && skipped.is_empty() {
+        return m;
+    }
+    let _ = writeln!(m, "## Plots\n");
+    if !drawn.is_empty() {
+        let _ = writeln!(
+            m,
+            "Drawn from `report.json`; where they are missing (`docs/bench/` keeps only report.json and report.md), `throng-bench plot <this directory>` draws them.\n"
+        );
     }
     for p in drawn {
         let _ = writeln!(m, "![{}]({})\n", p.title, p.file);
@@ -197,6 +213,28 @@ pub fn markdown(r: &Results, drawn: &[Plot], skipped: &[String]) -> String {
     for why in skipped {
         let _ = writeln!(m, "Not drawn: {why}.\n");
     }
+    m
+}
+
+/// An existing `report.md` with its plots section (from `## Plots`, or an
+/// older report's `Plots:` line, to the end) replaced by today's: the text
+/// above stays as the run wrote it.
+pub fn with_plots(old: &str, drawn: &[Plot], skipped: &[String]) -> String {
+    let mut start = None;
+    let mut at = 0;
+    for line in old.split_inclusive('\n') {
+        if line.trim_end() == "## Plots" || line.starts_with("Plots:") {
+            start = Some(at);
+            break;
+        }
+        at += line.len();
+    }
+    let mut m = match start {
+        Some(i) => old[..i].to_string(),
+        None if old.is_empty() || old.ends_with("\n\n") => old.to_string(),
+        None => format!("{}\n\n", old.trim_end_matches('\n')),
+    };
+    m.push_str(&plots_markdown(drawn, skipped));
     m
 }
 
@@ -309,4 +347,32 @@ fn admin_markdown(m: &mut String, a: &AdminStats) {
         o(a.sessions_peak),
         o(a.connections_peak)
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drawn() -> Vec<Plot> {
+        vec![Plot { file: "timeseries.png", title: "chat · over time".into() }]
+    }
+
+    #[test]
+    fn an_older_reports_text_stays_and_its_plots_section_is_todays() {
+        let old = "# throng-bench chat report\n\nVerdict: **clean run**\n\nPlots: `sessions.png`, `latency_vs_sessions.png`.\n";
+        let new = with_plots(old, &drawn(), &[]);
+        assert!(new.starts_with("# throng-bench chat report\n\nVerdict: **clean run**\n\n## Plots\n\n"), "{new}");
+        assert!(!new.contains("sessions.png`"), "{new}");
+        assert!(new.contains("![chat · over time](timeseries.png)") && new.contains("throng-bench plot"), "{new}");
+        // Done again, nothing changes.
+        assert_eq!(with_plots(&new, &drawn(), &[]), new);
+    }
+
+    #[test]
+    fn a_report_without_a_plots_section_gets_one_at_the_end() {
+        let new = with_plots("# report\n\nno plots yet\n", &drawn(), &["`capacity.png`: no data".into()]);
+        assert!(new.starts_with("# report\n\nno plots yet\n\n## Plots\n\n"), "{new}");
+        assert!(new.ends_with("Not drawn: `capacity.png`: no data.\n\n"), "{new}");
+        assert_eq!(with_plots("# report\n", &[], &[]), "# report\n\n");
+    }
 }
