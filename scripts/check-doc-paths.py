@@ -32,9 +32,7 @@ import sys
 
 DOCS = ["README.md", "ARCHITECTURE.md", "docs/*.md", "crates/*/README.md", "tests/*/README.md"]
 
-# Around a word: quotes, brackets and sentence punctuation.
-STRIP_LEAD = "\"'([<"
-STRIP_TRAIL = "\"')]>,.;!?"
+PAIRS = {"(": ")", "[": "]", "<": ">"}
 PLACEHOLDER = re.compile(r"^(?:\{[^{},]*\}|<[^<>]*>|[A-Z][A-Z0-9_]*|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?)$")
 ROOT_DOC = re.compile(r"^[A-Z][A-Z0-9_-]*\.md$")
 
@@ -60,37 +58,59 @@ def repo_paths(root):
 
 
 def code_spans(text):
-    """(line number, content) of each inline code span outside fenced blocks."""
-    fence = None
-    for no, line in enumerate(text.split("\n"), 1):
+    """(line number, content) of each inline code span outside fenced blocks.
+    A span may run over line breaks within a paragraph."""
+    block, first, fence = [], 0, None
+    for no, line in enumerate(text.split("\n") + [""], 1):
         m = re.match(r"^\s*(`{3,}|~{3,})", line)
-        if m:
-            if fence is None:
-                fence = m.group(1)[0] * len(m.group(1))
-            elif m.group(1).startswith(fence):
+        if fence is not None:
+            if m and m.group(1).startswith(fence):
                 fence = None
             continue
-        if fence is not None:
+        if m or not line.strip():
+            yield from block_spans("\n".join(block), first)
+            block = []
+            if m:
+                fence = m.group(1)[0] * len(m.group(1))
             continue
-        # `x`, ``x `y` z``: a run of n backticks closes at the next run of n.
-        i = 0
-        while True:
-            m = re.compile(r"`+").search(line, i)
-            if not m:
-                break
-            tick = m.group(0)
-            end = re.compile(r"(?<!`)" + tick + r"(?!`)").search(line, m.end())
-            if not end:
-                i = m.end()
-                continue
-            yield no, line[m.end() : end.start()]
-            i = end.end()
+        if not block:
+            first = no
+        block.append(line)
+
+
+def block_spans(block, first):
+    # `x`, ``x `y` z``: a run of n backticks closes at the next run of exactly n.
+    i = 0
+    while True:
+        m = re.compile(r"`+").search(block, i)
+        if not m:
+            return
+        end = re.compile(r"(?<!`)" + m.group(0) + r"(?!`)").search(block, m.end())
+        if not end:
+            i = m.end()
+            continue
+        yield first + block.count("\n", 0, m.start()), block[m.end() : end.start()]
+        i = end.end()
+
+
+def unwrap(word):
+    """A word without the quotes, sentence punctuation and unpaired brackets around it."""
+    while True:
+        before = word
+        word = word.strip("\"'").rstrip(",.;!?")
+        for o, c in PAIRS.items():
+            if word.startswith(o) and word.count(o) > word.count(c):
+                word = word[1:]
+            if word.endswith(c) and word.count(c) > word.count(o):
+                word = word[:-1]
+        if word == before:
+            return word
 
 
 def candidates(span, heads, root_files):
     """The words of a span that look like repository paths, as written."""
     for word in re.split(r"[\s=]+", span):
-        word = word.lstrip(STRIP_LEAD).rstrip(STRIP_TRAIL)
+        word = unwrap(word)
         if "://" in word:
             continue
         if word.startswith("./"):
@@ -214,6 +234,8 @@ def self_test():
         "crates/bench/src/main.rs:10-20": [],
         "crates/bench/src/main.rs::plot": [],
         "(crates/bench/README.md),": [],
+        "'crates/<name>/README.md'.": [],
+        "(crates/<name>)": [],
         "cargo run --bin x -- docs/a.md": [],
         "crates/bench/src/*.rs": [],
         "crates/**/main.rs": [],
@@ -246,8 +268,8 @@ def self_test():
         if got != want:
             failed += 1
             print(f"self-test: `{span}` in crates/bench: got {got}, want {want}", file=sys.stderr)
-    spans = list(code_spans("a `x` b ``y `z` w``\n```\n`not/this`\n```\n`c`"))
-    if spans != [(1, "x"), (1, "y `z` w"), (5, "c")]:
+    spans = list(code_spans("a `x` b ``y `z` w``\n```\n`not/this`\n```\n`c`\nd `e\nf` g\n\n`h"))
+    if spans != [(1, "x"), (1, "y `z` w"), (5, "c"), (6, "e\nf")]:
         failed += 1
         print(f"self-test: code spans: {spans}", file=sys.stderr)
     return failed
