@@ -1,16 +1,18 @@
 //! throng-bench: a load generator for any server that speaks Discord's
 //! gateway and REST API. Every simulated user is a real gateway client.
 //!
-//! Layers, one file each:
+//! Layers, one module each:
 //! - [`ws`]: a lean WebSocket client (no buffers while idle), socket binding.
-//! - [`session`]: one user's gateway session (identify, heartbeat, resume).
+//! - [`session`]: one user's gateway session (identify, heartbeat, resume);
+//!   [`hub`]: the worker's shared reader of ready sessions (one epoll set).
 //! - [`rest`]: the REST calls a client makes, with 429/503 retries.
 //! - [`worker`]: a worker process running thousands of sessions on one thread.
 //! - [`wire`]: the JSON-lines protocol between coordinator and workers.
 //! - [`fleet`]: the coordinator's handle on its workers; merging, sampling.
 //! - [`scenario`]: connect, chat, broadcast, storm, capacity; [`slow`]: slow consumers;
 //!   [`ingest`]: the write path at full speed.
-//! - [`report`]: JSON, Markdown and PNG output; [`progress`]: live output.
+//! - [`report`]: JSON, Markdown and PNG output (`plot` redraws a report's
+//!   PNGs); [`progress`]: live output; [`procfs`]: server RSS, CPU, socket queues.
 //! - [`setup`]: builds a fixture through REST; [`fixture`]: its format.
 //!
 //! Invariants: the tool only talks to the addresses it is given, every phase
