@@ -24,25 +24,30 @@ say "nats-server"
 NATS_BIN="$(scripts/nats.sh install | tail -n 1)"
 export THRONG_NATS_SERVER="$NATS_BIN"
 "$THRONG_NATS_SERVER" --version
-# promtool (Debian's prometheus package) checks the /metrics format in the Rust tests.
+# promtool (Debian's prometheus package) checks the /metrics format in the
+# Rust tests, which fail without it (unless THRONG_SKIP_PROMTOOL=1, never here).
 if ! command -v promtool >/dev/null; then
   say "installing promtool (prometheus)"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null ||
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }
 fi
-export THRONG_REQUIRE_PROMTOOL=1
 # The load-balancer recipe's tests (tests/compat/test_cluster_lb.py) need HAProxy.
 say "HAProxy"
 scripts/cluster.sh install
 
 say "cargo fmt --check"
 cargo fmt --all --check
+# Every repository path named in backticks in the docs exists.
+say "paths named in the docs"
+python3 scripts/check-doc-paths.py --self-test
+python3 scripts/check-doc-paths.py
 say "cargo clippy"
 cargo clippy --locked --all-targets -- -D warnings
 say "cargo build (binaries)"
 cargo build --locked --bins
 # PostgreSQL: a private server for the store's conformance suite and the
-# server's PostgreSQL tests (they fail rather than skip when it is missing).
+# server's PostgreSQL tests (they fail without it, unless THRONG_SKIP_POSTGRES=1,
+# never here).
 say "postgresql"
 PG_BIN="$(scripts/postgres.sh install | tail -n 1)"
 PG_DIR="$(mktemp -d /tmp/throng-pg.XXXXXX)"
@@ -50,7 +55,7 @@ trap 'scripts/postgres.sh stop "$PG_DIR" || true; rm -rf "$PG_DIR"' EXIT
 PG_PORT=$((20000 + RANDOM % 30000))
 while (exec 3<>"/dev/tcp/127.0.0.1/$PG_PORT") 2>/dev/null; do PG_PORT=$((20000 + RANDOM % 30000)); done
 THRONG_TEST_POSTGRES_URL="$(scripts/postgres.sh start "$PG_DIR" "$PG_PORT" | tail -n 1)"
-export THRONG_TEST_POSTGRES_URL THRONG_REQUIRE_POSTGRES=1
+export THRONG_TEST_POSTGRES_URL
 # The disk-full test of the write path mounts a tmpfs (needs root, as CI is).
 if [ "$(id -u)" = 0 ]; then export THRONG_REQUIRE_ROOT=1; fi
 echo "$THRONG_TEST_POSTGRES_URL"

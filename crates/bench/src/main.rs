@@ -1,16 +1,18 @@
 //! throng-bench: a load generator for any server that speaks Discord's
 //! gateway and REST API. Every simulated user is a real gateway client.
 //!
-//! Layers, one file each:
+//! Layers, one module each:
 //! - [`ws`]: a lean WebSocket client (no buffers while idle), socket binding.
-//! - [`session`]: one user's gateway session (identify, heartbeat, resume).
+//! - [`session`]: one user's gateway session (identify, heartbeat, resume);
+//!   [`hub`]: the worker's shared reader of ready sessions (one epoll set).
 //! - [`rest`]: the REST calls a client makes, with 429/503 retries.
 //! - [`worker`]: a worker process running thousands of sessions on one thread.
 //! - [`wire`]: the JSON-lines protocol between coordinator and workers.
 //! - [`fleet`]: the coordinator's handle on its workers; merging, sampling.
 //! - [`scenario`]: connect, chat, broadcast, storm, capacity; [`slow`]: slow consumers;
 //!   [`ingest`]: the write path at full speed.
-//! - [`report`]: JSON, Markdown and PNG output; [`progress`]: live output.
+//! - [`report`]: JSON, Markdown and PNG output (`plot` redraws a report's
+//!   PNGs); [`progress`]: live output; [`procfs`]: server RSS, CPU, socket queues.
 //! - [`setup`]: builds a fixture through REST; [`fixture`]: its format.
 //!
 //! Invariants: the tool only talks to the addresses it is given, every phase
@@ -70,7 +72,8 @@ enum Cmd {
     /// After an `ingest --kill-after` run and a restart: every acknowledged
     /// message is in history.
     HistoryCheck(ingest::HistoryCheckArgs),
-    /// Redraw report.md and the plots of a report.json (an older run's too).
+    /// Draw the plots of report directories from their report.json (an older
+    /// run's too) and link them from report.md (written if missing).
     Plot(PlotArgs),
     /// Internal: a worker process driven by the coordinator over stdin/stdout.
     #[command(hide = true)]
@@ -107,20 +110,40 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 #[derive(clap::Args)]
 struct PlotArgs {
-    /// A report.json written by throng-bench.
-    report: std::path::PathBuf,
-    /// Where report.md and the PNGs go (default: next to the report.json).
+    /// Report directories holding a report.json written by throng-bench (or
+    /// the report.json files themselves).
+    #[arg(required = true)]
+    reports: Vec<std::path::PathBuf>,
+    /// Where report.md and the PNGs go (default: the report's directory); one report only.
     #[arg(long)]
     out: Option<std::path::PathBuf>,
+    /// Write report.md anew from report.json instead of keeping its text and
+    /// replacing only its plots section (an older report's text then takes
+    /// today's form, with zeros for what that run did not measure).
+    #[arg(long)]
+    rewrite_md: bool,
 }
 
 fn plot(a: PlotArgs) -> anyhow::Result<()> {
     use anyhow::Context;
-    let text = std::fs::read(&a.report).with_context(|| format!("reading {}", a.report.display()))?;
-    let r: report::Results = serde_json::from_slice(&text).with_context(|| format!("parsing {}", a.report.display()))?;
-    let dir = a.out.unwrap_or_else(|| a.report.parent().map(|p| p.to_path_buf()).unwrap_or_default());
-    report::redraw(&dir, &r)?;
-    eprintln!("throng-bench: report.md and plots in {}", dir.display());
+    anyhow::ensure!(a.out.is_none() || a.reports.len() == 1, "--out takes one report");
+    for given in &a.reports {
+        let (json, dir) = if given.is_dir() {
+            (given.join("report.json"), given.clone())
+        } else {
+            (given.clone(), given.parent().map(|p| p.to_path_buf()).unwrap_or_default())
+        };
+        let text = std::fs::read(&json).with_context(|| format!("reading {}", json.display()))?;
+        let r: report::Results = serde_json::from_slice(&text).with_context(|| format!("parsing {}", json.display()))?;
+        let out = a.out.clone().unwrap_or_else(|| dir.clone());
+        if a.rewrite_md {
+            report::redraw(&out, &r)?;
+        } else {
+            let keep = [out.join("report.md"), dir.join("report.md")].into_iter().find(|p| p.is_file());
+            report::replot(&out, &r, keep.as_deref())?;
+        }
+        eprintln!("throng-bench: report.md and plots in {}", out.display());
+    }
     Ok(())
 }
 

@@ -149,7 +149,8 @@ pub struct RunArgs {
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub settle: Duration,
     /// slow: the server's bound on queued bytes per session (throng's
-    /// max_pending_write_bytes, 1 MiB by default); judges "memory stays bounded".
+    /// max_pending_write_bytes, 128 KiB by default; this default is looser);
+    /// judges "memory stays bounded".
     #[arg(long, default_value_t = 1 << 20)]
     pub queue_bound: u64,
     /// slow: a report.json of the same run with --stalled 0, for the p99 and memory comparisons.

@@ -252,3 +252,48 @@ fn slow_consumers_readers_get_everything_in_order_and_stalled_sessions_are_accou
         assert_eq!(distinct + d["missing"].as_u64().unwrap(), 200, "{d}");
     }
 }
+
+/// `plot` draws a kept report's PNGs from its report.json (docs/bench/
+/// keeps no PNG) and links them from its report.md without rewriting the
+/// text the run wrote.
+#[test]
+fn plot_draws_a_kept_report_and_keeps_its_text() {
+    let kept = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/bench/cap-150k-8n");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cap-150k-8n");
+    std::fs::create_dir(&dir).unwrap();
+    for f in ["report.json", "report.md"] {
+        std::fs::copy(kept.join(f), dir.join(f)).unwrap();
+    }
+    let st = bench().arg("plot").arg(&dir).status().unwrap();
+    assert!(st.success(), "plot failed: {st}");
+    for png in ["capacity.png", "timeseries.png"] {
+        assert!(dir.join(png).metadata().map(|m| m.len()).unwrap_or(0) > 10_000, "{png} not drawn");
+    }
+    let before = std::fs::read_to_string(kept.join("report.md")).unwrap();
+    let after = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(after.contains("](capacity.png)") && after.contains("](timeseries.png)"), "{after}");
+    // The text above the plots section (an older report's is one `Plots:` line).
+    let text = |md: &str| {
+        let end = md.find("## Plots").or_else(|| md.find("\nPlots:").map(|i| i + 1)).unwrap_or(md.len());
+        md[..end].to_string()
+    };
+    assert_eq!(text(&after), text(&before), "the run's own text changed");
+    // Once more: the same report.md (a kept report stays as committed).
+    let st = bench().arg("plot").arg(dir.join("report.json")).status().unwrap();
+    assert!(st.success());
+    assert_eq!(std::fs::read_to_string(dir.join("report.md")).unwrap(), after);
+    // Elsewhere (--out): the report's text goes along.
+    let elsewhere = tmp.path().join("elsewhere");
+    let st = bench().arg("plot").arg(dir.join("report.json")).arg("--out").arg(&elsewhere).status().unwrap();
+    assert!(st.success());
+    assert_eq!(std::fs::read_to_string(elsewhere.join("report.md")).unwrap(), after);
+    // Without a report.md, one is written from report.json.
+    let bare = tmp.path().join("bare");
+    std::fs::create_dir(&bare).unwrap();
+    std::fs::copy(kept.join("report.json"), bare.join("report.json")).unwrap();
+    let st = bench().arg("plot").arg(&bare).status().unwrap();
+    assert!(st.success());
+    let md = std::fs::read_to_string(bare.join("report.md")).unwrap();
+    assert!(md.starts_with("# throng-bench capacity report") && md.contains("](capacity.png)"), "{md}");
+}

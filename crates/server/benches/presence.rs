@@ -1,7 +1,7 @@
 //! One presence change in a 1,000,000-member guild, end to end inside the
 //! guild actor's member-list path: the list change, the range ops for a
 //! subscriber of [0, 99], the JSON encoding of GUILD_MEMBER_LIST_UPDATE, and
-//! the push into the subscriber's queue.
+//! the push to the subscriber's session (no socket: into its replay buffer).
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -8,8 +8,8 @@
 //!
 //! Needs `THRONG_TEST_POSTGRES_URL` (`scripts/test.sh` starts a private
 //! server); each test gets a database of its own, dropped at the end.
-//! Without the URL: not run (said on stderr), and a failure if
-//! `THRONG_REQUIRE_POSTGRES=1`.
+//! Without the URL each test fails, unless `THRONG_SKIP_POSTGRES=1` (then
+//! not run, said on stderr).
 
 use serde_json::json;
 

@@ -6,18 +6,19 @@ use std::io::Write;
 
 use store::postgres::ScratchDatabase;
 
-/// The server URL, or `None` (after saying so) when this run has none.
+/// The server URL; without one the test fails, unless this run opted out
+/// with `THRONG_SKIP_POSTGRES=1` (then `None`, after saying so).
 pub fn server_url(test: &str) -> Option<String> {
     match std::env::var("THRONG_TEST_POSTGRES_URL") {
         Ok(u) if !u.is_empty() => Some(u),
         _ => {
-            if std::env::var("THRONG_REQUIRE_POSTGRES").as_deref() == Ok("1") {
-                panic!("{test}: THRONG_REQUIRE_POSTGRES=1 but THRONG_TEST_POSTGRES_URL is not set (scripts/test.sh starts a server)");
+            if std::env::var("THRONG_SKIP_POSTGRES").as_deref() != Ok("1") {
+                panic!(
+                    "{test}: THRONG_TEST_POSTGRES_URL is not set: start a server with `scripts/postgres.sh start DIR PORT` and set THRONG_TEST_POSTGRES_URL=postgres://USER@HOST:PORT/DB (scripts/test.sh does both), or set THRONG_SKIP_POSTGRES=1 to skip the PostgreSQL tests"
+                );
             }
             // Straight to stderr, past the test harness's capture, so the skip shows.
-            let line = format!(
-                "{test}: NOT RUN: set THRONG_TEST_POSTGRES_URL=postgres://USER@HOST:PORT/DB (scripts/postgres.sh start DIR PORT)\n"
-            );
+            let line = format!("{test}: NOT RUN (THRONG_SKIP_POSTGRES=1)\n");
             let _ = std::io::stderr().write_all(line.as_bytes());
             None
         }
