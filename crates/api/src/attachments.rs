@@ -238,7 +238,7 @@ async fn store_file(
     let cfg = &node.blobs.config;
     let filename = clean_filename(field.file_name().unwrap_or("unknown"));
     let declared_type = field.content_type().map(|m| m.to_string()).filter(|t| t != "application/octet-stream");
-    let io = |e: std::io::Error| ApiError::Internal(format!("attachment write: {e}"));
+    let io = |e: std::io::Error| ApiError::internal(format!("attachment write: {e}"));
     let mut up = node.blobs.begin().await.map_err(io)?;
     while let Some(c) = field.chunk().await.map_err(form_error)? {
         count(total, c.len(), cfg.max_request_bytes)?;
@@ -348,7 +348,7 @@ async fn serve_file(node: &Node, c: &str, id: &str, name: &str, query: Option<&s
         return Err(missing());
     }
     let mut file = tokio::fs::File::open(node.blobs.path(&a.hash)).await.map_err(|_| missing())?;
-    let len = file.metadata().await.map_err(|e| ApiError::Internal(e.to_string()))?.len();
+    let len = file.metadata().await.map_err(ApiError::internal)?.len();
     let range = headers.get(header::RANGE).and_then(|v| v.to_str().ok()).map(|r| parse_range(r, len));
     let (status, start, end) = match range {
         None | Some(Range::Ignored) => (StatusCode::OK, 0, len),
@@ -359,7 +359,7 @@ async fn serve_file(node: &Node, c: &str, id: &str, name: &str, query: Option<&s
             return Ok(r);
         }
     };
-    file.seek(SeekFrom::Start(start)).await.map_err(|e| ApiError::Internal(e.to_string()))?;
+    file.seek(SeekFrom::Start(start)).await.map_err(ApiError::internal)?;
     let body = Body::from_stream(chunks(file.take(end - start)));
     let mut r = Response::new(body);
     *r.status_mut() = status;

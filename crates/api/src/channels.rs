@@ -22,7 +22,7 @@ use node::route::Action;
 use node::Node;
 
 fn json_ok<T: serde::Serialize>(status: StatusCode, v: &T) -> ApiResult<Response> {
-    Ok(json_bytes(status, serde_json::to_vec(v).map_err(|e| ApiError::Internal(e.to_string()))?))
+    Ok(json_bytes(status, serde_json::to_vec(v).map_err(ApiError::internal)?))
 }
 
 pub async fn get(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>) -> ApiResult<Response> {
@@ -174,7 +174,7 @@ pub async fn create_invite(
             Err(e) => return Err(e.into()),
         }
     }
-    Err(ApiError::Internal("could not find a free invite code".into()))
+    Err(ApiError::internal("could not find a free invite code"))
 }
 
 /// A live invite and what it points at, or 404 10006.

@@ -350,7 +350,7 @@ async fn create(node: &Node, caller: UserId, app: &str, guild: Option<&str>, bod
     let mut e = Errors::default();
     let c = parse_command(node, &mut e, &[], &v, app, guild);
     e.into_result()?;
-    let c = c.ok_or_else(|| ApiError::Internal("command not parsed".into()))?;
+    let c = c.ok_or_else(|| ApiError::internal("command not parsed"))?;
     let mut all = node.store.list_commands(app, guild).await?;
     let replaces = all.iter().any(|o| o.kind == c.kind && o.name == c.name);
     if !replaces {
@@ -390,7 +390,7 @@ async fn edit(node: &Node, caller: UserId, app: &str, guild: Option<&str>, id: &
     let mut e = Errors::default();
     let c = parse_command(node, &mut e, &[], &merged, app, guild);
     e.into_result()?;
-    let mut c = c.ok_or_else(|| ApiError::Internal("command not parsed".into()))?;
+    let mut c = c.ok_or_else(|| ApiError::internal("command not parsed"))?;
     c.id = old.id;
     match node.store.update_command(&c).await {
         Ok(true) => Ok(respond(StatusCode::OK, &render(&c))),

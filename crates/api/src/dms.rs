@@ -1,6 +1,6 @@
 //! DMs: open (or find) the DM with a user, and list one's DMs. Messages in
 //! a DM take the usual message routes; they reach the DM's own actor (see
-//! `route::dms_threads`), which checks that the author is a recipient.
+//! `route::dm`), which checks that the author is a recipient.
 
 use std::sync::Arc;
 
@@ -15,7 +15,7 @@ use store::ChannelRecord;
 
 use super::{ask, json_bytes, ApiError, ApiResult, Caller, JsonBody};
 use guild::dm::dm_json;
-use node::route::dms_threads::{dm_key, dm_of, DmAction};
+use node::route::dm::{dm_key, dm_of, DmAction};
 use node::route::Action;
 use node::Node;
 

@@ -46,7 +46,7 @@ pub async fn list(State(node): State<Arc<Node>>, Caller(u): Caller, Path(g): Pat
     let access = guild_access(&node, gid, u.id).await?;
     let list = node.store.emojis_of(gid).await?;
     let out = objects(&node, &list, sees_creators(access.perms)).await?;
-    Ok(json_bytes(StatusCode::OK, serde_json::to_vec(&out).map_err(|e| ApiError::Internal(e.to_string()))?))
+    Ok(json_bytes(StatusCode::OK, serde_json::to_vec(&out).map_err(ApiError::internal)?))
 }
 
 /// `GET /guilds/{g}/emojis/{id}`.
@@ -56,7 +56,7 @@ pub async fn get(State(node): State<Arc<Node>>, Caller(u): Caller, Path((g, id))
     let id: EmojiId = parse_id(&id, ErrorCode::UnknownEmoji)?;
     let e = node.store.get_emoji(id).await?.filter(|e| e.guild_id == gid).ok_or_else(|| ApiError::not_found(ErrorCode::UnknownEmoji))?;
     let out = objects(&node, std::slice::from_ref(&e), sees_creators(access.perms)).await?;
-    Ok(json_bytes(StatusCode::OK, serde_json::to_vec(&out[0]).map_err(|e| ApiError::Internal(e.to_string()))?))
+    Ok(json_bytes(StatusCode::OK, serde_json::to_vec(&out[0]).map_err(ApiError::internal)?))
 }
 
 #[derive(schemars::JsonSchema, Deserialize)]
@@ -98,7 +98,7 @@ pub async fn create(
 
 /// Writes an image whole (a temporary name, then renamed into place).
 async fn write_image(path: &std::path::Path, bytes: &[u8]) -> ApiResult<()> {
-    let io = |e: std::io::Error| ApiError::Internal(format!("emoji image {}: {e}", path.display()));
+    let io = |e: std::io::Error| ApiError::internal(format!("emoji image {}: {e}", path.display()));
     if let Some(dir) = path.parent() {
         tokio::fs::create_dir_all(dir).await.map_err(io)?;
     }

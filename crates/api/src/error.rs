@@ -20,8 +20,9 @@ pub enum ApiError {
     RateLimited { retry_after: f64, bucket: String, limit: u32, reset_at: f64 },
     /// Overloaded: a bounded resource is full. 503 with `Retry-After`.
     Busy,
-    /// An internal failure; logged, answered with a generic 500.
-    Internal(String),
+    /// An internal failure; logged with its causes, answered with a
+    /// generic 500.
+    Internal(Box<dyn std::error::Error + Send + Sync>),
     /// An answer made elsewhere (a guild actor's refusal), passed on as it is.
     Passed(Box<Response>),
 }
@@ -38,6 +39,10 @@ impl ApiError {
     pub fn unauthorized() -> Self {
         ApiError::Code(StatusCode::UNAUTHORIZED, ErrorCode::General)
     }
+    /// A 500 for `cause` (an error value, or a message).
+    pub fn internal(cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        ApiError::Internal(cause.into())
+    }
     /// A 50035 error for one field.
     pub fn field(field: &str, code: &str, message: &str) -> Self {
         ApiError::InvalidForm(json!({ field: { "_errors": [{ "code": code, "message": message }] } }))
@@ -52,7 +57,7 @@ impl From<store::StoreError> for ApiError {
             tracing::warn!(error = %e, "store busy: answered 503");
             return ApiError::Busy;
         }
-        ApiError::Internal(e.to_string())
+        ApiError::internal(e)
     }
 }
 
@@ -69,7 +74,7 @@ impl From<AuthError> for ApiError {
                 reset_at: node::auth::now_ms() as f64 / 1000.0 + 1.0,
             },
             AuthError::Store(e) => e.into(),
-            AuthError::Hash(m) => ApiError::Internal(m),
+            e @ (AuthError::Hash(_) | AuthError::Task(_)) => ApiError::internal(e),
         }
     }
 }
@@ -79,7 +84,7 @@ impl From<RouteError> for ApiError {
         match e {
             RouteError::Busy(_) | RouteError::Unavailable(_) => ApiError::Busy,
             // The change is committed; only its live delivery failed.
-            RouteError::Gone(g) => ApiError::Internal(format!("guild {g} actor gone")),
+            RouteError::Gone(g) => ApiError::internal(format!("guild {g} actor gone")),
         }
     }
 }
@@ -132,7 +137,7 @@ impl IntoResponse for ApiError {
             }
             ApiError::Passed(r) => *r,
             ApiError::Internal(cause) => {
-                tracing::error!(%cause, "internal error answering a request");
+                tracing::error!(cause = &*cause as &dyn std::error::Error, "internal error answering a request");
                 json_bytes(StatusCode::INTERNAL_SERVER_ERROR, json!({ "code": 0, "message": "500: Internal Server Error" }).to_string())
             }
         }

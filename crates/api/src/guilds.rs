@@ -21,7 +21,7 @@ use node::route::{Action, Set};
 use node::Node;
 
 fn json_ok<T: serde::Serialize>(status: StatusCode, v: &T) -> ApiResult<Response> {
-    Ok(json_bytes(status, serde_json::to_vec(v).map_err(|e| ApiError::Internal(e.to_string()))?))
+    Ok(json_bytes(status, serde_json::to_vec(v).map_err(ApiError::internal)?))
 }
 
 fn guild_json(g: &GuildRecord, roles: &[RoleRecord], extra: serde_json::Value) -> serde_json::Value {

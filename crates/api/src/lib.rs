@@ -97,7 +97,7 @@ impl MeCaller {
 impl<S: Send + Sync> FromRequestParts<S> for ClientIp {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, _: &S) -> ApiResult<Self> {
-        parts.extensions.get::<ClientIp>().copied().ok_or_else(|| ApiError::Internal("no client address on the request".into()))
+        parts.extensions.get::<ClientIp>().copied().ok_or_else(|| ApiError::internal("no client address on the request"))
     }
 }
 
@@ -950,9 +950,9 @@ pub async fn ask(node: &Arc<Node>, guild: GuildId, user: UserId, action: node::r
     node.guilds.send(guild, guild::GuildMsg::Op(Box::new(Op { user, action, reply })))?;
     let wait = std::time::Duration::from_millis(node.config.limits.write_timeout_ms);
     let Ok(Ok(answer)) = tokio::time::timeout(wait, answer).await else { return Err(ApiError::Busy) };
-    match serde_json::from_slice::<OpReply>(&answer).map_err(|e| ApiError::Internal(e.to_string()))? {
+    match serde_json::from_slice::<OpReply>(&answer).map_err(ApiError::internal)? {
         OpReply::Done { status, body } => {
-            let status = StatusCode::from_u16(status).map_err(|e| ApiError::Internal(e.to_string()))?;
+            let status = StatusCode::from_u16(status).map_err(ApiError::internal)?;
             Ok(match body {
                 Some(b) => json_bytes(status, b.get().to_owned()),
                 None => axum::response::IntoResponse::into_response(status),
@@ -961,7 +961,7 @@ pub async fn ask(node: &Arc<Node>, guild: GuildId, user: UserId, action: node::r
         OpReply::Error { status, code } => Err(ApiError::Code(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST), code)),
         OpReply::Form(errors) => Err(ApiError::InvalidForm(errors)),
         OpReply::Retry => Err(ApiError::Busy),
-        OpReply::Failed(e) => Err(ApiError::Internal(e)),
+        OpReply::Failed(e) => Err(ApiError::internal(e)),
     }
 }
 

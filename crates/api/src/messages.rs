@@ -119,7 +119,7 @@ async fn render_plain(node: &Node, msgs: &[MessageRecord]) -> ApiResult<Vec<mode
 }
 
 fn encode_message(m: &model::Message) -> ApiResult<Bytes> {
-    serde_json::to_vec(m).map(Bytes::from).map_err(|e| ApiError::Internal(e.to_string()))
+    serde_json::to_vec(m).map(Bytes::from).map_err(ApiError::internal)
 }
 
 fn validate_content(content: &str, has_other: bool) -> ApiResult<()> {
@@ -162,7 +162,7 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
         // discord.js omits channel_id: it defaults to this channel.
         let rc = r.channel_id.unwrap_or(cid);
         r.channel_id = Some(rc);
-        r.guild_id = node::route::dms_threads::dm_of(guild_id).is_none().then_some(guild_id);
+        r.guild_id = node::route::dm::dm_of(guild_id).is_none().then_some(guild_id);
         if let Some(mid) = r.message_id {
             let found = if rc == cid { node.store.get_message(cid, mid).await? } else { None };
             if found.is_none() && r.fail_if_not_exists.unwrap_or(true) {
@@ -211,13 +211,13 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
         uploads.keep();
         return Ok(json_bytes(StatusCode::OK, body));
     }
-    match serde_json::from_slice::<PostReply>(&answer).map_err(|e| ApiError::Internal(e.to_string()))? {
+    match serde_json::from_slice::<PostReply>(&answer).map_err(ApiError::internal)? {
         PostReply::Ok(body) => Ok(json_bytes(StatusCode::OK, Bytes::copy_from_slice(body.get().as_bytes()))),
         PostReply::UnknownChannel => Err(ApiError::not_found(ErrorCode::UnknownChannel)),
         PostReply::MissingAccess => Err(ApiError::forbidden(ErrorCode::MissingAccess)),
         PostReply::MissingPermissions => Err(ApiError::forbidden(ErrorCode::MissingPermissions)),
         PostReply::Retry => Err(ApiError::Busy),
-        PostReply::Failed(e) => Err(ApiError::Internal(e)),
+        PostReply::Failed(e) => Err(ApiError::internal(e)),
     }
 }
 
@@ -281,7 +281,7 @@ pub async fn list(
     let msgs = node.store.list_messages(c.id, window, limit).await?;
     let mut out = render(&node, &msgs).await?;
     super::reactions::decorate(&node, &mut out, u.id).await?;
-    Ok(json_bytes(StatusCode::OK, serde_json::to_vec(&out).map_err(|e| ApiError::Internal(e.to_string()))?))
+    Ok(json_bytes(StatusCode::OK, serde_json::to_vec(&out).map_err(ApiError::internal)?))
 }
 
 async fn find(node: &Node, c: ChannelId, mid: &str) -> ApiResult<MessageRecord> {

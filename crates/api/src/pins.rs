@@ -76,7 +76,7 @@ pub async fn list_old(State(node): State<Arc<Node>>, Caller(u): Caller, Path(c):
     }
     let found = node.store.pinned_messages(channel.id, None, PINS_PAGE).await?;
     let out: Vec<_> = pinned(&node, found).await?.into_iter().map(|(m, _)| m).collect();
-    Ok(json_bytes(StatusCode::OK, serde_json::to_vec(&out).map_err(|e| ApiError::Internal(e.to_string()))?))
+    Ok(json_bytes(StatusCode::OK, serde_json::to_vec(&out).map_err(ApiError::internal)?))
 }
 
 /// Renders pinned messages (without reactions, as Discord lists pins).

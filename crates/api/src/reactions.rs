@@ -152,7 +152,7 @@ pub async fn users(
         _ => Vec::new(),
     };
     let out: Vec<model::User> = users.iter().map(node::convert::user).collect();
-    Ok(json_bytes(StatusCode::OK, serde_json::to_vec(&out).map_err(|e| ApiError::Internal(e.to_string()))?))
+    Ok(json_bytes(StatusCode::OK, serde_json::to_vec(&out).map_err(ApiError::internal)?))
 }
 
 /// Fills in `reactions` (with `me` for `viewer`) and `pinned` of messages

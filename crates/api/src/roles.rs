@@ -87,7 +87,7 @@ impl RoleBody {
 }
 
 fn json_ok<T: serde::Serialize>(v: &T) -> ApiResult<Response> {
-    Ok(json_bytes(StatusCode::OK, serde_json::to_vec(v).map_err(|e| ApiError::Internal(e.to_string()))?))
+    Ok(json_bytes(StatusCode::OK, serde_json::to_vec(v).map_err(ApiError::internal)?))
 }
 
 /// `POST /guilds/{g}/roles`: 200 with the new role (without `permissions`,

@@ -17,7 +17,8 @@ use store::{is_thread, ChannelRecord, ThreadSnapshot, PRIVATE_THREAD, PUBLIC_THR
 
 use super::{ask, channel_access, guild_of, json_bytes, parse_id, user_or_me, Access, ApiError, ApiResult, Caller, JsonBody};
 use guild::threads::Thread;
-use node::route::dms_threads::{dm_of, ThreadAction, ThreadPatch};
+use node::route::dm::dm_of;
+use node::route::threads::{ThreadAction, ThreadPatch};
 use node::route::Action;
 use node::Node;
 

@@ -340,9 +340,9 @@ pub async fn modify_me(
     if let Some((hash, bytes)) = &avatar {
         let path = avatar_path(&node.config, u.id, hash);
         if let Some(dir) = path.parent() {
-            tokio::fs::create_dir_all(dir).await.map_err(|e| ApiError::Internal(format!("avatar directory: {e}")))?;
+            tokio::fs::create_dir_all(dir).await.map_err(|e| ApiError::internal(format!("avatar directory: {e}")))?;
         }
-        tokio::fs::write(&path, bytes).await.map_err(|e| ApiError::Internal(format!("avatar file: {e}")))?;
+        tokio::fs::write(&path, bytes).await.map_err(|e| ApiError::internal(format!("avatar file: {e}")))?;
     }
     if next != *u {
         match node.store.update_user(&next).await {
@@ -357,12 +357,12 @@ pub async fn modify_me(
         let gone = node.store.revoke_other_tokens(u.id, &own_token(&headers)?).await?;
         node.notify(Notice::forget_tokens(&gone));
     }
-    let body = serde_json::to_string(&convert::current_user(&next)).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let body = serde_json::to_string(&convert::current_user(&next)).map_err(ApiError::internal)?;
     if next != *u {
         // Every node's token cache holds the old record: drop it there.
         let tokens: Vec<[u8; 32]> = node.store.tokens_of_user(u.id).await?.iter().map(|t| t.hash).collect();
         node.notify(Notice::forget_tokens(&tokens));
-        let raw = serde_json::value::RawValue::from_string(body.clone()).map_err(|e| ApiError::Internal(e.to_string()))?;
+        let raw = serde_json::value::RawValue::from_string(body.clone()).map_err(ApiError::internal)?;
         node.notify(Notice::UserUpdate { user: u.id, body: raw });
         for g in node.store.guilds_of_user(u.id).await? {
             super::publish(&node, g, guild::GuildEvent::UserUpdate(next.clone()));

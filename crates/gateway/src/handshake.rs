@@ -257,7 +257,7 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
         ready["shard"] = json!(shard);
     }
     // The session subscribes to its DMs' actors as to its guilds.
-    guilds.extend(dms.iter().map(|d| node::route::dms_threads::dm_key(d.channel.id)));
+    guilds.extend(dms.iter().map(|d| node::route::dm::dm_key(d.channel.id)));
     let handle = SessionHandle::new(session_id, user.id, user.bot, intents, large_threshold, guilds, &node.delivery);
     let presence = match ident.presence {
         Some(p) => Presence { status: p.status, activities: p.activities.unwrap_or_default() },

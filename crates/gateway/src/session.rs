@@ -548,7 +548,7 @@ impl SessionHandle {
         let presence = if node.shutdown.is_cancelled() { None } else { node.presences.session_ended(self.user_id) };
         for g in self.guild_ids() {
             // DM actors have no presences to show.
-            let presence = presence.clone().filter(|_| node::route::dms_threads::dm_of(g).is_none()).map(|p| Box::new((self.user_id, p)));
+            let presence = presence.clone().filter(|_| node::route::dm::dm_of(g).is_none()).map(|p| Box::new((self.user_id, p)));
             let msg = GuildMsg::Unsubscribe { session: self.session_ref(node), presence };
             if let Err(e) = node.guilds.send(g, msg) {
                 tracing::debug!(guild = %g, error = %e, "unsubscribe not delivered");

@@ -50,7 +50,10 @@ pub struct GuildActor {
     /// The ownership epoch this actor claimed (a cluster; 0 alone): its
     /// writes commit only while no other node has claimed the guild since.
     epoch: u64,
-    /// Messages handed to the writer, answered here in commit order.
+    /// Messages and changes handed to the writer, answered here in commit
+    /// order. One answer per job this actor handed the writer
+    /// (`inflight` of them): bounded by the writer's own bounded queue
+    /// (`limits.write_queue`), which refuses jobs beyond it.
     committed_tx: mpsc::UnboundedSender<Committed>,
     committed_rx: mpsc::UnboundedReceiver<Committed>,
     inflight: usize,
@@ -338,8 +341,8 @@ impl GuildActor {
                 None
             }
             Outcome::Failed(e) => {
-                tracing::error!(guild = %self.id, error = %e, "change not committed");
-                Some(e)
+                tracing::error!(guild = %self.id, error = &*e as &dyn std::error::Error, "change not committed");
+                Some(e.to_string())
             }
             Outcome::Committed | Outcome::Applied(_) => Some("writer answered the wrong kind of job".to_string()),
         };

@@ -1,5 +1,5 @@
 //! The DM actor: one per DM channel, placed on the ring under the DM's key
-//! (`route::dms_threads::dm_key`) like a guild's actor, so a DM has one
+//! (`route::dm::dm_key`) like a guild's actor, so a DM has one
 //! ordered stream of events and one writer of its messages, fenced by the
 //! ownership epoch it claimed. Its subscribers are the sessions of its
 //! recipients (subscribed at IDENTIFY, from READY's `private_channels`,
@@ -29,7 +29,7 @@ use fanout::{encode, FanEvent, Filter, NodeId, SessionRef, SubInfo, Subscribers}
 use node::auth::now_ms;
 pub use node::convert::dm_json;
 use node::group_commit::{Full, Outcome};
-use node::route::dms_threads::DmAction;
+use node::route::dm::DmAction;
 use node::route::ops::MessageAction;
 use node::route::{Action, Op, OpReply, Post, PostReply, ReplyTo, Subscription};
 use node::Node;
@@ -54,6 +54,9 @@ pub struct DmActor {
     subs: Subscribers,
     remote: RemoteSubs,
     epoch: u64,
+    /// Answers of the group-commit writer, one per job this actor handed
+    /// it (`inflight` of them): bounded by the writer's own bounded queue
+    /// (`limits.write_queue`), which refuses jobs beyond it.
     committed_tx: mpsc::UnboundedSender<Committed>,
     committed_rx: mpsc::UnboundedReceiver<Committed>,
     inflight: usize,
@@ -390,14 +393,14 @@ impl DmActor {
             }
             Committed::Message { outcome, reply, .. } => {
                 let r = match outcome {
-                    Outcome::Failed(e) => PostReply::Failed(e),
+                    Outcome::Failed(e) => PostReply::Failed(e.to_string()),
                     _ => self.fenced(),
                 };
                 self.node.guilds.reply(reply, encode(&r));
             }
             Committed::Op { outcome, reply, .. } => {
                 let r = match outcome {
-                    Outcome::Failed(e) => OpReply::Failed(e),
+                    Outcome::Failed(e) => OpReply::Failed(e.to_string()),
                     _ => {
                         self.fenced();
                         OpReply::Retry

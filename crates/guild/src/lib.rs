@@ -44,7 +44,7 @@ impl LocalRouter {
         let node = self.node.upgrade().ok_or(RouteError::Gone(id))?;
         let (tx, rx) = mpsc::channel(self.capacity);
         map.insert(id, tx.clone());
-        match node::route::dms_threads::dm_of(id) {
+        match node::route::dm::dm_of(id) {
             Some(dm) => node.tasks.spawn(dm::DmActor::new(node.clone(), id, dm, rx).run()),
             None => node.tasks.spawn(actor::GuildActor::new(node.clone(), id, rx).run()),
         };

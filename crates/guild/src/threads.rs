@@ -16,7 +16,7 @@ use store::{is_thread, ChannelRecord, ThreadMemberRecord, ThreadRecord, ThreadSn
 use super::actor::{GuildActor, State};
 use fanout::{FanEvent, Filter};
 use node::perm;
-use node::route::dms_threads::ThreadAction;
+use node::route::threads::ThreadAction;
 use node::route::{Action, GuildMsg, Op, ReplyTo};
 
 /// Thread members counted in `member_count`, as Discord caps it.

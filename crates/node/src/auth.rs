@@ -70,7 +70,10 @@ pub enum AuthError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("password hashing failed: {0}")]
-    Hash(String),
+    Hash(argon2::password_hash::Error),
+    /// The blocking task that hashes panicked or was cancelled.
+    #[error("password hashing task failed")]
+    Task(#[from] tokio::task::JoinError),
 }
 
 /// A cached token: its user, when it was read, when it expires.
@@ -161,10 +164,9 @@ impl Auth {
         let _turn = self.hashing.acquire(client).await?;
         tokio::task::spawn_blocking(move || {
             let salt = SaltString::generate(&mut rand::rngs::OsRng);
-            Argon2::default().hash_password(password.as_bytes(), &salt).map(|h| h.to_string()).map_err(|e| AuthError::Hash(e.to_string()))
+            Argon2::default().hash_password(password.as_bytes(), &salt).map(|h| h.to_string()).map_err(AuthError::Hash)
         })
-        .await
-        .map_err(|e| AuthError::Hash(e.to_string()))?
+        .await?
     }
 
     /// Checks a password against `hash`, in `client`'s turn. With no hash
@@ -178,11 +180,10 @@ impl Auth {
         };
         let _turn = self.hashing.acquire(client).await?;
         let ok = tokio::task::spawn_blocking(move || {
-            let parsed = PasswordHash::new(&hash).map_err(|e| AuthError::Hash(e.to_string()))?;
+            let parsed = PasswordHash::new(&hash).map_err(AuthError::Hash)?;
             Ok::<_, AuthError>(Argon2::default().verify_password(password.as_bytes(), &parsed).is_ok())
         })
-        .await
-        .map_err(|e| AuthError::Hash(e.to_string()))??;
+        .await??;
         Ok(ok && known)
     }
 
@@ -196,10 +197,9 @@ impl Auth {
             let mut pw = [0u8; 32];
             rand::thread_rng().fill_bytes(&mut pw);
             let salt = SaltString::generate(&mut rand::rngs::OsRng);
-            Argon2::default().hash_password(&pw, &salt).map(|h| h.to_string()).map_err(|e| AuthError::Hash(e.to_string()))
+            Argon2::default().hash_password(&pw, &salt).map(|h| h.to_string()).map_err(AuthError::Hash)
         })
-        .await
-        .map_err(|e| AuthError::Hash(e.to_string()))??;
+        .await??;
         Ok(self.dummy_hash.get_or_init(|| h).clone())
     }
 }

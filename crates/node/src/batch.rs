@@ -15,10 +15,27 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use protocol::{GuildId, UserId};
-use store::{DmChannel, GuildSnapshot, IdentifyRecord, Store};
+use store::{DmChannel, GuildSnapshot, IdentifyRecord, Store, StoreError};
 use tokio::sync::{mpsc, oneshot};
 
-type Reply<V> = oneshot::Sender<Result<Option<V>, String>>;
+type Reply<V> = oneshot::Sender<Result<Option<V>, BatchError>>;
+
+/// Why a batched read has no answer.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum BatchError {
+    /// The statement failed; every read of its batch gets the same error.
+    #[error("batched store read failed")]
+    Store(#[source] Arc<StoreError>),
+    /// The batching task has ended (the node is shutting down).
+    #[error("batched reads stopped")]
+    Stopped,
+}
+
+impl From<StoreError> for BatchError {
+    fn from(e: StoreError) -> Self {
+        BatchError::Store(Arc::new(e))
+    }
+}
 
 /// Most tokens one IDENTIFY lookup statement carries.
 const IDENTIFY_BATCH: usize = 256;
@@ -27,6 +44,10 @@ const GUILD_BATCH: usize = 64;
 
 /// A queue of keyed reads answered in batches by one task.
 pub struct Batcher<K, V> {
+    /// Unbounded here because every caller is bounded where it starts:
+    /// IDENTIFY and RESUME by their admission (op 9 beyond it), guild
+    /// loads and claims by one per guild actor starting, DM lookups by
+    /// IDENTIFY's admission.
     tx: mpsc::UnboundedSender<(K, Reply<V>)>,
 }
 
@@ -43,17 +64,17 @@ where
     pub fn start<F, Fut>(max: usize, read: F) -> Self
     where
         F: Fn(Vec<K>) -> Fut + Send + 'static,
-        Fut: Future<Output = Result<Vec<(K, V)>, String>> + Send + 'static,
+        Fut: Future<Output = Result<Vec<(K, V)>, BatchError>> + Send + 'static,
     {
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(run(max.max(1), read, rx));
         Batcher { tx }
     }
 
-    pub async fn get(&self, key: K) -> Result<Option<V>, String> {
+    pub async fn get(&self, key: K) -> Result<Option<V>, BatchError> {
         let (reply, rx) = oneshot::channel();
-        self.tx.send((key, reply)).map_err(|_| "batched reads stopped".to_string())?;
-        rx.await.map_err(|_| "batched read dropped".to_string())?
+        self.tx.send((key, reply)).map_err(|_| BatchError::Stopped)?;
+        rx.await.map_err(|_| BatchError::Stopped)?
     }
 }
 
@@ -62,7 +83,7 @@ where
     K: Hash + Eq + Clone,
     V: Clone,
     F: Fn(Vec<K>) -> Fut,
-    Fut: Future<Output = Result<Vec<(K, V)>, String>>,
+    Fut: Future<Output = Result<Vec<(K, V)>, BatchError>>,
 {
     let mut batch: Vec<(K, Reply<V>)> = Vec::with_capacity(max);
     while rx.recv_many(&mut batch, max).await > 0 {
@@ -96,7 +117,7 @@ where
 pub fn identify_lookups(store: Arc<dyn Store>) -> Batcher<[u8; 32], IdentifyRecord> {
     Batcher::start(IDENTIFY_BATCH, move |hashes: Vec<[u8; 32]>| {
         let store = store.clone();
-        async move { store.identify_lookup(&hashes).await.map_err(|e| e.to_string()) }
+        async move { store.identify_lookup(&hashes).await.map_err(BatchError::from) }
     })
 }
 
@@ -105,7 +126,7 @@ pub fn guild_loads(store: Arc<dyn Store>) -> Batcher<GuildId, GuildSnapshot> {
     Batcher::start(GUILD_BATCH, move |ids: Vec<GuildId>| {
         let store = store.clone();
         async move {
-            let snaps = store.load_guilds(&ids).await.map_err(|e| e.to_string())?;
+            let snaps = store.load_guilds(&ids).await.map_err(BatchError::from)?;
             Ok(snaps.into_iter().map(|s| (s.guild.id, s)).collect())
         }
     })
@@ -117,7 +138,7 @@ pub fn guild_loads(store: Arc<dyn Store>) -> Batcher<GuildId, GuildSnapshot> {
 pub fn guild_claims(store: Arc<dyn Store>, node: u64) -> Batcher<GuildId, u64> {
     Batcher::start(CLAIM_BATCH, move |ids: Vec<GuildId>| {
         let store = store.clone();
-        async move { store.claim_guilds(&ids, node).await.map_err(|e| e.to_string()) }
+        async move { store.claim_guilds(&ids, node).await.map_err(BatchError::from) }
     })
 }
 
@@ -132,7 +153,7 @@ const DM_LOOKUP_BATCH: usize = 256;
 pub fn dm_lookups(store: Arc<dyn store::Store>) -> Batcher<UserId, Vec<DmChannel>> {
     Batcher::start(DM_LOOKUP_BATCH, move |users: Vec<UserId>| {
         let store = store.clone();
-        async move { store.dms_of_users(&users).await.map_err(|e| e.to_string()) }
+        async move { store.dms_of_users(&users).await.map_err(BatchError::from) }
     })
 }
 
@@ -180,12 +201,14 @@ mod tests {
     async fn a_failed_read_fails_every_waiter_and_the_next_batch_still_runs() {
         let b = Batcher::start(8, |keys: Vec<u32>| async move {
             if keys.contains(&0) {
-                Err("disk on fire".to_string())
+                Err(BatchError::from(StoreError::Conflict))
             } else {
                 Ok(keys.into_iter().map(|k| (k, k)).collect())
             }
         });
-        assert_eq!(b.get(0).await, Err("disk on fire".to_string()));
-        assert_eq!(b.get(7).await, Ok(Some(7)));
+        let e = b.get(0).await.expect_err("the statement failed");
+        let cause = std::error::Error::source(&e).expect("the store's error is the cause").to_string();
+        assert_eq!(cause, StoreError::Conflict.to_string());
+        assert_eq!(b.get(7).await.ok(), Some(Some(7)));
     }
 }

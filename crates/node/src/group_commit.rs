@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use protocol::GuildId;
-use store::{Change, MessageRecord, Store};
+use store::{Change, MessageRecord, Store, StoreError};
 use tokio::sync::mpsc;
 
 /// How a queued message went.
@@ -28,7 +28,8 @@ pub enum Outcome {
     Applied(Vec<u64>),
     /// Its guild has a newer owner: the actor that sent it is stale.
     Fenced,
-    Failed(String),
+    /// Not committed; every job of a failed transaction shares its error.
+    Failed(Arc<StoreError>),
 }
 
 type Done = Box<dyn FnOnce(Outcome) + Send>;
@@ -147,8 +148,8 @@ async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Job>, max_batch: usiz
                         Ok(Some(rows)) => Outcome::Applied(rows),
                         Ok(None) => Outcome::Fenced,
                         Err(e) => {
-                            tracing::error!(error = %e, guild = %guild, "guild change not committed");
-                            Outcome::Failed(e.to_string())
+                            tracing::error!(error = &e as &dyn std::error::Error, guild = %guild, "guild change not committed");
+                            Outcome::Failed(Arc::new(e))
                         }
                     };
                     finish(&stats, job.done, outcome);
@@ -188,8 +189,8 @@ async fn commit_messages(store: &dyn Store, batch: &[(u64, MessageRecord)], stat
             ok.into_iter().map(|ok| if ok { Outcome::Committed } else { Outcome::Fenced }).collect()
         }
         Err(e) if batch.len() == 1 || !e.is_row_error() => {
-            tracing::error!(error = %e, rows = batch.len(), "batch commit failed");
-            let e = e.to_string();
+            tracing::error!(error = &e as &dyn std::error::Error, rows = batch.len(), "batch commit failed");
+            let e = Arc::new(e);
             batch.iter().map(|_| Outcome::Failed(e.clone())).collect()
         }
         Err(e) => {
@@ -199,7 +200,7 @@ async fn commit_messages(store: &dyn Store, batch: &[(u64, MessageRecord)], stat
                 v.push(match timed(stats, store.create_messages(one)).await {
                     Ok(ok) if ok.first() == Some(&true) => Outcome::Committed,
                     Ok(_) => Outcome::Fenced,
-                    Err(e) => Outcome::Failed(e.to_string()),
+                    Err(e) => Outcome::Failed(Arc::new(e)),
                 });
             }
             stats.commits.fetch_add(v.len() as u64, Ordering::Relaxed);

@@ -222,8 +222,8 @@ impl Node {
         if let Some(g) = self.channel_guilds.lock().expect("channel map poisoned").get(&channel) {
             return Ok(Some(*g));
         }
-        // A DM's messages go to its own actor (see `route::dms_threads`).
-        let dm = |c: &store::ChannelRecord| (c.kind == protocol::model::channel_type::DM).then(|| crate::route::dms_threads::dm_key(c.id));
+        // A DM's messages go to its own actor (see `route::dm`).
+        let dm = |c: &store::ChannelRecord| (c.kind == protocol::model::channel_type::DM).then(|| crate::route::dm::dm_key(c.id));
         let Some(g) = self.store.get_channel(channel).await?.and_then(|c| c.guild_id.or_else(|| dm(&c))) else { return Ok(None) };
         let mut map = self.channel_guilds.lock().expect("channel map poisoned");
         if map.len() >= CHANNEL_GUILDS_MAX {

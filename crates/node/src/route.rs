@@ -16,8 +16,9 @@ use tokio::sync::oneshot;
 use crate::presence::Presence;
 use fanout::{NodeId, SessionRef, SubInfo};
 
-pub mod dms_threads;
+pub mod dm;
 pub mod ops;
+pub mod threads;
 pub use ops::{Action, Op, OpReply, Set};
 
 /// What a guild actor is asked to do. Plain data: the cluster router sends
@@ -433,7 +434,7 @@ impl Replies {
 /// Tells each of `guilds` that `user`'s visible presence changed.
 pub fn broadcast_presence(router: &dyn Router, node: u64, user: UserId, guilds: &[GuildId], presence: Presence) {
     // DM actors have no presences to show.
-    for &g in guilds.iter().filter(|&&g| dms_threads::dm_of(g).is_none()) {
+    for &g in guilds.iter().filter(|&&g| dm::dm_of(g).is_none()) {
         if let Err(e) = router.send(g, GuildMsg::Presence { user, node, presence: presence.clone() }) {
             tracing::debug!(guild = %g, error = %e, "presence update dropped");
         }

@@ -15,7 +15,7 @@ use crate::actor::{GuildActor, State};
 use crate::threads::{member_json, Thread};
 use node::auth::now_ms;
 use node::convert;
-use node::route::dms_threads::{ThreadAction, ThreadPatch};
+use node::route::threads::{ThreadAction, ThreadPatch};
 use node::route::{OpReply, PostReply, ReplyTo};
 
 pub(super) fn plan(a: &GuildActor, st: &State, user: UserId, action: ThreadAction) -> Decided {

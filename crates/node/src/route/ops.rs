@@ -17,8 +17,12 @@ use store::{ChannelRecord, MemberRecord, MessageRecord, OverwriteRecord, RoleRec
 
 use super::ReplyTo;
 
-mod expressions;
-pub use expressions::{EmojiAction, PinAction, ReactionAction};
+mod emojis;
+mod pins;
+mod reactions;
+pub use emojis::EmojiAction;
+pub use pins::PinAction;
+pub use reactions::ReactionAction;
 pub mod roles;
 pub use roles::{BanAction, OverwriteAction, RoleAction, RolePatch};
 
@@ -48,8 +52,8 @@ pub enum Action {
     // Attachments, webhooks (#14):
     Webhook(WebhookAction),
     // DMs, threads, application commands (#14):
-    Dm(super::dms_threads::DmAction),
-    Thread(super::dms_threads::ThreadAction),
+    Dm(super::dm::DmAction),
+    Thread(super::threads::ThreadAction),
 }
 
 /// A field of a PATCH: left alone, or set (to `None`: cleared). Unlike

@@ -1,0 +1,169 @@
+//! Heartbeats, the live set of nodes and the ring built from it, and what
+//! a ring change moves.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use hashring::Ring;
+use protocol::GuildId;
+
+use fanout::{Dispatch, NodeId, SessionRef};
+use node::route::GuildMsg;
+use node::Node;
+
+use crate::wire::Heartbeat;
+use crate::{ClusterError, ClusterRouter};
+
+/// Starts heartbeats and membership on a thread of their own, with a
+/// runtime and NATS connection of their own. On the node's runtime they
+/// starved under load: in a 100,000-session reconnect storm over 6 nodes
+/// one node processed no heartbeat for over 3 s, dropped every node from
+/// its ring (itself included) and back, stopped its actors and lost the
+/// subscriptions of sessions on other nodes (2,500 receipts never
+/// arrived). Here a busy node still beats and still hears the others.
+pub(crate) fn start_membership(
+    node: Arc<Node>,
+    r: Arc<ClusterRouter>,
+    main: async_nats::Client,
+    url: String,
+    cc: config::ClusterConfig,
+) -> Result<(), ClusterError> {
+    let main_rt = tokio::runtime::Handle::current();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ClusterError::Membership)?;
+    let name = format!("throng-node-{}-membership", node.id.0);
+    std::thread::Builder::new()
+        .name("throng-membership".into())
+        .spawn(move || {
+            rt.block_on(async move {
+                let client = match async_nats::ConnectOptions::new().name(name).retry_on_initial_connect().connect(url.as_str()).await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::error!(error = %e, "membership: cannot connect to NATS");
+                        return;
+                    }
+                };
+                let hb = match client.subscribe("throng.hb").await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::error!(error = %e, "membership: cannot subscribe to heartbeats");
+                        return;
+                    }
+                };
+                membership(node, r, main, client, hb, cc, main_rt).await;
+            })
+        })
+        .map_err(ClusterError::Membership)?;
+    Ok(())
+}
+
+/// Announces this node, tracks the others, and rebuilds the ring when the
+/// live set changes. A node that cannot reach NATS leaves its own ring
+/// (and so owns no guild) until it can again. Runs on the membership
+/// thread; the work a ring change causes (re-subscribing sessions, ending
+/// sessions of a node that is gone) runs on the node's runtime.
+pub(crate) async fn membership(
+    node: Arc<Node>,
+    r: Arc<ClusterRouter>,
+    main: async_nats::Client,
+    client: async_nats::Client,
+    mut hb: async_nats::Subscriber,
+    cc: config::ClusterConfig,
+    main_rt: tokio::runtime::Handle,
+) {
+    let me = r.me;
+    let timeout = Duration::from_millis(cc.node_timeout_ms);
+    let mut seen: HashMap<NodeId, Instant> = HashMap::new();
+    let mut tick = tokio::time::interval(Duration::from_millis(cc.heartbeat_ms.max(10)));
+    let beat = serde_json::to_vec(&Heartbeat { node: me, url: node.config.gateway_url() }).expect("heartbeat encodes");
+    let mut live: Vec<u64> = Vec::new();
+    loop {
+        tokio::select! {
+            _ = node.shutdown.cancelled() => break,
+            _ = tick.tick() => {
+                if let Err(e) = client.publish("throng.hb", beat.clone().into()).await {
+                    tracing::warn!(error = %e, "heartbeat not published");
+                }
+            }
+            m = hb.next() => {
+                let Some(m) = m else { break };
+                if let Ok(h) = serde_json::from_slice::<Heartbeat>(&m.payload) {
+                    seen.insert(h.node, Instant::now());
+                }
+            }
+        }
+        let connected = [&main, &client].iter().all(|c| matches!(c.connection_state(), async_nats::connection::State::Connected));
+        let now = Instant::now();
+        seen.retain(|_, t| now.duration_since(*t) < timeout);
+        let mut next: Vec<u64> = if connected && seen.contains_key(&me) { seen.keys().map(|n| n.0).collect() } else { Vec::new() };
+        next.sort_unstable();
+        if next != live {
+            tracing::info!(nodes = ?next, connected, "cluster membership changed");
+            let old = r.ring.load_full();
+            r.ring.store(Ring::with_vnodes(next.iter().copied(), cc.vnodes));
+            r.healthy.store(!next.is_empty(), Ordering::Release);
+            let (node2, r2, live_now) = (node.clone(), r.clone(), next.clone());
+            main_rt.spawn(async move {
+                rehome(&node2, &r2, &old);
+                // Sessions taken over from a node that is gone while their
+                // guilds were still moving here would miss what it had: they
+                // end, and their clients IDENTIFY again. Those whose guilds
+                // all moved stand on their own.
+                for s in gateway::sessions(&node2.sessions) {
+                    if s.home.get().is_some_and(|h| h.node != me && !live_now.contains(&h.node.0)) && s.is_moving() {
+                        s.end(&node2);
+                    }
+                }
+            });
+            live = next;
+        }
+    }
+}
+
+/// A session just taken over from `from`: each of its guilds moves its
+/// subscription here. A guild that cannot be asked now (busy, or its owner
+/// unknown) keeps it at `from`, which forwards its events as before: the
+/// marker sent here releases that guild at once, in order.
+pub(crate) fn move_subscriptions(node: &Arc<Node>, h: &Arc<gateway::SessionHandle>, from: SessionRef, guilds: &[GuildId]) {
+    let to = h.session_ref(node);
+    let info = fanout::Recipient::sub_info(&**h);
+    for &g in guilds {
+        let m = node::route::Move { from: from.clone(), to: to.clone(), info: info.clone() };
+        if let Err(e) = node.guilds.send(g, GuildMsg::Move(Box::new(m))) {
+            tracing::debug!(guild = %g, error = %e, "subscription not moved; the old node keeps forwarding it");
+            node.delivery.forwarded(h.clone(), Dispatch { name: fanout::MOVED, body: Bytes::from(g.0.to_string()) });
+        }
+    }
+}
+
+/// After a ring change: this node's sessions subscribe again to every
+/// guild whose owner changed (the new owner sends GUILD_CREATE again, so
+/// nobody is left with a silent hole), and actors of guilds this node no
+/// longer owns stop taking messages.
+pub(crate) fn rehome(node: &Arc<Node>, r: &ClusterRouter, old: &Ring) {
+    let new = r.ring.load_full();
+    for s in gateway::sessions(&node.sessions) {
+        for g in s.guild_ids() {
+            let (a, b) = (old.lookup(g.0), new.lookup(g.0));
+            if a != b && b.is_some() {
+                let sub = s.subscription(node);
+                if let Err(e) = node.guilds.send(g, GuildMsg::Subscribe(Box::new(sub))) {
+                    // No silent hole: the session ends and its client
+                    // identifies again (and subscribes from scratch).
+                    tracing::warn!(guild = %g, error = %e, "re-subscribe after a ring change failed; the session ends");
+                    s.end(node);
+                    break;
+                }
+            }
+        }
+    }
+    r.local.retain(|g| new.lookup(g.0) == Some(r.me.0));
+    // The guilds that stay here forget presences of nodes that are gone.
+    if old.nodes().iter().any(|n| !new.nodes().contains(n)) {
+        let live = new.nodes().to_vec();
+        r.local.send_all(|| GuildMsg::NodesLive(live.clone()));
+    }
+}
