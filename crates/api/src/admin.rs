@@ -49,7 +49,7 @@ pub async fn owner(State(node): State<Arc<Node>>, headers: HeaderMap, Path(id): 
     let g: GuildId = super::parse_id(&id, ErrorCode::UnknownGuild)?;
     let owner = match node.cluster_nodes().is_empty() && node.health().is_ok() {
         true => Some(node.id),
-        false => node.cluster().and_then(|c| c.owner_of(g)),
+        false => node.cluster().and_then(|c| c.owner_of(g.into())),
     };
     Ok(json_bytes(StatusCode::OK, json!({ "node": owner.map(|n| n.0) }).to_string()))
 }

@@ -14,7 +14,7 @@ use serde_json::json;
 use store::{InviteRecord, MemberRecord, StoreError};
 
 use super::guilds::{overwrites, OverwriteIn, MAX_SLOWMODE_S};
-use super::{ask, channel_access, guild_of, json_bytes, parse_id, ApiError, ApiResult, Caller, JsonBody};
+use super::{actor_of, ask, ask_actor, channel_access, json_bytes, parse_id, ApiError, ApiResult, Caller, JsonBody};
 use node::auth::now_ms;
 use node::convert;
 use node::route::ops::{ChannelAction, ChannelPatch, Join, MemberAction};
@@ -65,7 +65,7 @@ pub async fn modify(
     if super::threads::is_thread_channel(&node, cid).await? {
         return super::threads::modify(&node, u.id, cid, b.name, b.rate_limit_per_user, b.thread).await;
     }
-    let guild = guild_of(&node, cid).await?;
+    let guild = actor_of(&node, cid).await?;
     if let Some(n) = &b.name {
         if !(1..=NAME_MAX).contains(&n.chars().count()) {
             return Err(ApiError::field("name", "BASE_TYPE_BAD_LENGTH", &format!("Must be between 1 and {NAME_MAX} in length.")));
@@ -85,7 +85,7 @@ pub async fn modify(
         rate_limit_per_user: b.rate_limit_per_user.map(|r| r.min(MAX_SLOWMODE_S)).into(),
         overwrites: b.permission_overwrites.map(overwrites).transpose()?.into(),
     };
-    ask(&node, guild, u.id, Action::Channel(ChannelAction::Modify { channel: cid, patch: Box::new(patch) })).await
+    ask_actor(&node, guild, u.id, Action::Channel(ChannelAction::Modify { channel: cid, patch: Box::new(patch) })).await
 }
 
 /// `DELETE /channels/{id}`: MANAGE_CHANNELS; answers the deleted channel.
@@ -94,8 +94,8 @@ pub async fn delete(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
     if super::threads::is_thread_channel(&node, cid).await? {
         return super::threads::delete(&node, u.id, cid).await;
     }
-    let guild = guild_of(&node, cid).await?;
-    ask(&node, guild, u.id, Action::Channel(ChannelAction::Delete { channel: cid })).await
+    let guild = actor_of(&node, cid).await?;
+    ask_actor(&node, guild, u.id, Action::Channel(ChannelAction::Delete { channel: cid })).await
 }
 
 /// Discord's bounds on a channel's name and topic, in characters.

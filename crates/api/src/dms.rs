@@ -8,14 +8,14 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use protocol::model::channel_type;
-use protocol::{ChannelId, ErrorCode, UserId};
+use protocol::{ActorKey, ChannelId, ErrorCode, UserId};
 use serde::Deserialize;
 use serde_json::Value;
 use store::ChannelRecord;
 
-use super::{ask, json_bytes, ApiError, ApiResult, Caller, JsonBody};
+use super::{ask_actor, json_bytes, ApiError, ApiResult, Caller, JsonBody};
 use guild::dm::dm_json;
-use node::route::dm::{dm_key, dm_of, DmAction};
+use node::route::dm::DmAction;
 use node::route::Action;
 use node::Node;
 
@@ -57,7 +57,7 @@ pub async fn open(State(node): State<Arc<Node>>, Caller(u): Caller, JsonBody(b):
     };
     let id = node.store.open_dm(&fresh, u.id, to).await?;
     if id == fresh.id {
-        ask(&node, dm_key(id), u.id, Action::Dm(DmAction::Opened)).await?;
+        ask_actor(&node, ActorKey::dm(id), u.id, Action::Dm(DmAction::Opened)).await?;
     }
     let dm = node.store.get_dm(id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownChannel))?;
     Ok(json_bytes(StatusCode::OK, dm_json(&dm, u.id).to_string()))
@@ -74,8 +74,8 @@ pub async fn list(State(node): State<Arc<Node>>, Caller(u): Caller) -> ApiResult
 /// not); `None` if `id` is not a DM. No store read for a guild channel
 /// once the node knows its guild.
 async fn dm_of_caller(node: &Node, id: ChannelId, user: UserId) -> ApiResult<Option<store::DmChannel>> {
-    let Some(key) = node.channel_guild(id).await? else { return Ok(None) };
-    if dm_of(key).is_none() {
+    let Some(key) = node.channel_actor(id).await? else { return Ok(None) };
+    if key.as_dm().is_none() {
         return Ok(None);
     }
     let dm = node.store.get_dm(id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownChannel))?;

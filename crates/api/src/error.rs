@@ -150,7 +150,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_full_guild_mailbox_is_503_with_retry_after_and_discords_body() {
-        let resp = ApiError::from(RouteError::Busy(protocol::GuildId(42))).into_response();
+        let resp = ApiError::from(RouteError::Busy(protocol::GuildId(42).into())).into_response();
         assert_eq!(resp.status(), 503);
         assert_eq!(resp.headers()["retry-after"], "1");
         let body = axum::body::to_bytes(resp.into_body(), 1 << 16).await.unwrap();

@@ -103,7 +103,7 @@ pub async fn get(
         // The guild's actor has both counts; if it cannot answer (busy,
         // still loading after a moment), the store has the member count.
         let (reply, rx) = node.replies.register();
-        let counts = match node.guilds.send(gid, GuildMsg::Counts { reply }) {
+        let counts = match node.guilds.send(gid.into(), GuildMsg::Counts { reply }) {
             Ok(()) => tokio::time::timeout(COUNTS_TIMEOUT, rx)
                 .await
                 .ok()

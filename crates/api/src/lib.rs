@@ -37,7 +37,7 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use axum::Router;
 use protocol::model::permission;
-use protocol::{ErrorCode, GuildId, UserId};
+use protocol::{ActorKey, ErrorCode, GuildId, UserId};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use store::{ChannelRecord, GuildRecord, MemberRecord, UserRecord};
@@ -939,15 +939,20 @@ pub fn parse_id<T: std::str::FromStr>(s: &str, code: ErrorCode) -> ApiResult<T> 
     s.parse().map_err(|_| ApiError::not_found(code))
 }
 
-/// Asks `guild`'s actor, wherever it runs, to carry out `action` for
+/// Asks the actor `key` (a guild's or a DM's), wherever it runs, to carry out `action` for
 /// `user`, and answers with what it says: the actor checks permissions
 /// from its own state and commits the change. A full mailbox or writer, an
 /// owner that is gone or no answer within `limits.write_timeout_ms`: 503
 /// (the change may have committed in the last case; the client may retry).
 pub async fn ask(node: &Arc<Node>, guild: GuildId, user: UserId, action: node::route::Action) -> ApiResult<axum::response::Response> {
+    ask_actor(node, ActorKey::guild(guild), user, action).await
+}
+
+/// [`ask`] of any actor: a guild's, or a DM's (a channel's, by [`actor_of`]).
+pub async fn ask_actor(node: &Arc<Node>, key: ActorKey, user: UserId, action: node::route::Action) -> ApiResult<axum::response::Response> {
     use node::route::{Op, OpReply};
     let (reply, answer) = node.replies.register();
-    node.guilds.send(guild, guild::GuildMsg::Op(Box::new(Op { user, action, reply })))?;
+    node.guilds.send(key, guild::GuildMsg::Op(Box::new(Op { user, action, reply })))?;
     let wait = std::time::Duration::from_millis(node.config.limits.write_timeout_ms);
     let Ok(Ok(answer)) = tokio::time::timeout(wait, answer).await else { return Err(ApiError::Busy) };
     match serde_json::from_slice::<OpReply>(&answer).map_err(ApiError::internal)? {
@@ -965,16 +970,16 @@ pub async fn ask(node: &Arc<Node>, guild: GuildId, user: UserId, action: node::r
     }
 }
 
-/// The guild of channel `id` (a node-level map; a store read the first
-/// time): 404 10003 if there is no such guild channel.
-pub async fn guild_of(node: &Node, id: protocol::ChannelId) -> ApiResult<GuildId> {
-    node.channel_guild(id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownChannel))
+/// The actor of channel `id`, its guild's or a DM's own (a node-level map;
+/// a store read the first time): 404 10003 if there is no such channel.
+pub async fn actor_of(node: &Node, id: protocol::ChannelId) -> ApiResult<ActorKey> {
+    node.channel_actor(id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownChannel))
 }
 
 /// Sends a committed change to its guild's actor. The store already has it,
 /// so a busy guild only delays live delivery; that is logged, not failed.
 pub fn publish(node: &Arc<Node>, guild: GuildId, ev: guild::GuildEvent) {
-    if let Err(e) = node.guilds.send(guild, ev.into()) {
+    if let Err(e) = node.guilds.send(guild.into(), ev.into()) {
         tracing::warn!(guild = %guild, error = %e, "committed change not dispatched");
     }
 }

@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use store::{MessageRecord, MessageWindow, UserRecord};
 
 use super::attachments::Sender;
-use super::{channel_access, guild_of, json_bytes, parse_id, ApiError, ApiResult, Caller};
+use super::{actor_of, channel_access, json_bytes, parse_id, ApiError, ApiResult, Caller};
 use guild::GuildMsg;
 use node::auth::now_ms;
 use node::convert;
@@ -137,7 +137,7 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
     // The guild's actor checks membership and permissions from its own
     // state; this node only needs to know which guild (no store read once
     // the channel is known).
-    let guild_id = node.channel_guild(cid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownChannel))?;
+    let actor = node.channel_actor(cid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownChannel))?;
     // A form may carry files: before its body is read, the caller must be
     // able to post here (store reads, so only for forms; the actor checks
     // again at commit).
@@ -162,7 +162,7 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
         // discord.js omits channel_id: it defaults to this channel.
         let rc = r.channel_id.unwrap_or(cid);
         r.channel_id = Some(rc);
-        r.guild_id = node::route::dm::dm_of(guild_id).is_none().then_some(guild_id);
+        r.guild_id = actor.as_guild();
         if let Some(mid) = r.message_id {
             let found = if rc == cid { node.store.get_message(cid, mid).await? } else { None };
             if found.is_none() && r.fail_if_not_exists.unwrap_or(true) {
@@ -199,7 +199,7 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
         content,
         reply,
     };
-    node.guilds.send(guild_id, GuildMsg::Post(Box::new(post)))?;
+    node.guilds.send(actor, GuildMsg::Post(Box::new(post)))?;
     let wait = std::time::Duration::from_millis(node.config.limits.write_timeout_ms);
     // No answer in time (the owner died or lost the bus): the message may
     // or may not be committed; the client may retry.
@@ -317,7 +317,7 @@ pub async fn edit(
     super::JsonBody(b): super::JsonBody<EditBody>,
 ) -> ApiResult<Response> {
     let cid = parse_id(&id, ErrorCode::UnknownChannel)?;
-    let guild = guild_of(&node, cid).await?;
+    let guild = actor_of(&node, cid).await?;
     let mut m = find(&node, cid, &mid).await?;
     // The edited message (answer and MESSAGE_UPDATE) carries URLs signed now.
     if let Some(files) = m.extra.get_mut("attachments").and_then(Value::as_array_mut) {
@@ -353,17 +353,18 @@ pub async fn edit(
         }
     }
     let pinned = !node.store.pins_among(&[m.id]).await?.is_empty();
-    super::ask(&node, guild, u.id, Action::Message(MessageAction::Edit { message: Box::new(m), referenced, pinned })).await
+    super::ask_actor(&node, guild, u.id, Action::Message(MessageAction::Edit { message: Box::new(m), referenced, pinned })).await
 }
 
 /// `DELETE /channels/{c}/messages/{m}`: the author, or a member with
 /// MANAGE_MESSAGES in the channel (checked by the guild's actor).
 pub async fn delete(State(node): State<Arc<Node>>, Caller(u): Caller, Path((id, mid)): Path<(String, String)>) -> ApiResult<Response> {
     let cid = parse_id(&id, ErrorCode::UnknownChannel)?;
-    let guild = guild_of(&node, cid).await?;
+    let guild = actor_of(&node, cid).await?;
     let m = find(&node, cid, &mid).await?;
     let files = super::attachments::files_of(&node, &m).await?;
-    let r = super::ask(&node, guild, u.id, Action::Message(MessageAction::Delete { channel: cid, id: m.id, author: m.author_id })).await?;
+    let r = super::ask_actor(&node, guild, u.id, Action::Message(MessageAction::Delete { channel: cid, id: m.id, author: m.author_id }))
+        .await?;
     super::attachments::release(&node, files).await;
     Ok(r)
 }
@@ -372,8 +373,8 @@ pub async fn delete(State(node): State<Arc<Node>>, Caller(u): Caller, Path((id, 
 /// (SEND_MESSAGES, checked by the guild's actor; nothing is stored).
 pub async fn typing(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>) -> ApiResult<Response> {
     let cid = parse_id(&id, ErrorCode::UnknownChannel)?;
-    let guild = guild_of(&node, cid).await?;
-    super::ask(&node, guild, u.id, Action::Message(MessageAction::Typing { channel: cid })).await
+    let guild = actor_of(&node, cid).await?;
+    super::ask_actor(&node, guild, u.id, Action::Message(MessageAction::Typing { channel: cid })).await
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use protocol::{ChannelId, ErrorCode, MessageId};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{ask, channel_access, guild_of, json_bytes, parse_id, ApiError, ApiResult, Caller, JsonBody};
+use super::{actor_of, ask_actor, channel_access, json_bytes, parse_id, ApiError, ApiResult, Caller, JsonBody};
 use node::auth::now_ms;
 use node::route::ops::PinAction;
 use node::route::Action;
@@ -92,24 +92,24 @@ async fn pinned(node: &Node, found: Vec<(store::MessageRecord, u64)>) -> ApiResu
 /// `PUT /channels/{c}/messages/pins/{m}` and `PUT /channels/{c}/pins/{m}`.
 pub async fn pin(State(node): State<Arc<Node>>, Caller(u): Caller, Path((c, m)): Path<(String, String)>) -> ApiResult<Response> {
     let cid: ChannelId = parse_id(&c, ErrorCode::UnknownChannel)?;
-    let guild = guild_of(&node, cid).await?;
+    let guild = actor_of(&node, cid).await?;
     let msg = message(&node, cid, &m).await?;
     let pinned = !node.store.pins_among(&[msg.id]).await?.is_empty();
     let count = node.store.count_pins(cid).await?;
     let action = PinAction::Pin { channel: cid, message: msg.id, kind: msg.kind, pinned, count, notice: node.ids.next().into() };
-    ask(&node, guild, u.id, Action::Pin(action)).await
+    ask_actor(&node, guild, u.id, Action::Pin(action)).await
 }
 
 /// `DELETE /channels/{c}/messages/pins/{m}` and `DELETE /channels/{c}/pins/{m}`.
 pub async fn unpin(State(node): State<Arc<Node>>, Caller(u): Caller, Path((c, m)): Path<(String, String)>) -> ApiResult<Response> {
     let cid: ChannelId = parse_id(&c, ErrorCode::UnknownChannel)?;
-    let guild = guild_of(&node, cid).await?;
+    let guild = actor_of(&node, cid).await?;
     let msg = message(&node, cid, &m).await?;
     // The latest two pins: whether this one is pinned, and the latest other.
     let latest = node.store.pinned_messages(cid, None, 2).await?;
     let pinned = !node.store.pins_among(&[msg.id]).await?.is_empty();
     let last = latest.iter().find(|(p, _)| p.id != msg.id).map(|(_, at)| *at);
-    ask(&node, guild, u.id, Action::Pin(PinAction::Unpin { channel: cid, message: msg.id, pinned, last })).await
+    ask_actor(&node, guild, u.id, Action::Pin(PinAction::Unpin { channel: cid, message: msg.id, pinned, last })).await
 }
 
 async fn message(node: &Node, c: ChannelId, mid: &str) -> ApiResult<store::MessageRecord> {
@@ -132,10 +132,10 @@ pub async fn bulk_delete(
     JsonBody(b): JsonBody<BulkBody>,
 ) -> ApiResult<Response> {
     let cid: ChannelId = parse_id(&c, ErrorCode::UnknownChannel)?;
-    let guild = guild_of(&node, cid).await?;
+    let guild = actor_of(&node, cid).await?;
     check_bulk(&b.messages, now_ms())?;
     let ids = node.store.messages_among(cid, &b.messages).await?;
-    ask(&node, guild, u.id, Action::Pin(PinAction::BulkDelete { channel: cid, ids })).await
+    ask_actor(&node, guild, u.id, Action::Pin(PinAction::BulkDelete { channel: cid, ids })).await
 }
 
 /// Count, duplicates and age of a bulk delete's ids, at `now` (ms).

@@ -18,7 +18,7 @@ use protocol::{ChannelId, ErrorCode, MessageId, UserId};
 use serde::Deserialize;
 use store::{MessageRecord, ReactionEmoji, ReactionGroup};
 
-use super::{ask, channel_access, guild_of, json_bytes, parse_id, user_or_me, ApiError, ApiResult, Caller};
+use super::{actor_of, ask_actor, channel_access, json_bytes, parse_id, user_or_me, ApiError, ApiResult, Caller};
 use node::emoji;
 use node::route::ops::ReactionAction;
 use node::route::Action;
@@ -57,7 +57,7 @@ pub async fn add(
     Path((c, m, e, who)): Path<(String, String, String, String)>,
 ) -> ApiResult<Response> {
     let cid = parse_id(&c, ErrorCode::UnknownChannel)?;
-    let guild = guild_of(&node, cid).await?;
+    let guild = actor_of(&node, cid).await?;
     // Only for oneself: Discord has no route to react as someone else.
     if who != "@me" {
         return Err(ApiError::Code(StatusCode::METHOD_NOT_ALLOWED, ErrorCode::MethodNotAllowed));
@@ -74,7 +74,7 @@ pub async fn add(
         None => as_reacted(&groups, e),
     };
     let action = ReactionAction::Add { channel: cid, message: msg.id, author: msg.author_id, emoji, custom, groups };
-    ask(&node, guild, u.id, Action::Reaction(action)).await
+    ask_actor(&node, guild, u.id, Action::Reaction(action)).await
 }
 
 /// `DELETE /channels/{c}/messages/{m}/reactions/{emoji}/{user}` (`@me`:
@@ -85,13 +85,13 @@ pub async fn remove(
     Path((c, m, e, who)): Path<(String, String, String, String)>,
 ) -> ApiResult<Response> {
     let cid = parse_id(&c, ErrorCode::UnknownChannel)?;
-    let guild = guild_of(&node, cid).await?;
+    let guild = actor_of(&node, cid).await?;
     let e = parse_emoji(&e)?;
     let whose = user_or_me(&who, u.id)?;
     let msg = message(&node, cid, &m).await?;
     let groups = node.store.reactions_of(&[msg.id], u.id).await?;
     let action = ReactionAction::Remove { channel: cid, message: msg.id, emoji: as_reacted(&groups, e), user: whose };
-    ask(&node, guild, u.id, Action::Reaction(action)).await
+    ask_actor(&node, guild, u.id, Action::Reaction(action)).await
 }
 
 /// `DELETE /channels/{c}/messages/{m}/reactions/{emoji}` (MANAGE_MESSAGES).
@@ -101,20 +101,20 @@ pub async fn clear_emoji(
     Path((c, m, e)): Path<(String, String, String)>,
 ) -> ApiResult<Response> {
     let cid = parse_id(&c, ErrorCode::UnknownChannel)?;
-    let guild = guild_of(&node, cid).await?;
+    let guild = actor_of(&node, cid).await?;
     let e = parse_emoji(&e)?;
     let msg = message(&node, cid, &m).await?;
     let groups = node.store.reactions_of(&[msg.id], u.id).await?;
     let action = ReactionAction::Clear { channel: cid, message: msg.id, emoji: Some(as_reacted(&groups, e)) };
-    ask(&node, guild, u.id, Action::Reaction(action)).await
+    ask_actor(&node, guild, u.id, Action::Reaction(action)).await
 }
 
 /// `DELETE /channels/{c}/messages/{m}/reactions` (MANAGE_MESSAGES).
 pub async fn clear_all(State(node): State<Arc<Node>>, Caller(u): Caller, Path((c, m)): Path<(String, String)>) -> ApiResult<Response> {
     let cid = parse_id(&c, ErrorCode::UnknownChannel)?;
-    let guild = guild_of(&node, cid).await?;
+    let guild = actor_of(&node, cid).await?;
     let msg = message(&node, cid, &m).await?;
-    ask(&node, guild, u.id, Action::Reaction(ReactionAction::Clear { channel: cid, message: msg.id, emoji: None })).await
+    ask_actor(&node, guild, u.id, Action::Reaction(ReactionAction::Clear { channel: cid, message: msg.id, emoji: None })).await
 }
 
 #[derive(schemars::JsonSchema, Deserialize, Default)]

@@ -12,7 +12,7 @@ use protocol::{ErrorCode, GuildId, RoleId};
 use serde::Deserialize;
 use store::{OverwriteRecord, RoleRecord};
 
-use super::{ask, guild_access, guild_of, json_bytes, parse_id, user_or_me, ApiError, ApiResult, Caller, JsonBody};
+use super::{actor_of, ask, ask_actor, guild_access, json_bytes, parse_id, user_or_me, ApiError, ApiResult, Caller, JsonBody};
 use node::convert;
 use node::route::ops::{OverwriteAction, RoleAction, RolePatch};
 use node::route::{Action, Set};
@@ -230,9 +230,9 @@ pub async fn put_overwrite(
     let kind = kind.filter(|k| *k <= 1).ok_or_else(|| ApiError::field("type", "BASE_TYPE_CHOICES", "Value must be one of {0, 1}."))? as u8;
     let allow = b.allow.map(|x| x.parse("allow")).transpose()?.unwrap_or(0);
     let deny = b.deny.map(|x| x.parse("deny")).transpose()?.unwrap_or(0);
-    let guild = guild_of(&node, channel).await?;
+    let guild = actor_of(&node, channel).await?;
     let overwrite = OverwriteRecord { id, kind, allow, deny };
-    ask(&node, guild, u.id, Action::Overwrite(OverwriteAction::Put { channel, overwrite })).await
+    ask_actor(&node, guild, u.id, Action::Overwrite(OverwriteAction::Put { channel, overwrite })).await
 }
 
 /// `DELETE /channels/{c}/permissions/{id}`: 204.
@@ -243,6 +243,6 @@ pub async fn delete_overwrite(
 ) -> ApiResult<Response> {
     let channel = parse_id(&cid, ErrorCode::UnknownChannel)?;
     let id: u64 = parse_id(&oid, ErrorCode::UnknownOverwrite)?;
-    let guild = guild_of(&node, channel).await?;
-    ask(&node, guild, u.id, Action::Overwrite(OverwriteAction::Delete { channel, id })).await
+    let guild = actor_of(&node, channel).await?;
+    ask_actor(&node, guild, u.id, Action::Overwrite(OverwriteAction::Delete { channel, id })).await
 }

@@ -15,9 +15,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use store::{is_thread, ChannelRecord, ThreadSnapshot, PRIVATE_THREAD, PUBLIC_THREAD};
 
-use super::{ask, channel_access, guild_of, json_bytes, parse_id, user_or_me, Access, ApiError, ApiResult, Caller, JsonBody};
+use super::{actor_of, ask, channel_access, json_bytes, parse_id, user_or_me, Access, ApiError, ApiResult, Caller, JsonBody};
 use guild::threads::Thread;
-use node::route::dm::dm_of;
 use node::route::threads::{ThreadAction, ThreadPatch};
 use node::route::Action;
 use node::Node;
@@ -69,11 +68,7 @@ fn check_slowmode(r: Option<u32>) -> ApiResult<u32> {
 
 /// The guild of a guild channel: DMs have no threads (50003).
 async fn guild_channel(node: &Node, c: ChannelId) -> ApiResult<GuildId> {
-    let g = guild_of(node, c).await?;
-    if dm_of(g).is_some() {
-        return Err(ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::CannotExecuteOnDm));
-    }
-    Ok(g)
+    actor_of(node, c).await?.as_guild().ok_or(ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::CannotExecuteOnDm))
 }
 
 fn thread_channel(id: ChannelId, kind: u8, name: String, slowmode: u32) -> ChannelRecord {

@@ -13,7 +13,7 @@ use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use protocol::model::permission;
-use protocol::{ChannelId, ErrorCode, GuildId, Snowflake, UserId};
+use protocol::{ActorKey, ChannelId, ErrorCode, GuildId, Snowflake, UserId};
 use rand::distributions::Alphanumeric;
 use rand::Rng;
 use serde::Deserialize;
@@ -103,7 +103,8 @@ pub async fn create(
     JsonBody(b): JsonBody<CreateBody>,
 ) -> ApiResult<Response> {
     let cid: ChannelId = parse_id(&id, ErrorCode::UnknownChannel)?;
-    let guild = super::guild_of(&node, cid).await?;
+    let guild =
+        super::actor_of(&node, cid).await?.as_guild().ok_or(ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::CannotExecuteOnDm))?;
     let name = b.name.ok_or_else(|| ApiError::field("name", "BASE_TYPE_REQUIRED", "This field is required"))?;
     check_name(&name)?;
     let w = WebhookRecord {
@@ -209,7 +210,7 @@ async fn patched(node: &Node, mut w: WebhookRecord, b: ModifyBody, with_channel:
     if let (true, Some(c)) = (with_channel, b.channel_id) {
         let bad = || ApiError::field("channel_id", "CHANNEL_NOT_IN_GUILD", "Channel is not in this guild.");
         let cid: ChannelId = c.parse().map_err(|_| bad())?;
-        if node.channel_guild(cid).await? != Some(w.guild_id) {
+        if node.channel_actor(cid).await? != Some(ActorKey::guild(w.guild_id)) {
             return Err(bad());
         }
         w.channel_id = cid;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use protocol::{GuildId, UserId};
+use protocol::{ActorKey, UserId};
 
 use fanout::{FanEvent, Filter, NodeId, SessionRef, Subscribers};
 use node::route::{raw, ClusterLink, GuildMsg, ReplyTo, Router, TakeOver};
@@ -41,7 +41,7 @@ pub(crate) fn hand_over(node: &Arc<Node>, r: &ClusterRouter, t: TakeOver) {
                 bot: h.bot,
                 intents: h.intents.0,
                 large_threshold: h.large_threshold,
-                guilds: ho.guilds,
+                actors: ho.actors,
                 seq: ho.seq,
                 replay: ho.replay.into_iter().map(|(q, d)| (q, d.name.to_string(), raw(&d.body))).collect(),
                 home: SessionRef { node: r.me, id: h.id.clone() },
@@ -65,7 +65,7 @@ pub(crate) fn hand_over(node: &Arc<Node>, r: &ClusterRouter, t: TakeOver) {
 /// it, then the actor hears this node is settled (after the subscriptions,
 /// on the same ordered stream), so its answer to the DM's opener, and so
 /// the first message, come after every session is subscribed.
-pub(crate) fn dm_opened(node: &Arc<Node>, key: GuildId, users: &[UserId]) {
+pub(crate) fn dm_opened(node: &Arc<Node>, key: ActorKey, users: &[UserId]) {
     use node::route::dm::DmAction;
     for &u in users {
         for s in gateway::sessions_of(&node.sessions, u) {
@@ -118,7 +118,7 @@ pub(crate) async fn inbound_guild(node: Arc<Node>, r: Arc<ClusterRouter>, mut su
             m = sub.next() => m,
         };
         let Some(m) = m else { break };
-        for x in messages::<(GuildId, GuildMsg)>(&m.payload) {
+        for x in messages::<(ActorKey, GuildMsg)>(&m.payload) {
             r.received.fetch_add(1, Ordering::Relaxed);
             let (guild, msg) = match x {
                 Ok(x) => x,
@@ -142,12 +142,12 @@ pub(crate) async fn inbound_guild(node: Arc<Node>, r: Arc<ClusterRouter>, mut su
 /// Deliveries to this node's sessions of guilds owned elsewhere: the
 /// node's own audience of each such guild, split over its delivery workers.
 pub(crate) async fn inbound_deliver(node: Arc<Node>, r: Arc<ClusterRouter>, mut sub: async_nats::Subscriber) {
-    let mut audience: HashMap<GuildId, Subscribers> = HashMap::new();
+    let mut audience: HashMap<ActorKey, Subscribers> = HashMap::new();
     // The newest ownership epoch seen per guild: events of an owner that
     // another has fenced off since are not taken (its sessions get the
     // guild again from the new owner instead).
-    let mut epochs: HashMap<GuildId, u64> = HashMap::new();
-    let mut current = |g: GuildId, e: u64| {
+    let mut epochs: HashMap<ActorKey, u64> = HashMap::new();
+    let mut current = |g: ActorKey, e: u64| {
         let seen = epochs.entry(g).or_insert(e);
         if e < *seen {
             return false;
@@ -236,7 +236,7 @@ pub(crate) async fn inbound_deliver(node: Arc<Node>, r: Arc<ClusterRouter>, mut 
                 }
                 ToNode::Reply { id, body } => node.replies.complete(id, Bytes::copy_from_slice(body.get().as_bytes())),
                 ToNode::TakeOver(t) => hand_over(&node, &r, t),
-                ToNode::HandOver { id, s, user, bot, intents, large_threshold, guilds, seq, replay, home } => {
+                ToNode::HandOver { id, s, user, bot, intents, large_threshold, actors, seq, replay, home } => {
                     if node.sessions.get(&s).is_some() {
                         node.replies.complete(id, Bytes::from_static(b"false"));
                         continue;
@@ -247,22 +247,22 @@ pub(crate) async fn inbound_deliver(node: Arc<Node>, r: Arc<ClusterRouter>, mut 
                         bot,
                         protocol::gateway::Intents(intents),
                         large_threshold,
-                        guilds,
+                        actors,
                         &node.delivery,
                     );
                     let _first = h.home.set(home.clone());
                     let replay = replay.into_iter().map(|(q, name, body)| (q, wire_dispatch(&name, &body))).collect();
                     // Registered before the next message of this stream (its
                     // first forwarded dispatch, maybe) is read.
-                    let guilds = h.guild_ids();
-                    h.adopt(&node, seq, replay, guilds.clone());
-                    move_subscriptions(&node, &h, home, &guilds);
+                    let actors = h.actors();
+                    h.adopt(&node, seq, replay, actors.clone());
+                    move_subscriptions(&node, &h, home, &actors);
                     node.replies.complete(id, Bytes::from_static(b"true"));
                 }
                 ToNode::Joined { g, u } => {
                     for s in gateway::sessions_of(&node.sessions, u) {
                         let sub = s.subscription(&node);
-                        if let Err(e) = node.guilds.send(g, GuildMsg::Subscribe(Box::new(sub))) {
+                        if let Err(e) = node.guilds.send(g.into(), GuildMsg::Subscribe(Box::new(sub))) {
                             tracing::debug!(guild = %g, error = %e, "subscribe of a new member's session failed");
                         }
                     }

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use hashring::{Ring, SharedRing};
-use protocol::{GuildId, UserId};
+use protocol::{ActorKey, GuildId, UserId};
 use tokio::sync::mpsc;
 
 use fanout::{Dispatch, FanEvent, Filter, NodeId, SessionRef};
@@ -58,11 +58,11 @@ pub struct ClusterRouter {
 }
 
 impl ClusterRouter {
-    fn owner(&self, guild: GuildId) -> Result<NodeId, RouteError> {
+    fn owner(&self, guild: ActorKey) -> Result<NodeId, RouteError> {
         if !self.healthy.load(Ordering::Acquire) {
             return Err(RouteError::Unavailable(guild));
         }
-        self.ring.load().lookup(guild.0).map(NodeId).ok_or(RouteError::Unavailable(guild))
+        self.ring.load().lookup(guild.raw()).map(NodeId).ok_or(RouteError::Unavailable(guild))
     }
 
     fn publish(&self, subject: String, payload: Vec<u8>) -> bool {
@@ -81,7 +81,7 @@ impl ClusterRouter {
         send_to(&self.out, node, msg)
     }
 
-    fn to_owner(&self, owner: NodeId, guild: GuildId, msg: &GuildMsg) -> Result<(), RouteError> {
+    fn to_owner(&self, owner: NodeId, guild: ActorKey, msg: &GuildMsg) -> Result<(), RouteError> {
         let v = serde_json::to_vec(&(guild, msg)).map_err(|_| RouteError::Gone(guild))?;
         if self.publish(format!("throng.n.{owner}.g"), v) {
             Ok(())
@@ -97,7 +97,7 @@ impl ClusterRouter {
 }
 
 impl Router for ClusterRouter {
-    fn send(&self, guild: GuildId, msg: GuildMsg) -> Result<(), RouteError> {
+    fn send(&self, guild: ActorKey, msg: GuildMsg) -> Result<(), RouteError> {
         let owner = self.owner(guild)?;
         if owner == self.me {
             self.local.send(guild, msg)
@@ -121,7 +121,7 @@ impl Router for ClusterRouter {
         self.local.mailbox_depths()
     }
 
-    fn actor_stopped(&self, guild: GuildId) {
+    fn actor_stopped(&self, guild: ActorKey) {
         self.local.actor_stopped(guild)
     }
 }
@@ -151,11 +151,11 @@ impl ClusterLink for ClusterRouter {
         })
     }
 
-    fn owner_of(&self, guild: GuildId) -> Option<NodeId> {
+    fn owner_of(&self, guild: ActorKey) -> Option<NodeId> {
         self.owner(guild).ok()
     }
 
-    fn fan(&self, node: NodeId, guild: GuildId, epoch: u64, event: &Arc<FanEvent>, only: Option<Vec<Arc<str>>>) {
+    fn fan(&self, node: NodeId, guild: ActorKey, epoch: u64, event: &Arc<FanEvent>, only: Option<Vec<Arc<str>>>) {
         let filter = match &event.filter {
             Filter::Intent(i) => WireFilter::Intent(*i),
             Filter::IntentNotUser(i, u) => WireFilter::IntentNotUser(*i, *u),
@@ -174,11 +174,11 @@ impl ClusterLink for ClusterRouter {
         self.to_node(session.node, &ToNode::Fwd { s: session.id.clone(), name: d.name.to_string(), body: raw(&d.body) });
     }
 
-    fn subscribed(&self, session: &SessionRef, guild: GuildId, epoch: u64, on: bool) {
+    fn subscribed(&self, session: &SessionRef, guild: ActorKey, epoch: u64, on: bool) {
         self.to_node(session.node, &ToNode::Sub { s: session.id.clone(), g: guild, e: epoch, on, first: None });
     }
 
-    fn subscribed_after(&self, session: &SessionRef, guild: GuildId, epoch: u64, first: Dispatch) {
+    fn subscribed_after(&self, session: &SessionRef, guild: ActorKey, epoch: u64, first: Dispatch) {
         let first = Some((first.name.to_string(), raw(&first.body)));
         self.to_node(session.node, &ToNode::Sub { s: session.id.clone(), g: guild, e: epoch, on: true, first });
     }
@@ -197,7 +197,7 @@ impl ClusterLink for ClusterRouter {
         }
     }
 
-    fn dm_opened(&self, key: GuildId, users: &[UserId]) -> Vec<NodeId> {
+    fn dm_opened(&self, key: ActorKey, users: &[UserId]) -> Vec<NodeId> {
         let msg = ToNode::DmOpened { g: key, users: users.to_vec() };
         self.nodes().into_iter().map(NodeId).filter(|&n| n != self.me && self.to_node(n, &msg)).collect()
     }

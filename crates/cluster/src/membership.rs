@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use hashring::Ring;
-use protocol::GuildId;
+use protocol::ActorKey;
 
 use fanout::{Dispatch, NodeId, SessionRef};
 use node::route::GuildMsg;
@@ -127,14 +127,14 @@ pub(crate) async fn membership(
 /// subscription here. A guild that cannot be asked now (busy, or its owner
 /// unknown) keeps it at `from`, which forwards its events as before: the
 /// marker sent here releases that guild at once, in order.
-pub(crate) fn move_subscriptions(node: &Arc<Node>, h: &Arc<gateway::SessionHandle>, from: SessionRef, guilds: &[GuildId]) {
+pub(crate) fn move_subscriptions(node: &Arc<Node>, h: &Arc<gateway::SessionHandle>, from: SessionRef, actors: &[ActorKey]) {
     let to = h.session_ref(node);
     let info = fanout::Recipient::sub_info(&**h);
-    for &g in guilds {
+    for &g in actors {
         let m = node::route::Move { from: from.clone(), to: to.clone(), info: info.clone() };
         if let Err(e) = node.guilds.send(g, GuildMsg::Move(Box::new(m))) {
             tracing::debug!(guild = %g, error = %e, "subscription not moved; the old node keeps forwarding it");
-            node.delivery.forwarded(h.clone(), Dispatch { name: fanout::MOVED, body: Bytes::from(g.0.to_string()) });
+            node.delivery.forwarded(h.clone(), Dispatch { name: fanout::MOVED, body: Bytes::from(g.raw().to_string()) });
         }
     }
 }
@@ -146,8 +146,8 @@ pub(crate) fn move_subscriptions(node: &Arc<Node>, h: &Arc<gateway::SessionHandl
 pub(crate) fn rehome(node: &Arc<Node>, r: &ClusterRouter, old: &Ring) {
     let new = r.ring.load_full();
     for s in gateway::sessions(&node.sessions) {
-        for g in s.guild_ids() {
-            let (a, b) = (old.lookup(g.0), new.lookup(g.0));
+        for g in s.actors() {
+            let (a, b) = (old.lookup(g.raw()), new.lookup(g.raw()));
             if a != b && b.is_some() {
                 let sub = s.subscription(node);
                 if let Err(e) = node.guilds.send(g, GuildMsg::Subscribe(Box::new(sub))) {
@@ -160,7 +160,7 @@ pub(crate) fn rehome(node: &Arc<Node>, r: &ClusterRouter, old: &Ring) {
             }
         }
     }
-    r.local.retain(|g| new.lookup(g.0) == Some(r.me.0));
+    r.local.retain(|g| new.lookup(g.raw()) == Some(r.me.0));
     // The guilds that stay here forget presences of nodes that are gone.
     if old.nodes().iter().any(|n| !new.nodes().contains(n)) {
         let live = new.nodes().to_vec();

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use protocol::{GuildId, UserId};
+use protocol::{ActorKey, GuildId, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
@@ -17,10 +17,10 @@ use node::Node;
 /// A delivery to a node's own sessions, or an answer to one of its requests.
 #[derive(Serialize, Deserialize)]
 pub(crate) enum ToNode {
-    /// One guild event for the node's subscribers of `g` (or `only` these),
+    /// One event of actor `g` for the node's subscribers of it (or `only` these),
     /// from the actor of epoch `e`.
     Fan {
-        g: GuildId,
+        g: ActorKey,
         e: u64,
         name: String,
         body: Box<RawValue>,
@@ -45,7 +45,7 @@ pub(crate) enum ToNode {
     /// (its GUILD_CREATE), delivered as `One` would.
     Sub {
         s: Arc<str>,
-        g: GuildId,
+        g: ActorKey,
         e: u64,
         on: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -66,7 +66,7 @@ pub(crate) enum ToNode {
         bot: bool,
         intents: u64,
         large_threshold: u32,
-        guilds: Vec<GuildId>,
+        actors: Vec<ActorKey>,
         seq: u64,
         replay: Vec<(u64, String, Box<RawValue>)>,
         home: SessionRef,
@@ -83,7 +83,7 @@ pub(crate) enum ToNode {
     /// DM `g` (its actor's key) was created: subscribe this node's sessions
     /// of `users` to it, then tell the actor this node is settled.
     DmOpened {
-        g: GuildId,
+        g: ActorKey,
         users: Vec<UserId>,
     },
 }

@@ -92,8 +92,8 @@ pub trait Recipient: Send + Sync + 'static {
     /// already queued for it (its worker's queue is FIFO). Never waits.
     fn push(self: Arc<Self>, d: Dispatch);
     /// The recipient now receives (no longer receives) `guild`'s events.
-    fn joined(&self, guild: protocol::GuildId);
-    fn left(&self, guild: protocol::GuildId);
+    fn joined(&self, key: protocol::ActorKey);
+    fn left(&self, key: protocol::ActorKey);
     /// For the layer that owns the concrete type (the gateway).
     fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
 }
@@ -224,8 +224,8 @@ mod tests {
             0
         }
         fn push(self: Arc<Self>, _: Dispatch) {}
-        fn joined(&self, _: protocol::GuildId) {}
-        fn left(&self, _: protocol::GuildId) {}
+        fn joined(&self, _: protocol::ActorKey) {}
+        fn left(&self, _: protocol::ActorKey) {}
         fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
             self
         }

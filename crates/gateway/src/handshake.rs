@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use protocol::gateway::{op, ClientFrame, Identify, Intents, Resume};
-use protocol::CloseCode;
+use protocol::{ActorKey, CloseCode};
 use rand::RngCore;
 use serde_json::json;
 use tokio::time::Instant;
@@ -257,8 +257,9 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
         ready["shard"] = json!(shard);
     }
     // The session subscribes to its DMs' actors as to its guilds.
-    guilds.extend(dms.iter().map(|d| node::route::dm::dm_key(d.channel.id)));
-    let handle = SessionHandle::new(session_id, user.id, user.bot, intents, large_threshold, guilds, &node.delivery);
+    let mut actors: Vec<ActorKey> = guilds.iter().map(|&g| ActorKey::guild(g)).collect();
+    actors.extend(dms.iter().map(|d| ActorKey::dm(d.channel.id)));
+    let handle = SessionHandle::new(session_id, user.id, user.bot, intents, large_threshold, actors, &node.delivery);
     let presence = match ident.presence {
         Some(p) => Presence { status: p.status, activities: p.activities.unwrap_or_default() },
         None => Presence { status: protocol::gateway::Status::Online, activities: Vec::new() },

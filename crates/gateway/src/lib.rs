@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use protocol::gateway::Intents;
-use protocol::{GuildId, UserId};
+use protocol::{ActorKey, GuildId, UserId};
 
 pub use fanout::Dispatch;
 use fanout::{self as delivery, Recipient, Registry, Sink};
@@ -29,9 +29,10 @@ pub struct SessionHandle {
     pub large_threshold: u32,
     /// The delivery worker that writes this session's dispatches.
     pub shard: u16,
-    /// The guilds this session is subscribed to. Written by guild actors on
-    /// join/leave and by the session at start; guards only the list.
-    pub guilds: std::sync::Mutex<Vec<protocol::GuildId>>,
+    /// The actors (guilds and DMs) this session is subscribed to. Written
+    /// by actors on join/leave and by the session at start; guards only
+    /// the list.
+    pub actors: std::sync::Mutex<Vec<ActorKey>>,
     delivery: Arc<delivery::Delivery>,
     state: std::sync::Mutex<session::SessionState>,
     /// A session taken over from another node by a RESUME there: its guild
@@ -51,7 +52,7 @@ impl SessionHandle {
         bot: bool,
         intents: Intents,
         large_threshold: u32,
-        guilds: Vec<protocol::GuildId>,
+        actors: Vec<ActorKey>,
         delivery: &Arc<delivery::Delivery>,
     ) -> Arc<SessionHandle> {
         Arc::new(SessionHandle {
@@ -61,7 +62,7 @@ impl SessionHandle {
             intents,
             large_threshold,
             shard: delivery.next_shard(),
-            guilds: std::sync::Mutex::new(guilds),
+            actors: std::sync::Mutex::new(actors),
             delivery: delivery.clone(),
             state: std::sync::Mutex::new(session::SessionState::default()),
             home: std::sync::OnceLock::new(),
@@ -83,9 +84,14 @@ impl SessionHandle {
         self.delivery.one(self.clone(), d);
     }
 
-    /// A copy of the subscribed guild ids.
-    pub fn guild_ids(&self) -> Vec<protocol::GuildId> {
-        self.guilds.lock().expect("session guild list poisoned").clone()
+    /// A copy of the subscribed actors' keys (guilds and DMs).
+    pub fn actors(&self) -> Vec<ActorKey> {
+        self.actors.lock().expect("session actor list poisoned").clone()
+    }
+
+    /// Whether the session is subscribed to `guild`.
+    pub fn in_guild(&self, guild: GuildId) -> bool {
+        self.actors.lock().expect("session actor list poisoned").contains(&ActorKey::guild(guild))
     }
 }
 
@@ -120,14 +126,14 @@ impl Recipient for SessionHandle {
     fn push(self: Arc<Self>, d: Dispatch) {
         self.delivery.one(self.clone(), d);
     }
-    fn joined(&self, guild: GuildId) {
-        let mut gs = self.guilds.lock().expect("session guild list poisoned");
-        if !gs.contains(&guild) {
-            gs.push(guild);
+    fn joined(&self, key: ActorKey) {
+        let mut keys = self.actors.lock().expect("session actor list poisoned");
+        if !keys.contains(&key) {
+            keys.push(key);
         }
     }
-    fn left(&self, guild: GuildId) {
-        self.guilds.lock().expect("session guild list poisoned").retain(|g| *g != guild);
+    fn left(&self, key: ActorKey) {
+        self.actors.lock().expect("session actor list poisoned").retain(|k| *k != key);
     }
     fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
         self

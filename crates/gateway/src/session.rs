@@ -12,21 +12,23 @@
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
-use protocol::gateway::{op, ClientFrame, GuildSubscription, GuildSubscriptionsBulk, Intents, PresenceUpdate, RequestGuildMembers, Resume};
-use protocol::CloseCode;
+use protocol::{ActorKey, CloseCode};
 
 use super::socket::{Conn, ReadStatus, Sock};
-use super::ws::Incoming;
 use super::{Dispatch, SessionHandle};
 use node::presence::Presence;
-use node::route::{GuildMsg, ListSubscription, Subscription};
+use node::route::Subscription;
 use node::Node;
 
+mod frames;
+mod lifecycle;
 #[cfg(test)]
 mod props;
+
+pub use lifecycle::{resume, start, sweeper};
 
 /// The clock of session state (replay ages, heartbeats, resume windows,
 /// slow-consumer grace): `Instant::now()`. Under this crate's unit tests the
@@ -97,7 +99,7 @@ pub struct SessionState {
 /// sweeper ends a session whose guilds never finish moving).
 pub struct Holding {
     /// Guilds whose marker has not come yet.
-    moving: Vec<protocol::GuildId>,
+    moving: Vec<ActorKey>,
     held: Vec<Dispatch>,
     since: Instant,
 }
@@ -110,7 +112,7 @@ pub type Forward = Box<dyn Fn(&'static str, &Bytes) + Send + Sync>;
 pub struct HandOver {
     pub seq: u64,
     pub replay: Vec<(u64, Dispatch)>,
-    pub guilds: Vec<protocol::GuildId>,
+    pub actors: Vec<ActorKey>,
 }
 
 /// How a batch of client frames ends the connection, if it does.
@@ -178,8 +180,8 @@ impl SessionHandle {
             return self.frame(&mut st, name, body, now);
         }
         let Some(h) = st.holding.as_mut() else { return (false, false) };
-        let guild = std::str::from_utf8(body).ok().and_then(|g| g.parse().ok()).map(protocol::GuildId);
-        h.moving.retain(|g| Some(*g) != guild);
+        let key = std::str::from_utf8(body).ok().and_then(|g| g.parse().ok()).map(ActorKey::from_raw);
+        h.moving.retain(|k| Some(*k) != key);
         if !h.moving.is_empty() {
             return (false, false);
         }
@@ -317,118 +319,6 @@ impl SessionHandle {
         }
     }
 
-    /// Handles client frames; `Some` closes the socket.
-    fn handle_frames(self: &Arc<Self>, node: &Arc<Node>, st: &mut SessionState, frames: &mut Vec<Incoming>) -> Option<Outcome> {
-        let gw = &node.config.gateway;
-        for f in frames.drain(..) {
-            let conn = st.conn.as_mut()?;
-            let payload = match f {
-                Incoming::Message { payload, .. } => payload,
-                Incoming::Ping(p) => {
-                    conn.pong(&p);
-                    continue;
-                }
-                Incoming::Pong => continue,
-                // 1000/1001 from the client ends the session (Discord's rule);
-                // any other close keeps it resumable.
-                Incoming::Close(code) => {
-                    return Some(if matches!(code, Some(1000) | Some(1001)) {
-                        Outcome::End(Close::Echo(code))
-                    } else {
-                        Outcome::Detach(Some(Close::Echo(code)))
-                    });
-                }
-            };
-            if !conn.count_event(gw.client_events_per_window, Duration::from_millis(gw.client_event_window_ms)) {
-                return Some(Outcome::Detach(Some(CloseCode::RateLimited.into())));
-            }
-            let Ok(frame) = serde_json::from_slice::<ClientFrame>(&payload) else {
-                return Some(Outcome::Detach(Some(CloseCode::DecodeError.into())));
-            };
-            let d = frame.d.map(|d| d.get()).unwrap_or("null");
-            match frame.op {
-                op::HEARTBEAT | op::QOS_HEARTBEAT => {
-                    conn.last_heartbeat = now();
-                    if conn.send_op(op::HEARTBEAT_ACK, b"null").is_err() {
-                        return Some(Outcome::Detach(Some(CloseCode::UnknownError.into())));
-                    }
-                    if frame.op == op::HEARTBEAT {
-                        if let Ok(Some(acked)) = serde_json::from_str::<Option<u64>>(d) {
-                            st.acknowledge(acked);
-                        }
-                    }
-                }
-                op::IDENTIFY | op::RESUME => return Some(Outcome::Detach(Some(CloseCode::AlreadyAuthenticated.into()))),
-                op::PRESENCE_UPDATE => {
-                    let Ok(p) = serde_json::from_str::<PresenceUpdate>(d) else {
-                        return Some(Outcome::Detach(Some(CloseCode::DecodeError.into())));
-                    };
-                    let p = Presence { status: p.status, activities: p.activities.unwrap_or_default() };
-                    if let Some(changed) = node.presences.update(self.user_id, p) {
-                        node::route::broadcast_presence(node.guilds.as_ref(), node.id.0, self.user_id, &self.guild_ids(), changed);
-                    }
-                }
-                op::REQUEST_GUILD_MEMBERS => {
-                    let Ok(req) = serde_json::from_str::<RequestGuildMembers>(d) else {
-                        return Some(Outcome::Detach(Some(CloseCode::DecodeError.into())));
-                    };
-                    let g = req.guild_id;
-                    // The whole member list (no ids, empty query) needs the
-                    // GUILD_MEMBERS intent; without it Discord sends nothing.
-                    let whole_list = req.user_ids.is_none() && req.query.as_deref().unwrap_or("").is_empty();
-                    if whole_list && !self.intents.contains(Intents::GUILD_MEMBERS) {
-                        tracing::debug!(guild = %g, "member list request without GUILD_MEMBERS ignored");
-                    } else if self.guild_ids().contains(&g) {
-                        let msg = GuildMsg::RequestMembers { session: self.session_ref(node), req: Box::new(req) };
-                        if let Err(e) = node.guilds.send(g, msg) {
-                            tracing::debug!(error = %e, "member request dropped");
-                        }
-                    }
-                }
-                op::GUILD_SUBSCRIPTIONS => {
-                    let Ok(sub) = serde_json::from_str::<GuildSubscription>(d) else {
-                        return Some(Outcome::Detach(Some(CloseCode::DecodeError.into())));
-                    };
-                    self.list_subscribe(node, sub.guild_id, sub.channels);
-                }
-                op::GUILD_SUBSCRIPTIONS_BULK => {
-                    let Ok(bulk) = serde_json::from_str::<GuildSubscriptionsBulk>(d) else {
-                        return Some(Outcome::Detach(Some(CloseCode::DecodeError.into())));
-                    };
-                    for (g, body) in bulk.subscriptions {
-                        self.list_subscribe(node, g, body.channels);
-                    }
-                }
-                // Known ops this server accepts and has nothing to do for (yet):
-                // voice, deprecated guild sync, client telemetry.
-                op::VOICE_STATE_UPDATE | op::GUILD_SYNC | op::TIME_SPENT | op::REQUEST_CHANNEL_INFO => {}
-                _ => return Some(Outcome::Detach(Some(CloseCode::UnknownOpcode.into()))),
-            }
-        }
-        None
-    }
-
-    /// Forwards a member-list subscription to its guild (ignored for guilds
-    /// the session is not in, or without channels).
-    fn list_subscribe(
-        self: &Arc<Self>,
-        node: &Arc<Node>,
-        guild: protocol::GuildId,
-        channels: Option<std::collections::BTreeMap<protocol::ChannelId, Vec<(u64, u64)>>>,
-    ) {
-        let Some(channels) = channels else { return };
-        if !self.guild_ids().contains(&guild) {
-            return;
-        }
-        let msg = GuildMsg::ListSubscribe(Box::new(ListSubscription {
-            session: self.session_ref(node),
-            channels: channels.into_iter().collect(),
-        }));
-        if let Err(e) = node.guilds.send(guild, msg) {
-            tracing::debug!(guild = %guild, error = %e, "member list subscription dropped");
-        }
-    }
-
     /// What subscribing this session to a guild sends its actor.
     pub fn subscription(&self, node: &Node) -> Subscription {
         Subscription {
@@ -466,94 +356,6 @@ impl SessionHandle {
         let mut st = self.lock();
         st.replay_bytes = 0;
         std::mem::take(&mut st.replay).into_iter().map(|(_, d, _)| d).collect()
-    }
-
-    /// Closes the current socket with a resumable code and keeps the session
-    /// (operator/test hook). Returns whether there was a socket.
-    pub fn drop_connection(self: &Arc<Self>) -> bool {
-        let mut st = self.lock();
-        let had = st.conn.is_some();
-        st.detach(self, Some(CloseCode::UnknownError.into()));
-        had
-    }
-
-    /// Hands this session over to another node (a RESUME there from
-    /// sequence `seq`): closes its socket, gives `reply` what the client has
-    /// not seen, then sends every later dispatch through `forward`. The
-    /// session keeps its guild subscriptions here, so its dispatches keep
-    /// one order until the new node has moved them (`GuildMsg::Move`).
-    /// False if it cannot be resumed from `seq`, or is still moving here.
-    pub fn hand_over(self: &Arc<Self>, seq: u64, reply: impl FnOnce(HandOver), forward: Forward) -> bool {
-        let mut st = self.lock();
-        // Not while its own subscriptions are still moving here.
-        if st.forward.is_some() || st.holding.is_some() || !st.can_resume(Some(seq)) {
-            return false;
-        }
-        st.detach(self, Some(CloseCode::UnknownError.into()));
-        let replay = st.replay.iter().filter(|(q, _, _)| *q > seq).map(|(q, d, _)| (*q, d.clone())).collect();
-        // Under the lock: nothing is forwarded before the hand-over itself.
-        reply(HandOver { seq: st.seq, replay, guilds: self.guild_ids() });
-        st.replay = VecDeque::new();
-        st.replay_bytes = 0;
-        st.forward = Some(forward);
-        true
-    }
-
-    /// Whether this session, taken over from another node, still waits for
-    /// some of its guilds to move here.
-    pub fn is_moving(&self) -> bool {
-        self.lock().holding.is_some()
-    }
-
-    /// Registers a session handed over by another node, detached, with its
-    /// sequence and unseen dispatches; a RESUME attaches the socket next.
-    /// Its `moving` guilds' events are held until their markers come (see
-    /// [`Holding`]).
-    pub fn adopt(self: &Arc<Self>, node: &Node, seq: u64, replay: Vec<(u64, Dispatch)>, moving: Vec<protocol::GuildId>) {
-        {
-            let mut st = self.lock();
-            let now = now();
-            if !moving.is_empty() {
-                st.holding = Some(Box::new(Holding { moving, held: Vec::new(), since: now }));
-            }
-            st.seq = seq;
-            st.replay_bytes = replay.iter().map(|(_, d)| d.body.len()).sum();
-            st.replay = replay.into_iter().map(|(q, d)| (q, d, now)).collect();
-            st.detached_at = Some(now);
-        }
-        node.sessions.insert(self.clone());
-    }
-
-    /// Ends the session: closes its socket, leaves its guilds, updates presence.
-    pub fn end(self: &Arc<Self>, node: &Arc<Node>) {
-        {
-            let mut st = self.lock();
-            if st.ended {
-                return;
-            }
-            st.detach(self, Some(CloseCode::UnknownError.into()));
-            st.ended = true;
-            st.replay = VecDeque::new();
-            st.replay_bytes = 0;
-        }
-        node.sessions.remove(&self.id);
-        if let Some(home) = self.home.get().filter(|h| h.node != node.id) {
-            // Taken over from another node: the session ends there too.
-            if let Some(c) = node.cluster() {
-                c.end(home)
-            };
-        }
-        // The presence others now see goes with each unsubscription: one
-        // message per guild (none while the node shuts down).
-        let presence = if node.shutdown.is_cancelled() { None } else { node.presences.session_ended(self.user_id) };
-        for g in self.guild_ids() {
-            // DM actors have no presences to show.
-            let presence = presence.clone().filter(|_| node::route::dm::dm_of(g).is_none()).map(|p| Box::new((self.user_id, p)));
-            let msg = GuildMsg::Unsubscribe { session: self.session_ref(node), presence };
-            if let Err(e) = node.guilds.send(g, msg) {
-                tracing::debug!(guild = %g, error = %e, "unsubscribe not delivered");
-            }
-        }
     }
 }
 
@@ -770,176 +572,6 @@ impl SessionState {
                     }
                 }
             }
-        }
-    }
-}
-
-/// Starts an identified session on `conn`: READY, guild subscriptions,
-/// presence, then its reader task.
-pub fn start(node: &Arc<Node>, conn: Conn, id: Identified, mut early: Vec<Incoming>) {
-    let s = id.handle;
-    node.sessions.insert(s.clone());
-    let limits = &s.delivery().shared.limits;
-    let (sock, gen) = {
-        let mut st = s.lock();
-        let sock = conn.sock();
-        let gen = st.attach(conn);
-        st.record_and_send(limits, Dispatch { name: "READY", body: id.ready });
-        super::counters::COUNTERS.identifies.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        s.flush_locked(&mut st);
-        (sock, gen)
-    };
-    // The presence goes with each subscription (`Subscription::presence`,
-    // read after this): an actor on another node gets one message per
-    // session, not a subscription and then a presence report.
-    node.presences.session_started(s.user_id, id.presence);
-    for g in s.guild_ids() {
-        subscribe(node, &s, g);
-    }
-    if !early.is_empty() {
-        let mut st = s.lock();
-        match s.handle_frames(node, &mut st, &mut early) {
-            Some(Outcome::Detach(code)) => return st.detach(&s, code),
-            Some(Outcome::End(code)) => {
-                st.detach(&s, Some(code));
-                drop(st);
-                return s.end(node);
-            }
-            None => s.flush_locked(&mut st),
-        }
-    }
-    node.tasks.spawn(s.read_loop(node.clone(), sock, gen));
-}
-
-/// A subscription refused by a full guild mailbox (a big guild during an
-/// IDENTIFY ramp) is sent again this often, up to `SUBSCRIBE_RETRIES`
-/// times (30 s in all) before the guild stays unavailable to the session.
-const SUBSCRIBE_RETRY_EVERY: Duration = Duration::from_millis(50);
-const SUBSCRIBE_RETRIES: u32 = 600;
-
-/// Subscribes the session to guild `g`. A guild whose mailbox is full (an
-/// IDENTIFY storm into one big guild) is tried again every
-/// `SUBSCRIBE_RETRY_EVERY` rather than left unavailable: a dropped
-/// subscription is a session that silently never gets the guild's events.
-fn subscribe(node: &Arc<Node>, s: &Arc<SessionHandle>, g: protocol::GuildId) {
-    fn msg(node: &Node, s: &SessionHandle) -> GuildMsg {
-        GuildMsg::Subscribe(Box::new(s.subscription(node)))
-    }
-    match node.guilds.send(g, msg(node, s)) {
-        Ok(()) => {}
-        Err(node::route::RouteError::Busy(_)) => {
-            let (node2, s) = (node.clone(), s.clone());
-            node.tasks.spawn(async move {
-                for _ in 0..SUBSCRIBE_RETRIES {
-                    tokio::time::sleep(SUBSCRIBE_RETRY_EVERY).await;
-                    if s.lock().ended || node2.shutdown.is_cancelled() {
-                        return;
-                    }
-                    match node2.guilds.send(g, msg(&node2, &s)) {
-                        Err(node::route::RouteError::Busy(_)) => continue,
-                        Err(e) => return tracing::warn!(guild = %g, error = %e, "subscribe failed; guild stays unavailable"),
-                        Ok(()) => return,
-                    }
-                }
-                let waited = SUBSCRIBE_RETRY_EVERY * SUBSCRIBE_RETRIES;
-                tracing::warn!(guild = %g, waited_ms = waited.as_millis() as u64, "guild busy; subscription given up, guild stays unavailable");
-            });
-        }
-        Err(e) => tracing::warn!(guild = %g, error = %e, "subscribe failed; guild stays unavailable"),
-    }
-}
-
-/// Hands `conn` to the session `r` resumes and replays what the client
-/// missed; gives the connection back if the session cannot be resumed (the
-/// caller answers op 9 `d:false`).
-pub fn resume(node: &Arc<Node>, conn: Conn, r: &Resume, user: protocol::UserId) -> Result<(), Box<Conn>> {
-    let Some(s) = node.sessions.get(&r.session_id).and_then(super::session).filter(|s| s.user_id == user) else {
-        return Err(Box::new(conn));
-    };
-    let limits = &s.delivery().shared.limits;
-    let (sock, gen) = {
-        let mut st = s.lock();
-        if !st.can_resume(r.seq) {
-            return Err(Box::new(conn));
-        }
-        // A socket still attached is replaced (the client has moved on).
-        st.detach(&s, Some(CloseCode::UnknownError.into()));
-        let sock = conn.sock();
-        let gen = st.attach(conn);
-        st.replay_from(r.seq.unwrap_or(0));
-        let st = &mut *st;
-        st.record_and_send(limits, Dispatch { name: "RESUMED", body: Bytes::from_static(b"{\"_trace\":[\"throng\"]}") });
-        super::counters::COUNTERS.resumes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        s.flush_locked(st);
-        (sock, gen)
-    };
-    node.tasks.spawn(s.read_loop(node.clone(), sock, gen));
-    Ok(())
-}
-
-/// Enforces heartbeat timeouts (4009) and resume windows for every session
-/// of the node, until shutdown; then closes every session with RECONNECT.
-pub async fn sweeper(node: Arc<Node>) {
-    let hb_timeout = Duration::from_millis(node.config.heartbeat_timeout_ms());
-    let window = Duration::from_millis(node.config.gateway.resume_window_ms);
-    let move_timeout = Duration::from_millis(node.config.cluster.takeover_timeout_ms);
-    let every = (hb_timeout.min(window) / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = node.shutdown.cancelled() => break,
-            _ = tick.tick() => {}
-        }
-        sweep(&node, now(), hb_timeout, window, move_timeout);
-    }
-    // Shutdown: every socket gets RECONNECT and a resumable close.
-    for s in super::sessions(&node.sessions) {
-        {
-            let mut st = s.lock();
-            if let Some(conn) = st.conn.as_mut() {
-                if conn.send_op(op::RECONNECT, b"null").is_err() {
-                    tracing::trace!("reconnect not framed");
-                }
-                // Keep RECONNECT: only frames queued before it may be cut.
-                if let Err(e) = st.try_write() {
-                    tracing::trace!(error = %e, "reconnect not written");
-                }
-            }
-            st.detach(&s, Some(CloseCode::UnknownError.into()));
-        }
-        s.end(&node);
-    }
-}
-
-/// One pass of the sweeper at `now`: closes sockets without a heartbeat for
-/// `hb_timeout` (4009, resumable), ends sessions detached for longer than
-/// the resume `window`, and sessions taken over from another node whose
-/// guilds did not finish moving within `move_timeout`.
-fn sweep(node: &Arc<Node>, now: Instant, hb_timeout: Duration, window: Duration, move_timeout: Duration) {
-    for s in super::sessions(&node.sessions) {
-        let expired = {
-            let mut st = s.lock();
-            if st.holding.as_ref().is_some_and(|h| now.duration_since(h.since) > move_timeout) {
-                // Its guilds never finished moving here: rather than a
-                // silent hole, the session ends and its client identifies again.
-                tracing::warn!(session = %s.id, "guild subscriptions did not move in time; the session ends");
-                drop(st);
-                s.end(node);
-                continue;
-            }
-            if let Some(conn) = st.conn.as_ref() {
-                if now.duration_since(conn.last_heartbeat) > hb_timeout {
-                    st.detach(&s, Some(CloseCode::SessionTimedOut.into()));
-                }
-                false
-            } else {
-                // A handed-over session lives as long as its new node keeps it.
-                st.forward.is_none() && st.detached_at.is_some_and(|t| now.duration_since(t) > window)
-            }
-        };
-        if expired {
-            s.end(node);
         }
     }
 }

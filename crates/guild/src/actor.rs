@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use protocol::gateway::{Intents, RequestGuildMembers, Status};
 use protocol::model::{self, iso8601, permission};
-use protocol::{ChannelId, GuildId, UserId};
+use protocol::{ActorKey, ChannelId, GuildId, UserId};
 use serde::Serialize;
 use serde_json::{json, Value};
 use store::{ChannelRecord, GuildRecord, GuildSnapshot, MemberRecord, MessageRecord, RoleRecord, UserRecord};
@@ -88,6 +88,11 @@ pub(crate) struct State {
 }
 
 impl GuildActor {
+    /// This actor's key on the router, the ring and the ownership table.
+    fn key(&self) -> ActorKey {
+        ActorKey::guild(self.id)
+    }
+
     pub fn new(node: Arc<Node>, id: GuildId, rx: mpsc::Receiver<GuildMsg>) -> Self {
         let subs = Subscribers::new(node.delivery.workers());
         let (committed_tx, committed_rx) = mpsc::unbounded_channel();
@@ -123,17 +128,17 @@ impl GuildActor {
         // from now on writes of any previous owner are refused (fencing).
         if node.config.nats.is_some() {
             // Batched with other actors starting now (one transaction).
-            match Box::pin(node.guild_claims.get(id)).await {
+            match Box::pin(node.guild_claims.get(ActorKey::guild(id))).await {
                 Ok(Some(epoch)) => self.epoch = epoch,
                 Ok(None) => {
                     tracing::error!(guild = %id, "guild claim returned no epoch");
                     drop(self);
-                    return node.guilds.actor_stopped(id);
+                    return node.guilds.actor_stopped(ActorKey::guild(id));
                 }
                 Err(e) => {
                     tracing::error!(guild = %id, error = %e, "guild claim failed");
                     drop(self);
-                    return node.guilds.actor_stopped(id);
+                    return node.guilds.actor_stopped(ActorKey::guild(id));
                 }
             }
         }
@@ -187,7 +192,7 @@ impl GuildActor {
             Err(e) => tracing::error!(guild = %id, error = %e, "guild load failed"),
         }
         drop(self);
-        node.guilds.actor_stopped(id);
+        node.guilds.actor_stopped(ActorKey::guild(id));
     }
 
     /// Applies one message. Returns false when the actor must stop.
@@ -210,7 +215,7 @@ impl GuildActor {
                 if session.node != self.node.id {
                     if self.remote.remove(&session).is_some() {
                         if let Some(c) = self.node.cluster() {
-                            c.subscribed(&session, self.id, self.epoch, false)
+                            c.subscribed(&session, self.key(), self.epoch, false)
                         };
                     }
                 } else {
@@ -380,7 +385,7 @@ impl GuildActor {
         let done = move |outcome| {
             let _ = tx.send(Committed::Op { outcome, then, reply });
         };
-        match self.node.writer.submit_changes(self.epoch, self.id, plan.changes, done) {
+        match self.node.writer.submit_changes(self.epoch, self.key(), plan.changes, done) {
             Ok(()) => self.inflight += 1,
             Err(Full) => self.node.guilds.reply(reply, encode(&OpReply::Retry)),
         }
@@ -407,7 +412,7 @@ impl GuildActor {
     /// new node.
     fn move_session(&mut self, m: node::route::Move) {
         let to = m.to.id.clone();
-        let new = super::remote::move_subscriber(&self.node, self.id, self.epoch, &mut self.subs, &mut self.remote, m);
+        let new = super::remote::move_subscriber(&self.node, self.key(), self.epoch, &mut self.subs, &mut self.remote, m);
         self.hidden.clear();
         match &new {
             Some(n) => self.lists.moved(&to, n),
@@ -434,11 +439,11 @@ impl GuildActor {
         if info.intents.contains(Intents::GUILDS) {
             let body = st.guild_create(&info);
             if let Some(c) = self.node.cluster() {
-                c.subscribed_after(&r, self.id, self.epoch, Dispatch { name: "GUILD_CREATE", body })
+                c.subscribed_after(&r, self.key(), self.epoch, Dispatch { name: "GUILD_CREATE", body })
             };
         } else {
             if let Some(c) = self.node.cluster() {
-                c.subscribed(&r, self.id, self.epoch, true)
+                c.subscribed(&r, self.key(), self.epoch, true)
             };
         }
         self.remote.insert(&self.node, r, info);
@@ -467,7 +472,7 @@ impl GuildActor {
             self.node.delivery.fan_out(&event, self.subs.partitions());
         }
         if !self.remote.is_empty() && self.remote_wanted(&event) {
-            self.remote.fan(&self.node, self.id, self.epoch, &event, None);
+            self.remote.fan(&self.node, self.key(), self.epoch, &event, None);
         }
     }
 
@@ -482,7 +487,7 @@ impl GuildActor {
         let (gid, owner) = (self.id, st.guild.owner_id);
         if !self.remote.is_empty() && self.remote_wanted(&event) {
             let keep = |i: &SubInfo| st.members.get(&i.user_id).is_some_and(|(m, _)| perm::can_view(gid, owner, &st.roles, m, c));
-            self.remote.fan(&self.node, gid, self.epoch, &event, Some(&keep));
+            self.remote.fan(&self.node, ActorKey::guild(gid), self.epoch, &event, Some(&keep));
         }
         if !self.wanted(&event) {
             return;
@@ -609,7 +614,7 @@ impl GuildActor {
                 let body = encode(&json!({"id": gid}));
                 self.seq += 1;
                 for s in self.subs.values() {
-                    s.left(gid);
+                    s.left(ActorKey::guild(gid));
                     if s.intents().contains(Intents::GUILDS) {
                         self.node.delivery.one(s.clone(), Dispatch { name: "GUILD_DELETE", body: body.clone() });
                     }
@@ -620,7 +625,7 @@ impl GuildActor {
                         s.clone().push(Dispatch { name: "GUILD_DELETE", body: body.clone() });
                     }
                     if let Some(c) = self.node.cluster() {
-                        c.subscribed(&s.r, gid, self.epoch, false)
+                        c.subscribed(&s.r, ActorKey::guild(gid), self.epoch, false)
                     };
                 }
                 self.remote = RemoteSubs::default();
@@ -650,7 +655,7 @@ impl GuildActor {
                 // The new member's own sessions on this node start receiving the guild.
                 for s in self.node.sessions.of_user(uid) {
                     if !self.subs.contains(s.id()) {
-                        s.joined(gid);
+                        s.joined(ActorKey::guild(gid));
                         let info = s.sub_info();
                         self.subscribe(st, s, &info);
                     }
@@ -690,7 +695,7 @@ impl GuildActor {
                 self.fan_out("GUILD_MEMBER_REMOVE", &body, Intents::GUILD_MEMBERS);
                 let gone = encode(&json!({"id": gid}));
                 for s in self.subs.remove_user(uid) {
-                    s.left(gid);
+                    s.left(ActorKey::guild(gid));
                     self.lists.unsubscribe(s.id());
                     if s.intents().contains(Intents::GUILDS) {
                         self.node.delivery.one(s, Dispatch { name: "GUILD_DELETE", body: gone.clone() });
@@ -703,7 +708,7 @@ impl GuildActor {
                     }
                     // Its node also takes the guild off the session's list.
                     if let Some(c) = self.node.cluster() {
-                        c.subscribed(&s.r, gid, self.epoch, false)
+                        c.subscribed(&s.r, ActorKey::guild(gid), self.epoch, false)
                     };
                 }
             }

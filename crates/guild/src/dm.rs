@@ -1,5 +1,5 @@
 //! The DM actor: one per DM channel, placed on the ring under the DM's key
-//! (`route::dm::dm_key`) like a guild's actor, so a DM has one
+//! (`protocol::ActorKey::dm`) like a guild's actor, so a DM has one
 //! ordered stream of events and one writer of its messages, fenced by the
 //! ownership epoch it claimed. Its subscribers are the sessions of its
 //! recipients (subscribed at IDENTIFY, from READY's `private_channels`,
@@ -18,7 +18,7 @@ use axum::http::StatusCode;
 use bytes::Bytes;
 use protocol::gateway::Intents;
 use protocol::model;
-use protocol::{ChannelId, ErrorCode, GuildId, UserId};
+use protocol::{ActorKey, ChannelId, ErrorCode, UserId};
 use serde_json::json;
 use store::{Change, DmChannel, MessageRecord, UserRecord};
 use tokio::sync::mpsc;
@@ -48,7 +48,7 @@ enum Committed {
 
 pub struct DmActor {
     node: Arc<Node>,
-    key: GuildId,
+    key: ActorKey,
     id: ChannelId,
     rx: mpsc::Receiver<GuildMsg>,
     subs: Subscribers,
@@ -66,7 +66,7 @@ pub struct DmActor {
 }
 
 impl DmActor {
-    pub fn new(node: Arc<Node>, key: GuildId, id: ChannelId, rx: mpsc::Receiver<GuildMsg>) -> Self {
+    pub fn new(node: Arc<Node>, key: ActorKey, id: ChannelId, rx: mpsc::Receiver<GuildMsg>) -> Self {
         let (committed_tx, committed_rx) = mpsc::unbounded_channel();
         DmActor {
             subs: Subscribers::new(node.delivery.workers()),

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use bytes::Bytes;
-use protocol::GuildId;
+use protocol::{Actor, ActorKey};
 use tokio::sync::mpsc;
 
 use node::route::ReplyTo;
@@ -25,7 +25,7 @@ use node::Node;
 pub struct LocalRouter {
     node: Weak<Node>,
     /// Guards the map only; never held across an await.
-    map: Mutex<HashMap<GuildId, mpsc::Sender<GuildMsg>>>,
+    map: Mutex<HashMap<ActorKey, mpsc::Sender<GuildMsg>>>,
     /// Mailbox bound of each actor.
     capacity: usize,
 }
@@ -35,7 +35,7 @@ impl LocalRouter {
         Self { node, map: Mutex::new(HashMap::new()), capacity }
     }
 
-    fn mailbox(&self, id: GuildId) -> Result<mpsc::Sender<GuildMsg>, RouteError> {
+    fn mailbox(&self, id: ActorKey) -> Result<mpsc::Sender<GuildMsg>, RouteError> {
         let mut map = self.map.lock().expect("guild router poisoned");
         if let Some(tx) = map.get(&id).filter(|tx| !tx.is_closed()) {
             return Ok(tx.clone());
@@ -44,9 +44,9 @@ impl LocalRouter {
         let node = self.node.upgrade().ok_or(RouteError::Gone(id))?;
         let (tx, rx) = mpsc::channel(self.capacity);
         map.insert(id, tx.clone());
-        match node::route::dm::dm_of(id) {
-            Some(dm) => node.tasks.spawn(dm::DmActor::new(node.clone(), id, dm, rx).run()),
-            None => node.tasks.spawn(actor::GuildActor::new(node.clone(), id, rx).run()),
+        match id.actor() {
+            Actor::Dm(dm) => node.tasks.spawn(dm::DmActor::new(node.clone(), id, dm, rx).run()),
+            Actor::Guild(g) => node.tasks.spawn(actor::GuildActor::new(node.clone(), g, rx).run()),
         };
         Ok(tx)
     }
@@ -63,7 +63,7 @@ impl LocalRouter {
     /// for messages from other nodes, whose senders were already told yes
     /// (a subscription, a committed event). Dropping them would leave a
     /// silent hole; waiting pushes back on this node's inbound stream.
-    pub async fn send_wait(&self, id: GuildId, msg: GuildMsg) -> Result<(), RouteError> {
+    pub async fn send_wait(&self, id: ActorKey, msg: GuildMsg) -> Result<(), RouteError> {
         let tx = self.mailbox(id)?;
         tx.send(msg).await.map_err(|_| RouteError::Gone(id))
     }
@@ -81,13 +81,13 @@ impl LocalRouter {
 
     /// Stops taking messages for the guilds `keep` refuses (a cluster node
     /// that no longer owns them): their actors end once their mailboxes drain.
-    pub fn retain(&self, keep: impl Fn(GuildId) -> bool) {
+    pub fn retain(&self, keep: impl Fn(ActorKey) -> bool) {
         self.map.lock().expect("guild router poisoned").retain(|g, _| keep(*g));
     }
 }
 
 impl Router for LocalRouter {
-    fn send(&self, id: GuildId, msg: GuildMsg) -> Result<(), RouteError> {
+    fn send(&self, id: ActorKey, msg: GuildMsg) -> Result<(), RouteError> {
         match self.mailbox(id)?.try_send(msg) {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Full(_)) => Err(RouteError::Busy(id)),
@@ -118,7 +118,7 @@ impl Router for LocalRouter {
         d
     }
 
-    fn actor_stopped(&self, id: GuildId) {
+    fn actor_stopped(&self, id: ActorKey) {
         let mut map = self.map.lock().expect("guild router poisoned");
         if map.get(&id).is_some_and(|tx| tx.is_closed()) {
             map.remove(&id);
@@ -145,7 +145,7 @@ mod tests {
         let mut config = config::Config::default();
         config.limits.guild_mailbox_capacity = 2;
         let node = local_node(config, store);
-        let g = GuildId(42);
+        let g = ActorKey::guild(protocol::GuildId(42));
         let msg = || GuildMsg::Unsubscribe { session: fanout::SessionRef { node: fanout::NodeId(1), id: "s".into() }, presence: None };
         // The actor is spawned on this single-threaded runtime but cannot run
         // before the test yields, so nothing drains the mailbox.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use protocol::gateway::Intents;
-use protocol::{GuildId, UserId};
+use protocol::{ActorKey, UserId};
 
 use fanout::{count_intents, Dispatch, FanEvent, NodeId, Recipient, SessionRef, Sink, SubInfo};
 use node::Node;
@@ -53,8 +53,8 @@ impl Recipient for RemoteSink {
             c.one(&self.r, d)
         };
     }
-    fn joined(&self, _guild: GuildId) {}
-    fn left(&self, _guild: GuildId) {}
+    fn joined(&self, _key: ActorKey) {}
+    fn left(&self, _key: ActorKey) {}
     fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
         self
     }
@@ -117,13 +117,13 @@ impl RemoteSubs {
     /// those `keep` accepts (`None`: all of them, and the node resolves them
     /// itself). A node whose only subscribers are the event's own user (a
     /// presence they set) or lack its intent gets nothing.
-    pub fn fan(&self, node: &Node, guild: GuildId, epoch: u64, event: &Arc<FanEvent>, keep: Option<&dyn Fn(&SubInfo) -> bool>) {
+    pub fn fan(&self, node: &Node, key: ActorKey, epoch: u64, event: &Arc<FanEvent>, keep: Option<&dyn Fn(&SubInfo) -> bool>) {
         for (&n, subs) in &self.by_node {
             match keep {
                 None => {
                     if subs.values().any(|s| event.may_reach(&s.info)) {
                         if let Some(c) = node.cluster() {
-                            c.fan(n, guild, epoch, event, None)
+                            c.fan(n, key, epoch, event, None)
                         };
                     }
                 }
@@ -132,7 +132,7 @@ impl RemoteSubs {
                         subs.values().filter(|s| event.may_reach(&s.info) && keep(&s.info)).map(|s| s.r.id.clone()).collect();
                     if !only.is_empty() {
                         if let Some(c) = node.cluster() {
-                            c.fan(n, guild, epoch, event, Some(only))
+                            c.fan(n, key, epoch, event, Some(only))
                         };
                     }
                 }
@@ -150,7 +150,7 @@ impl RemoteSubs {
 /// subscriber, if it could be found.
 pub fn move_subscriber(
     node: &Arc<Node>,
-    key: GuildId,
+    key: ActorKey,
     epoch: u64,
     subs: &mut fanout::Subscribers,
     remote: &mut RemoteSubs,
@@ -176,7 +176,7 @@ pub fn move_subscriber(
         };
         Some(remote.insert(node, to.clone(), info))
     };
-    let marker = Dispatch { name: fanout::MOVED, body: Bytes::from(key.0.to_string()) };
+    let marker = Dispatch { name: fanout::MOVED, body: Bytes::from(key.raw().to_string()) };
     match (old, &new) {
         (Some(old), _) if from.node == node.id => node.delivery.one(old, marker),
         (Some(_), _) => {

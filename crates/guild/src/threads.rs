@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use protocol::model::{iso8601, permission};
-use protocol::{ChannelId, UserId};
+use protocol::{ActorKey, ChannelId, UserId};
 use serde_json::{json, Value};
 use store::{is_thread, ChannelRecord, ThreadMemberRecord, ThreadRecord, ThreadSnapshot, PRIVATE_THREAD};
 
@@ -188,7 +188,7 @@ impl GuildActor {
                 _ = tokio::time::sleep(wait) => {
                     // Nobody waits for the answer: request id 0 is never registered.
                     let op = Op { user: UserId(0), action: Action::Thread(ThreadAction::Sweep), reply: ReplyTo { node: node.id, id: 0 } };
-                    if let Err(e) = node.guilds.send(guild, GuildMsg::Op(Box::new(op))) {
+                    if let Err(e) = node.guilds.send(ActorKey::guild(guild), GuildMsg::Op(Box::new(op))) {
                         tracing::debug!(guild = %guild, error = %e, "thread sweep not queued");
                     }
                 }

@@ -14,7 +14,7 @@ use std::future::Future;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use protocol::{GuildId, UserId};
+use protocol::{ActorKey, GuildId, UserId};
 use store::{DmChannel, GuildSnapshot, IdentifyRecord, Store, StoreError};
 use tokio::sync::{mpsc, oneshot};
 
@@ -135,8 +135,8 @@ pub fn guild_loads(store: Arc<dyn Store>) -> Batcher<GuildId, GuildSnapshot> {
 /// Guild actors' claims in a cluster (see `Store::claim_guilds`): one
 /// write transaction for every actor starting at about the same time
 /// (after an IDENTIFY burst or a ring change, thousands).
-pub fn guild_claims(store: Arc<dyn Store>, node: u64) -> Batcher<GuildId, u64> {
-    Batcher::start(CLAIM_BATCH, move |ids: Vec<GuildId>| {
+pub fn guild_claims(store: Arc<dyn Store>, node: u64) -> Batcher<ActorKey, u64> {
+    Batcher::start(CLAIM_BATCH, move |ids: Vec<ActorKey>| {
         let store = store.clone();
         async move { store.claim_guilds(&ids, node).await.map_err(BatchError::from) }
     })

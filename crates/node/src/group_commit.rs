@@ -16,7 +16,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use protocol::GuildId;
+use protocol::ActorKey;
 use store::{Change, MessageRecord, Store, StoreError};
 use tokio::sync::mpsc;
 
@@ -42,7 +42,7 @@ struct Job {
 
 enum Work {
     Message(MessageRecord),
-    Changes(GuildId, Vec<Change>),
+    Changes(ActorKey, Vec<Change>),
 }
 
 /// Counters for `/_throng/admin/stats` and the ingest benchmark.
@@ -124,11 +124,11 @@ impl Writer {
     pub fn submit_changes(
         &self,
         epoch: u64,
-        guild: GuildId,
+        key: ActorKey,
         changes: Vec<Change>,
         done: impl FnOnce(Outcome) + Send + 'static,
     ) -> Result<(), Full> {
-        self.tx.try_send(Job { epoch, work: Work::Changes(guild, changes), done: Box::new(done) }).map_err(|_| Full)
+        self.tx.try_send(Job { epoch, work: Work::Changes(key, changes), done: Box::new(done) }).map_err(|_| Full)
     }
 
     /// Messages waiting for a transaction.

@@ -16,8 +16,8 @@ pub mod users;
 
 use std::sync::Arc;
 
-use protocol::GuildId;
 use protocol::SnowflakeGen;
+use protocol::{ActorKey, GuildId};
 use store::{GuildSnapshot, IdentifyRecord, Store};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -61,12 +61,13 @@ pub struct Node {
     /// IDENTIFY's token/guild lookups, batched (see `batch`).
     pub identify_lookups: Batcher<[u8; 32], IdentifyRecord>,
     /// Guild actors' ownership claims in a cluster, batched (see `batch`).
-    pub guild_claims: Batcher<GuildId, u64>,
+    pub guild_claims: Batcher<protocol::ActorKey, u64>,
     /// Group commit of new messages (see `writer`).
     pub writer: crate::group_commit::Writer,
-    /// The guild of each guild channel seen (a channel never changes guild),
-    /// so sending a message needs no store read to find its guild's actor.
-    channel_guilds: std::sync::Mutex<std::collections::HashMap<protocol::ChannelId, GuildId>>,
+    /// The actor of each channel seen (its guild's, or a DM's own; a channel
+    /// never changes guild), so sending a message needs no store read to
+    /// find the actor.
+    channel_actors: std::sync::Mutex<std::collections::HashMap<protocol::ChannelId, ActorKey>>,
     /// Guild actors' loads, batched (see `batch`).
     pub guild_loads: Batcher<GuildId, GuildSnapshot>,
     /// READY's DM channels, batched with concurrent IDENTIFYs (see `batch`).
@@ -146,7 +147,7 @@ impl Node {
                 dm_lookups: crate::batch::dm_lookups(store.clone()),
                 guild_claims: batch::guild_claims(store.clone(), config.node_id),
                 writer: crate::group_commit::Writer::start(store.clone(), config.limits.write_queue, config.limits.write_batch_max),
-                channel_guilds: Default::default(),
+                channel_actors: Default::default(),
                 identify_permits: Semaphore::new(config.gateway.identify_concurrency.max(1)),
                 gateway_connections: Arc::default(),
                 shutdown: CancellationToken::new(),
@@ -212,24 +213,28 @@ impl Node {
     }
 }
 
-/// Channels remembered by [`Node::channel_guild`] before the map starts over.
-const CHANNEL_GUILDS_MAX: usize = 1 << 20;
+/// Channels remembered by [`Node::channel_actor`] before the map starts over.
+const CHANNEL_ACTORS_MAX: usize = 1 << 20;
 
 impl Node {
-    /// The guild of a guild channel (`None`: no such channel, or not a guild
-    /// channel). A store read only the first time this node sees the channel.
-    pub async fn channel_guild(&self, channel: protocol::ChannelId) -> store::Result<Option<GuildId>> {
-        if let Some(g) = self.channel_guilds.lock().expect("channel map poisoned").get(&channel) {
-            return Ok(Some(*g));
+    /// The actor of a channel: its guild's, or a DM's own (`None`: no such
+    /// channel, or a channel with neither). A store read only the first
+    /// time this node sees the channel.
+    pub async fn channel_actor(&self, channel: protocol::ChannelId) -> store::Result<Option<ActorKey>> {
+        if let Some(k) = self.channel_actors.lock().expect("channel map poisoned").get(&channel) {
+            return Ok(Some(*k));
         }
-        // A DM's messages go to its own actor (see `route::dm`).
-        let dm = |c: &store::ChannelRecord| (c.kind == protocol::model::channel_type::DM).then(|| crate::route::dm::dm_key(c.id));
-        let Some(g) = self.store.get_channel(channel).await?.and_then(|c| c.guild_id.or_else(|| dm(&c))) else { return Ok(None) };
-        let mut map = self.channel_guilds.lock().expect("channel map poisoned");
-        if map.len() >= CHANNEL_GUILDS_MAX {
+        let Some(c) = self.store.get_channel(channel).await? else { return Ok(None) };
+        let key = match c.guild_id {
+            Some(g) => ActorKey::guild(g),
+            None if c.kind == protocol::model::channel_type::DM => ActorKey::dm(c.id),
+            None => return Ok(None),
+        };
+        let mut map = self.channel_actors.lock().expect("channel map poisoned");
+        if map.len() >= CHANNEL_ACTORS_MAX {
             map.clear();
         }
-        map.insert(channel, g);
-        Ok(Some(g))
+        map.insert(channel, key);
+        Ok(Some(key))
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 use protocol::gateway::RequestGuildMembers;
-use protocol::{model, ChannelId, GuildId, MessageId, UserId};
+use protocol::{model, ActorKey, ChannelId, GuildId, MessageId, UserId};
 use store::{ChannelRecord, GuildRecord, MemberRecord, UserRecord};
 use tokio::sync::oneshot;
 
@@ -277,13 +277,13 @@ impl From<GuildEvent> for GuildMsg {
 #[derive(Debug, thiserror::Error)]
 pub enum RouteError {
     /// The guild's mailbox is full: fail fast, the caller answers 503 / retries.
-    #[error("guild {0} is busy")]
-    Busy(GuildId),
-    #[error("guild {0} is gone")]
-    Gone(GuildId),
+    #[error("{0} is busy")]
+    Busy(ActorKey),
+    #[error("{0} is gone")]
+    Gone(ActorKey),
     /// No node can take the guild now (this node lost the cluster's bus).
-    #[error("guild {0} is unavailable: this node is not in its cluster")]
-    Unavailable(GuildId),
+    #[error("{0} is unavailable: this node is not in its cluster")]
+    Unavailable(ActorKey),
 }
 
 /// Messages waiting in a node's guild mailboxes.
@@ -298,7 +298,7 @@ pub struct MailboxDepths {
 /// node's own actors. Never waits: a full mailbox is an error (503 / op 9
 /// for the caller), not a wait. What only a cluster does is [`ClusterLink`].
 pub trait Router: Send + Sync {
-    fn send(&self, guild: GuildId, msg: GuildMsg) -> Result<(), RouteError>;
+    fn send(&self, key: ActorKey, msg: GuildMsg) -> Result<(), RouteError>;
 
     /// Delivers an actor's answer to the request that named `to`.
     fn reply(&self, to: ReplyTo, body: Bytes);
@@ -311,7 +311,7 @@ pub trait Router: Send + Sync {
     fn mailbox_depths(&self) -> MailboxDepths;
 
     /// This node's actor of `guild` stopped (guild deleted or missing).
-    fn actor_stopped(&self, guild: GuildId);
+    fn actor_stopped(&self, key: ActorKey);
 }
 
 /// What only a cluster does: which nodes are live, where an actor runs,
@@ -330,7 +330,7 @@ pub trait ClusterLink: Send + Sync {
     fn stats(&self) -> serde_json::Value;
 
     /// The node whose actor runs `guild`.
-    fn owner_of(&self, guild: GuildId) -> Option<NodeId>;
+    fn owner_of(&self, key: ActorKey) -> Option<NodeId>;
 
     /// One event to `node`'s subscribers of `guild` (all of them, or `only`
     /// these), from the actor that claimed `epoch`: a node takes no event of
@@ -338,7 +338,7 @@ pub trait ClusterLink: Send + Sync {
     fn fan(
         &self,
         node: NodeId,
-        guild: GuildId,
+        key: ActorKey,
         epoch: u64,
         event: &std::sync::Arc<fanout::FanEvent>,
         only: Option<Vec<std::sync::Arc<str>>>,
@@ -350,11 +350,11 @@ pub trait ClusterLink: Send + Sync {
     fn forward(&self, session: &SessionRef, d: fanout::Dispatch);
     /// `node`'s session starts (stops) receiving `guild`'s events there
     /// (from the actor of `epoch`, as in `fan`).
-    fn subscribed(&self, session: &SessionRef, guild: GuildId, epoch: u64, on: bool);
+    fn subscribed(&self, session: &SessionRef, key: ActorKey, epoch: u64, on: bool);
     /// `subscribed(.., true)` preceded by `first` for that session alone
     /// (its GUILD_CREATE), in one message: `one` then `subscribed` with one
     /// bus message fewer per subscription.
-    fn subscribed_after(&self, session: &SessionRef, guild: GuildId, epoch: u64, first: fanout::Dispatch);
+    fn subscribed_after(&self, session: &SessionRef, key: ActorKey, epoch: u64, first: fanout::Dispatch);
 
     /// Asks `holder` to hand a session over to this node (a RESUME that
     /// reached this node). False if the request could not be sent.
@@ -367,7 +367,7 @@ pub trait ClusterLink: Send + Sync {
     /// A DM was created (`key`: its actor's): every other node subscribes
     /// its sessions of `users` to it, then tells the actor it is done. The
     /// nodes asked.
-    fn dm_opened(&self, key: GuildId, users: &[UserId]) -> Vec<NodeId>;
+    fn dm_opened(&self, key: ActorKey, users: &[UserId]) -> Vec<NodeId>;
 }
 
 /// A RESUME of a session of another node, sent to that node.
@@ -431,11 +431,11 @@ impl Replies {
     }
 }
 
-/// Tells each of `guilds` that `user`'s visible presence changed.
-pub fn broadcast_presence(router: &dyn Router, node: u64, user: UserId, guilds: &[GuildId], presence: Presence) {
+/// Tells the guilds among `keys` that `user`'s visible presence changed.
+pub fn broadcast_presence(router: &dyn Router, node: u64, user: UserId, keys: &[ActorKey], presence: Presence) {
     // DM actors have no presences to show.
-    for &g in guilds.iter().filter(|&&g| dm::dm_of(g).is_none()) {
-        if let Err(e) = router.send(g, GuildMsg::Presence { user, node, presence: presence.clone() }) {
+    for g in keys.iter().filter_map(|k| k.as_guild()) {
+        if let Err(e) = router.send(g.into(), GuildMsg::Presence { user, node, presence: presence.clone() }) {
             tracing::debug!(guild = %g, error = %e, "presence update dropped");
         }
     }

@@ -190,3 +190,104 @@ mod tests {
         assert_eq!((last >> 12) & 0x1f, 2);
     }
 }
+
+/// What one of throng's actors is keyed by: a guild, or a DM channel (a DM
+/// has no guild but gets an actor of its own). Not a Discord type.
+///
+/// One `u64`, so it costs no more than an id in session lists, on the
+/// cluster's ring and in the store's ownership table: a DM's key is its
+/// channel id with the top bit set, which no snowflake has (they use 63
+/// bits until 2084). The type keeps the two apart; [`ActorKey::actor`]
+/// says which one it is.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ActorKey(u64);
+
+/// What an [`ActorKey`] names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Actor {
+    Guild(GuildId),
+    Dm(ChannelId),
+}
+
+impl ActorKey {
+    const DM_BIT: u64 = 1 << 63;
+
+    pub const fn guild(g: GuildId) -> ActorKey {
+        debug_assert!(g.0 & Self::DM_BIT == 0, "a snowflake has 63 bits");
+        ActorKey(g.0)
+    }
+
+    pub const fn dm(c: ChannelId) -> ActorKey {
+        ActorKey(c.0 | Self::DM_BIT)
+    }
+
+    pub const fn actor(self) -> Actor {
+        if self.0 & Self::DM_BIT != 0 {
+            Actor::Dm(ChannelId(self.0 & !Self::DM_BIT))
+        } else {
+            Actor::Guild(GuildId(self.0))
+        }
+    }
+
+    /// The guild, if the key names one.
+    pub const fn as_guild(self) -> Option<GuildId> {
+        match self.actor() {
+            Actor::Guild(g) => Some(g),
+            Actor::Dm(_) => None,
+        }
+    }
+
+    /// The DM channel, if the key names one.
+    pub const fn as_dm(self) -> Option<ChannelId> {
+        match self.actor() {
+            Actor::Dm(c) => Some(c),
+            Actor::Guild(_) => None,
+        }
+    }
+
+    /// The key as one number: where the ring places the actor, and the
+    /// store's ownership row.
+    pub const fn raw(self) -> u64 {
+        self.0
+    }
+
+    pub const fn from_raw(raw: u64) -> ActorKey {
+        ActorKey(raw)
+    }
+}
+
+impl From<GuildId> for ActorKey {
+    fn from(g: GuildId) -> ActorKey {
+        ActorKey::guild(g)
+    }
+}
+
+impl std::fmt::Debug for ActorKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.actor() {
+            Actor::Guild(g) => write!(f, "guild {}", g.0),
+            Actor::Dm(c) => write!(f, "dm {}", c.0),
+        }
+    }
+}
+
+impl std::fmt::Display for ActorKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+#[cfg(test)]
+mod actor_key_tests {
+    use super::*;
+
+    #[test]
+    fn dm_keys_never_meet_guild_keys() {
+        let c = ChannelId(1_339_999_999_999_999_999);
+        assert_eq!(ActorKey::dm(c).actor(), Actor::Dm(c));
+        assert_eq!(ActorKey::guild(GuildId(c.0)).actor(), Actor::Guild(GuildId(c.0)));
+        assert_ne!(ActorKey::dm(c), ActorKey::guild(GuildId(c.0)));
+        assert_eq!(ActorKey::from_raw(ActorKey::dm(c).raw()), ActorKey::dm(c));
+    }
+}

@@ -17,7 +17,7 @@ pub mod id;
 pub mod model;
 
 pub use codes::{CloseCode, ErrorCode};
-pub use id::{ApplicationId, ChannelId, GuildId, MessageId, RoleId, Snowflake, SnowflakeGen, UserId};
+pub use id::{Actor, ActorKey, ApplicationId, ChannelId, GuildId, MessageId, RoleId, Snowflake, SnowflakeGen, UserId};
 
 /// Deserialisation helpers for request bodies.
 pub mod de {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use protocol::compress::{CompressParams, Transport};
 use protocol::gateway::Intents;
-use protocol::{GuildId, UserId};
+use protocol::{ActorKey, GuildId, UserId};
 use server::fanout::{Delivery, FanEvent, Filter, Sink, Subscribers};
 use server::gateway::socket::Conn;
 use server::gateway::SessionHandle;
@@ -25,7 +25,15 @@ fn bench(c: &mut Criterion) {
         let mut subs = Subscribers::new(delivery.workers());
         let mut handles = Vec::with_capacity(n);
         for i in 0..n {
-            let h = SessionHandle::new(format!("s{i}").into(), UserId(i as u64), true, Intents::ALL, 50, vec![GuildId(1)], &delivery);
+            let h = SessionHandle::new(
+                format!("s{i}").into(),
+                UserId(i as u64),
+                true,
+                Intents::ALL,
+                50,
+                vec![ActorKey::guild(GuildId(1))],
+                &delivery,
+            );
             h.attach_for_bench(Conn::sink(Transport::None, &CompressParams::default()).unwrap());
             handles.push(h.clone());
             subs.insert(h as Sink);

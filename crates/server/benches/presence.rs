@@ -43,7 +43,8 @@ fn bench(c: &mut Criterion) {
     let mut lists = Lists::default();
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let delivery = server::fanout::Delivery::standalone(1, rt.handle().clone());
-    let session = SessionHandle::new("bench".into(), UserId(2), false, Intents::ALL, 250, vec![guild], &delivery);
+    let session =
+        SessionHandle::new("bench".into(), UserId(2), false, Intents::ALL, 250, vec![protocol::ActorKey::guild(guild)], &delivery);
     lists.subscribe(&view, session.clone(), &[(channel.id, vec![(0, 99)])], std::slice::from_ref(&channel));
     std::hint::black_box(session.take_replay());
     // A member whose name sorts into the first chunk when online.

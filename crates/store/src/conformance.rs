@@ -388,17 +388,17 @@ async fn messages(s: &dyn Store) {
 async fn group_commit_and_fencing(s: &dyn Store) {
     let g = GuildId(100);
     let m = |id: u64| MessageRecord { guild_id: Some(g), ..message(id, 101, 1, &format!("g{id}")) };
-    assert_eq!(s.guild_owner(g).await.unwrap(), None, "never claimed");
+    assert_eq!(s.guild_owner(ActorKey::from(g)).await.unwrap(), None, "never claimed");
     // Unfenced (epoch 0) writes need no claim.
     assert_eq!(s.create_messages(&[(0, m(1_001)), (0, m(1_002))]).await.unwrap(), vec![true, true]);
-    let e1 = s.claim_guild(g, 7).await.unwrap();
-    assert_eq!(s.guild_owner(g).await.unwrap(), Some((7, e1)));
+    let e1 = s.claim_guild(ActorKey::from(g), 7).await.unwrap();
+    assert_eq!(s.guild_owner(ActorKey::from(g)).await.unwrap(), Some((7, e1)));
     assert_eq!(s.create_messages(&[(e1, m(1_003))]).await.unwrap(), vec![true]);
     // Another node takes over: the old owner's writes are refused from now on,
     // in the same batch as the new owner's, which commit.
-    let e2 = s.claim_guild(g, 8).await.unwrap();
+    let e2 = s.claim_guild(ActorKey::from(g), 8).await.unwrap();
     assert!(e2 > e1, "epochs only go up");
-    assert_eq!(s.guild_owner(g).await.unwrap(), Some((8, e2)));
+    assert_eq!(s.guild_owner(ActorKey::from(g)).await.unwrap(), Some((8, e2)));
     assert_eq!(s.create_messages(&[(e1, m(1_004)), (e2, m(1_005)), (0, m(1_006))]).await.unwrap(), vec![false, true, true]);
     assert!(s.get_message(ChannelId(101), MessageId(1_004)).await.unwrap().is_none(), "a fenced-off write is not stored");
     assert_eq!(s.get_message(ChannelId(101), MessageId(1_005)).await.unwrap().unwrap(), m(1_005), "round trip keeps every field");
@@ -409,10 +409,10 @@ async fn group_commit_and_fencing(s: &dyn Store) {
     assert!(s.get_message(ChannelId(101), MessageId(1_007)).await.unwrap().is_none(), "a failed batch is all or nothing");
     assert!(s.create_messages(&[]).await.unwrap().is_empty());
     // Several at once: each goes up by one, a new one starts at 1.
-    let mut many = s.claim_guilds(&[g, GuildId(4_242)], 9).await.unwrap();
+    let mut many = s.claim_guilds(&[g.into(), GuildId(4_242).into()], 9).await.unwrap();
     many.sort();
-    assert_eq!(many, vec![(g, e2 + 1), (GuildId(4_242), 1)]);
-    assert_eq!(s.guild_owner(GuildId(4_242)).await.unwrap(), Some((9, 1)));
+    assert_eq!(many, vec![(g.into(), e2 + 1), (GuildId(4_242).into(), 1)]);
+    assert_eq!(s.guild_owner(ActorKey::from(GuildId(4_242))).await.unwrap(), Some((9, 1)));
     assert_eq!(s.create_messages(&[(e2, m(1_009))]).await.unwrap(), vec![false], "the batch claim fenced the old epoch");
     for id in 1_001..=1_006 {
         s.delete_message(ChannelId(101), MessageId(id)).await.unwrap();
@@ -423,16 +423,20 @@ async fn group_commit_and_fencing(s: &dyn Store) {
 /// touched per change, all or nothing.
 async fn fenced_changes(s: &dyn Store) {
     let g = GuildId(100);
-    let (_, epoch) = s.guild_owner(g).await.unwrap().expect("claimed by group_commit_and_fencing");
+    let (_, epoch) = s.guild_owner(ActorKey::from(g)).await.unwrap().expect("claimed by group_commit_and_fencing");
     let mut c = s.get_channel(ChannelId(101)).await.unwrap().unwrap();
     c.topic = Some("fenced".into());
-    assert_eq!(s.apply_changes(epoch - 1, g, &[Change::UpdateChannel(c.clone())]).await.unwrap(), None, "a stale epoch writes nothing");
+    assert_eq!(
+        s.apply_changes(epoch - 1, ActorKey::from(g), &[Change::UpdateChannel(c.clone())]).await.unwrap(),
+        None,
+        "a stale epoch writes nothing"
+    );
     assert_ne!(s.get_channel(ChannelId(101)).await.unwrap().unwrap().topic.as_deref(), Some("fenced"));
     let m = MemberRecord { guild_id: g, user_id: UserId(3), nick: Some("n".into()), roles: vec![], joined_at: 5, flags: 0 };
     let rows = s
         .apply_changes(
             epoch,
-            g,
+            ActorKey::from(g),
             &[
                 Change::UpdateChannel(c.clone()),
                 Change::AddMember(m.clone()),
@@ -447,7 +451,9 @@ async fn fenced_changes(s: &dyn Store) {
     assert_eq!(s.get_member(g, UserId(3)).await.unwrap(), Some(m));
     // A failing change (a channel in no known guild) undoes the whole call.
     let orphan = ChannelRecord { id: ChannelId(4_343), guild_id: Some(GuildId(987_654)), ..c.clone() };
-    let r = s.apply_changes(epoch, g, &[Change::RemoveMember { guild: g, user: UserId(3) }, Change::CreateChannel(orphan)]).await;
+    let r = s
+        .apply_changes(epoch, ActorKey::from(g), &[Change::RemoveMember { guild: g, user: UserId(3) }, Change::CreateChannel(orphan)])
+        .await;
     assert!(r.is_err(), "a channel of an unknown guild is refused");
     assert!(s.get_member(g, UserId(3)).await.unwrap().is_some(), "nothing of a failed call is written");
     assert!(s.remove_member(g, UserId(3)).await.unwrap());

@@ -28,7 +28,7 @@ pub mod sqlite;
 pub mod threads;
 
 use async_trait::async_trait;
-use protocol::{ApplicationId, ChannelId, GuildId, MessageId, UserId};
+use protocol::{ActorKey, ApplicationId, ChannelId, GuildId, MessageId, UserId};
 
 pub use accounts::{AccountStore, GrantKind, GrantRecord, OAuthApp, SessionStart, StartLimits, TokenRecord};
 pub use attachments::{AttachmentRecord, WebhookRecord};
@@ -129,10 +129,10 @@ pub trait Store: DmThreadCommandStore + AccountStore + Send + Sync + 'static {
     async fn create_guild(&self, g: &NewGuild) -> Result<()>;
     async fn get_guild(&self, id: GuildId) -> Result<Option<GuildRecord>>;
     async fn update_guild(&self, g: &GuildRecord) -> Result<()> {
-        self.apply_changes(0, g.id, &[Change::UpdateGuild(g.clone())]).await.map(drop)
+        self.apply_changes(0, ActorKey::from(g.id), &[Change::UpdateGuild(g.clone())]).await.map(drop)
     }
     async fn delete_guild(&self, id: GuildId) -> Result<bool> {
-        one_row(self.apply_changes(0, id, &[Change::DeleteGuild(id)]).await)
+        one_row(self.apply_changes(0, ActorKey::from(id), &[Change::DeleteGuild(id)]).await)
     }
     /// Everything guild actors hold, for several guilds in one round of
     /// statements: each guild, its roles, channels, members (ordered by user
@@ -143,28 +143,28 @@ pub trait Store: DmThreadCommandStore + AccountStore + Send + Sync + 'static {
 
     // Channels.
     async fn create_channel(&self, c: &ChannelRecord) -> Result<()> {
-        self.apply_changes(0, c.guild_id.unwrap_or(GuildId(0)), &[Change::CreateChannel(c.clone())]).await.map(drop)
+        self.apply_changes(0, ActorKey::guild(c.guild_id.unwrap_or(GuildId(0))), &[Change::CreateChannel(c.clone())]).await.map(drop)
     }
     async fn get_channel(&self, id: ChannelId) -> Result<Option<ChannelRecord>>;
     async fn update_channel(&self, c: &ChannelRecord) -> Result<()> {
-        self.apply_changes(0, c.guild_id.unwrap_or(GuildId(0)), &[Change::UpdateChannel(c.clone())]).await.map(drop)
+        self.apply_changes(0, ActorKey::guild(c.guild_id.unwrap_or(GuildId(0))), &[Change::UpdateChannel(c.clone())]).await.map(drop)
     }
     async fn delete_channel(&self, id: ChannelId) -> Result<bool> {
-        one_row(self.apply_changes(0, GuildId(0), &[Change::DeleteChannel(id)]).await)
+        one_row(self.apply_changes(0, ActorKey::guild(GuildId(0)), &[Change::DeleteChannel(id)]).await)
     }
     async fn channels_of_guild(&self, guild: GuildId) -> Result<Vec<ChannelRecord>>;
 
     // Members.
     /// Adds a member; `Ok(false)` if it already was one.
     async fn add_member(&self, m: &MemberRecord) -> Result<bool> {
-        one_row(self.apply_changes(0, m.guild_id, &[Change::AddMember(m.clone())]).await)
+        one_row(self.apply_changes(0, ActorKey::from(m.guild_id), &[Change::AddMember(m.clone())]).await)
     }
     async fn get_member(&self, guild: GuildId, user: UserId) -> Result<Option<MemberRecord>>;
     async fn update_member(&self, m: &MemberRecord) -> Result<bool> {
-        one_row(self.apply_changes(0, m.guild_id, &[Change::UpdateMember(m.clone())]).await)
+        one_row(self.apply_changes(0, ActorKey::from(m.guild_id), &[Change::UpdateMember(m.clone())]).await)
     }
     async fn remove_member(&self, guild: GuildId, user: UserId) -> Result<bool> {
-        one_row(self.apply_changes(0, guild, &[Change::RemoveMember { guild, user }]).await)
+        one_row(self.apply_changes(0, ActorKey::from(guild), &[Change::RemoveMember { guild, user }]).await)
     }
     /// Members ordered by user id, starting after `after`.
     async fn list_members(&self, guild: GuildId, after: UserId, limit: u32) -> Result<Vec<MemberRecord>>;
@@ -180,15 +180,16 @@ pub trait Store: DmThreadCommandStore + AccountStore + Send + Sync + 'static {
     async fn create_messages(&self, batch: &[(u64, MessageRecord)]) -> Result<Vec<bool>>;
 
     // Ownership (a cluster).
-    /// `node` takes `guild` over: the guild's epoch goes up by one and is
-    /// returned. Writes fenced by an older epoch are refused from now on.
-    async fn claim_guild(&self, guild: GuildId, node: u64) -> Result<u64>;
+    /// `node` takes the actor `key` over (a guild's, or a DM's): its epoch
+    /// goes up by one and is returned. Writes fenced by an older epoch are
+    /// refused from now on.
+    async fn claim_guild(&self, key: ActorKey, node: u64) -> Result<u64>;
     /// `claim_guild` for several guilds (distinct) in one transaction; the
     /// new epoch of each.
-    async fn claim_guilds(&self, guilds: &[GuildId], node: u64) -> Result<Vec<(GuildId, u64)>> {
-        let mut out = Vec::with_capacity(guilds.len());
-        for &g in guilds {
-            out.push((g, self.claim_guild(g, node).await?));
+    async fn claim_guilds(&self, keys: &[ActorKey], node: u64) -> Result<Vec<(ActorKey, u64)>> {
+        let mut out = Vec::with_capacity(keys.len());
+        for &k in keys {
+            out.push((k, self.claim_guild(k, node).await?));
         }
         Ok(out)
     }
@@ -196,15 +197,15 @@ pub trait Store: DmThreadCommandStore + AccountStore + Send + Sync + 'static {
     /// (the ownership epoch its actor claimed; 0: not fenced). `Ok(None)`:
     /// the guild has a newer owner and nothing was written. Otherwise the
     /// rows each change touched, in order. An error means nothing was written.
-    async fn apply_changes(&self, epoch: u64, guild: GuildId, changes: &[Change]) -> Result<Option<Vec<u64>>>;
+    async fn apply_changes(&self, epoch: u64, key: ActorKey, changes: &[Change]) -> Result<Option<Vec<u64>>>;
     /// The guild's current owner and epoch, if it was ever claimed.
-    async fn guild_owner(&self, guild: GuildId) -> Result<Option<(u64, u64)>>;
+    async fn guild_owner(&self, key: ActorKey) -> Result<Option<(u64, u64)>>;
     async fn get_message(&self, channel: ChannelId, id: MessageId) -> Result<Option<MessageRecord>>;
     async fn update_message(&self, m: &MessageRecord) -> Result<()> {
-        self.apply_changes(0, m.guild_id.unwrap_or(GuildId(0)), &[Change::UpdateMessage(m.clone())]).await.map(drop)
+        self.apply_changes(0, ActorKey::guild(m.guild_id.unwrap_or(GuildId(0))), &[Change::UpdateMessage(m.clone())]).await.map(drop)
     }
     async fn delete_message(&self, channel: ChannelId, id: MessageId) -> Result<bool> {
-        one_row(self.apply_changes(0, GuildId(0), &[Change::DeleteMessage { channel, id }]).await)
+        one_row(self.apply_changes(0, ActorKey::guild(GuildId(0)), &[Change::DeleteMessage { channel, id }]).await)
     }
     /// Messages newest first, as Discord returns them.
     async fn list_messages(&self, channel: ChannelId, window: MessageWindow, limit: u32) -> Result<Vec<MessageRecord>>;
@@ -218,7 +219,7 @@ pub trait Store: DmThreadCommandStore + AccountStore + Send + Sync + 'static {
 
     // Roles, overwrites, bans:
     async fn create_role(&self, r: &RoleRecord) -> Result<()> {
-        self.apply_changes(0, r.guild_id, &[Change::CreateRole(r.clone())]).await.map(drop)
+        self.apply_changes(0, ActorKey::from(r.guild_id), &[Change::CreateRole(r.clone())]).await.map(drop)
     }
     /// Bans of `guild` in ascending user id, at most `limit`: those after
     /// `after`, or, if `before` is given, the ones just before it.

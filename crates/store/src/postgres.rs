@@ -22,7 +22,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use protocol::GuildId;
+use protocol::{ActorKey, GuildId};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::sql::rows::{qualified, IdentifyRow, USER_COLS};
@@ -201,7 +201,7 @@ impl Backend for PostgresStore {
         Ok(ok)
     }
 
-    async fn claim_guilds(&self, guilds: &[GuildId], node: u64) -> Result<Vec<(GuildId, u64)>> {
+    async fn claim_guilds(&self, guilds: &[ActorKey], node: u64) -> Result<Vec<(ActorKey, u64)>> {
         // One upsert for all, rows taken in guild id order (as group commits
         // lock them), so two nodes claiming overlapping sets cannot deadlock.
         let mut ids: Vec<i64> = guilds.iter().map(|&g| i(g)).collect();
@@ -217,7 +217,7 @@ impl Backend for PostgresStore {
         .bind(node as i64)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.into_iter().map(|(g, e)| (GuildId(g as u64), e as u64)).collect())
+        Ok(rows.into_iter().map(|(g, e)| (ActorKey::from_raw(g as u64), e as u64)).collect())
     }
 }
 

@@ -17,7 +17,7 @@
 //! for every type it binds or decodes.
 
 use async_trait::async_trait;
-use protocol::{ChannelId, GuildId, MessageId, UserId};
+use protocol::{ActorKey, ChannelId, MessageId, UserId};
 use sqlx::postgres::PgPool;
 use sqlx::sqlite::SqlitePool;
 use sqlx::{Postgres, Sqlite, Transaction};
@@ -56,7 +56,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
     // The `Store` methods of these names (never given an empty batch).
     async fn identify_lookup(&self, hashes: &[[u8; 32]]) -> Result<Vec<([u8; 32], IdentifyRecord)>>;
     async fn create_messages(&self, batch: &[(u64, MessageRecord)]) -> Result<Vec<bool>>;
-    async fn claim_guilds(&self, guilds: &[GuildId], node: u64) -> Result<Vec<(GuildId, u64)>>;
+    async fn claim_guilds(&self, guilds: &[ActorKey], node: u64) -> Result<Vec<(ActorKey, u64)>>;
 }
 
 /// Which backend a statement runs on, for the clauses whose SQL differs.

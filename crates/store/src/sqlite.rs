@@ -18,7 +18,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use protocol::GuildId;
+use protocol::{ActorKey, GuildId};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{QueryBuilder, Sqlite, SqlitePool};
 
@@ -188,7 +188,7 @@ impl Backend for SqliteStore {
         self.batches.create_messages(batch).await
     }
 
-    async fn claim_guilds(&self, guilds: &[GuildId], node: u64) -> Result<Vec<(GuildId, u64)>> {
+    async fn claim_guilds(&self, guilds: &[ActorKey], node: u64) -> Result<Vec<(ActorKey, u64)>> {
         let mut out = Vec::with_capacity(guilds.len());
         let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         for chunk in guilds.chunks(500) {
@@ -198,7 +198,7 @@ impl Backend for SqliteStore {
             });
             q.push(" ON CONFLICT (guild_id) DO UPDATE SET node = excluded.node, epoch = guild_owners.epoch + 1 RETURNING guild_id, epoch");
             let rows: Vec<(i64, i64)> = q.build_query_as().fetch_all(&mut *tx).await?;
-            out.extend(rows.into_iter().map(|(g, e)| (GuildId(g as u64), e as u64)));
+            out.extend(rows.into_iter().map(|(g, e)| (ActorKey::from_raw(g as u64), e as u64)));
         }
         tx.commit().await?;
         Ok(out)

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use protocol::{ChannelId, GuildId, MessageId, UserId};
+use protocol::{ActorKey, ChannelId, GuildId, MessageId, UserId};
 use store::postgres::{PostgresOptions, PostgresStore};
 use store::Store;
 
@@ -87,20 +87,20 @@ async fn two_nodes_share_one_database() {
         let (a, b) = (Arc::new(a.unwrap()), Arc::new(b.unwrap()));
         guild_with_channel(&*a).await;
         let g = GuildId(100);
-        let ea = a.claim_guild(g, 1).await.unwrap();
+        let ea = a.claim_guild(ActorKey::from(g), 1).await.unwrap();
         assert_eq!(a.create_messages(&[(ea, message(1))]).await.unwrap(), vec![true]);
-        let eb = b.claim_guild(g, 2).await.unwrap();
+        let eb = b.claim_guild(ActorKey::from(g), 2).await.unwrap();
         assert_eq!(eb, ea + 1);
         assert_eq!(a.create_messages(&[(ea, message(2))]).await.unwrap(), vec![false], "the old owner is fenced off");
         assert_eq!(b.create_messages(&[(eb, message(3))]).await.unwrap(), vec![true]);
-        assert_eq!(a.guild_owner(g).await.unwrap(), Some((2, eb)), "both nodes see one owner");
+        assert_eq!(a.guild_owner(ActorKey::from(g)).await.unwrap(), Some((2, eb)), "both nodes see one owner");
         assert!(a.get_message(ChannelId(101), MessageId(2)).await.unwrap().is_none());
 
         // Concurrent claims from both nodes: every claim gets its own epoch.
         let mut claims = Vec::new();
         for n in 0..20u64 {
             let s = if n % 2 == 0 { a.clone() } else { b.clone() };
-            claims.push(tokio::spawn(async move { s.claim_guild(GuildId(100), n % 2 + 1).await.unwrap() }));
+            claims.push(tokio::spawn(async move { s.claim_guild(ActorKey::from(GuildId(100)), n % 2 + 1).await.unwrap() }));
         }
         let mut epochs = Vec::new();
         for c in claims {
@@ -111,7 +111,7 @@ async fn two_nodes_share_one_database() {
 
         // Batch claims of overlapping sets, given in opposite orders by the
         // two nodes: no deadlock, and every guild's epoch counts every claim.
-        let set: Vec<GuildId> = (500..540).map(GuildId).collect();
+        let set: Vec<ActorKey> = (500..540).map(|g| ActorKey::guild(GuildId(g))).collect();
         let mut claims = Vec::new();
         for n in 0..10u64 {
             let s = if n % 2 == 0 { a.clone() } else { b.clone() };
@@ -142,7 +142,7 @@ async fn claim_is_atomic_against_group_commits() {
         let s = Arc::new(PostgresStore::open(&url, &PostgresOptions::default()).await.unwrap());
         guild_with_channel(&*s).await;
         let g = GuildId(100);
-        let e1 = s.claim_guild(g, 1).await.unwrap();
+        let e1 = s.claim_guild(ActorKey::from(g), 1).await.unwrap();
         let started = Arc::new(tokio::sync::Notify::new());
         let writer = {
             let (s, started) = (s.clone(), started.clone());
@@ -160,7 +160,7 @@ async fn claim_is_atomic_against_group_commits() {
         };
         // The claim lands while batches are streaming.
         started.notified().await;
-        let e2 = s.claim_guild(g, 2).await.unwrap();
+        let e2 = s.claim_guild(ActorKey::from(g), 2).await.unwrap();
         // After the claim returned, the old epoch is refused.
         assert_eq!(s.create_messages(&[(e1, message(50_000))]).await.unwrap(), vec![false]);
         assert_eq!(s.create_messages(&[(e2, message(50_001))]).await.unwrap(), vec![true]);

@@ -1053,7 +1053,7 @@ impl Harness {
         set_clock(Some(t));
         let hb = Duration::from_millis(self.p.heartbeat_timeout_ms);
         let window = Duration::from_millis(self.p.resume_window_ms);
-        super::sweep(&self.node, t, hb, window, Duration::MAX);
+        super::lifecycle::sweep(&self.node, t, hb, window, Duration::MAX);
         if let Some(a) = &self.m.attached {
             if t.duration_since(a.last_heartbeat) > hb {
                 tally(|t| t.heartbeat_timeouts += 1);

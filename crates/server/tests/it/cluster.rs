@@ -191,12 +191,12 @@ async fn events_of_a_fenced_owner_are_not_taken() {
     let mut human = Gw::connect(&other.ws).await;
     human.identify(&w.owner, ALL_INTENTS).await;
     human.until("GUILD_CREATE").await;
-    let (_, epoch) = other.node().store.guild_owner(protocol::GuildId(gid)).await.unwrap().expect("claimed");
+    let (_, epoch) = other.node().store.guild_owner(protocol::ActorKey::guild(protocol::GuildId(gid))).await.unwrap().expect("claimed");
     // What the owner would publish to the other node for a typing event.
     let client = async_nats::connect(&c.nats.url).await.unwrap();
     let fan = |e: u64, user: &str| {
         let body = json!({"channel_id": w.channel, "guild_id": w.guild, "user_id": user, "timestamp": 1});
-        json!({"Fan": {"g": w.guild, "e": e, "name": "TYPING_START", "body": body, "filter": {"Intent": 1 << 11}, "only": null}})
+        json!({"Fan": {"g": gid, "e": e, "name": "TYPING_START", "body": body, "filter": {"Intent": 1 << 11}, "only": null}})
     };
     let subject = format!("throng.n.{}.d", if owner == 1 { 2 } else { 1 });
     client.publish(subject.clone(), serde_json::to_vec(&fan(epoch - 1, "111")).unwrap().into()).await.unwrap();
@@ -231,11 +231,11 @@ async fn an_identify_into_a_guild_elsewhere_costs_two_bus_messages_and_batches_a
     assert_eq!(sent(owner) - o0, 1, "the owner: one Sub with GUILD_CREATE, no presence event to the user's own node");
 
     // One NATS message holding two deliveries, as a batch leaves the publisher.
-    let (_, epoch) = other.node().store.guild_owner(protocol::GuildId(gid)).await.unwrap().expect("claimed");
+    let (_, epoch) = other.node().store.guild_owner(protocol::ActorKey::guild(protocol::GuildId(gid))).await.unwrap().expect("claimed");
     let typing = |user: &str| {
         let body = json!({"channel_id": w.channel, "guild_id": w.guild, "user_id": user, "timestamp": 1});
         serde_json::to_vec(
-            &json!({"Fan": {"g": w.guild, "e": epoch, "name": "TYPING_START", "body": body, "filter": {"Intent": 1 << 11}, "only": null}}),
+            &json!({"Fan": {"g": gid, "e": epoch, "name": "TYPING_START", "body": body, "filter": {"Intent": 1 << 11}, "only": null}}),
         )
         .unwrap()
     };
@@ -561,7 +561,7 @@ async fn a_cut_from_nats_never_leaves_two_owners_accepting_writes() {
     // The first write makes the owner load (and claim) the guild.
     assert_eq!(nodes[0].post(&path, &w.owner, json!({"content": "first"})).await.0, 200);
     let store = nodes[0].node().store.clone();
-    let (_, epoch_before) = store.guild_owner(protocol::GuildId(gid)).await.unwrap().unwrap();
+    let (_, epoch_before) = store.guild_owner(protocol::ActorKey::guild(protocol::GuildId(gid))).await.unwrap().unwrap();
 
     // Writers on every node, for ~5 s; the owner is cut off from 1 s to 3 s.
     let started = Instant::now();
@@ -598,7 +598,7 @@ async fn a_cut_from_nats_never_leaves_two_owners_accepting_writes() {
         refused += r;
     }
     converge(&nodes.iter().collect::<Vec<_>>(), &[1, 2, 3]).await;
-    let (_, epoch_after) = store.guild_owner(protocol::GuildId(gid)).await.unwrap().unwrap();
+    let (_, epoch_after) = store.guild_owner(protocol::ActorKey::guild(protocol::GuildId(gid))).await.unwrap().unwrap();
     assert!(refused > 0, "writes were refused while the guild moved");
     assert!(acked.len() > 100, "writes went on: {} acknowledged", acked.len());
 

@@ -95,7 +95,7 @@ async fn drain(g: &mut Gw, copy: &mut Copy, quiet: Duration) {
 
 /// The mailbox is sized for the whole test, so a send never finds it full.
 fn send(node: &Arc<server::Node>, g: GuildId, msg: GuildMsg) {
-    node.guilds.send(g, msg).expect("guild mailbox has room");
+    node.guilds.send(protocol::ActorKey::from(g), msg).expect("guild mailbox has room");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -306,7 +306,13 @@ async fn three_node_cluster_on_one_postgres_database() {
             }
         }
         let gid: u64 = w.guild.parse().unwrap();
-        let (owner, epoch) = nodes[0].node().store.guild_owner(protocol::GuildId(gid)).await.unwrap().expect("the guild was claimed");
+        let (owner, epoch) = nodes[0]
+            .node()
+            .store
+            .guild_owner(protocol::ActorKey::guild(protocol::GuildId(gid)))
+            .await
+            .unwrap()
+            .expect("the guild was claimed");
         assert!((1..=3).contains(&owner) && epoch >= 1, "claimed by a node of the cluster: ({owner}, {epoch})");
         for t in &nodes {
             let (s, history) = t.get(&format!("/channels/{}/messages", w.channel), &w.owner).await;

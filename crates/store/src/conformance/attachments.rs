@@ -102,22 +102,26 @@ pub(super) async fn attachments_and_webhooks(s: &dyn Store) {
         application_id: None,
         created_at: 7,
     };
-    assert_eq!(s.apply_changes(0, GuildId(100), &[Change::CreateWebhook(hook.clone())]).await.unwrap(), Some(vec![1]));
+    assert_eq!(s.apply_changes(0, ActorKey::from(GuildId(100)), &[Change::CreateWebhook(hook.clone())]).await.unwrap(), Some(vec![1]));
     assert_eq!(s.get_webhook(hook.id).await.unwrap(), Some(hook.clone()));
     assert_eq!(s.webhooks_of_channel(ChannelId(101)).await.unwrap(), vec![hook.clone()]);
     assert_eq!(s.webhooks_of_guild(GuildId(100)).await.unwrap(), vec![hook.clone()]);
     assert!(s.webhooks_of_channel(ChannelId(999)).await.unwrap().is_empty());
     let renamed = WebhookRecord { name: "renamed".into(), avatar: Some("abc".into()), ..hook.clone() };
-    assert_eq!(s.apply_changes(0, GuildId(100), &[Change::UpdateWebhook(renamed.clone())]).await.unwrap(), Some(vec![1]));
+    assert_eq!(s.apply_changes(0, ActorKey::from(GuildId(100)), &[Change::UpdateWebhook(renamed.clone())]).await.unwrap(), Some(vec![1]));
     assert_eq!(s.get_webhook(hook.id).await.unwrap(), Some(renamed));
     // A webhook's message, with a file, in one change.
     s.create_attachment(&upload(900_004, &h, 10)).await.unwrap();
     let m = with_files(900_101, &[900_004]);
-    assert_eq!(s.apply_changes(0, GuildId(100), &[Change::WebhookMessage(m.clone())]).await.unwrap(), Some(vec![1]));
+    assert_eq!(s.apply_changes(0, ActorKey::from(GuildId(100)), &[Change::WebhookMessage(m.clone())]).await.unwrap(), Some(vec![1]));
     assert_eq!(s.get_message(ChannelId(101), MessageId(900_101)).await.unwrap(), Some(m));
     assert_eq!(s.get_attachment(Snowflake(900_004)).await.unwrap().unwrap().message_id, Some(MessageId(900_101)));
     assert!(s.delete_message(ChannelId(101), MessageId(900_101)).await.unwrap());
-    assert_eq!(s.apply_changes(0, GuildId(100), &[Change::DeleteWebhook(hook.id)]).await.unwrap(), Some(vec![1]));
-    assert_eq!(s.apply_changes(0, GuildId(100), &[Change::DeleteWebhook(hook.id)]).await.unwrap(), Some(vec![0]), "already gone");
+    assert_eq!(s.apply_changes(0, ActorKey::from(GuildId(100)), &[Change::DeleteWebhook(hook.id)]).await.unwrap(), Some(vec![1]));
+    assert_eq!(
+        s.apply_changes(0, ActorKey::from(GuildId(100)), &[Change::DeleteWebhook(hook.id)]).await.unwrap(),
+        Some(vec![0]),
+        "already gone"
+    );
     assert!(s.get_webhook(hook.id).await.unwrap().is_none());
 }

@@ -2,7 +2,7 @@
 //! opens it, with its recipients, listed per user, and its messages fenced
 //! by its actor's key.
 
-use protocol::{ChannelId, GuildId, MessageId, UserId};
+use protocol::{ChannelId, MessageId, UserId};
 
 use super::{channel, message, user};
 use crate::*;
@@ -37,7 +37,7 @@ async fn dms(s: &dyn Store) {
     assert_eq!(found[1].1[0].recipients.len(), 2);
 
     // A DM's messages are changes fenced by its actor's key.
-    let key = GuildId(70_100 | 1 << 63);
+    let key = ActorKey::dm(ChannelId(70_100));
     let epoch = s.claim_guild(key, 1).await.unwrap();
     let mut m = message(70_110, 70_100, A.0, "hi");
     m.guild_id = None;

@@ -25,7 +25,7 @@ fn uni(s: &str) -> ReactionEmoji {
 }
 
 pub(super) async fn rows(s: &dyn Store, changes: Vec<Change>) -> Vec<u64> {
-    s.apply_changes(0, G, &changes).await.unwrap().expect("unfenced")
+    s.apply_changes(0, ActorKey::from(G), &changes).await.unwrap().expect("unfenced")
 }
 
 pub(super) async fn run(s: &dyn Store) {

@@ -36,7 +36,7 @@ fn member(user: u64, roles: &[u64]) -> MemberRecord {
 }
 
 async fn apply(s: &dyn Store, changes: &[Change]) -> Vec<u64> {
-    s.apply_changes(0, GuildId(G), changes).await.unwrap().expect("not fenced")
+    s.apply_changes(0, ActorKey::from(GuildId(G)), changes).await.unwrap().expect("not fenced")
 }
 
 /// Runs the checks of this slice on a store that `run_all` has filled so far.

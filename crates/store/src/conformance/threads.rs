@@ -35,7 +35,7 @@ pub(super) async fn threads(s: &dyn Store) {
     };
     let member = |u: UserId| ThreadMemberRecord { thread_id: t.id, user_id: u, join_timestamp: 5, flags: 0 };
     let create = Change::CreateThread { channel: t.clone(), thread: meta.clone(), members: vec![member(A)] };
-    assert_eq!(s.apply_changes(0, GuildId(70_200), &[create]).await.unwrap(), Some(vec![1]));
+    assert_eq!(s.apply_changes(0, ActorKey::from(GuildId(70_200)), &[create]).await.unwrap(), Some(vec![1]));
     s.create_message(&message(70_210, 70_202, A.0, "in thread")).await.unwrap();
     let snap = load_one(s, 70_200).await.unwrap();
     assert_eq!(snap.threads.len(), 1);
@@ -43,11 +43,13 @@ pub(super) async fn threads(s: &dyn Store) {
     assert_eq!(snap.threads[0].thread, meta);
     assert!(snap.channels.iter().any(|c| c.id == t.id), "a thread is a channel row too");
 
-    let rows =
-        s.apply_changes(0, GuildId(70_200), &[Change::AddThreadMember(member(B)), Change::AddThreadMember(member(B))]).await.unwrap();
+    let rows = s
+        .apply_changes(0, ActorKey::from(GuildId(70_200)), &[Change::AddThreadMember(member(B)), Change::AddThreadMember(member(B))])
+        .await
+        .unwrap();
     assert_eq!(rows, Some(vec![1, 0]), "a second join touches nothing");
     assert_eq!(s.thread_members(t.id).await.unwrap().iter().map(|m| m.user_id).collect::<Vec<_>>(), vec![A, B]);
-    let rows = s.apply_changes(0, GuildId(70_200), &[Change::RemoveThreadMember { thread: t.id, user: B }]).await.unwrap();
+    let rows = s.apply_changes(0, ActorKey::from(GuildId(70_200)), &[Change::RemoveThreadMember { thread: t.id, user: B }]).await.unwrap();
     assert_eq!(rows, Some(vec![1]));
 
     let mut archived = meta.clone();
@@ -56,7 +58,10 @@ pub(super) async fn threads(s: &dyn Store) {
     archived.locked = true;
     let mut renamed = t.clone();
     renamed.name = "renamed".into();
-    let rows = s.apply_changes(0, GuildId(70_200), &[Change::UpdateThread { channel: renamed, thread: archived.clone() }]).await.unwrap();
+    let rows = s
+        .apply_changes(0, ActorKey::from(GuildId(70_200)), &[Change::UpdateThread { channel: renamed, thread: archived.clone() }])
+        .await
+        .unwrap();
     assert_eq!(rows, Some(vec![1]));
     let (c, got) = s.get_thread(t.id).await.unwrap().unwrap();
     assert_eq!((c.name.as_str(), got), ("renamed", archived.clone()));
@@ -66,7 +71,7 @@ pub(super) async fn threads(s: &dyn Store) {
     assert!(s.archived_threads(ChannelId(70_201), true, u64::MAX, 10).await.unwrap().is_empty(), "no private ones");
     assert!(s.archived_threads(ChannelId(70_201), false, 2_000, 10).await.unwrap().is_empty(), "archived before 2000: none");
 
-    assert_eq!(s.apply_changes(0, GuildId(70_200), &[Change::DeleteChannel(t.id)]).await.unwrap(), Some(vec![1]));
+    assert_eq!(s.apply_changes(0, ActorKey::from(GuildId(70_200)), &[Change::DeleteChannel(t.id)]).await.unwrap(), Some(vec![1]));
     assert!(s.get_thread(t.id).await.unwrap().is_none());
     assert!(s.thread_members(t.id).await.unwrap().is_empty());
     assert!(load_one(s, 70_200).await.unwrap().threads.is_empty());

@@ -69,6 +69,12 @@ macro_rules! int {
     (ids: $($t:ty),*) => {$(impl Int for $t { fn int(self) -> i64 { self.0 as i64 } })*};
 }
 int!(numbers: i64, u64, u32, i32, u8);
+
+impl Int for protocol::ActorKey {
+    fn int(self) -> i64 {
+        self.raw() as i64
+    }
+}
 int!(ids: UserId, GuildId, ChannelId, MessageId, RoleId, ApplicationId, EmojiId, Snowflake);
 
 /// `v` as stored ([`Int`]).

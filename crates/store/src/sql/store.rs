@@ -3,7 +3,7 @@
 //! the rest in the modules named for it.
 
 use async_trait::async_trait;
-use protocol::{ApplicationId, ChannelId, GuildId, MessageId, UserId};
+use protocol::{ActorKey, ApplicationId, ChannelId, GuildId, MessageId, UserId};
 use sqlx::FromRow;
 
 use super::rows::*;
@@ -178,7 +178,7 @@ impl<B: Backend> Store for B {
         Backend::create_messages(self, batch).await
     }
 
-    async fn claim_guild(&self, guild: GuildId, node: u64) -> Result<u64> {
+    async fn claim_guild(&self, guild: ActorKey, node: u64) -> Result<u64> {
         let (epoch,): (i64,) = query(
             "INSERT INTO guild_owners (guild_id, node, epoch) VALUES ($1, $2, 1)
              ON CONFLICT (guild_id) DO UPDATE SET node = excluded.node, epoch = guild_owners.epoch + 1
@@ -191,14 +191,14 @@ impl<B: Backend> Store for B {
         Ok(epoch as u64)
     }
 
-    async fn claim_guilds(&self, guilds: &[GuildId], node: u64) -> Result<Vec<(GuildId, u64)>> {
+    async fn claim_guilds(&self, guilds: &[ActorKey], node: u64) -> Result<Vec<(ActorKey, u64)>> {
         if guilds.is_empty() {
             return Ok(Vec::new());
         }
         Backend::claim_guilds(self, guilds, node).await
     }
 
-    async fn apply_changes(&self, epoch: u64, guild: GuildId, changes: &[Change]) -> Result<Option<Vec<u64>>> {
+    async fn apply_changes(&self, epoch: u64, guild: ActorKey, changes: &[Change]) -> Result<Option<Vec<u64>>> {
         let mut tx = self.writer().begin().await?;
         if epoch != 0 {
             // The fence holds until the commit: SQLite's transaction took
@@ -219,7 +219,7 @@ impl<B: Backend> Store for B {
         Ok(Some(rows))
     }
 
-    async fn guild_owner(&self, guild: GuildId) -> Result<Option<(u64, u64)>> {
+    async fn guild_owner(&self, guild: ActorKey) -> Result<Option<(u64, u64)>> {
         let row: Option<(i64, i64)> =
             query("SELECT node, epoch FROM guild_owners WHERE guild_id = $1").bind(guild).fetch_optional(self.reader()).await?;
         Ok(row.map(|(n, e)| (n as u64, e as u64)))
