@@ -269,3 +269,20 @@ async fn a_dm_between_sessions_on_two_cluster_nodes() {
         assert_eq!(gw.until("MESSAGE_CREATE").await["d"]["content"], "first", "actor on node {at}");
     }
 }
+
+/// A DM is routed by its own actor key, never as a guild: guild-only
+/// routes such as webhooks answer 50003 there, as Discord does.
+#[tokio::test]
+async fn a_dm_has_no_webhooks() {
+    let t = TestServer::start().await;
+    let w = t.world().await;
+    let (s, dm) = open(&t, &w.bot_auth, &w.owner_id).await;
+    assert_eq!(s, 200, "{dm}");
+    let id = dm["id"].as_str().unwrap();
+    let (s, v) = t.post(&format!("/channels/{id}/webhooks"), &w.owner, json!({"name": "hook"})).await;
+    assert_eq!(s, 400, "{v}");
+    assert_eq!(v["code"], 50003, "{v}");
+    // The guild's own channel still takes one from its owner.
+    let (s, v) = t.post(&format!("/channels/{}/webhooks", w.channel), &w.owner, json!({"name": "hook"})).await;
+    assert_eq!(s, 200, "{v}");
+}
