@@ -177,13 +177,17 @@ def missing(word, paths, here=""):
 
 
 def ignored(root, words):
-    """The words git ignores (made by a run, never committed)."""
-    if not words:
-        return set()
-    asked = [w for word in words for w in (word, word.rstrip("/") + "/")]
-    out = subprocess.run(["git", "check-ignore", "--stdin"], cwd=root, input="\n".join(asked), capture_output=True, text=True).stdout
-    hits = set(out.split("\n"))
-    return {w for w in words if w in hits or w.rstrip("/") + "/" in hits}
+    """The words git ignores (made by a run, never committed). One question
+    per path: git stops at the first path it cannot judge (one beyond a
+    symbolic link, such as a file inside a virtualenv's `bin/python/`), and
+    a batch would then lose the answers after it."""
+    out = set()
+    for word in words:
+        for w in (word, word.rstrip("/") + "/"):
+            if subprocess.run(["git", "check-ignore", "-q", w], cwd=root, capture_output=True).returncode == 0:
+                out.add(word)
+                break
+    return out
 
 
 def doc_files(root):
