@@ -618,7 +618,7 @@ mod tests {
         let mut lists = Lists::default();
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let delivery = fanout::Delivery::standalone(1, rt.handle().clone());
-        let s = gateway::SessionHandle::new("s".into(), UserId(9), false, Intents::ALL, 50, vec![protocol::ActorKey::from(g)], &delivery);
+        let s = gateway::SessionHandle::new("s".into(), UserId(9), false, Intents::ALL, 50, vec![protocol::ActorKey::guild(g)], &delivery);
         // What the session was sent: everything queued, once the worker has taken it.
         let take = || {
             delivery.barrier();

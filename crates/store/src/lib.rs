@@ -129,10 +129,10 @@ pub trait Store: DmThreadCommandStore + AccountStore + Send + Sync + 'static {
     async fn create_guild(&self, g: &NewGuild) -> Result<()>;
     async fn get_guild(&self, id: GuildId) -> Result<Option<GuildRecord>>;
     async fn update_guild(&self, g: &GuildRecord) -> Result<()> {
-        self.apply_changes(0, ActorKey::from(g.id), &[Change::UpdateGuild(g.clone())]).await.map(drop)
+        self.apply_changes(0, ActorKey::guild(g.id), &[Change::UpdateGuild(g.clone())]).await.map(drop)
     }
     async fn delete_guild(&self, id: GuildId) -> Result<bool> {
-        one_row(self.apply_changes(0, ActorKey::from(id), &[Change::DeleteGuild(id)]).await)
+        one_row(self.apply_changes(0, ActorKey::guild(id), &[Change::DeleteGuild(id)]).await)
     }
     /// Everything guild actors hold, for several guilds in one round of
     /// statements: each guild, its roles, channels, members (ordered by user
@@ -157,14 +157,14 @@ pub trait Store: DmThreadCommandStore + AccountStore + Send + Sync + 'static {
     // Members.
     /// Adds a member; `Ok(false)` if it already was one.
     async fn add_member(&self, m: &MemberRecord) -> Result<bool> {
-        one_row(self.apply_changes(0, ActorKey::from(m.guild_id), &[Change::AddMember(m.clone())]).await)
+        one_row(self.apply_changes(0, ActorKey::guild(m.guild_id), &[Change::AddMember(m.clone())]).await)
     }
     async fn get_member(&self, guild: GuildId, user: UserId) -> Result<Option<MemberRecord>>;
     async fn update_member(&self, m: &MemberRecord) -> Result<bool> {
-        one_row(self.apply_changes(0, ActorKey::from(m.guild_id), &[Change::UpdateMember(m.clone())]).await)
+        one_row(self.apply_changes(0, ActorKey::guild(m.guild_id), &[Change::UpdateMember(m.clone())]).await)
     }
     async fn remove_member(&self, guild: GuildId, user: UserId) -> Result<bool> {
-        one_row(self.apply_changes(0, ActorKey::from(guild), &[Change::RemoveMember { guild, user }]).await)
+        one_row(self.apply_changes(0, ActorKey::guild(guild), &[Change::RemoveMember { guild, user }]).await)
     }
     /// Members ordered by user id, starting after `after`.
     async fn list_members(&self, guild: GuildId, after: UserId, limit: u32) -> Result<Vec<MemberRecord>>;
@@ -219,7 +219,7 @@ pub trait Store: DmThreadCommandStore + AccountStore + Send + Sync + 'static {
 
     // Roles, overwrites, bans:
     async fn create_role(&self, r: &RoleRecord) -> Result<()> {
-        self.apply_changes(0, ActorKey::from(r.guild_id), &[Change::CreateRole(r.clone())]).await.map(drop)
+        self.apply_changes(0, ActorKey::guild(r.guild_id), &[Change::CreateRole(r.clone())]).await.map(drop)
     }
     /// Bans of `guild` in ascending user id, at most `limit`: those after
     /// `after`, or, if `before` is given, the ones just before it.
