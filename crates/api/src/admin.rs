@@ -6,6 +6,7 @@ use std::sync::Arc;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
+use axum::Extension;
 use protocol::{ErrorCode, GuildId, UserId};
 use serde::Deserialize;
 use serde_json::json;
@@ -33,11 +34,16 @@ fn authorize(node: &Node, headers: &HeaderMap) -> ApiResult<()> {
 /// `POST /_throng/admin/drop-sessions {"user_id"}`: closes every gateway
 /// socket of the user with 4000 (resumable) and keeps the sessions for their
 /// resume window.
-pub async fn drop_sessions(State(node): State<Arc<Node>>, headers: HeaderMap, body: axum::body::Bytes) -> ApiResult<Response> {
+pub async fn drop_sessions(
+    State(node): State<Arc<Node>>,
+    Extension(sessions): Extension<Arc<gateway::Sessions>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> ApiResult<Response> {
     // The token first: a caller without it learns nothing about the body.
     authorize(&node, &headers)?;
     let b: DropSessions = super::parse_json(&body)?;
-    let dropped = gateway::sessions_of(&node.sessions, b.user_id).iter().filter(|s| s.drop_connection()).count();
+    let dropped = sessions.of_user(b.user_id).iter().filter(|s| s.drop_connection()).count();
     Ok(json_bytes(StatusCode::OK, json!({ "dropped": dropped }).to_string()))
 }
 
@@ -57,9 +63,13 @@ pub async fn owner(State(node): State<Arc<Node>>, headers: HeaderMap, Path(id): 
 /// `GET /_throng/admin/stats`: the node's gateway counters (sessions, open
 /// sockets, delivery backlog, write-queue bytes now and the largest seen,
 /// slow-consumer closes, dispatches delivered, socket writes).
-pub async fn stats(State(node): State<Arc<Node>>, headers: HeaderMap) -> ApiResult<Response> {
+pub async fn stats(
+    State(node): State<Arc<Node>>,
+    Extension(sessions): Extension<Arc<gateway::Sessions>>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
     authorize(&node, &headers)?;
-    let sessions = gateway::sessions(&node.sessions);
+    let sessions = sessions.all();
     let pending: usize = sessions.iter().map(|s| s.pending_bytes()).sum();
     let (replay_events, replay_bytes) = sessions.iter().map(|s| s.replay_size()).fold((0, 0), |(e, b), (e2, b2)| (e + e2, b + b2));
     let st = node.delivery.stats();

@@ -906,7 +906,9 @@ async fn ready(axum::extract::State(node): axum::extract::State<Arc<Node>>) -> a
 
 /// The whole HTTP surface: the API under its three prefixes and the gateway
 /// upgrade on `/` (handled before routing by the listener).
-pub fn router(node: Arc<Node>) -> Router {
+/// The HTTP routes of `node`; `sessions` is the gateway's table (admin and
+/// metrics read it).
+pub fn router(node: Arc<Node>, sessions: Arc<gateway::Sessions>) -> Router {
     let api = api(&node);
     Router::new()
         .nest("/api/v10", api.clone())
@@ -921,6 +923,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .merge(attachments::routes())
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(node.config.limits.max_body_bytes))
+        .layer(axum::Extension(sessions))
         .with_state(node)
 }
 

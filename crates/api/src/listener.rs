@@ -50,8 +50,8 @@ pub fn bind(addr: SocketAddr, reuse_port: bool) -> std::io::Result<TcpListener> 
 }
 
 /// Accepts connections until shutdown.
-pub async fn serve(node: Arc<Node>, listener: TcpListener) {
-    let app = crate::router(node.clone());
+pub async fn serve(node: Arc<Node>, sessions: Arc<gateway::Sessions>, listener: TcpListener) {
+    let app = crate::router(node.clone(), sessions.clone());
     let gate = ConnGate::new(&node.config.http);
     loop {
         // At `http.max_connections`, wait for one to end before accepting:
@@ -80,9 +80,9 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener) {
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "set_nodelay failed");
         }
-        let (node2, app) = (node.clone(), app.clone());
+        let (node2, sessions, app) = (node.clone(), sessions.clone(), app.clone());
         node.tasks.spawn(async move {
-            serve_http(node2, app, stream, peer).await;
+            serve_http(node2, sessions, app, stream, peer).await;
             // Held while the connection speaks HTTP: an upgrade ends
             // `serve_http` (hyper hands the socket over), so a gateway
             // socket is counted by `limits.max_gateway_connections` alone.
@@ -99,15 +99,15 @@ fn body_timeout() -> Response<Body> {
     r
 }
 
-async fn serve_http(node: Arc<Node>, app: axum::Router, stream: TcpStream, peer: SocketAddr) {
+async fn serve_http(node: Arc<Node>, sessions: Arc<gateway::Sessions>, app: axum::Router, stream: TcpStream, peer: SocketAddr) {
     let n = node.clone();
     let rule = BodyRule::from_config(&node.config.http);
     let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
         req.extensions_mut().insert(ConnectInfo(peer));
-        let (node, app) = (n.clone(), app.clone());
+        let (node, sessions, app) = (n.clone(), sessions.clone(), app.clone());
         async move {
             if is_websocket(&req) {
-                return Ok::<_, Infallible>(upgrade(node, req));
+                return Ok::<_, Infallible>(upgrade(node, sessions, req));
             }
             let cut = Arc::new(AtomicBool::new(false));
             let req = req.map(|b| Body::new(TimedBody::new(b, rule, cut.clone())));
@@ -168,7 +168,7 @@ fn plain(status: StatusCode, msg: &'static str) -> Response<Body> {
     r
 }
 
-fn upgrade(node: Arc<Node>, mut req: Request<Incoming>) -> Response<Body> {
+fn upgrade(node: Arc<Node>, sessions: Arc<gateway::Sessions>, mut req: Request<Incoming>) -> Response<Body> {
     let version_ok = req.headers().get(header::SEC_WEBSOCKET_VERSION).is_some_and(|v| v == "13");
     let Some(key) = req.headers().get(header::SEC_WEBSOCKET_KEY).and_then(|k| k.to_str().ok()).map(ws::accept_key) else {
         return plain(StatusCode::BAD_REQUEST, "Missing Sec-WebSocket-Key");
@@ -210,7 +210,7 @@ fn upgrade(node: Arc<Node>, mut req: Request<Incoming>) -> Response<Body> {
         };
         match q.reject {
             Some(code) => conn.close(code).await,
-            None => handshake::serve(node, conn).await,
+            None => handshake::serve(node, sessions, conn).await,
         }
     });
     let mut r = Response::new(Body::empty());

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 
 use gateway::counters::{close_code, COUNTERS};
 use node::Node;
@@ -20,10 +21,10 @@ fn one(out: &mut String, name: &str, kind: &str, help: &str, node: u64, value: f
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{node=\"{node}\"}} {value}");
 }
 
-pub async fn metrics(State(node): State<Arc<Node>>) -> Response {
+pub async fn metrics(State(node): State<Arc<Node>>, Extension(sessions): Extension<Arc<gateway::Sessions>>) -> Response {
     let n = node.id.0;
     let mut out = String::with_capacity(4096);
-    let sessions = gateway::sessions(&node.sessions);
+    let sessions = sessions.all();
     let pending: usize = sessions.iter().map(|s| s.pending_bytes()).sum();
     let st = node.delivery.stats();
     let g = |v: usize| v as f64;

@@ -20,9 +20,9 @@ use crate::ClusterRouter;
 /// Hands this node's session `t.session` to the node that asked (see
 /// `SessionHandle::hand_over`); answers `false` if it cannot. A session
 /// handed over already is asked for where it went.
-pub(crate) fn hand_over(node: &Arc<Node>, r: &ClusterRouter, t: TakeOver) {
+pub(crate) fn hand_over(r: &ClusterRouter, t: TakeOver) {
     let to = t.reply.node;
-    let found = node.sessions.get(&t.session).and_then(gateway::session).filter(|h| h.user_id == t.user);
+    let found = r.sessions.get(&t.session).filter(|h| h.user_id == t.user);
     if let Some(next) = found.as_ref().and_then(|h| h.handed_to.get()).copied() {
         if next != to && r.nodes().contains(&next.0) && r.to_node(next, &ToNode::TakeOver(t.clone())) {
             return;
@@ -65,10 +65,10 @@ pub(crate) fn hand_over(node: &Arc<Node>, r: &ClusterRouter, t: TakeOver) {
 /// it, then the actor hears this node is settled (after the subscriptions,
 /// on the same ordered stream), so its answer to the DM's opener, and so
 /// the first message, come after every session is subscribed.
-pub(crate) fn dm_opened(node: &Arc<Node>, key: ActorKey, users: &[UserId]) {
+pub(crate) fn dm_opened(node: &Arc<Node>, sessions: &gateway::Sessions, key: ActorKey, users: &[UserId]) {
     use node::route::dm::DmAction;
     for &u in users {
-        for s in gateway::sessions_of(&node.sessions, u) {
+        for s in sessions.of_user(u) {
             let sub = s.subscription(node);
             if let Err(e) = node.guilds.send(key, GuildMsg::Subscribe(Box::new(sub))) {
                 tracing::debug!(dm = %key, error = %e, "subscribe to a new DM failed");
@@ -235,7 +235,7 @@ pub(crate) async fn inbound_deliver(node: Arc<Node>, r: Arc<ClusterRouter>, mut 
                     }
                 }
                 ToNode::Reply { id, body } => node.replies.complete(id, Bytes::copy_from_slice(body.get().as_bytes())),
-                ToNode::TakeOver(t) => hand_over(&node, &r, t),
+                ToNode::TakeOver(t) => hand_over(&r, t),
                 ToNode::HandOver { id, s, user, bot, intents, large_threshold, actors, seq, replay, home } => {
                     if node.sessions.get(&s).is_some() {
                         node.replies.complete(id, Bytes::from_static(b"false"));
@@ -255,21 +255,21 @@ pub(crate) async fn inbound_deliver(node: Arc<Node>, r: Arc<ClusterRouter>, mut 
                     // Registered before the next message of this stream (its
                     // first forwarded dispatch, maybe) is read.
                     let actors = h.actors();
-                    h.adopt(&node, seq, replay, actors.clone());
+                    h.adopt(&r.sessions, seq, replay, actors.clone());
                     move_subscriptions(&node, &h, home, &actors);
                     node.replies.complete(id, Bytes::from_static(b"true"));
                 }
                 ToNode::Joined { g, u } => {
-                    for s in gateway::sessions_of(&node.sessions, u) {
+                    for s in r.sessions.of_user(u) {
                         let sub = s.subscription(&node);
                         if let Err(e) = node.guilds.send(g.into(), GuildMsg::Subscribe(Box::new(sub))) {
                             tracing::debug!(guild = %g, error = %e, "subscribe of a new member's session failed");
                         }
                     }
                 }
-                ToNode::DmOpened { g, users } => dm_opened(&node, g, &users),
+                ToNode::DmOpened { g, users } => dm_opened(&node, &r.sessions, g, &users),
                 ToNode::End { s } => {
-                    if let Some(h) = node.sessions.get(&s).and_then(gateway::session) {
+                    if let Some(h) = r.sessions.get(&s) {
                         h.end(&node);
                     }
                 }

@@ -41,6 +41,8 @@ use wire::{send_to, ToNode, WireFilter};
 /// owns, NATS for the rest.
 pub struct ClusterRouter {
     me: NodeId,
+    /// The node's sessions, typed (hand-over, re-homing, End).
+    sessions: Arc<gateway::Sessions>,
     local: LocalRouter,
     ring: SharedRing,
     out: mpsc::Sender<(String, Bytes)>,
@@ -221,7 +223,11 @@ pub enum ClusterError {
 
 /// Connects to NATS and builds the node with a cluster router; starts the
 /// heartbeat, membership and inbound tasks.
-pub async fn start_node(config: config::Config, store: Arc<dyn store::Store>) -> Result<Arc<Node>, ClusterError> {
+pub async fn start_node(
+    config: config::Config,
+    store: Arc<dyn store::Store>,
+    sessions: Arc<gateway::Sessions>,
+) -> Result<Arc<Node>, ClusterError> {
     let url = config.nats.clone().unwrap_or_default();
     let client = async_nats::ConnectOptions::new()
         .name(format!("throng-node-{}", config.node_id))
@@ -237,9 +243,11 @@ pub async fn start_node(config: config::Config, store: Arc<dyn store::Store>) ->
     // The router is the node's router and cluster link, and the tasks
     // below hold it as what it is (its counters, ring, health).
     let mut built: Option<Arc<ClusterRouter>> = None;
-    let node = Node::new(config, store, |weak| {
+    let table = sessions.clone();
+    let node = Node::new(config, store, table, |weak| {
         let r = Arc::new(ClusterRouter {
             me,
+            sessions,
             local: LocalRouter::new(weak, capacity),
             ring: SharedRing::new(Ring::empty()),
             out: out_tx,

@@ -112,7 +112,7 @@ pub(crate) async fn membership(
                 // guilds were still moving here would miss what it had: they
                 // end, and their clients IDENTIFY again. Those whose guilds
                 // all moved stand on their own.
-                for s in gateway::sessions(&node2.sessions) {
+                for s in r2.sessions.all() {
                     if s.home.get().is_some_and(|h| h.node != me && !live_now.contains(&h.node.0)) && s.is_moving() {
                         s.end(&node2);
                     }
@@ -145,7 +145,7 @@ pub(crate) fn move_subscriptions(node: &Arc<Node>, h: &Arc<gateway::SessionHandl
 /// longer owns stop taking messages.
 pub(crate) fn rehome(node: &Arc<Node>, r: &ClusterRouter, old: &Ring) {
     let new = r.ring.load_full();
-    for s in gateway::sessions(&node.sessions) {
+    for s in r.sessions.all() {
         for g in s.actors() {
             let (a, b) = (old.lookup(g.raw()), new.lookup(g.raw()));
             if a != b && b.is_some() {

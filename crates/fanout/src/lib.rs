@@ -20,7 +20,7 @@ pub use worker::*;
 
 pub mod registry;
 
-pub use registry::Registry;
+pub use registry::{NoSessions, Registry, SessionTable};
 
 /// One encoded dispatch, shared by every recipient: the event name and the
 /// JSON of `d`. Cloning is two reference-count bumps, never a copy.
@@ -94,8 +94,6 @@ pub trait Recipient: Send + Sync + 'static {
     /// The recipient now receives (no longer receives) `guild`'s events.
     fn joined(&self, key: protocol::ActorKey);
     fn left(&self, key: protocol::ActorKey);
-    /// For the layer that owns the concrete type (the gateway).
-    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
 }
 
 /// A recipient as fan-out holds it.
@@ -226,9 +224,6 @@ mod tests {
         fn push(self: Arc<Self>, _: Dispatch) {}
         fn joined(&self, _: protocol::ActorKey) {}
         fn left(&self, _: protocol::ActorKey) {}
-        fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-            self
-        }
     }
 
     #[test]

@@ -32,7 +32,7 @@ enum Step {
 
 /// Serves one upgraded gateway socket until it is identified (then it runs
 /// the new session here) or handed over by RESUME.
-pub async fn serve(node: Arc<Node>, mut conn: Conn) {
+pub async fn serve(node: Arc<Node>, sessions: Arc<crate::Sessions>, mut conn: Conn) {
     let hello = json!({ "heartbeat_interval": node.config.gateway.heartbeat_interval_ms, "_trace": ["throng"] });
     if conn.send_op(op::HELLO, hello.to_string().as_bytes()).is_err() {
         return;
@@ -92,7 +92,7 @@ pub async fn serve(node: Arc<Node>, mut conn: Conn) {
                 }
                 op::IDENTIFY => match identify(&node, &mut conn, d).await {
                     Ok(Some(identified)) => {
-                        session::start(&node, conn, identified, batch.collect());
+                        session::start(&node, &sessions, conn, identified, batch.collect());
                         return;
                     }
                     Ok(None) => Step::Continue,
@@ -108,7 +108,7 @@ pub async fn serve(node: Arc<Node>, mut conn: Conn) {
                         }
                         continue;
                     };
-                    match resume(&node, conn, d).await {
+                    match resume(&node, &sessions, conn, d).await {
                         Ok(()) => return,
                         Err((c, step)) => {
                             conn = *c;
@@ -269,7 +269,7 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
 
 /// Hands the connection to the session it resumes. On failure the connection
 /// comes back with what to do next.
-async fn resume(node: &Arc<Node>, conn: Conn, d: &str) -> Result<(), (Box<Conn>, Step)> {
+async fn resume(node: &Arc<Node>, sessions: &crate::Sessions, conn: Conn, d: &str) -> Result<(), (Box<Conn>, Step)> {
     let Ok(r) = serde_json::from_str::<Resume>(d) else { return Err((Box::new(conn), Step::Close(CloseCode::DecodeError))) };
     let token = r.token.strip_prefix("Bot ").unwrap_or(&r.token);
     // Batched with concurrent IDENTIFYs and RESUMEs (see `batch`): a
@@ -282,7 +282,7 @@ async fn resume(node: &Arc<Node>, conn: Conn, d: &str) -> Result<(), (Box<Conn>,
             return Err((Box::new(conn), Step::Close(CloseCode::UnknownError)));
         }
     };
-    let conn = match session::resume(node, conn, &r, user.id) {
+    let conn = match session::resume(node, sessions, conn, &r, user.id) {
         Ok(()) => return Ok(()),
         Err(conn) => conn,
     };
@@ -291,7 +291,7 @@ async fn resume(node: &Arc<Node>, conn: Conn, d: &str) -> Result<(), (Box<Conn>,
     let holder = super::home_node(&r.session_id).filter(|&h| h != node.id && node.cluster_nodes().contains(&h.0));
     if let Some(holder) = holder {
         if node.sessions.get(&r.session_id).is_none() && take_over(node, holder, &r, user.id).await {
-            return session::resume(node, *conn, &r, user.id).map_err(|c| (c, Step::Continue));
+            return session::resume(node, sessions, *conn, &r, user.id).map_err(|c| (c, Step::Continue));
         }
     }
     Err((conn, Step::Continue))

@@ -13,7 +13,7 @@ use protocol::gateway::Intents;
 use protocol::{ActorKey, GuildId, UserId};
 
 pub use fanout::Dispatch;
-use fanout::{self as delivery, Recipient, Registry, Sink};
+use fanout::{self as delivery, Recipient};
 
 /// The shareable face of a session: what guild actors, delivery workers and
 /// the registry hold. There is no task per session: the state behind
@@ -135,9 +135,6 @@ impl Recipient for SessionHandle {
     fn left(&self, key: ActorKey) {
         self.actors.lock().expect("session actor list poisoned").retain(|k| *k != key);
     }
-    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-        self
-    }
 }
 
 /// The node a session id was made on: ids start with the node id as four
@@ -147,17 +144,8 @@ pub fn home_node(session_id: &str) -> Option<fanout::NodeId> {
     u16::from_str_radix(session_id.get(..4)?, 16).ok().map(|n| fanout::NodeId(u64::from(n)))
 }
 
-/// A registry entry as the gateway's own session type (every entry is one).
-pub fn session(sink: Sink) -> Option<Arc<SessionHandle>> {
-    sink.as_any().downcast::<SessionHandle>().ok()
-}
-
-/// The registry's sessions, as the gateway's own type.
-pub fn sessions(registry: &Registry) -> Vec<Arc<SessionHandle>> {
-    registry.all().into_iter().filter_map(session).collect()
-}
-
-/// The sessions of one user on this node.
-pub fn sessions_of(registry: &Registry, user: UserId) -> Vec<Arc<SessionHandle>> {
-    registry.of_user(user).into_iter().filter_map(session).collect()
-}
+/// The node's sessions, owned by the gateway: the node and the actors see
+/// the same table as recipients (`Node::sessions`, a
+/// [`fanout::SessionTable`]); the gateway, the cluster's hand-over and the
+/// admin routes use it typed. Made once per node, before the node.
+pub type Sessions = fanout::Registry<SessionHandle>;

@@ -14,12 +14,12 @@ use serde_json::{json, Value};
 use store::{ChannelRecord, GuildRecord, GuildSnapshot, MemberRecord, MessageRecord, RoleRecord, UserRecord};
 use tokio::sync::mpsc;
 
+use super::fenced::{self, Core, Done, Fenced, Job};
 use super::list::{Lists, View};
 use super::remote::RemoteSubs;
 use super::{GuildEvent, GuildMsg};
 use fanout::Recipient;
 use fanout::{encode, Dispatch, FanEvent, Filter, Partitions, SessionRef, Sink, SubInfo, Subscribers};
-use node::group_commit::{Full, Outcome};
 use node::presence::Presence;
 use node::route::{Op, OpReply, Post, PostReply, ReplyTo, Subscription};
 use node::Node;
@@ -32,9 +32,9 @@ mod roles;
 const CHUNK_SIZE: usize = 1000;
 
 pub struct GuildActor {
-    node: Arc<Node>,
+    /// Key, mailbox, epoch and the writer's answers (see `fenced`).
+    core: Core<super::ops::Then>,
     id: GuildId,
-    rx: mpsc::Receiver<GuildMsg>,
     /// Sessions of this node receiving this guild's events, by id and split by delivery worker.
     subs: Subscribers,
     /// Sessions of other nodes receiving them (a cluster).
@@ -47,24 +47,36 @@ pub struct GuildActor {
     /// worker. Built on a channel's first event, dropped whenever
     /// subscribers, members or channels change.
     hidden: HashMap<ChannelId, Partitions>,
-    /// The ownership epoch this actor claimed (a cluster; 0 alone): its
-    /// writes commit only while no other node has claimed the guild since.
-    epoch: u64,
-    /// Messages and changes handed to the writer, answered here in commit
-    /// order. One answer per job this actor handed the writer
-    /// (`inflight` of them): bounded by the writer's own bounded queue
-    /// (`limits.write_queue`), which refuses jobs beyond it.
-    committed_tx: mpsc::UnboundedSender<Committed>,
-    committed_rx: mpsc::UnboundedReceiver<Committed>,
-    inflight: usize,
     /// The guild was deleted: the actor ends.
     stopped: bool,
 }
 
-/// What the writer has committed (or not), back at its actor.
-enum Committed {
-    Message { outcome: Outcome, message: Arc<model::Message>, body: Bytes, reply: ReplyTo },
-    Op { outcome: Outcome, then: super::ops::Then, reply: ReplyTo },
+impl Fenced for GuildActor {
+    type State = State;
+    type Then = super::ops::Then;
+
+    fn core(&mut self) -> &mut Core<Self::Then> {
+        &mut self.core
+    }
+
+    fn handle(&mut self, st: &mut State, msg: GuildMsg) -> bool {
+        GuildActor::handle(self, st, msg)
+    }
+
+    /// Fanned out and answered in commit order.
+    fn committed(&mut self, st: &mut State, done: Done<Self::Then>) -> bool {
+        match done {
+            Done::Message { message, body, reply } => {
+                self.fan_out_message(st, "MESSAGE_CREATE", message, &body);
+                self.core.node.guilds.reply(reply, PostReply::ok_bytes(&body));
+            }
+            Done::Op { rows, then, reply } => {
+                let answer = then(self, st, &rows);
+                self.core.node.guilds.reply(reply, encode(&answer));
+            }
+        }
+        !self.stopped
+    }
 }
 
 /// The guild as its actor holds it: everything permission checks and
@@ -90,25 +102,19 @@ pub(crate) struct State {
 impl GuildActor {
     /// This actor's key on the router, the ring and the ownership table.
     fn key(&self) -> ActorKey {
-        ActorKey::guild(self.id)
+        self.core.key
     }
 
     pub fn new(node: Arc<Node>, id: GuildId, rx: mpsc::Receiver<GuildMsg>) -> Self {
         let subs = Subscribers::new(node.delivery.workers());
-        let (committed_tx, committed_rx) = mpsc::unbounded_channel();
         Self {
-            node,
+            core: Core::new(node, ActorKey::guild(id), rx),
             id,
-            rx,
             subs,
             remote: RemoteSubs::default(),
             seq: 0,
             lists: Lists::default(),
             hidden: HashMap::new(),
-            epoch: 0,
-            committed_tx,
-            committed_rx,
-            inflight: 0,
             stopped: false,
         }
     }
@@ -118,81 +124,41 @@ impl GuildActor {
     }
 
     pub(crate) fn node(&self) -> &Arc<Node> {
-        &self.node
+        &self.core.node
     }
 
     pub async fn run(mut self) {
-        let node = self.node.clone();
+        let node = self.core.node.clone();
         let id = self.id;
-        // In a cluster the actor first takes the guild over in the store:
-        // from now on writes of any previous owner are refused (fencing).
-        if node.config.nats.is_some() {
-            // Batched with other actors starting now (one transaction).
-            match Box::pin(node.guild_claims.get(ActorKey::guild(id))).await {
-                Ok(Some(epoch)) => self.epoch = epoch,
-                Ok(None) => {
-                    tracing::error!(guild = %id, "guild claim returned no epoch");
-                    drop(self);
-                    return node.guilds.actor_stopped(ActorKey::guild(id));
-                }
-                Err(e) => {
-                    tracing::error!(guild = %id, error = %e, "guild claim failed");
-                    drop(self);
-                    return node.guilds.actor_stopped(ActorKey::guild(id));
-                }
-            }
-        }
-        // Batched with other actors' loads (see `batch`); boxed, so the
-        // future does not stay part of this task's allocation for the
-        // guild's lifetime.
-        match Box::pin(node.guild_loads.get(id)).await {
-            Ok(Some(snap)) => {
-                let mut state = State::from_snapshot(snap, &node.users);
-                // This node's sessions; other nodes' come with their
-                // sessions' subscriptions and presence updates.
-                let uids: Vec<UserId> = state.members.keys().copied().collect();
-                for uid in uids {
-                    let shown = state.presences.report(uid, node.id.0, node.presences.get(uid));
-                    if shown.status != Status::Offline {
-                        state.online.insert(uid, shown);
-                    }
-                }
-                // Until the mailbox is closed and drained and every message
-                // handed to the writer is answered.
-                let mut open = true;
-                loop {
-                    tokio::select! {
-                        biased;
-                        _ = node.shutdown.cancelled() => break,
-                        Some(c) = self.committed_rx.recv() => {
-                            self.inflight -= 1;
-                            self.committed(&mut state, c);
-                            if self.stopped {
-                                break;
-                            }
+        if self.core.claim().await {
+            // Batched with other actors' loads (see `batch`); boxed, so the
+            // future does not stay part of this task's allocation for the
+            // guild's lifetime.
+            match Box::pin(node.guild_loads.get(id)).await {
+                Ok(Some(snap)) => {
+                    let mut state = State::from_snapshot(snap, &node.users);
+                    // This node's sessions; other nodes' come with their
+                    // sessions' subscriptions and presence updates.
+                    let uids: Vec<UserId> = state.members.keys().copied().collect();
+                    for uid in uids {
+                        let shown = state.presences.report(uid, node.id.0, node.presences.get(uid));
+                        if shown.status != Status::Offline {
+                            state.online.insert(uid, shown);
                         }
-                        m = self.rx.recv(), if open => match m {
-                            Some(msg) => {
-                                if !self.handle(&mut state, msg) {
-                                    break;
-                                }
-                            }
-                            None => open = false,
-                        },
                     }
-                    if !open && self.inflight == 0 {
-                        break;
-                    }
+                    fenced::serve(&mut self, &mut state).await;
                 }
+                Ok(None) => {
+                    tracing::debug!(guild = %id, "no such guild; actor stops");
+                    let unknown = OpReply::not_found(protocol::ErrorCode::UnknownGuild);
+                    self.core.refuse_all(PostReply::UnknownChannel, unknown).await;
+                }
+                Err(e) => tracing::error!(guild = %id, error = %e, "guild load failed"),
             }
-            Ok(None) => {
-                tracing::debug!(guild = %id, "no such guild; actor stops");
-                self.refuse_all().await;
-            }
-            Err(e) => tracing::error!(guild = %id, error = %e, "guild load failed"),
         }
+        let key = self.key();
         drop(self);
-        node.guilds.actor_stopped(ActorKey::guild(id));
+        node.guilds.actor_stopped(key);
     }
 
     /// Applies one message. Returns false when the actor must stop.
@@ -201,9 +167,9 @@ impl GuildActor {
             GuildMsg::Subscribe(sub) => {
                 let Subscription { session, info, presence } = *sub;
                 let (user, from) = (info.user_id, session.node.0);
-                if session.node != self.node.id {
+                if session.node != self.core.node.id {
                     self.subscribe_remote(st, session, info);
-                } else if let Some(s) = self.node.sessions.get(&session.id) {
+                } else if let Some(s) = self.core.node.sessions.get(&session.id) {
                     self.subscribe(st, s, &info);
                 }
                 if let Some(p) = presence {
@@ -212,10 +178,10 @@ impl GuildActor {
             }
             GuildMsg::Unsubscribe { session, presence } => {
                 let from = session.node.0;
-                if session.node != self.node.id {
+                if session.node != self.core.node.id {
                     if self.remote.remove(&session).is_some() {
-                        if let Some(c) = self.node.cluster() {
-                            c.subscribed(&session, self.key(), self.epoch, false)
+                        if let Some(c) = self.core.node.cluster() {
+                            c.subscribed(&session, self.key(), self.core.epoch, false)
                         };
                     }
                 } else {
@@ -241,7 +207,7 @@ impl GuildActor {
             GuildMsg::Presence { user, node, presence } => self.presence_reported(st, user, node, presence),
             GuildMsg::NodesLive(live) => self.nodes_live(st, &live),
             GuildMsg::Counts { reply } => {
-                self.node.guilds.reply(reply, encode(&(st.members.len(), st.online.len())));
+                self.core.node.guilds.reply(reply, encode(&(st.members.len(), st.online.len())));
             }
             GuildMsg::Post(p) => self.post(st, *p),
             GuildMsg::Op(op) => self.op(st, *op),
@@ -280,7 +246,7 @@ impl GuildActor {
         let Some((member, author)) = st.members.get(&p.author) else { return self.refuse(reply, PostReply::MissingAccess) };
         let (mentions, mention_members) = st.mentioned(&p.mentions);
         let rec = MessageRecord {
-            id: self.node.ids.next().into(),
+            id: self.core.node.ids.next().into(),
             channel_id: p.channel,
             guild_id: Some(self.id),
             author_id: p.author,
@@ -304,61 +270,11 @@ impl GuildActor {
         if in_thread {
             Self::thread_posted(st, p.channel, rec.id);
         }
-        let tx = self.committed_tx.clone();
-        let done = move |outcome| {
-            // The actor waits for every message it handed over before it ends.
-            let _ = tx.send(Committed::Message { outcome, message, body, reply });
-        };
-        match self.node.writer.submit(self.epoch, rec, done) {
-            Ok(()) => self.inflight += 1,
-            Err(Full) => self.refuse(reply, PostReply::Retry),
-        }
+        self.core.submit_message(rec, Job::Message { message, body, reply });
     }
 
     fn refuse(&self, reply: ReplyTo, r: PostReply) {
-        self.node.guilds.reply(reply, encode(&r));
-    }
-
-    /// The writer's answer for one message or change of this actor.
-    fn committed(&mut self, st: &mut State, c: Committed) {
-        let (outcome, reply) = match c {
-            Committed::Message { outcome: Outcome::Committed, message, body, reply } => {
-                self.fan_out_message(st, "MESSAGE_CREATE", message, &body);
-                self.node.guilds.reply(reply, PostReply::ok_bytes(&body));
-                return;
-            }
-            Committed::Op { outcome: Outcome::Applied(rows), then, reply } => {
-                let answer = then(self, st, &rows);
-                self.node.guilds.reply(reply, encode(&answer));
-                return;
-            }
-            Committed::Message { outcome, reply, .. } => (outcome, Ok(reply)),
-            Committed::Op { outcome, reply, .. } => (outcome, Err(reply)),
-        };
-        let failure = match outcome {
-            Outcome::Fenced => {
-                // Another node owns the guild now: take nothing more (what is
-                // queued still drains, and is refused the same way).
-                if self.epoch != 0 {
-                    tracing::info!(guild = %self.id, epoch = self.epoch, "fenced off by a newer owner; actor stops");
-                }
-                self.rx.close();
-                None
-            }
-            Outcome::Failed(e) => {
-                tracing::error!(guild = %self.id, error = &*e as &dyn std::error::Error, "change not committed");
-                Some(e.to_string())
-            }
-            Outcome::Committed | Outcome::Applied(_) => Some("writer answered the wrong kind of job".to_string()),
-        };
-        let body = match (reply, failure) {
-            (Ok(_), None) => encode(&PostReply::Retry),
-            (Ok(_), Some(e)) => encode(&PostReply::Failed(e)),
-            (Err(_), None) => encode(&OpReply::Retry),
-            (Err(_), Some(e)) => encode(&OpReply::Failed(e)),
-        };
-        let (Ok(to) | Err(to)) = reply;
-        self.node.guilds.reply(to, body);
+        self.core.node.guilds.reply(reply, encode(&r));
     }
 
     /// A change a user asked for: checked against this actor's state, then
@@ -368,7 +284,7 @@ impl GuildActor {
         let Op { user, action, reply } = op;
         let plan = match super::ops::plan(self, st, user, action) {
             Ok(p) => p,
-            Err(refused) => return self.node.guilds.reply(reply, encode(&refused)),
+            Err(refused) => return self.core.node.guilds.reply(reply, encode(&refused)),
         };
         self.submit_plan(st, plan, reply);
     }
@@ -378,30 +294,9 @@ impl GuildActor {
     pub(super) fn submit_plan(&mut self, st: &mut State, plan: super::ops::Plan, reply: ReplyTo) {
         if plan.changes.is_empty() {
             let answer = (plan.then)(self, st, &[]);
-            return self.node.guilds.reply(reply, encode(&answer));
+            return self.core.node.guilds.reply(reply, encode(&answer));
         }
-        let tx = self.committed_tx.clone();
-        let then = plan.then;
-        let done = move |outcome| {
-            let _ = tx.send(Committed::Op { outcome, then, reply });
-        };
-        match self.node.writer.submit_changes(self.epoch, self.key(), plan.changes, done) {
-            Ok(()) => self.inflight += 1,
-            Err(Full) => self.node.guilds.reply(reply, encode(&OpReply::Retry)),
-        }
-    }
-
-    /// The guild does not exist: whatever was sent to it is answered so,
-    /// at once, until no sender has it.
-    async fn refuse_all(&mut self) {
-        self.rx.close();
-        while let Some(msg) = self.rx.recv().await {
-            match msg {
-                GuildMsg::Post(p) => self.node.guilds.reply(p.reply, encode(&PostReply::UnknownChannel)),
-                GuildMsg::Op(op) => self.node.guilds.reply(op.reply, encode(&OpReply::not_found(protocol::ErrorCode::UnknownGuild))),
-                _ => {}
-            }
-        }
+        self.core.submit_changes(plan.changes, Job::Op { then: plan.then, reply });
     }
 
     /// A session's subscription moves to the node that took it over. The
@@ -412,7 +307,7 @@ impl GuildActor {
     /// new node.
     fn move_session(&mut self, m: node::route::Move) {
         let to = m.to.id.clone();
-        let new = super::remote::move_subscriber(&self.node, self.key(), self.epoch, &mut self.subs, &mut self.remote, m);
+        let new = super::remote::move_subscriber(&self.core.node, self.key(), self.core.epoch, &mut self.subs, &mut self.remote, m);
         self.hidden.clear();
         match &new {
             Some(n) => self.lists.moved(&to, n),
@@ -422,7 +317,7 @@ impl GuildActor {
 
     /// A subscribed session, on this node or another.
     fn subscriber(&self, r: &SessionRef) -> Option<Sink> {
-        if r.node == self.node.id {
+        if r.node == self.core.node.id {
             self.subs.get(&r.id)
         } else {
             self.remote.get(r)
@@ -438,15 +333,15 @@ impl GuildActor {
         }
         if info.intents.contains(Intents::GUILDS) {
             let body = st.guild_create(&info);
-            if let Some(c) = self.node.cluster() {
-                c.subscribed_after(&r, self.key(), self.epoch, Dispatch { name: "GUILD_CREATE", body })
+            if let Some(c) = self.core.node.cluster() {
+                c.subscribed_after(&r, self.key(), self.core.epoch, Dispatch { name: "GUILD_CREATE", body })
             };
         } else {
-            if let Some(c) = self.node.cluster() {
-                c.subscribed(&r, self.key(), self.epoch, true)
+            if let Some(c) = self.core.node.cluster() {
+                c.subscribed(&r, self.key(), self.core.epoch, true)
             };
         }
-        self.remote.insert(&self.node, r, info);
+        self.remote.insert(&self.core.node, r, info);
         self.hidden.clear();
     }
 
@@ -458,7 +353,7 @@ impl GuildActor {
         }
         if info.intents.contains(Intents::GUILDS) {
             let body = st.guild_create(info);
-            self.node.delivery.one(session.clone(), Dispatch { name: "GUILD_CREATE", body });
+            self.core.node.delivery.one(session.clone(), Dispatch { name: "GUILD_CREATE", body });
         }
         self.subs.insert(session);
         self.hidden.clear();
@@ -469,10 +364,10 @@ impl GuildActor {
     fn publish(&mut self, event: Arc<FanEvent>) {
         self.seq += 1;
         if self.wanted(&event) {
-            self.node.delivery.fan_out(&event, self.subs.partitions());
+            self.core.node.delivery.fan_out(&event, self.subs.partitions());
         }
         if !self.remote.is_empty() && self.remote_wanted(&event) {
-            self.remote.fan(&self.node, self.key(), self.epoch, &event, None);
+            self.remote.fan(&self.core.node, self.key(), self.core.epoch, &event, None);
         }
     }
 
@@ -487,7 +382,7 @@ impl GuildActor {
         let (gid, owner) = (self.id, st.guild.owner_id);
         if !self.remote.is_empty() && self.remote_wanted(&event) {
             let keep = |i: &SubInfo| st.members.get(&i.user_id).is_some_and(|(m, _)| perm::can_view(gid, owner, &st.roles, m, c));
-            self.remote.fan(&self.node, ActorKey::guild(gid), self.epoch, &event, Some(&keep));
+            self.remote.fan(&self.core.node, ActorKey::guild(gid), self.core.epoch, &event, Some(&keep));
         }
         if !self.wanted(&event) {
             return;
@@ -496,7 +391,7 @@ impl GuildActor {
         let parts = self.hidden.entry(c.id).or_insert_with(|| {
             subs.partitions_where(|s| st.members.get(&s.user_id()).is_some_and(|(m, _)| perm::can_view(gid, owner, &st.roles, m, c)))
         });
-        self.node.delivery.fan_out(&event, parts);
+        self.core.node.delivery.fan_out(&event, parts);
     }
 
     /// Whether any remote subscriber would get `event` at all.
@@ -616,7 +511,7 @@ impl GuildActor {
                 for s in self.subs.values() {
                     s.left(ActorKey::guild(gid));
                     if s.intents().contains(Intents::GUILDS) {
-                        self.node.delivery.one(s.clone(), Dispatch { name: "GUILD_DELETE", body: body.clone() });
+                        self.core.node.delivery.one(s.clone(), Dispatch { name: "GUILD_DELETE", body: body.clone() });
                     }
                 }
                 self.subs.clear();
@@ -624,8 +519,8 @@ impl GuildActor {
                     if s.info.intents.contains(Intents::GUILDS) {
                         s.clone().push(Dispatch { name: "GUILD_DELETE", body: body.clone() });
                     }
-                    if let Some(c) = self.node.cluster() {
-                        c.subscribed(&s.r, ActorKey::guild(gid), self.epoch, false)
+                    if let Some(c) = self.core.node.cluster() {
+                        c.subscribed(&s.r, ActorKey::guild(gid), self.core.epoch, false)
                     };
                 }
                 self.remote = RemoteSubs::default();
@@ -638,8 +533,8 @@ impl GuildActor {
                 let known = st.members.contains_key(&uid);
                 let mut m = convert::member(&member, Some(&user));
                 m.guild_id = Some(gid);
-                let p = st.presences.report(uid, self.node.id.0, self.node.presences.get(uid));
-                st.members.insert(uid, (member, self.node.users.intern(user)));
+                let p = st.presences.report(uid, self.core.node.id.0, self.core.node.presences.get(uid));
+                st.members.insert(uid, (member, self.core.node.users.intern(user)));
                 self.hidden.clear();
                 if p.status != Status::Offline {
                     st.online.insert(uid, p);
@@ -649,11 +544,11 @@ impl GuildActor {
                     self.fan_out("GUILD_MEMBER_ADD", &encode(&m), Intents::GUILD_MEMBERS);
                 }
                 // The new member's sessions on other nodes: their nodes subscribe them.
-                if let Some(c) = self.node.cluster() {
+                if let Some(c) = self.core.node.cluster() {
                     c.member_joined(gid, uid)
                 };
                 // The new member's own sessions on this node start receiving the guild.
-                for s in self.node.sessions.of_user(uid) {
+                for s in self.core.node.sessions.of_user(uid) {
                     if !self.subs.contains(s.id()) {
                         s.joined(ActorKey::guild(gid));
                         let info = s.sub_info();
@@ -679,7 +574,7 @@ impl GuildActor {
             GuildEvent::UserUpdate(user) => {
                 let uid = user.id;
                 let Some((member, held)) = st.members.get_mut(&uid) else { return true };
-                *held = self.node.users.intern(user);
+                *held = self.core.node.users.intern(user);
                 let mut m = convert::member(member, Some(held));
                 m.guild_id = Some(gid);
                 self.fan_out("GUILD_MEMBER_UPDATE", &encode(&m), Intents::GUILD_MEMBERS);
@@ -698,7 +593,7 @@ impl GuildActor {
                     s.left(ActorKey::guild(gid));
                     self.lists.unsubscribe(s.id());
                     if s.intents().contains(Intents::GUILDS) {
-                        self.node.delivery.one(s, Dispatch { name: "GUILD_DELETE", body: gone.clone() });
+                        self.core.node.delivery.one(s, Dispatch { name: "GUILD_DELETE", body: gone.clone() });
                     }
                 }
                 for s in self.remote.remove_user(uid) {
@@ -707,8 +602,8 @@ impl GuildActor {
                         s.clone().push(Dispatch { name: "GUILD_DELETE", body: gone.clone() });
                     }
                     // Its node also takes the guild off the session's list.
-                    if let Some(c) = self.node.cluster() {
-                        c.subscribed(&s.r, ActorKey::guild(gid), self.epoch, false)
+                    if let Some(c) = self.core.node.cluster() {
+                        c.subscribed(&s.r, ActorKey::guild(gid), self.core.epoch, false)
                     };
                 }
             }

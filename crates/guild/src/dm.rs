@@ -15,20 +15,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use bytes::Bytes;
 use protocol::gateway::Intents;
-use protocol::model;
 use protocol::{ActorKey, ChannelId, ErrorCode, UserId};
 use serde_json::json;
 use store::{Change, DmChannel, MessageRecord, UserRecord};
 use tokio::sync::mpsc;
 
+use super::fenced::{self, Core, Done, Fenced, Job};
 use super::remote::RemoteSubs;
 use super::GuildMsg;
 use fanout::{encode, FanEvent, Filter, NodeId, SessionRef, SubInfo, Subscribers};
 use node::auth::now_ms;
 pub use node::convert::dm_json;
-use node::group_commit::{Full, Outcome};
 use node::route::dm::DmAction;
 use node::route::ops::MessageAction;
 use node::route::{Action, Op, OpReply, Post, PostReply, ReplyTo, Subscription};
@@ -41,25 +39,12 @@ const SETTLE_TIMEOUT: Duration = Duration::from_millis(2_000);
 
 type Then = Box<dyn FnOnce(&mut DmActor, &[u64]) -> OpReply + Send>;
 
-enum Committed {
-    Message { outcome: Outcome, message: Arc<model::Message>, body: Bytes, reply: ReplyTo },
-    Op { outcome: Outcome, then: Then, reply: ReplyTo },
-}
-
 pub struct DmActor {
-    node: Arc<Node>,
-    key: ActorKey,
+    /// Key, mailbox, epoch and the writer's answers (see `fenced`).
+    core: Core<Then>,
     id: ChannelId,
-    rx: mpsc::Receiver<GuildMsg>,
     subs: Subscribers,
     remote: RemoteSubs,
-    epoch: u64,
-    /// Answers of the group-commit writer, one per job this actor handed
-    /// it (`inflight` of them): bounded by the writer's own bounded queue
-    /// (`limits.write_queue`), which refuses jobs beyond it.
-    committed_tx: mpsc::UnboundedSender<Committed>,
-    committed_rx: mpsc::UnboundedReceiver<Committed>,
-    inflight: usize,
     /// Answers waiting for `Opened`, and the nodes not settled yet.
     opening: Vec<ReplyTo>,
     unsettled: BTreeSet<NodeId>,
@@ -67,74 +52,28 @@ pub struct DmActor {
 
 impl DmActor {
     pub fn new(node: Arc<Node>, key: ActorKey, id: ChannelId, rx: mpsc::Receiver<GuildMsg>) -> Self {
-        let (committed_tx, committed_rx) = mpsc::unbounded_channel();
         DmActor {
             subs: Subscribers::new(node.delivery.workers()),
-            node,
-            key,
+            core: Core::new(node, key, rx),
             id,
-            rx,
             remote: RemoteSubs::default(),
-            epoch: 0,
-            committed_tx,
-            committed_rx,
-            inflight: 0,
             opening: Vec::new(),
             unsettled: BTreeSet::new(),
         }
     }
 
     pub async fn run(mut self) {
-        let node = self.node.clone();
-        if node.config.nats.is_some() {
-            match Box::pin(node.guild_claims.get(self.key)).await {
-                Ok(Some(epoch)) => self.epoch = epoch,
-                other => {
-                    tracing::error!(dm = %self.id, result = ?other.map(|_| ()), "DM claim failed");
-                    let key = self.key;
-                    drop(self);
-                    return node.guilds.actor_stopped(key);
-                }
+        let node = self.core.node.clone();
+        if self.core.claim().await {
+            match node.store.get_dm(self.id).await {
+                Ok(Some(mut dm)) => fenced::serve(&mut self, &mut dm).await,
+                Ok(None) => self.core.refuse_all(PostReply::UnknownChannel, OpReply::not_found(ErrorCode::UnknownChannel)).await,
+                Err(e) => tracing::error!(dm = %self.id, error = %e, "DM load failed"),
             }
         }
-        match node.store.get_dm(self.id).await {
-            Ok(Some(mut dm)) => {
-                let mut open = true;
-                loop {
-                    tokio::select! {
-                        biased;
-                        _ = node.shutdown.cancelled() => break,
-                        Some(c) = self.committed_rx.recv() => {
-                            self.inflight -= 1;
-                            self.committed(&mut dm, c);
-                        }
-                        m = self.rx.recv(), if open => match m {
-                            Some(msg) => self.handle(&mut dm, msg),
-                            None => open = false,
-                        },
-                    }
-                    if !open && self.inflight == 0 {
-                        break;
-                    }
-                }
-            }
-            Ok(None) => self.refuse_all().await,
-            Err(e) => tracing::error!(dm = %self.id, error = %e, "DM load failed"),
-        }
-        let key = self.key;
+        let key = self.core.key;
         drop(self);
         node.guilds.actor_stopped(key);
-    }
-
-    async fn refuse_all(&mut self) {
-        self.rx.close();
-        while let Some(msg) = self.rx.recv().await {
-            match msg {
-                GuildMsg::Post(p) => self.node.guilds.reply(p.reply, encode(&PostReply::UnknownChannel)),
-                GuildMsg::Op(op) => self.node.guilds.reply(op.reply, encode(&OpReply::not_found(ErrorCode::UnknownChannel))),
-                _ => {}
-            }
-        }
     }
 
     fn handle(&mut self, dm: &mut DmChannel, msg: GuildMsg) {
@@ -144,10 +83,10 @@ impl DmActor {
                 self.subscribe(dm, session, info);
             }
             GuildMsg::Unsubscribe { session, .. } => {
-                if session.node != self.node.id {
+                if session.node != self.core.node.id {
                     if self.remote.remove(&session).is_some() {
-                        if let Some(c) = self.node.cluster() {
-                            c.subscribed(&session, self.key, self.epoch, false)
+                        if let Some(c) = self.core.node.cluster() {
+                            c.subscribed(&session, self.core.key, self.core.epoch, false)
                         };
                     }
                 } else {
@@ -155,11 +94,11 @@ impl DmActor {
                 }
             }
             GuildMsg::Move(m) => {
-                super::remote::move_subscriber(&self.node, self.key, self.epoch, &mut self.subs, &mut self.remote, *m);
+                super::remote::move_subscriber(&self.core.node, self.core.key, self.core.epoch, &mut self.subs, &mut self.remote, *m);
             }
             GuildMsg::Post(p) => self.post(dm, *p),
             GuildMsg::Op(op) => self.op(dm, *op),
-            GuildMsg::Counts { reply } => self.node.guilds.reply(reply, encode(&(dm.recipients.len(), 0))),
+            GuildMsg::Counts { reply } => self.core.node.guilds.reply(reply, encode(&(dm.recipients.len(), 0))),
             // Guild matters: a DM has no member list, presences or members to request.
             GuildMsg::ListSubscribe(_)
             | GuildMsg::RequestMembers { .. }
@@ -177,16 +116,16 @@ impl DmActor {
         if !Self::is_recipient(dm, info.user_id) {
             return;
         }
-        if session.node != self.node.id {
+        if session.node != self.core.node.id {
             if !self.remote.contains(&session) {
                 // Its node adds the session to its audience of this DM.
-                if let Some(c) = self.node.cluster() {
-                    c.subscribed(&session, self.key, self.epoch, true)
+                if let Some(c) = self.core.node.cluster() {
+                    c.subscribed(&session, self.core.key, self.core.epoch, true)
                 };
-                self.remote.insert(&self.node, session, info);
+                self.remote.insert(&self.core.node, session, info);
             }
-        } else if let Some(s) = self.node.sessions.get(&session.id) {
-            s.joined(self.key);
+        } else if let Some(s) = self.core.node.sessions.get(&session.id) {
+            s.joined(self.core.key);
             self.subs.insert(s);
         }
     }
@@ -194,8 +133,8 @@ impl DmActor {
     /// Every session of the recipients on this node.
     fn subscribe_local(&mut self, dm: &DmChannel) {
         for u in &dm.recipients {
-            for s in self.node.sessions.of_user(u.id) {
-                s.joined(self.key);
+            for s in self.core.node.sessions.of_user(u.id) {
+                s.joined(self.core.key);
                 if !self.subs.contains(s.id()) {
                     self.subs.insert(s);
                 }
@@ -212,18 +151,18 @@ impl DmActor {
         };
         if !self.remote.is_empty() && self.remote.wants(intent) {
             match keep {
-                None => self.remote.fan(&self.node, self.key, self.epoch, &event, None),
-                Some(k) => self.remote.fan(&self.node, self.key, self.epoch, &event, Some(&|i: &SubInfo| k(i.user_id))),
+                None => self.remote.fan(&self.core.node, self.core.key, self.core.epoch, &event, None),
+                Some(k) => self.remote.fan(&self.core.node, self.core.key, self.core.epoch, &event, Some(&|i: &SubInfo| k(i.user_id))),
             }
         }
         if !self.subs.wants(intent) {
             return;
         }
         match keep {
-            None => self.node.delivery.fan_out(&event, self.subs.partitions()),
+            None => self.core.node.delivery.fan_out(&event, self.subs.partitions()),
             Some(k) => {
                 let parts = self.subs.partitions_where(|s| k(s.user_id()));
-                self.node.delivery.fan_out(&event, &parts);
+                self.core.node.delivery.fan_out(&event, &parts);
             }
         }
     }
@@ -231,10 +170,12 @@ impl DmActor {
     fn post(&mut self, dm: &DmChannel, p: Post) {
         let reply = p.reply;
         let refuse = |node: &Node, r: PostReply| node.guilds.reply(reply, encode(&r));
-        let Some(author) = dm.recipients.iter().find(|u| u.id == p.author) else { return refuse(&self.node, PostReply::MissingAccess) };
+        let Some(author) = dm.recipients.iter().find(|u| u.id == p.author) else {
+            return refuse(&self.core.node, PostReply::MissingAccess);
+        };
         let mentions: Vec<UserRecord> = dm.recipients.iter().filter(|u| p.mentions.contains(&u.id)).cloned().collect();
         let rec = MessageRecord {
-            id: self.node.ids.next().into(),
+            id: self.core.node.ids.next().into(),
             channel_id: self.id,
             guild_id: None,
             author_id: p.author,
@@ -254,14 +195,7 @@ impl DmActor {
         }
         let message = Arc::new(message);
         let body = encode(&*message);
-        let tx = self.committed_tx.clone();
-        let done = move |outcome| {
-            let _ = tx.send(Committed::Message { outcome, message, body, reply });
-        };
-        match self.node.writer.submit_changes(self.epoch, self.key, vec![Change::CreateDmMessage(rec)], done) {
-            Ok(()) => self.inflight += 1,
-            Err(Full) => refuse(&self.node, PostReply::Retry),
-        }
+        self.core.submit_changes(vec![Change::CreateDmMessage(rec)], Job::Message { message, body, reply });
     }
 
     fn op(&mut self, dm: &DmChannel, op: Op) {
@@ -272,9 +206,9 @@ impl DmActor {
             Action::Dm(DmAction::Opened) if recipient => {
                 self.subscribe_local(dm);
                 let users: Vec<UserId> = dm.recipients.iter().map(|u| u.id).collect();
-                let asked = self.node.cluster().map_or_else(Vec::new, |c| c.dm_opened(self.key, &users));
+                let asked = self.core.node.cluster().map_or_else(Vec::new, |c| c.dm_opened(self.core.key, &users));
                 if asked.is_empty() {
-                    return refuse(&self.node, OpReply::no_content());
+                    return refuse(&self.core.node, OpReply::no_content());
                 }
                 if self.unsettled.is_empty() {
                     self.settle_timer();
@@ -291,19 +225,19 @@ impl DmActor {
                 }
                 if self.unsettled.is_empty() {
                     for r in std::mem::take(&mut self.opening) {
-                        self.node.guilds.reply(r, encode(&OpReply::no_content()));
+                        self.core.node.guilds.reply(r, encode(&OpReply::no_content()));
                     }
                 }
             }
-            _ if !recipient => refuse(&self.node, OpReply::forbidden(ErrorCode::MissingAccess)),
+            _ if !recipient => refuse(&self.core.node, OpReply::forbidden(ErrorCode::MissingAccess)),
             Action::Message(MessageAction::Typing { .. }) => {
                 let body = encode(&json!({ "channel_id": self.id, "user_id": user, "timestamp": now_ms() / 1000 }));
                 self.publish(FanEvent::new("TYPING_START", body, Filter::Intent(Intents::DIRECT_MESSAGE_TYPING)), None);
-                refuse(&self.node, OpReply::no_content());
+                refuse(&self.core.node, OpReply::no_content());
             }
             Action::Message(MessageAction::Edit { message, referenced, .. }) => {
                 if message.author_id != user {
-                    return refuse(&self.node, OpReply::forbidden(ErrorCode::CannotEditOthersMessage));
+                    return refuse(&self.core.node, OpReply::forbidden(ErrorCode::CannotEditOthersMessage));
                 }
                 let mut rec = *message;
                 let mentions: Vec<UserRecord> = dm.recipients.iter().filter(|u| rec.mentions.contains(&u.id)).cloned().collect();
@@ -330,7 +264,7 @@ impl DmActor {
             }
             Action::Message(MessageAction::Delete { channel, id, author }) => {
                 if author != user {
-                    return refuse(&self.node, OpReply::forbidden(ErrorCode::CannotExecuteOnDm));
+                    return refuse(&self.core.node, OpReply::forbidden(ErrorCode::CannotExecuteOnDm));
                 }
                 let then: Then = Box::new(move |a: &mut DmActor, rows: &[u64]| {
                     if rows.first() == Some(&0) {
@@ -343,14 +277,14 @@ impl DmActor {
                 self.submit(vec![Change::DeleteMessage { channel, id }], then, reply);
             }
             // Guild things (channel settings, members, threads) have no meaning here.
-            _ => refuse(&self.node, OpReply::forbidden(ErrorCode::CannotExecuteOnDm)),
+            _ => refuse(&self.core.node, OpReply::forbidden(ErrorCode::CannotExecuteOnDm)),
         }
     }
 
     /// Stops waiting for other nodes after [`SETTLE_TIMEOUT`].
     fn settle_timer(&self) {
-        let (node, key) = (self.node.clone(), self.key);
-        self.node.tasks.spawn(async move {
+        let (node, key) = (self.core.node.clone(), self.core.key);
+        self.core.node.tasks.spawn(async move {
             tokio::time::sleep(SETTLE_TIMEOUT).await;
             let op = Op { user: UserId(0), action: Action::Dm(DmAction::Settled { node: None }), reply: ReplyTo { node: node.id, id: 0 } };
             let _ = node.guilds.send(key, GuildMsg::Op(Box::new(op)));
@@ -358,19 +292,26 @@ impl DmActor {
     }
 
     fn submit(&mut self, changes: Vec<Change>, then: Then, reply: ReplyTo) {
-        let tx = self.committed_tx.clone();
-        let done = move |outcome| {
-            let _ = tx.send(Committed::Op { outcome, then, reply });
-        };
-        match self.node.writer.submit_changes(self.epoch, self.key, changes, done) {
-            Ok(()) => self.inflight += 1,
-            Err(Full) => self.node.guilds.reply(reply, encode(&OpReply::Retry)),
-        }
+        self.core.submit_changes(changes, Job::Op { then, reply });
+    }
+}
+
+impl Fenced for DmActor {
+    type State = DmChannel;
+    type Then = Then;
+
+    fn core(&mut self) -> &mut Core<Then> {
+        &mut self.core
     }
 
-    fn committed(&mut self, dm: &mut DmChannel, c: Committed) {
-        match c {
-            Committed::Message { outcome: Outcome::Applied(_), message, body, reply } => {
+    fn handle(&mut self, dm: &mut DmChannel, msg: GuildMsg) -> bool {
+        DmActor::handle(self, dm, msg);
+        true
+    }
+
+    fn committed(&mut self, dm: &mut DmChannel, done: Done<Then>) -> bool {
+        match done {
+            Done::Message { message, body, reply } => {
                 // The first message: the other side learns of the DM now.
                 if dm.channel.last_message_id.is_none() {
                     let author = message.author.id;
@@ -385,36 +326,13 @@ impl DmActor {
                     FanEvent::new("MESSAGE_CREATE", body.clone(), Filter::Message { message, redacted: Default::default() }),
                     None,
                 );
-                self.node.guilds.reply(reply, PostReply::ok_bytes(&body));
+                self.core.node.guilds.reply(reply, PostReply::ok_bytes(&body));
             }
-            Committed::Op { outcome: Outcome::Applied(rows), then, reply } => {
+            Done::Op { rows, then, reply } => {
                 let answer = then(self, &rows);
-                self.node.guilds.reply(reply, encode(&answer));
-            }
-            Committed::Message { outcome, reply, .. } => {
-                let r = match outcome {
-                    Outcome::Failed(e) => PostReply::Failed(e.to_string()),
-                    _ => self.fenced(),
-                };
-                self.node.guilds.reply(reply, encode(&r));
-            }
-            Committed::Op { outcome, reply, .. } => {
-                let r = match outcome {
-                    Outcome::Failed(e) => OpReply::Failed(e.to_string()),
-                    _ => {
-                        self.fenced();
-                        OpReply::Retry
-                    }
-                };
-                self.node.guilds.reply(reply, encode(&r));
+                self.core.node.guilds.reply(reply, encode(&answer));
             }
         }
-    }
-
-    /// Another node owns this DM now: take nothing more.
-    fn fenced(&mut self) -> PostReply {
-        tracing::info!(dm = %self.id, epoch = self.epoch, "DM fenced off by a newer owner; actor stops");
-        self.rx.close();
-        PostReply::Retry
+        true
     }
 }

@@ -4,6 +4,7 @@
 
 pub(crate) mod actor;
 pub mod dm;
+mod fenced;
 pub mod list;
 mod ops;
 pub mod remote;
@@ -52,10 +53,11 @@ impl LocalRouter {
     }
 }
 
-/// A node whose guilds all run in this process (no cluster).
-pub fn local_node(config: config::Config, store: Arc<dyn store::Store>) -> Arc<Node> {
+/// A node whose guilds all run in this process (no cluster), with the
+/// session table of the layer that owns sessions.
+pub fn local_node(config: config::Config, store: Arc<dyn store::Store>, sessions: Arc<dyn fanout::SessionTable>) -> Arc<Node> {
     let capacity = config.limits.guild_mailbox_capacity;
-    Node::new(config, store, move |node| (Arc::new(LocalRouter::new(node, capacity)), None))
+    Node::new(config, store, sessions, move |node| (Arc::new(LocalRouter::new(node, capacity)), None))
 }
 
 impl LocalRouter {
@@ -144,7 +146,7 @@ mod tests {
         let store = Arc::new(store::sqlite::SqliteStore::open(dir.path(), &Default::default()).await.unwrap());
         let mut config = config::Config::default();
         config.limits.guild_mailbox_capacity = 2;
-        let node = local_node(config, store);
+        let node = local_node(config, store, Arc::new(fanout::NoSessions));
         let g = ActorKey::guild(protocol::GuildId(42));
         let msg = || GuildMsg::Unsubscribe { session: fanout::SessionRef { node: fanout::NodeId(1), id: "s".into() }, presence: None };
         // The actor is spawned on this single-threaded runtime but cannot run

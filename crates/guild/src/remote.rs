@@ -55,9 +55,6 @@ impl Recipient for RemoteSink {
     }
     fn joined(&self, _key: ActorKey) {}
     fn left(&self, _key: ActorKey) {}
-    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-        self
-    }
 }
 
 #[derive(Default)]

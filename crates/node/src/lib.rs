@@ -29,7 +29,7 @@ use crate::presence::Presences;
 use crate::ratelimit::RateLimiter;
 use crate::route::{ClusterLink, Replies, Router};
 use config::Config;
-use fanout::{Delivery, Limits, Nice, NodeId, Registry};
+use fanout::{Delivery, Limits, Nice, NodeId, SessionTable};
 
 /// What builds a node's routing: the router, and the cluster link if any.
 pub type RouterParts = (Arc<dyn Router>, Option<Arc<dyn ClusterLink>>);
@@ -49,8 +49,8 @@ pub struct Node {
     /// Requests of this node waiting for an actor's answer.
     pub replies: Replies,
     /// The sessions whose sockets (or resume windows) are on this node.
-    pub sessions: Registry,
-    /// The delivery workers fan-out runs on (see `gateway::delivery`).
+    pub sessions: Arc<dyn SessionTable>,
+    /// The delivery workers fan-out runs on (`fanout::worker`).
     pub delivery: Arc<Delivery>,
     pub presences: Presences,
     /// One shared record per user for every guild actor (see `users`).
@@ -110,9 +110,16 @@ type NoticeHook = Box<dyn Fn(&Notice) + Send + Sync>;
 
 impl Node {
     /// Starts the node's delivery workers; call inside a tokio runtime.
-    /// `router` builds the node's guild router (it may keep a weak
-    /// reference to the node, to spawn actors).
-    pub fn new(config: Config, store: Arc<dyn Store>, router: impl FnOnce(std::sync::Weak<Node>) -> RouterParts) -> Arc<Node> {
+    /// `sessions` is the table of the layer that owns sessions (the
+    /// gateway's), seen here as recipients. `router` builds the node's
+    /// guild router (it may keep a weak reference to the node, to spawn
+    /// actors).
+    pub fn new(
+        config: Config,
+        store: Arc<dyn Store>,
+        sessions: Arc<dyn SessionTable>,
+        router: impl FnOnce(std::sync::Weak<Node>) -> RouterParts,
+    ) -> Arc<Node> {
         let ids = SnowflakeGen::new(config.worker_id, config.process_id);
         let tasks = TaskTracker::new();
         let gw = &config.gateway;
@@ -138,7 +145,7 @@ impl Node {
                 delivery,
                 auth: Auth::new(store.clone(), &config),
                 login_limits: crate::ratelimit::LoginLimits::new(&config.auth),
-                sessions: Registry::default(),
+                sessions,
                 presences: Presences::default(),
                 users: Default::default(),
                 rest_limits: RateLimiter::new(config.limits.rest_requests_per_window, config.limits.rest_window_ms),

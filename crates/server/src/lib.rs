@@ -41,6 +41,8 @@ use std::time::Duration;
 /// A running server.
 pub struct Server {
     pub node: Arc<Node>,
+    /// The node's sessions (the gateway's table; `node.sessions` is the same table).
+    pub sessions: Arc<gateway::Sessions>,
     pub addr: SocketAddr,
     accept: tokio::task::JoinHandle<()>,
 }
@@ -87,6 +89,7 @@ impl Server {
         let addr = listener.local_addr().map_err(|e| StartError::Bind(config.listen, e))?;
         // Port 0 binds are resolved now, so clients are told the real address.
         config.listen = addr;
+        let sessions = Arc::new(gateway::Sessions::default());
         let node = match config.nats {
             Some(_) => {
                 // Snowflakes stay unique across nodes sharing a store.
@@ -94,14 +97,14 @@ impl Server {
                     config.worker_id = ((config.node_id >> 5) & 31) as u8;
                     config.process_id = (config.node_id & 31) as u8;
                 }
-                cluster::start_node(config, store).await?
+                cluster::start_node(config, store, sessions.clone()).await?
             }
-            None => guild::local_node(config, store),
+            None => guild::local_node(config, store, sessions.clone()),
         };
-        node.tasks.spawn(gateway::session::sweeper(node.clone()));
+        node.tasks.spawn(gateway::session::sweeper(node.clone(), sessions.clone()));
         node.tasks.spawn(attachments::sweeper(node.clone()));
-        let accept = tokio::spawn(listener::serve(node.clone(), listener));
-        Ok(Server { node, addr, accept })
+        let accept = tokio::spawn(listener::serve(node.clone(), sessions.clone(), listener));
+        Ok(Server { node, sessions, addr, accept })
     }
 
     /// Graceful shutdown: stop accepting, send every session RECONNECT and a

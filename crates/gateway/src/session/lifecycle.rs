@@ -61,7 +61,7 @@ impl SessionHandle {
     /// sequence and unseen dispatches; a RESUME attaches the socket next.
     /// Its `moving` guilds' events are held until their markers come (see
     /// [`Holding`]).
-    pub fn adopt(self: &Arc<Self>, node: &Node, seq: u64, replay: Vec<(u64, Dispatch)>, moving: Vec<ActorKey>) {
+    pub fn adopt(self: &Arc<Self>, sessions: &crate::Sessions, seq: u64, replay: Vec<(u64, Dispatch)>, moving: Vec<ActorKey>) {
         {
             let mut st = self.lock();
             let now = now();
@@ -73,7 +73,7 @@ impl SessionHandle {
             st.replay = replay.into_iter().map(|(q, d)| (q, d, now)).collect();
             st.detached_at = Some(now);
         }
-        node.sessions.insert(self.clone());
+        sessions.insert(self.clone());
     }
 
     /// Ends the session: closes its socket, leaves its guilds, updates presence.
@@ -111,9 +111,9 @@ impl SessionHandle {
 
 /// Starts an identified session on `conn`: READY, guild subscriptions,
 /// presence, then its reader task.
-pub fn start(node: &Arc<Node>, conn: Conn, id: Identified, mut early: Vec<Incoming>) {
+pub fn start(node: &Arc<Node>, sessions: &crate::Sessions, conn: Conn, id: Identified, mut early: Vec<Incoming>) {
     let s = id.handle;
-    node.sessions.insert(s.clone());
+    sessions.insert(s.clone());
     let limits = &s.delivery().shared.limits;
     let (sock, gen) = {
         let mut st = s.lock();
@@ -187,8 +187,8 @@ fn subscribe(node: &Arc<Node>, s: &Arc<SessionHandle>, g: ActorKey) {
 /// Hands `conn` to the session `r` resumes and replays what the client
 /// missed; gives the connection back if the session cannot be resumed (the
 /// caller answers op 9 `d:false`).
-pub fn resume(node: &Arc<Node>, conn: Conn, r: &Resume, user: protocol::UserId) -> Result<(), Box<Conn>> {
-    let Some(s) = node.sessions.get(&r.session_id).and_then(crate::session).filter(|s| s.user_id == user) else {
+pub fn resume(node: &Arc<Node>, sessions: &crate::Sessions, conn: Conn, r: &Resume, user: protocol::UserId) -> Result<(), Box<Conn>> {
+    let Some(s) = sessions.get(&r.session_id).filter(|s| s.user_id == user) else {
         return Err(Box::new(conn));
     };
     let limits = &s.delivery().shared.limits;
@@ -214,7 +214,7 @@ pub fn resume(node: &Arc<Node>, conn: Conn, r: &Resume, user: protocol::UserId) 
 
 /// Enforces heartbeat timeouts (4009) and resume windows for every session
 /// of the node, until shutdown; then closes every session with RECONNECT.
-pub async fn sweeper(node: Arc<Node>) {
+pub async fn sweeper(node: Arc<Node>, sessions: Arc<crate::Sessions>) {
     let hb_timeout = Duration::from_millis(node.config.heartbeat_timeout_ms());
     let window = Duration::from_millis(node.config.gateway.resume_window_ms);
     let move_timeout = Duration::from_millis(node.config.cluster.takeover_timeout_ms);
@@ -226,10 +226,10 @@ pub async fn sweeper(node: Arc<Node>) {
             _ = node.shutdown.cancelled() => break,
             _ = tick.tick() => {}
         }
-        sweep(&node, now(), hb_timeout, window, move_timeout);
+        sweep(&node, &sessions, now(), hb_timeout, window, move_timeout);
     }
     // Shutdown: every socket gets RECONNECT and a resumable close.
-    for s in crate::sessions(&node.sessions) {
+    for s in sessions.all() {
         {
             let mut st = s.lock();
             if let Some(conn) = st.conn.as_mut() {
@@ -251,8 +251,15 @@ pub async fn sweeper(node: Arc<Node>) {
 /// `hb_timeout` (4009, resumable), ends sessions detached for longer than
 /// the resume `window`, and sessions taken over from another node whose
 /// guilds did not finish moving within `move_timeout`.
-pub(super) fn sweep(node: &Arc<Node>, now: Instant, hb_timeout: Duration, window: Duration, move_timeout: Duration) {
-    for s in crate::sessions(&node.sessions) {
+pub(super) fn sweep(
+    node: &Arc<Node>,
+    sessions: &crate::Sessions,
+    now: Instant,
+    hb_timeout: Duration,
+    window: Duration,
+    move_timeout: Duration,
+) {
+    for s in sessions.all() {
         let expired = {
             let mut st = s.lock();
             if st.holding.as_ref().is_some_and(|h| now.duration_since(h.since) > move_timeout) {

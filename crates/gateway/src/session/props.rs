@@ -526,6 +526,8 @@ static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
 struct Harness {
     node: Arc<Node>,
+    /// The node's session table (the gateway's, typed).
+    table: Arc<crate::Sessions>,
     p: Params,
     limits: Limits,
     delivery: Arc<Delivery>,
@@ -545,13 +547,14 @@ struct Harness {
 }
 
 impl Harness {
-    async fn new(node: &Arc<Node>, p: &Params) -> Result<Harness, String> {
+    async fn new((node, table): &(Arc<Node>, Arc<crate::Sessions>), p: &Params) -> Result<Harness, String> {
         let limits = p.limits();
         let delivery =
             Delivery::start(1, Nice { base: 0, burst: 0 }, limits.clone(), tokio::runtime::Handle::current(), TaskTracker::new());
         let s = new_session(&delivery);
         let mut h = Harness {
             node: node.clone(),
+            table: table.clone(),
             p: p.clone(),
             limits,
             delivery,
@@ -596,7 +599,7 @@ impl Harness {
         self.wire = Some(Wire::new(pipe, self.p.transport, 0));
         self.seen = 0;
         let presence = Presence { status: protocol::gateway::Status::Online, activities: Vec::new() };
-        super::start(&self.node, conn, Identified { handle: self.s.clone(), ready: ready.clone(), presence }, Vec::new());
+        super::start(&self.node, &self.table, conn, Identified { handle: self.s.clone(), ready: ready.clone(), presence }, Vec::new());
         self.m.record(&self.limits, Entry { name: "READY", w: Some(w), body: ready, at: now }, 1);
         settle().await;
         self.observe_close()?;
@@ -995,7 +998,7 @@ impl Harness {
         let expected = self.m.can_resume(seq);
         let (pipe, conn) = self.conn()?;
         let r = Resume { token: String::new(), session_id: self.s.id.to_string(), seq };
-        let resumed = super::resume(&self.node, conn, &r, self.s.user_id).is_ok();
+        let resumed = super::resume(&self.node, &self.table, conn, &r, self.s.user_id).is_ok();
         check!(
             resumed == expected,
             "RESUME from {seq:?} {}; the model says {} (seq {}, acked {}, replay from {}, ended {})",
@@ -1053,7 +1056,7 @@ impl Harness {
         set_clock(Some(t));
         let hb = Duration::from_millis(self.p.heartbeat_timeout_ms);
         let window = Duration::from_millis(self.p.resume_window_ms);
-        super::lifecycle::sweep(&self.node, t, hb, window, Duration::MAX);
+        super::lifecycle::sweep(&self.node, &self.table, t, hb, window, Duration::MAX);
         if let Some(a) = &self.m.attached {
             if t.duration_since(a.last_heartbeat) > hb {
                 tally(|t| t.heartbeat_timeouts += 1);
@@ -1106,7 +1109,7 @@ fn new_session(delivery: &Arc<Delivery>) -> Arc<SessionHandle> {
     SessionHandle::new(format!("props{n:08}").into(), UserId(n), false, Intents::ALL, 50, Vec::new(), delivery)
 }
 
-async fn run_case(node: &Arc<Node>, p: &Params, ops: &[Op]) -> Result<(), String> {
+async fn run_case(node: &(Arc<Node>, Arc<crate::Sessions>), p: &Params, ops: &[Op]) -> Result<(), String> {
     set_clock(Some(Instant::now()));
     let mut h = Harness::new(node, p).await.map_err(|e| format!("IDENTIFY: {e}"))?;
     let mut result = Ok(());
@@ -1139,7 +1142,8 @@ fn sessions_agree_with_the_model() {
         let store = Arc::new(store::sqlite::SqliteStore::open(dir.path(), &Default::default()).await.expect("store"));
         let mut config = config::Config::default();
         config.gateway.client_events_per_window = u32::MAX;
-        guild::local_node(config, store)
+        let table = Arc::new(crate::Sessions::default());
+        (guild::local_node(config, store, table.clone()), table)
     });
     // 256 cases unless PROPTEST_CASES says otherwise; a random run unless
     // PROPTEST_RNG_SEED fixes it (a failure prints the seed to replay).

@@ -140,11 +140,11 @@ impl GuildActor {
         self.seq += 1;
         if !self.remote.is_empty() && self.remote_wanted(&event) {
             let keep_remote = |i: &SubInfo| keep(i.user_id);
-            self.remote.fan(&self.node, self.key(), self.epoch, &event, Some(&keep_remote));
+            self.remote.fan(&self.core.node, self.key(), self.core.epoch, &event, Some(&keep_remote));
         }
         if self.wanted(&event) {
             let parts = self.subs.partitions_where(|s| keep(s.user_id()));
-            self.node.delivery.fan_out(&event, &parts);
+            self.core.node.delivery.fan_out(&event, &parts);
         }
     }
 

@@ -463,7 +463,7 @@ async fn resume_on_another_node_under_a_message_stream_loses_and_repeats_nothing
     assert_eq!(contents, order, "every message once, in the guild's order, across two take-overs and a node's exit");
     assert!(got.windows(2).all(|p| p[1].0 == p[0].0 + 1), "sequence numbers are consecutive: {got:?}");
     // Node 3 keeps only a copy that says where the session went.
-    let on3 = n3.node().sessions.get(&session).and_then(server::gateway::session).expect("node 3's copy");
+    let on3 = n3.sessions().get(&session).expect("node 3's copy");
     assert_eq!(on3.handed_to.get().copied(), Some(server::fanout::NodeId(2)));
     assert!(n2.node().sessions.get(&session).is_some(), "the session lives on node 2");
 }

@@ -60,6 +60,11 @@ impl TestServer {
         &self.server.as_ref().unwrap().node
     }
 
+    /// The node's sessions, as the gateway's own type.
+    pub fn sessions(&self) -> &Arc<server::gateway::Sessions> {
+        &self.server.as_ref().unwrap().sessions
+    }
+
     pub async fn req(
         &self,
         method: reqwest::Method,

@@ -710,7 +710,7 @@ async fn own_dispatches_leave_the_replay_buffer_once_written() {
     let (session, ready_seq) = (ready["d"]["session_id"].as_str().unwrap().to_string(), ready["s"].as_u64().unwrap());
     g.until("GUILD_CREATE").await;
     let created = g.seq.unwrap();
-    let handle = t.node().sessions.get(&session).and_then(server::gateway::session).expect("session is registered");
+    let handle = t.sessions().get(&session).expect("session is registered");
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while handle.replay_size() != (0, 0) {
         assert!(std::time::Instant::now() < deadline, "READY and GUILD_CREATE still held: {:?}", handle.replay_size());

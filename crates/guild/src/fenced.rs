@@ -1,0 +1,229 @@
+//! The shell every actor on the ring shares, a guild's and a DM's: its key
+//! and mailbox, the ownership epoch it claimed, the group-commit writer's
+//! answers coming back to it, and when it stops.
+//!
+//! An actor is fenced: in a cluster it first claims its key in the store
+//! (a new epoch), and the writer commits its jobs only while no other node
+//! has claimed the key since. A job refused that way means another node
+//! owns the actor now: this one takes nothing more, answers what is queued
+//! "retry", and ends once every job it handed the writer is answered.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use protocol::{model, ActorKey};
+use store::{Change, MessageRecord};
+use tokio::sync::mpsc;
+
+use super::GuildMsg;
+use fanout::encode;
+use node::group_commit::{Full, Outcome};
+use node::route::{OpReply, PostReply, ReplyTo};
+use node::Node;
+
+/// What an actor handed the writer, and whom to answer.
+pub(crate) enum Job<T> {
+    /// A new message, encoded once, fanned out once committed.
+    Message { message: Arc<model::Message>, body: Bytes, reply: ReplyTo },
+    /// Changes, and what to do in commit order once they are committed.
+    Op { then: T, reply: ReplyTo },
+}
+
+/// A job the writer committed, back at its actor.
+pub(crate) enum Done<T> {
+    Message {
+        message: Arc<model::Message>,
+        body: Bytes,
+        reply: ReplyTo,
+    },
+    /// `rows`: the rows each change touched, in order.
+    Op {
+        rows: Vec<u64>,
+        then: T,
+        reply: ReplyTo,
+    },
+}
+
+impl<T> Job<T> {
+    fn reply(&self) -> ReplyTo {
+        match self {
+            Job::Message { reply, .. } | Job::Op { reply, .. } => *reply,
+        }
+    }
+
+    /// The answer to a job that was not committed: "retry" (fenced, or the
+    /// writer's queue full) or the store's error.
+    fn refusal(&self, error: Option<String>) -> Bytes {
+        match (self, error) {
+            (Job::Message { .. }, None) => encode(&PostReply::Retry),
+            (Job::Message { .. }, Some(e)) => encode(&PostReply::Failed(e)),
+            (Job::Op { .. }, None) => encode(&OpReply::Retry),
+            (Job::Op { .. }, Some(e)) => encode(&OpReply::Failed(e)),
+        }
+    }
+}
+
+pub(crate) struct Core<T> {
+    pub(crate) node: Arc<Node>,
+    /// The actor's key on the router, the ring and the ownership table.
+    pub(crate) key: ActorKey,
+    pub(crate) rx: mpsc::Receiver<GuildMsg>,
+    /// The ownership epoch this actor claimed (a cluster; 0 alone).
+    pub(crate) epoch: u64,
+    /// The writer's answers, one per job this actor handed it (`inflight`
+    /// of them): bounded by the writer's own bounded queue
+    /// (`limits.write_queue`), which refuses jobs beyond it.
+    answers_tx: mpsc::UnboundedSender<(Outcome, Job<T>)>,
+    answers_rx: mpsc::UnboundedReceiver<(Outcome, Job<T>)>,
+    inflight: usize,
+}
+
+/// An actor built on a [`Core`]: what it does with a message and with a
+/// committed job. Either returns false when the actor must stop.
+pub(crate) trait Fenced {
+    type State;
+    type Then: Send + 'static;
+    fn core(&mut self) -> &mut Core<Self::Then>;
+    fn handle(&mut self, st: &mut Self::State, msg: GuildMsg) -> bool;
+    fn committed(&mut self, st: &mut Self::State, done: Done<Self::Then>) -> bool;
+}
+
+enum Next<T> {
+    Stop,
+    Answer(Outcome, Job<T>),
+    Msg(Option<GuildMsg>),
+}
+
+impl<T: Send + 'static> Core<T> {
+    pub(crate) fn new(node: Arc<Node>, key: ActorKey, rx: mpsc::Receiver<GuildMsg>) -> Self {
+        let (answers_tx, answers_rx) = mpsc::unbounded_channel();
+        Core { node, key, rx, epoch: 0, answers_tx, answers_rx, inflight: 0 }
+    }
+
+    /// In a cluster, takes the key over in the store: from now on writes of
+    /// any previous owner are refused. False if the claim failed (the actor
+    /// does not start).
+    pub(crate) async fn claim(&mut self) -> bool {
+        if self.node.config.nats.is_none() {
+            return true;
+        }
+        // Batched with other actors starting now (one transaction).
+        match Box::pin(self.node.guild_claims.get(self.key)).await {
+            Ok(Some(epoch)) => {
+                self.epoch = epoch;
+                true
+            }
+            Ok(None) => {
+                tracing::error!(actor = %self.key, "claim returned no epoch");
+                false
+            }
+            Err(e) => {
+                tracing::error!(actor = %self.key, error = %e, "claim failed");
+                false
+            }
+        }
+    }
+
+    /// Hands a new message to the writer, fenced by the epoch.
+    pub(crate) fn submit_message(&mut self, rec: MessageRecord, job: Job<T>) {
+        let (tx, reply, refusal) = (self.answers_tx.clone(), job.reply(), job.refusal(None));
+        let done = move |outcome| {
+            // The actor waits for every job it handed over before it ends.
+            let _ = tx.send((outcome, job));
+        };
+        match self.node.writer.submit(self.epoch, rec, done) {
+            Ok(()) => self.inflight += 1,
+            Err(Full) => self.node.guilds.reply(reply, refusal),
+        }
+    }
+
+    /// Hands changes to the writer (in one transaction), fenced by the epoch.
+    pub(crate) fn submit_changes(&mut self, changes: Vec<Change>, job: Job<T>) {
+        let (tx, reply, refusal) = (self.answers_tx.clone(), job.reply(), job.refusal(None));
+        let done = move |outcome| {
+            let _ = tx.send((outcome, job));
+        };
+        match self.node.writer.submit_changes(self.epoch, self.key, changes, done) {
+            Ok(()) => self.inflight += 1,
+            Err(Full) => self.node.guilds.reply(reply, refusal),
+        }
+    }
+
+    /// A job the writer did not commit: answered, and a fenced actor stops
+    /// taking messages (what is queued still drains, refused the same way).
+    fn not_committed(&mut self, outcome: Outcome, job: Job<T>) {
+        let error = match outcome {
+            Outcome::Fenced => {
+                if self.epoch != 0 {
+                    tracing::info!(actor = %self.key, epoch = self.epoch, "fenced off by a newer owner; actor stops");
+                }
+                self.rx.close();
+                None
+            }
+            Outcome::Failed(e) => {
+                tracing::error!(actor = %self.key, error = &*e as &dyn std::error::Error, "change not committed");
+                Some(e.to_string())
+            }
+            Outcome::Committed | Outcome::Applied(_) => Some("writer answered the wrong kind of job".to_string()),
+        };
+        let body = job.refusal(error);
+        self.node.guilds.reply(job.reply(), body);
+    }
+
+    /// The key has no actor's state (a guild or DM that does not exist):
+    /// whatever was sent to it is answered so, at once, until no sender has it.
+    pub(crate) async fn refuse_all(&mut self, post: PostReply, op: OpReply) {
+        self.rx.close();
+        let (post, op) = (encode(&post), encode(&op));
+        while let Some(msg) = self.rx.recv().await {
+            match msg {
+                GuildMsg::Post(p) => self.node.guilds.reply(p.reply, post.clone()),
+                GuildMsg::Op(o) => self.node.guilds.reply(o.reply, op.clone()),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Runs `actor` on `st`: the writer's answers first (commit order), then
+/// its mailbox; until shutdown, until the actor says stop, or until the
+/// mailbox is closed and drained and every job it handed the writer is
+/// answered.
+pub(crate) async fn serve<A: Fenced>(actor: &mut A, st: &mut A::State) {
+    let mut open = true;
+    loop {
+        let next = {
+            let core = actor.core();
+            tokio::select! {
+                biased;
+                _ = core.node.shutdown.cancelled() => Next::Stop,
+                Some((outcome, job)) = core.answers_rx.recv() => Next::Answer(outcome, job),
+                m = core.rx.recv(), if open => Next::Msg(m),
+            }
+        };
+        let go = match next {
+            Next::Stop => false,
+            Next::Answer(outcome, job) => {
+                actor.core().inflight -= 1;
+                match (outcome, job) {
+                    (Outcome::Committed | Outcome::Applied(_), Job::Message { message, body, reply }) => {
+                        actor.committed(st, Done::Message { message, body, reply })
+                    }
+                    (Outcome::Applied(rows), Job::Op { then, reply }) => actor.committed(st, Done::Op { rows, then, reply }),
+                    (outcome, job) => {
+                        actor.core().not_committed(outcome, job);
+                        true
+                    }
+                }
+            }
+            Next::Msg(Some(msg)) => actor.handle(st, msg),
+            Next::Msg(None) => {
+                open = false;
+                true
+            }
+        };
+        if !go || (!open && actor.core().inflight == 0) {
+            return;
+        }
+    }
+}
