@@ -3,6 +3,7 @@
 
 import { Api, ApiError } from "./api";
 import { isAuthorizePage, showAuthorize } from "./authorize";
+import { Commands, interactionNotes } from "./commands";
 import { Child, clear, h, safeHref } from "./dom";
 import { Gateway, LinkState } from "./gateway";
 import { MemberList, displayName } from "./memberlist";
@@ -17,7 +18,18 @@ type Channel = {
   last_message_id: string | null;
 };
 type Guild = { id: string; name: string; owner_id: string; roles: Map<string, string>; channels: string[] };
-type Message = { id: string; channel_id: string; author: any; content: string; timestamp: string; edited_timestamp: string | null };
+type Message = {
+  id: string;
+  channel_id: string;
+  author: any;
+  content: string;
+  timestamp: string;
+  edited_timestamp: string | null;
+  flags?: number;
+  components?: any[];
+  interaction_metadata?: any;
+  application_id?: string;
+};
 type History = { items: Message[]; hasMore: boolean; loaded: boolean; loading: boolean };
 
 const PAGE = 50;
@@ -46,6 +58,7 @@ let pendingGuild: string | null = null;
 let lastTypingSent = 0;
 let readyCount = 0;
 let interactiveMarked = false;
+let commands: Commands | null = null;
 
 const members = new MemberList(
   {
@@ -176,6 +189,7 @@ function linkState(s: LinkState) {
 // ---------- gateway events ----------
 
 function dispatch(t: string, d: any) {
+  if (commands?.dispatch(t, d)) return;
   switch (t) {
     case "READY":
       readyCount++;
@@ -482,6 +496,7 @@ function linkified(text: string): Child[] {
 
 function messageEl(m: Message): HTMLLIElement {
   const name = m.author.global_name || m.author.username;
+  const notes = interactionNotes(m, () => messageDelete(m.channel_id, m.id));
   const status = presence.get(m.author.id) ?? "offline";
   const mine = m.author.id === me?.id;
   return h(
@@ -495,7 +510,10 @@ function messageEl(m: Message): HTMLLIElement {
       h("time", { datetime: m.timestamp }, time(m.timestamp)),
       m.edited_timestamp ? [" ", h("span", { class: "edited" }, "(edited)")] : null,
     ),
-    h("div", { class: "content" }, linkified(m.content)),
+    notes.before,
+    notes.loading ? h("div", { class: "content thinking" }, `${name} is thinking…`) : h("div", { class: "content" }, linkified(m.content)),
+    commands?.components(m) ?? null,
+    notes.after,
     mine
       ? h(
           "div",
@@ -590,6 +608,8 @@ function messageUpdate(d: any) {
   if (!m) return;
   if (d.content !== undefined) m.content = d.content;
   m.edited_timestamp = d.edited_timestamp ?? m.edited_timestamp;
+  if (d.flags !== undefined) m.flags = d.flags;
+  if (d.components !== undefined) m.components = d.components;
   const el = document.getElementById(`m-${d.id}`);
   if (el && !el.classList.contains("editing")) el.replaceWith(messageEl(m));
 }
@@ -606,6 +626,14 @@ async function send(e: Event) {
   const input = $<HTMLTextAreaElement>("input");
   const content = input.value.trim();
   if (!content || !channelId) return;
+  if (content.startsWith("/") && commands) {
+    const r = await commands.submit(content);
+    if (r === "invalid") return;
+    if (r === "sent") {
+      input.value = "";
+      return;
+    }
+  }
   input.value = "";
   lastTypingSent = 0;
   const cid = channelId;
@@ -737,13 +765,31 @@ function closeNav() {
   $("show-nav").setAttribute("aria-expanded", "false");
 }
 
+function interactionState(text: string, kind: "info" | "error" | "") {
+  const el = $("interaction-state");
+  el.textContent = text;
+  el.className = `interaction-state ${kind}`;
+}
+
 function wire() {
+  // Before the composer's own key handler: the picker takes Enter first.
+  commands = new Commands(
+    {
+      api,
+      sessionId: () => gw?.sessionId ?? null,
+      where: () => ({ guild: guildId, channel: channelId }),
+      status: interactionState,
+    },
+    $("cmd-picker"),
+    $<HTMLTextAreaElement>("input"),
+    $<HTMLDialogElement>("modal"),
+  );
   $<HTMLFormElement>("auth-form").addEventListener("submit", authSubmit);
   $("logout").onclick = () => logout();
   $<HTMLFormElement>("composer").addEventListener("submit", send);
   const input = $<HTMLTextAreaElement>("input");
   input.addEventListener("keydown", (e) => {
-    if (e.key === "Enter" && !e.shiftKey) send(e);
+    if (e.key === "Enter" && !e.shiftKey && !e.defaultPrevented) send(e);
     else if (e.key === "ArrowUp" && !input.value) {
       const mine = [...$("messages").querySelectorAll<HTMLElement>(".message")].reverse().find((li) => li.querySelector(".edit"));
       if (mine) {

@@ -70,7 +70,7 @@ async fn scope(node: &Node, caller: UserId, app: &str, guild: Option<&str>) -> A
 }
 
 /// The command object as the API returns it.
-fn render(c: &CommandRecord) -> Value {
+pub(crate) fn render(c: &CommandRecord) -> Value {
     let mut v = match &c.body {
         Value::Object(m) => Value::Object(m.clone()),
         _ => json!({}),

@@ -14,6 +14,7 @@ pub mod edge;
 pub mod emojis;
 pub mod error;
 pub mod guilds;
+pub mod interactions;
 pub mod listener;
 pub mod messages;
 pub mod metrics;
@@ -721,7 +722,51 @@ pub fn api_table() -> Api {
             threads::active,
             op("listActiveGuildThreads", "Threads", "The guild's active threads the caller can see.").ok::<ThreadList>(),
         )
-        // Application commands (stored and listed; no interactions).
+        // Interactions: what a person's client sends, what a bot answers.
+        .post(
+            "/interactions",
+            interactions::create,
+            op("createInteraction", "Interactions", "Runs a command, uses a component or submits a modal: 204 once the bot has it.")
+                .body::<interactions::InteractionBody>()
+                .no_content(),
+        )
+        .post(
+            "/interactions/{interaction_id}/{token}/callback",
+            interactions::callback,
+            op("createInteractionResponse", "Interactions", "The bot's one initial response to an interaction.")
+                .public()
+                .query::<interactions::CallbackQuery>()
+                .body::<interactions::CallbackBody>()
+                .ok::<serde_json::Value>()
+                .no_content(),
+        )
+        .get(
+            "/guilds/{guild_id}/application-command-index",
+            interactions::guild_index,
+            op("getGuildApplicationCommandIndex", "Interactions", "The commands the caller may run in the guild, with their applications.")
+                .ok::<serde_json::Value>(),
+        )
+        .get(
+            "/webhooks/{webhook_id}/{token}/messages/{message_id}",
+            webhooks::get_message,
+            op("getWebhookMessage", "Webhooks", "A message the webhook or interaction sent (`@original`: the interaction's response).")
+                .public()
+                .ok::<Message>(),
+        )
+        .patch(
+            "/webhooks/{webhook_id}/{token}/messages/{message_id}",
+            webhooks::edit_message,
+            op("editWebhookMessage", "Webhooks", "Edits a message the webhook or interaction sent.")
+                .public()
+                .body::<webhooks::ExecuteBody>()
+                .ok::<Message>(),
+        )
+        .delete(
+            "/webhooks/{webhook_id}/{token}/messages/{message_id}",
+            webhooks::delete_message,
+            op("deleteWebhookMessage", "Webhooks", "Deletes a message the webhook or interaction sent.").public().no_content(),
+        )
+        // Application commands.
         .get(
             "/applications/{app_id}/commands",
             commands::global_list,
@@ -938,6 +983,11 @@ pub fn user_or_me(s: &str, caller: UserId) -> ApiResult<UserId> {
 }
 
 /// Parses a path id; anything that is not a snowflake is an unknown `code`.
+/// Message components (at `path`) within Discord's limits: 400 50035 naming the field otherwise.
+pub fn check_components(components: &serde_json::Value, path: &str) -> ApiResult<()> {
+    node::components::check(components, path).map_err(|e| ApiError::field(&e.path, e.code, &e.message))
+}
+
 pub fn parse_id<T: std::str::FromStr>(s: &str, code: ErrorCode) -> ApiResult<T> {
     s.parse().map_err(|_| ApiError::not_found(code))
 }

@@ -179,6 +179,9 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
     if node.delivery.backlog() > node.config.gateway.delivery_backlog_max {
         return Err(ApiError::Busy);
     }
+    if let Some(c) = &b.components {
+        super::check_components(&Value::Array(c.clone()), "components")?;
+    }
     let mut mentions = parse_mentions(&content);
     mentions.truncate(MAX_MENTIONS);
     let (reply, answer) = node.replies.register();
@@ -331,7 +334,9 @@ pub async fn edit(
         m.extra["embeds"] = Value::Array(e);
     }
     if let Some(cm) = b.components {
-        m.extra["components"] = Value::Array(cm);
+        let cm = Value::Array(cm);
+        super::check_components(&cm, "components")?;
+        m.extra["components"] = cm;
     }
     let has_other =
         m.extra["embeds"].as_array().is_some_and(|a| !a.is_empty()) || m.extra["attachments"].as_array().is_some_and(|a| !a.is_empty());

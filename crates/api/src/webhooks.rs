@@ -299,6 +299,10 @@ pub async fn execute(
     Query(q): Query<ExecuteQuery>,
     req: Request,
 ) -> ApiResult<Response> {
+    if super::interactions::is_interaction_token(&token) {
+        // An interaction's followup (the token is checked before the body is read).
+        return super::interactions::followup(&node, &id, token, req).await;
+    }
     // The token is checked before any byte of the body is read.
     let w = find_by_token(&node, &id, &token).await?;
     // A webhook's files count against its creator's quota (the webhook's
@@ -316,6 +320,9 @@ pub async fn execute(
     }
     if content.trim().is_empty() && embeds.is_empty() && uploads.list.is_empty() {
         return Err(ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::EmptyMessage));
+    }
+    if let Some(c) = &b.components {
+        super::check_components(&Value::Array(c.clone()), "components")?;
     }
     let username = match b.username.filter(|n| !n.is_empty()) {
         Some(n) => {
@@ -367,5 +374,44 @@ pub async fn execute(
             Err(ApiError::Busy)
         }
         Err(e) => Err(e),
+    }
+}
+
+/// `GET /webhooks/{id}/{token}/messages/{message_id}`: interactions' messages
+/// (a plain webhook's messages are not readable this way yet: 404).
+pub async fn get_message(State(node): State<Arc<Node>>, Path((id, token, message)): Path<(String, String, String)>) -> ApiResult<Response> {
+    interaction_only(&token)?;
+    super::interactions::message(&node, &id, token, &message, None, false).await
+}
+
+/// `PATCH /webhooks/{id}/{token}/messages/{message_id}`.
+pub async fn edit_message(
+    State(node): State<Arc<Node>>,
+    Path((id, token, message)): Path<(String, String, String)>,
+    req: Request,
+) -> ApiResult<Response> {
+    interaction_only(&token)?;
+    super::interactions::require_token(&node, &token)?;
+    let patch: Value = super::parse_json(&super::interactions::read_body(&node, req).await?)?;
+    if !patch.is_object() {
+        return Err(ApiError::field("_", "DICT_TYPE_CONVERT", "Only dictionaries may be used in a DictType"));
+    }
+    super::interactions::message(&node, &id, token, &message, Some(patch), false).await
+}
+
+/// `DELETE /webhooks/{id}/{token}/messages/{message_id}`.
+pub async fn delete_message(
+    State(node): State<Arc<Node>>,
+    Path((id, token, message)): Path<(String, String, String)>,
+) -> ApiResult<Response> {
+    interaction_only(&token)?;
+    super::interactions::message(&node, &id, token, &message, None, true).await
+}
+
+fn interaction_only(token: &str) -> ApiResult<()> {
+    if super::interactions::is_interaction_token(token) {
+        Ok(())
+    } else {
+        Err(ApiError::not_found(ErrorCode::UnknownWebhook))
     }
 }

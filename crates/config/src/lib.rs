@@ -46,6 +46,29 @@ pub struct Config {
     pub http: HttpConfig,
     pub auth: AuthConfig,
     pub oauth2: OAuth2Config,
+    pub interactions: InteractionsConfig,
+}
+
+/// Interactions (`[interactions]`): slash commands, components and modals
+/// people invoke and bots answer.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InteractionsConfig {
+    /// How long a bot has for its initial response (3 s on Discord):
+    /// later, the invoker gets INTERACTION_FAILURE and the callback 10062.
+    pub response_timeout_ms: u64,
+    /// How long an interaction's token works for followups and edits of
+    /// its messages (15 minutes on Discord). Tests shorten both.
+    pub token_ttl_ms: u64,
+    /// Interactions one guild (or DM) holds at once, answered or waiting:
+    /// one more is refused 429 until the oldest expire.
+    pub max_pending_per_actor: usize,
+}
+
+impl Default for InteractionsConfig {
+    fn default() -> Self {
+        Self { response_timeout_ms: 3_000, token_ttl_ms: 15 * 60_000, max_pending_per_actor: 20_000 }
+    }
 }
 
 /// Accounts, logins and tokens (`[auth]`). Budgets are fixed windows:
@@ -397,6 +420,7 @@ impl Default for Config {
             http: HttpConfig::default(),
             auth: AuthConfig::default(),
             oauth2: OAuth2Config::default(),
+            interactions: InteractionsConfig::default(),
         }
     }
 }

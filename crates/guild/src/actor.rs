@@ -97,11 +97,13 @@ pub(crate) struct State {
     pub(crate) bans: HashSet<UserId>,
     /// Threads (not in `channels`), with their members.
     pub(crate) threads: super::threads::Threads,
+    /// Interactions in this guild while their tokens live.
+    pub(crate) interactions: super::ops::interactions::Interactions,
 }
 
 impl GuildActor {
     /// This actor's key on the router, the ring and the ownership table.
-    fn key(&self) -> ActorKey {
+    pub(crate) fn key(&self) -> ActorKey {
         self.core.key
     }
 
@@ -410,6 +412,33 @@ impl GuildActor {
         }
     }
 
+    /// One dispatch that no intent gates (interactions), to every session of
+    /// `user` subscribed to this guild, on this node and others.
+    pub(crate) fn publish_direct(&mut self, event: Arc<FanEvent>, user: UserId) {
+        self.seq += 1;
+        if !self.remote.is_empty() {
+            let keep_remote = |i: &SubInfo| i.user_id == user;
+            self.remote.fan(&self.core.node, self.key(), self.core.epoch, &event, Some(&keep_remote));
+        }
+        let parts = self.subs.partitions_where(|s| s.user_id() == user);
+        self.core.node.delivery.fan_out(&event, &parts);
+    }
+
+    /// Sends this actor `Expire { id }` after `after` (an interaction's
+    /// initial response timeout), through the router: it reaches the
+    /// guild's actor wherever it runs by then.
+    pub(crate) fn expire_after(&self, id: u64, after: std::time::Duration) {
+        let (node, key) = (self.core.node.clone(), self.key());
+        self.core.node.tasks.spawn(async move {
+            tokio::time::sleep(after).await;
+            let action = node::route::Action::Interaction(node::route::interactions::InteractionAction::Expire { id });
+            let op = node::route::Op { user: UserId(0), action, reply: node::route::ReplyTo { node: node.id, id: 0 } };
+            if let Err(e) = node.guilds.send(key, GuildMsg::Op(Box::new(op))) {
+                tracing::debug!(guild = %key, error = %e, "interaction expiry not delivered");
+            }
+        });
+    }
+
     /// Sends one shared body to every subscriber with `intent`.
     pub(crate) fn fan_out(&mut self, name: &'static str, body: &Bytes, intent: u64) {
         self.publish(FanEvent::new(name, body.clone(), Filter::Intent(intent)));
@@ -692,6 +721,7 @@ impl State {
             emojis: s.emojis,
             bans: s.bans.into_iter().collect(),
             threads,
+            interactions: Default::default(),
         }
     }
 

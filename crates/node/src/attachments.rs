@@ -328,6 +328,22 @@ impl UrlSigner {
         m
     }
 
+    /// A MAC of `what` under the same cluster-wide key, as hex (interaction
+    /// tokens: any node checks one without asking the actor that made it).
+    pub fn tag(&self, what: &str) -> String {
+        let mut m = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key length");
+        m.update(what.as_bytes());
+        hex::encode(m.finalize().into_bytes())
+    }
+
+    /// Whether `tag` is [`UrlSigner::tag`] of `what` (constant time).
+    pub fn check_tag(&self, what: &str, tag: &str) -> bool {
+        let Ok(tag) = hex::decode(tag) else { return false };
+        let mut m = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key length");
+        m.update(what.as_bytes());
+        m.verify_slice(&tag).is_ok()
+    }
+
     /// `path` with a signature good from `now_s` for the lifetime.
     pub fn sign(&self, path: &str, now_s: u64) -> String {
         let (ex, is) = (format!("{:x}", now_s.saturating_add(self.lifetime_s)), format!("{now_s:x}"));

@@ -164,6 +164,9 @@ pub fn message(m: &MessageRecord, author: &UserRecord, mentions: &[UserRecord], 
         channel_type: None,
         referenced_message: None,
         webhook_id: m.extra.get("webhook_id").and_then(|v| serde_json::from_value(v.clone()).ok()),
+        application_id: m.extra.get("application_id").and_then(|v| serde_json::from_value(v.clone()).ok()),
+        interaction_metadata: m.extra.get("interaction_metadata").filter(|v| !v.is_null()).cloned(),
+        interaction: m.extra.get("interaction").filter(|v| !v.is_null()).cloned(),
         reactions: Vec::new(),
     }
 }

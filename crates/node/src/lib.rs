@@ -5,6 +5,7 @@
 pub mod attachments;
 pub mod auth;
 pub mod batch;
+pub mod components;
 pub mod convert;
 pub mod emoji;
 pub mod group_commit;

@@ -17,6 +17,7 @@ use crate::presence::Presence;
 use fanout::{NodeId, SessionRef, SubInfo};
 
 pub mod dm;
+pub mod interactions;
 pub mod ops;
 pub mod threads;
 pub use ops::{Action, Op, OpReply, Set};

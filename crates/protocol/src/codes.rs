@@ -117,6 +117,11 @@ pub enum ErrorCode {
     EntityTooLarge,
     /// 10015 Unknown webhook.
     UnknownWebhook,
+    /// An interaction that does not exist, expired, or was not answered in time.
+    UnknownInteraction,
+    UnknownApplicationCommand,
+    /// A second initial response to one interaction.
+    InteractionAlreadyAcknowledged,
     /// 50027 Invalid webhook token.
     InvalidWebhookToken,
     // Reactions, emojis, pins, bulk delete:
@@ -181,6 +186,9 @@ impl ErrorCode {
             Self::UsernameTaken => 40002,
             Self::EntityTooLarge => 40005,
             Self::UnknownWebhook => 10015,
+            Self::UnknownInteraction => 10062,
+            Self::UnknownApplicationCommand => 10063,
+            Self::InteractionAlreadyAcknowledged => 40060,
             Self::InvalidWebhookToken => 50027,
             Self::BotsCannotUse => 20001,
             Self::MaxGuilds => 30001,
@@ -230,6 +238,9 @@ impl ErrorCode {
             Self::UsernameTaken => "Username is already taken",
             Self::EntityTooLarge => "Request entity too large",
             Self::UnknownWebhook => "Unknown Webhook",
+            Self::UnknownInteraction => "Unknown interaction",
+            Self::UnknownApplicationCommand => "Unknown application command",
+            Self::InteractionAlreadyAcknowledged => "Interaction has already been acknowledged.",
             Self::InvalidWebhookToken => "Invalid Webhook Token",
             Self::BotsCannotUse => "Bots cannot use this endpoint",
             Self::MaxGuilds => "Maximum number of guilds reached",

@@ -303,6 +303,14 @@ pub struct Message {
     /// Messages a webhook sent: its id (the author is built from it).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub webhook_id: Option<crate::Snowflake>,
+    /// Messages an interaction sent: its application, and the interaction
+    /// (`interaction_metadata`, and the older `interaction`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub application_id: Option<crate::Snowflake>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub interaction_metadata: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub interaction: Option<serde_json::Value>,
     /// Per requester (`me`): filled in by REST reads, absent when there are none.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub reactions: Vec<Reaction>,

@@ -116,6 +116,9 @@ pub trait Store: DmThreadCommandStore + AccountStore + Send + Sync + 'static {
     async fn user_by_token(&self, hash: &[u8; 32]) -> Result<Option<UserRecord>>;
     async fn create_application(&self, app: &ApplicationRecord) -> Result<()>;
     async fn application_of_bot(&self, bot: UserId) -> Result<Option<ApplicationRecord>>;
+    async fn get_application(&self, id: ApplicationId) -> Result<Option<ApplicationRecord>>;
+    /// The applications whose bots are members of `guild`.
+    async fn guild_applications(&self, guild: GuildId) -> Result<Vec<ApplicationRecord>>;
     /// For each token hash that exists: its user, guild ids and (for bots)
     /// application, all in one round trip (IDENTIFYs arriving together are
     /// looked up together).

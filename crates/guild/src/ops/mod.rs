@@ -12,6 +12,7 @@ mod bans;
 mod channels;
 mod emojis;
 mod guild;
+pub(crate) mod interactions;
 mod members;
 mod messages;
 mod pins;
@@ -72,6 +73,7 @@ pub(super) fn plan(a: &GuildActor, st: &State, user: UserId, action: Action) -> 
         Action::Webhook(w) => webhooks::plan(a, st, user, w),
         // DMs, threads, application commands:
         Action::Thread(t) => threads::plan(a, st, user, t),
+        Action::Interaction(i) => interactions::plan(a, st, user, i),
         // A DM's actions go to DM actors; a guild has none.
         Action::Dm(_) => Err(OpReply::not_found(ErrorCode::UnknownChannel)),
     }

@@ -54,6 +54,8 @@ pub enum Action {
     // DMs, threads, application commands (#14):
     Dm(super::dm::DmAction),
     Thread(super::threads::ThreadAction),
+    // Interactions (#27):
+    Interaction(super::interactions::InteractionAction),
 }
 
 /// A field of a PATCH: left alone, or set (to `None`: cleared). Unlike

@@ -226,6 +226,14 @@ const ROWS: &[Row] = &[
     row("GET", "/applications/{app_id}/guilds/{guild_id}/commands/{command_id}", ANY, APP_OWN),
     row("PATCH", "/applications/{app_id}/guilds/{guild_id}/commands/{command_id}", ANY, APP_OWN),
     row("DELETE", "/applications/{app_id}/guilds/{guild_id}/commands/{command_id}", ANY, APP_OWN),
+    // Interactions: people who may use commands in the channel invoke; an
+    // interaction's token is the bot's credential for its answers.
+    row("GET", "/guilds/{guild_id}/application-command-index", ANY, ANY_MEMBER),
+    row("POST", "/interactions", p::USE_APPLICATION_COMMANDS, NEEDS_PERM),
+    row("POST", "/interactions/{interaction_id}/{token}/callback", ANY, PUBLIC),
+    row("GET", "/webhooks/{webhook_id}/{token}/messages/{message_id}", ANY, PUBLIC),
+    row("PATCH", "/webhooks/{webhook_id}/{token}/messages/{message_id}", ANY, PUBLIC),
+    row("DELETE", "/webhooks/{webhook_id}/{token}/messages/{message_id}", ANY, PUBLIC),
     // Features throng lacks: empty answers libraries call at start-up.
     row("GET", "/applications/{app_id}/guilds/{guild_id}/commands/permissions", ANY, ANY_USER),
     row("GET", "/applications/{app_id}/entitlements", ANY, ANY_USER),
@@ -491,6 +499,33 @@ impl Fixture {
             let cmd = ok(t, Method::POST, &base, &c.bot.0, Some(json!({"name": "ping", "description": "pong"}))).await;
             vars.insert("{command_id}", id(&cmd));
         }
+        if path == "/interactions" || needs("{interaction_id}") || needs("{token}/messages") {
+            // A guild command of the bot column's application; for the
+            // callback and message routes an interaction the bot got (and,
+            // for the message routes, answered).
+            let base = format!("/applications/{}/guilds/{guild}/commands", c.app);
+            let cmd = ok(t, Method::POST, &base, &c.bot.0, Some(json!({"name": "ping", "description": "pong"}))).await;
+            vars.insert("{command}", id(&cmd));
+            if path != "/interactions" {
+                let mut bot = Gw::connect(&t.ws).await;
+                bot.identify(&c.bot.1, BOT_INTENTS).await;
+                while bot.until("GUILD_CREATE").await["d"]["id"] != guild.as_str() {}
+                let invoke = json!({"type": 2, "application_id": c.app, "guild_id": guild, "channel_id": channel,
+                    "data": {"id": id(&cmd), "name": "ping", "type": 1}});
+                ok(t, Method::POST, "/interactions", owner, Some(invoke)).await;
+                let i = bot.until("INTERACTION_CREATE").await["d"].clone();
+                let token = i["token"].as_str().unwrap().to_string();
+                vars.insert("{interaction_id}", id(&i));
+                if needs("{token}/messages") {
+                    let cb = format!("/interactions/{}/{token}/callback", id(&i));
+                    let (s, v, _) = t.req(Method::POST, &cb, None, Some(json!({"type": 4, "data": {"content": "answer"}}))).await;
+                    assert_eq!(s, 204, "fixture callback: {v}");
+                    vars.insert("{webhook_id}", c.app.clone());
+                    vars.insert("{message_id}", "@original".into());
+                }
+                vars.insert("{token}", token);
+            }
+        }
         if needs("{attachment_id}") {
             let form = reqwest::multipart::Form::new()
                 .text("payload_json", json!({"content": "file"}).to_string())
@@ -605,6 +640,10 @@ fn body(r: &Row, f: &Fixture, n: usize) -> Option<Value> {
         ("POST", "/channels/{channel_id}/webhooks") => json!({"name": "new"}),
         ("PATCH", "/webhooks/{webhook_id}") | ("PATCH", "/webhooks/{webhook_id}/{token}") => json!({"name": "renamed"}),
         ("POST", "/webhooks/{webhook_id}/{token}") => json!({"content": "hooked"}),
+        ("PATCH", "/webhooks/{webhook_id}/{token}/messages/{message_id}") => json!({"content": "edited"}),
+        ("POST", "/interactions") => json!({"type": 2, "application_id": f.vars["{app_id}"], "guild_id": f.guild,
+            "channel_id": f.channel, "data": {"id": f.vars["{command}"], "name": "ping", "type": 1}}),
+        ("POST", "/interactions/{interaction_id}/{token}/callback") => json!({"type": 4, "data": {"content": "answer"}}),
         ("POST", "/channels/{channel_id}/messages/{message_id}/threads") => json!({"name": "from message"}),
         ("POST", "/channels/{channel_id}/threads") => json!({"name": "standalone", "type": 11}),
         ("POST", p) if p.ends_with("/commands") => json!({"name": "other", "description": "another"}),
@@ -744,6 +783,9 @@ async fn authorization_matrix() {
         c.gateway.heartbeat_interval_ms = 600_000;
         c.limits.rest_requests_per_window = 1_000_000;
         c.limits.max_guilds_per_user = 1_000_000;
+        // A cell answers its fixture's interaction after the fixture is
+        // built: give a loaded box more than Discord's 3 s for it.
+        c.interactions.response_timeout_ms = 60_000;
     })
     .await;
     let c = Cast::new(&t).await;

@@ -127,7 +127,7 @@ impl Cluster<2> {
 
 impl Three {
     /// The owner node, then the two others in id order.
-    fn by_role(&self) -> (&TestServer, &TestServer, &TestServer) {
+    pub(crate) fn by_role(&self) -> (&TestServer, &TestServer, &TestServer) {
         let mut others = (1..=3u64).filter(|&i| i != self.owner).map(|i| &self.nodes[i as usize - 1]);
         (&self.nodes[self.owner as usize - 1], others.next().unwrap(), others.next().unwrap())
     }

@@ -25,6 +25,8 @@ mod webhooks;
 mod commands;
 mod dms;
 mod threads;
+// #27: interactions
+mod interactions;
 // #25: the HTTP edge and files (signed URLs, uploads judged from the head,
 // quota, body deadline, connection caps)
 mod security_http;

@@ -96,6 +96,20 @@ impl<B: Backend> Store for B {
         Ok(row.map(Into::into))
     }
 
+    async fn get_application(&self, id: ApplicationId) -> Result<Option<ApplicationRecord>> {
+        let q = format!("SELECT {APPLICATION_COLS} FROM applications WHERE id = $1");
+        let row: Option<ApplicationRow> = query(q).bind(id).fetch_optional(self.reader()).await?;
+        Ok(row.map(Into::into))
+    }
+
+    async fn guild_applications(&self, guild: GuildId) -> Result<Vec<ApplicationRecord>> {
+        let q = format!(
+            "SELECT {APPLICATION_COLS} FROM applications WHERE bot_user_id IN (SELECT user_id FROM members WHERE guild_id = $1) ORDER BY id"
+        );
+        let rows: Vec<ApplicationRow> = query(q).bind(guild).fetch_all(self.reader()).await?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
     async fn identify_lookup(&self, hashes: &[[u8; 32]]) -> Result<Vec<([u8; 32], IdentifyRecord)>> {
         if hashes.is_empty() {
             return Ok(Vec::new());

@@ -1,0 +1,577 @@
+//! Interactions (see `node::route::interactions` and docs/interactions.md):
+//! what a person's client sends (`POST /interactions`, the command index)
+//! and what a bot answers (`POST /interactions/{id}/{token}/callback`, and
+//! through `/webhooks/{app}/{token}` its followups and edits).
+//!
+//! The REST side checks what needs the store (the application, the
+//! command and its options, the component's message); the guild's actor
+//! checks who may run it there, and holds the interaction.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use protocol::{ApplicationId, ChannelId, ErrorCode, GuildId, MessageId, UserId};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use store::CommandRecord;
+
+use super::{ask_actor, json_bytes, parse_id, parse_json, ApiError, ApiResult, Caller, Query};
+use node::route::interactions::{kind, CommandRef, InteractionAction, Invoke, Mentions};
+use node::route::Action;
+use node::Node;
+
+/// Option types (application command option type).
+mod opt {
+    pub const SUB_COMMAND: u64 = 1;
+    pub const SUB_COMMAND_GROUP: u64 = 2;
+    pub const STRING: u64 = 3;
+    pub const INTEGER: u64 = 4;
+    pub const BOOLEAN: u64 = 5;
+    pub const USER: u64 = 6;
+    pub const CHANNEL: u64 = 7;
+    pub const ROLE: u64 = 8;
+    pub const MENTIONABLE: u64 = 9;
+    pub const NUMBER: u64 = 10;
+}
+
+/// `POST /interactions`: what Discord's client sends.
+#[derive(schemars::JsonSchema, Deserialize)]
+pub struct InteractionBody {
+    #[serde(rename = "type")]
+    kind: u8,
+    application_id: String,
+    guild_id: Option<String>,
+    channel_id: String,
+    session_id: Option<String>,
+    nonce: Option<String>,
+    #[serde(default)]
+    data: Value,
+    /// Components: the message the component is on.
+    message_id: Option<String>,
+    #[allow(dead_code)]
+    message_flags: Option<u64>,
+}
+
+fn form(path: &str, code: &str, message: &str) -> ApiError {
+    ApiError::field(path, code, message)
+}
+
+/// `POST /interactions`: a person runs a command, uses a component or submits
+/// a modal. 204 once the bot has it; 400 (and the bot never sees it) when the
+/// data does not fit the command or component.
+pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, body: axum::body::Bytes) -> ApiResult<Response> {
+    let b: InteractionBody = parse_json(&body)?;
+    if ![kind::APPLICATION_COMMAND, kind::MESSAGE_COMPONENT, kind::AUTOCOMPLETE, kind::MODAL_SUBMIT].contains(&b.kind) {
+        return Err(form("type", "BASE_TYPE_CHOICES", "Value must be one of {2, 3, 4, 5}."));
+    }
+    let app_id: ApplicationId =
+        b.application_id.parse().map_err(|_| form("application_id", "NUMBER_TYPE_COERCE", "Value is not snowflake."))?;
+    let channel: ChannelId = b.channel_id.parse().map_err(|_| form("channel_id", "NUMBER_TYPE_COERCE", "Value is not snowflake."))?;
+    let key = super::actor_of(&node, channel).await?;
+    let Some(guild) = key.as_guild() else {
+        // Interactions in DMs (user-installed apps) are not supported yet.
+        return Err(ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::CannotExecuteOnDm));
+    };
+    if b.guild_id.as_deref().is_some_and(|g| g.parse::<GuildId>().ok() != Some(guild)) {
+        return Err(form("guild_id", "INTERACTION_GUILD_MISMATCH", "The channel is not in this guild."));
+    }
+    let app = node.store.get_application(app_id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownApplication))?;
+    let bot = node.store.get_user(app.bot_user_id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownApplication))?;
+    if !b.data.is_object() {
+        return Err(form("data", "DICT_TYPE_CONVERT", "Only dictionaries may be used in a DictType"));
+    }
+    let mut mentions = Mentions::default();
+    let (mut target_message, mut message) = (None, None);
+    let (data, command) = match b.kind {
+        kind::APPLICATION_COMMAND | kind::AUTOCOMPLETE => {
+            let (data, c) = command_data(&node, app_id, guild, &b.data, b.kind == kind::AUTOCOMPLETE, &mut mentions).await?;
+            if c.kind == 3 {
+                // A message context menu: the message, as the bot gets it resolved.
+                let id: MessageId = data["target_id"].as_str().and_then(|s| s.parse().ok()).unwrap_or(MessageId(0));
+                target_message = Some(rendered_message(&node, channel, id).await?);
+            }
+            (data, Some(c))
+        }
+        kind::MESSAGE_COMPONENT => {
+            let (data, m) = component_data(&node, &app, channel, &b, &mut mentions).await?;
+            message = Some(m);
+            (data, None)
+        }
+        _ => (modal_data(&b.data)?, None),
+    };
+    let invoke = Invoke {
+        kind: b.kind,
+        application_id: app_id,
+        bot,
+        channel,
+        session_id: b.session_id,
+        nonce: b.nonce,
+        data,
+        command,
+        message,
+        target_message,
+        mentions,
+    };
+    ask_actor(&node, key, u.id, Action::Interaction(InteractionAction::Invoke(Box::new(invoke)))).await
+}
+
+/// The command `data.id` names, for a command interaction in `guild`, and
+/// `data` checked against it (names, types, required, choices, ranges).
+async fn command_data(
+    node: &Node,
+    app: ApplicationId,
+    guild: GuildId,
+    data: &Value,
+    autocomplete: bool,
+    mentions: &mut Mentions,
+) -> ApiResult<(Value, CommandRef)> {
+    let id: u64 = data
+        .get("id")
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| form("data.id", "NUMBER_TYPE_COERCE", "Value is not snowflake."))?;
+    let c: CommandRecord = match node.store.get_command(app, Some(guild), id).await? {
+        Some(c) => c,
+        None => node.store.get_command(app, None, id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownApplicationCommand))?,
+    };
+    if data.get("name").and_then(Value::as_str) != Some(c.name.as_str()) {
+        return Err(form("data.name", "APPLICATION_COMMAND_NAME_MISMATCH", "The name is not the command's."));
+    }
+    if let Some(v) = data.get("version").and_then(Value::as_str) {
+        if v != c.version.to_string() {
+            // The client's copy of the command is stale: it fetches the index again.
+            return Err(form(
+                "data.version",
+                "APPLICATION_COMMAND_OUTDATED",
+                "This command is outdated, please try again in a few minutes",
+            ));
+        }
+    }
+    let default_member_permissions = c.body.get("default_member_permissions").and_then(|v| match v {
+        Value::String(s) => s.parse().ok(),
+        Value::Number(n) => n.as_u64(),
+        _ => None,
+    });
+    let mut out = json!({"id": c.id.to_string(), "name": c.name, "type": c.kind});
+    if let Some(g) = c.guild_id {
+        out["guild_id"] = json!(g);
+    }
+    match c.kind {
+        1 => {
+            let defs = c.body.get("options").and_then(Value::as_array).cloned().unwrap_or_default();
+            let given = data.get("options").cloned().unwrap_or(json!([]));
+            let Some(given) = given.as_array() else {
+                return Err(form("data.options", "LIST_TYPE_CONVERT", "Only iterables may be used in a ListType"));
+            };
+            let mut focused = 0;
+            let options = check_options(&defs, given, "data.options", autocomplete, &mut focused, mentions)?;
+            if autocomplete && focused != 1 {
+                return Err(form("data.options", "AUTOCOMPLETE_FOCUS", "Exactly one option must be focused."));
+            }
+            if !options.is_empty() {
+                out["options"] = Value::Array(options);
+            }
+        }
+        _ => {
+            // Context menus: the user or message they were used on.
+            let target: u64 = data
+                .get("target_id")
+                .and_then(Value::as_str)
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| form("data.target_id", "BASE_TYPE_REQUIRED", "This field is required"))?;
+            if c.kind == 2 {
+                mentions.users.push(UserId(target));
+            }
+            out["target_id"] = json!(target.to_string());
+        }
+    }
+    let r = CommandRef { id: c.id, name: c.name.clone(), kind: c.kind, default_member_permissions };
+    Ok((out, r))
+}
+
+fn snowflake(v: &Value) -> Option<u64> {
+    v.as_str().and_then(|s| s.parse().ok())
+}
+
+/// `given` options checked against the command's `defs`, at `path`.
+fn check_options(
+    defs: &[Value],
+    given: &[Value],
+    path: &str,
+    autocomplete: bool,
+    focused: &mut u32,
+    mentions: &mut Mentions,
+) -> ApiResult<Vec<Value>> {
+    let def_of = |name: &str| defs.iter().find(|d| d.get("name").and_then(Value::as_str) == Some(name));
+    let mut out = Vec::with_capacity(given.len());
+    let mut seen: Vec<&str> = Vec::new();
+    for (i, g) in given.iter().enumerate() {
+        let at = format!("{path}.{i}");
+        let name = g
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| form(&format!("{at}.name"), "BASE_TYPE_REQUIRED", "This field is required"))?;
+        let Some(def) = def_of(name) else {
+            return Err(form(&format!("{at}.name"), "APPLICATION_COMMAND_OPTION_UNKNOWN", "Unknown option."));
+        };
+        if seen.contains(&name) {
+            return Err(form(&format!("{at}.name"), "APPLICATION_COMMAND_OPTION_DUPLICATE", "Option given twice."));
+        }
+        seen.push(name);
+        let want = def.get("type").and_then(Value::as_u64).unwrap_or(0);
+        if g.get("type").and_then(Value::as_u64) != Some(want) {
+            return Err(form(&format!("{at}.type"), "APPLICATION_COMMAND_OPTION_TYPE_INVALID", "The option's type is not the command's."));
+        }
+        let mut o = Map::new();
+        o.insert("name".into(), json!(name));
+        o.insert("type".into(), json!(want));
+        if want == opt::SUB_COMMAND || want == opt::SUB_COMMAND_GROUP {
+            if given.len() != 1 {
+                return Err(form(path, "APPLICATION_COMMAND_SUBCOMMAND_ONE", "Exactly one subcommand."));
+            }
+            let sub_defs = def.get("options").and_then(Value::as_array).cloned().unwrap_or_default();
+            let sub = g.get("options").and_then(Value::as_array).cloned().unwrap_or_default();
+            if want == opt::SUB_COMMAND_GROUP && sub.len() != 1 {
+                return Err(form(&format!("{at}.options"), "APPLICATION_COMMAND_SUBCOMMAND_ONE", "Exactly one subcommand."));
+            }
+            let inner = check_options(&sub_defs, &sub, &format!("{at}.options"), autocomplete, focused, mentions)?;
+            o.insert("options".into(), Value::Array(inner));
+            out.push(Value::Object(o));
+            return Ok(out);
+        }
+        let is_focused = g.get("focused").and_then(Value::as_bool).unwrap_or(false);
+        let value = g.get("value").cloned().unwrap_or(Value::Null);
+        if autocomplete && is_focused {
+            // The focused option is what the user is typing: a partial string.
+            *focused += 1;
+            o.insert("value".into(), json!(value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string())));
+            o.insert("focused".into(), json!(true));
+            out.push(Value::Object(o));
+            continue;
+        }
+        let v = check_value(def, want, &value, &format!("{at}.value"), mentions)?;
+        o.insert("value".into(), v);
+        out.push(Value::Object(o));
+    }
+    if !autocomplete {
+        for d in defs {
+            let required = d.get("required").and_then(Value::as_bool).unwrap_or(false);
+            let name = d.get("name").and_then(Value::as_str).unwrap_or("");
+            if required && !seen.contains(&name) {
+                return Err(form(path, "APPLICATION_COMMAND_OPTIONS_REQUIRED_MISSING", &format!("Required option \"{name}\" is missing.")));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn check_value(def: &Value, kind: u64, v: &Value, at: &str, mentions: &mut Mentions) -> ApiResult<Value> {
+    let num = |k: &str| def.get(k).and_then(Value::as_f64);
+    let bad = |code: &str, msg: &str| Err(form(at, code, msg));
+    let choices = def.get("choices").and_then(Value::as_array);
+    let checked = match kind {
+        opt::STRING => {
+            let Some(s) = v.as_str() else { return bad("STRING_TYPE_CONVERT", "Must be a string.") };
+            let n = s.chars().count() as f64;
+            if num("min_length").is_some_and(|m| n < m) || num("max_length").is_some_and(|m| n > m) || n > 6000.0 {
+                return bad("BASE_TYPE_BAD_LENGTH", "The value's length is out of range.");
+            }
+            json!(s)
+        }
+        opt::INTEGER => {
+            let Some(i) = v.as_i64() else { return bad("NUMBER_TYPE_COERCE", "Must be an integer.") };
+            let f = i as f64;
+            if num("min_value").is_some_and(|m| f < m) || num("max_value").is_some_and(|m| f > m) {
+                return bad("NUMBER_TYPE_OUT_OF_RANGE", "The value is out of range.");
+            }
+            json!(i)
+        }
+        opt::NUMBER => {
+            let Some(f) = v.as_f64() else { return bad("NUMBER_TYPE_COERCE", "Must be a number.") };
+            if num("min_value").is_some_and(|m| f < m) || num("max_value").is_some_and(|m| f > m) {
+                return bad("NUMBER_TYPE_OUT_OF_RANGE", "The value is out of range.");
+            }
+            v.clone()
+        }
+        opt::BOOLEAN => {
+            let Some(b) = v.as_bool() else { return bad("BOOLEAN_TYPE_CONVERT", "Must be a boolean.") };
+            json!(b)
+        }
+        opt::USER | opt::CHANNEL | opt::ROLE | opt::MENTIONABLE => {
+            let Some(id) = snowflake(v) else { return bad("NUMBER_TYPE_COERCE", "Value is not snowflake.") };
+            match kind {
+                opt::USER => mentions.users.push(UserId(id)),
+                opt::CHANNEL => mentions.channels.push(ChannelId(id)),
+                opt::ROLE => mentions.roles.push(protocol::RoleId(id)),
+                _ => mentions.either.push(id),
+            }
+            json!(id.to_string())
+        }
+        _ => return bad("APPLICATION_COMMAND_OPTION_TYPE_INVALID", "This option type cannot be sent."),
+    };
+    if let Some(choices) = choices.filter(|c| !c.is_empty()) {
+        if !choices.iter().any(|c| c.get("value") == Some(&checked) || c.get("value").and_then(Value::as_f64) == checked.as_f64()) {
+            return bad("APPLICATION_COMMAND_OPTION_CHOICE_INVALID", "The value is not one of the choices.");
+        }
+    }
+    Ok(checked)
+}
+
+/// Every component of a message's `components` (rows and what is in them).
+fn components_of(v: &Value, out: &mut Vec<Value>) {
+    if let Some(list) = v.as_array() {
+        for c in list {
+            out.push(c.clone());
+            if let Some(inner) = c.get("components") {
+                components_of(inner, out);
+            }
+        }
+    }
+}
+
+/// A component interaction: the message exists in the channel, was sent by
+/// the application, and has a component of that `custom_id` and type;
+/// select values are among its options and within its counts.
+async fn component_data(
+    node: &Node,
+    app: &store::ApplicationRecord,
+    channel: ChannelId,
+    b: &InteractionBody,
+    mentions: &mut Mentions,
+) -> ApiResult<(Value, Value)> {
+    let mid: MessageId = b
+        .message_id
+        .as_deref()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| form("message_id", "BASE_TYPE_REQUIRED", "This field is required"))?;
+    let rec = node.store.get_message(channel, mid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownMessage))?;
+    if rec.author_id != app.bot_user_id && rec.extra.get("application_id").and_then(snowflake_any) != Some(app.id.0) {
+        return Err(form("message_id", "INTERACTION_COMPONENT_FOREIGN", "The message is not the application's."));
+    }
+    let custom_id = b
+        .data
+        .get("custom_id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| form("data.custom_id", "BASE_TYPE_REQUIRED", "This field is required"))?;
+    let ctype = b
+        .data
+        .get("component_type")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| form("data.component_type", "BASE_TYPE_REQUIRED", "This field is required"))?;
+    let mut all = Vec::new();
+    components_of(rec.extra.get("components").unwrap_or(&Value::Null), &mut all);
+    let Some(c) = all.iter().find(|c| c.get("custom_id").and_then(Value::as_str) == Some(custom_id)) else {
+        return Err(form("data.custom_id", "INTERACTION_COMPONENT_UNKNOWN", "No component with this custom_id on the message."));
+    };
+    if c.get("type").and_then(Value::as_u64) != Some(ctype) {
+        return Err(form("data.component_type", "INTERACTION_COMPONENT_TYPE_MISMATCH", "The component is of another type."));
+    }
+    if c.get("disabled").and_then(Value::as_bool) == Some(true) {
+        return Err(form("data.custom_id", "INTERACTION_COMPONENT_DISABLED", "The component is disabled."));
+    }
+    let mut data = json!({"custom_id": custom_id, "component_type": ctype});
+    if (3..=8).contains(&ctype) {
+        let values: Vec<String> = b
+            .data
+            .get("values")
+            .and_then(Value::as_array)
+            .ok_or_else(|| form("data.values", "BASE_TYPE_REQUIRED", "This field is required"))?
+            .iter()
+            .map(|v| v.as_str().map(str::to_string).ok_or_else(|| form("data.values", "STRING_TYPE_CONVERT", "Must be a string.")))
+            .collect::<ApiResult<_>>()?;
+        let min = c.get("min_values").and_then(Value::as_u64).unwrap_or(1) as usize;
+        let max = c.get("max_values").and_then(Value::as_u64).unwrap_or(1) as usize;
+        if values.len() < min || values.len() > max {
+            return Err(form("data.values", "BASE_TYPE_BAD_LENGTH", "The number of values is out of range."));
+        }
+        if ctype == 3 {
+            let options: Vec<&str> = c
+                .get("options")
+                .and_then(Value::as_array)
+                .map(|o| o.iter().filter_map(|x| x.get("value").and_then(Value::as_str)).collect())
+                .unwrap_or_default();
+            if let Some(v) = values.iter().find(|v| !options.contains(&v.as_str())) {
+                return Err(form("data.values", "INTERACTION_SELECT_VALUE_UNKNOWN", &format!("\"{v}\" is not an option.")));
+            }
+        } else {
+            for v in &values {
+                let id: u64 = v.parse().map_err(|_| form("data.values", "NUMBER_TYPE_COERCE", "Value is not snowflake."))?;
+                match ctype {
+                    5 => mentions.users.push(UserId(id)),
+                    6 => mentions.roles.push(protocol::RoleId(id)),
+                    8 => mentions.channels.push(ChannelId(id)),
+                    _ => mentions.either.push(id),
+                }
+            }
+        }
+        data["values"] = json!(values);
+    }
+    Ok((data, rendered_message(node, channel, mid).await?))
+}
+
+/// A message of `channel` as the API shows it: 404 10008 if there is none.
+async fn rendered_message(node: &Node, channel: ChannelId, id: MessageId) -> ApiResult<Value> {
+    let rec = node.store.get_message(channel, id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownMessage))?;
+    let author = node.store.get_user(rec.author_id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownMessage))?;
+    serde_json::to_value(node::convert::message(&rec, &author, &[], None)).map_err(ApiError::internal)
+}
+
+fn snowflake_any(v: &Value) -> Option<u64> {
+    v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+}
+
+/// A modal's submission: its `custom_id` and the text inputs' values.
+fn modal_data(data: &Value) -> ApiResult<Value> {
+    let custom_id = data
+        .get("custom_id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| form("data.custom_id", "BASE_TYPE_REQUIRED", "This field is required"))?;
+    let components = data.get("components").cloned().unwrap_or(json!([]));
+    if !components.is_array() {
+        return Err(form("data.components", "LIST_TYPE_CONVERT", "Only iterables may be used in a ListType"));
+    }
+    Ok(json!({"custom_id": custom_id, "components": components}))
+}
+
+#[derive(schemars::JsonSchema, Deserialize, Default)]
+pub struct CallbackQuery {
+    /// `true`: answer 200 with the interaction callback response.
+    with_response: Option<String>,
+}
+
+#[derive(schemars::JsonSchema, Deserialize)]
+pub struct CallbackBody {
+    #[serde(rename = "type")]
+    kind: u8,
+    #[serde(default)]
+    data: Value,
+}
+
+/// `POST /interactions/{id}/{token}/callback`: the bot's one initial
+/// response. No authorization header: the token is the credential.
+pub async fn callback(
+    State(node): State<Arc<Node>>,
+    Path((id, token)): Path<(String, String)>,
+    Query(q): Query<CallbackQuery>,
+    req: axum::extract::Request,
+) -> ApiResult<Response> {
+    // A made-up token is refused before the body is read; a real one names its actor.
+    let (key, tid) = check_token(&node, &token).ok_or_else(|| ApiError::not_found(ErrorCode::UnknownInteraction))?;
+    let id: u64 = parse_id(&id, ErrorCode::UnknownInteraction)?;
+    if id != tid {
+        return Err(ApiError::not_found(ErrorCode::UnknownInteraction));
+    }
+    let b: CallbackBody = parse_json(&read_body(&node, req).await?)?;
+    let with_response = q.with_response.as_deref().is_some_and(|v| matches!(v, "true" | "True" | "1"));
+    let data = if b.data.is_null() { json!({}) } else { b.data };
+    if b.kind == node::route::interactions::callback::MODAL {
+        let c = data.get("components").unwrap_or(&Value::Null);
+        node::components::check_modal(c, "data.components").map_err(|e| ApiError::field(&e.path, e.code, &e.message))?;
+    } else if let Some(c) = data.get("components") {
+        super::check_components(c, "data.components")?;
+    }
+    let action = InteractionAction::Callback { id, token, kind: b.kind, data, with_response };
+    ask_actor(&node, key, UserId(0), Action::Interaction(action)).await
+}
+
+/// Whether `token` is shaped as an interaction's (its followups and edits
+/// go to its actor), not a webhook's.
+pub fn is_interaction_token(token: &str) -> bool {
+    node::route::interactions::looks_like_token(token)
+}
+
+fn check_token(node: &Node, token: &str) -> Option<(protocol::ActorKey, u64)> {
+    node::route::interactions::check_token(&node.blobs.signer, token)
+}
+
+/// The body of a request whose token was checked (read only then).
+pub async fn read_body(node: &Node, req: axum::extract::Request) -> ApiResult<axum::body::Bytes> {
+    axum::body::to_bytes(req.into_body(), node.config.limits.max_body_bytes)
+        .await
+        .map_err(|_| ApiError::Code(StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::General))
+}
+
+/// `token` is a real interaction token: 401 50027 otherwise.
+pub fn require_token(node: &Node, token: &str) -> ApiResult<()> {
+    check_token(node, token).map(drop).ok_or_else(invalid_token)
+}
+
+fn invalid_token() -> ApiError {
+    ApiError::Code(StatusCode::UNAUTHORIZED, ErrorCode::InvalidWebhookToken)
+}
+
+/// `POST /webhooks/{app}/{token}` with an interaction's token: a followup.
+pub async fn followup(node: &Arc<Node>, app: &str, token: String, req: axum::extract::Request) -> ApiResult<Response> {
+    let app: ApplicationId = parse_id(app, ErrorCode::UnknownWebhook)?;
+    let (key, _) = check_token(node, &token).ok_or_else(invalid_token)?;
+    let data: Value = parse_json(&read_body(node, req).await?)?;
+    if let Some(c) = data.get("components") {
+        super::check_components(c, "components")?;
+    }
+    ask_actor(node, key, UserId(0), Action::Interaction(InteractionAction::Followup { app, token, data })).await
+}
+
+/// `GET`/`PATCH`/`DELETE /webhooks/{app}/{token}/messages/{@original|id}`.
+pub async fn message(node: &Arc<Node>, app: &str, token: String, message: &str, edit: Option<Value>, delete: bool) -> ApiResult<Response> {
+    let app: ApplicationId = parse_id(app, ErrorCode::UnknownWebhook)?;
+    let (key, _) = check_token(node, &token).ok_or_else(invalid_token)?;
+    if let Some(c) = edit.as_ref().and_then(|e| e.get("components")).filter(|c| !c.is_null()) {
+        super::check_components(c, "components")?;
+    }
+    let message = match message {
+        "@original" => None,
+        m => Some(parse_id::<MessageId>(m, ErrorCode::UnknownMessage)?),
+    };
+    ask_actor(node, key, UserId(0), Action::Interaction(InteractionAction::Message { app, token, message, edit, delete })).await
+}
+
+/// `GET /guilds/{guild_id}/application-command-index`: the commands the
+/// caller may run in the guild, with their applications.
+pub async fn guild_index(State(node): State<Arc<Node>>, Caller(u): Caller, Path(g): Path<String>) -> ApiResult<Response> {
+    let g: GuildId = parse_id(&g, ErrorCode::UnknownGuild)?;
+    node.store.get_guild(g).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownGuild))?;
+    let me = node.store.get_member(g, u.id).await?.ok_or_else(|| ApiError::forbidden(ErrorCode::MissingAccess))?;
+    let roles = node.store.roles_of_guild(g).await?;
+    let guild = node.store.get_guild(g).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownGuild))?;
+    let bits = node::perm::base(g, guild.owner_id, &roles, &me);
+    let admin = bits & protocol::model::permission::ADMINISTRATOR != 0;
+    let mut commands = Vec::new();
+    let mut apps = Vec::new();
+    for app in node.store.guild_applications(g).await? {
+        let mut cs = node.store.list_commands(app.id, None).await?;
+        cs.extend(node.store.list_commands(app.id, Some(g)).await?);
+        let mut any = false;
+        for c in cs {
+            let body = &c.body;
+            let need = body.get("default_member_permissions").and_then(|v| match v {
+                Value::String(s) => s.parse::<u64>().ok(),
+                Value::Number(n) => n.as_u64(),
+                _ => None,
+            });
+            if let Some(need) = need {
+                if !admin && (need == 0 || bits & need != need) {
+                    continue;
+                }
+            }
+            // Contexts: a command limited to DMs is not offered in a guild.
+            if let Some(ctx) = body.get("contexts").and_then(Value::as_array) {
+                if !ctx.iter().any(|c| c.as_u64() == Some(0)) {
+                    continue;
+                }
+            }
+            any = true;
+            commands.push(super::commands::render(&c));
+        }
+        if any {
+            let bot = node.store.get_user(app.bot_user_id).await?;
+            apps.push(json!({
+                "id": app.id, "name": app.name, "description": "", "icon": bot.as_ref().and_then(|b| b.avatar.clone()),
+                "bot_id": app.bot_user_id,
+            }));
+        }
+    }
+    let version = node.ids.next();
+    Ok(json_bytes(StatusCode::OK, json!({"applications": apps, "application_commands": commands, "version": version}).to_string()))
+}

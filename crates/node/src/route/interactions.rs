@@ -1,0 +1,141 @@
+//! What a guild's actor is asked about interactions (plain data, like
+//! [`super::ops`]). The actor of the guild an interaction happens in holds
+//! it while its token lives: it checks the invoker against its state, sends
+//! INTERACTION_CREATE to the bot's sessions (wherever they are: the actor's
+//! own subscribers), takes the bot's one initial response, and the edits
+//! and followups after it. An interaction's token names its actor, so a
+//! callback reaching any node is routed there.
+
+use protocol::{ActorKey, ApplicationId, ChannelId, MessageId, UserId};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use store::UserRecord;
+
+/// Interaction types a person sends (`POST /interactions`).
+pub mod kind {
+    pub const PING: u8 = 1;
+    pub const APPLICATION_COMMAND: u8 = 2;
+    pub const MESSAGE_COMPONENT: u8 = 3;
+    pub const AUTOCOMPLETE: u8 = 4;
+    pub const MODAL_SUBMIT: u8 = 5;
+}
+
+/// Initial response types (`POST /interactions/{id}/{token}/callback`).
+pub mod callback {
+    pub const PONG: u8 = 1;
+    pub const CHANNEL_MESSAGE: u8 = 4;
+    pub const DEFERRED_CHANNEL_MESSAGE: u8 = 5;
+    pub const DEFERRED_UPDATE_MESSAGE: u8 = 6;
+    pub const UPDATE_MESSAGE: u8 = 7;
+    pub const AUTOCOMPLETE_RESULT: u8 = 8;
+    pub const MODAL: u8 = 9;
+}
+
+/// Message flags interactions use.
+pub mod flags {
+    pub const EPHEMERAL: u64 = 1 << 6;
+    pub const LOADING: u64 = 1 << 7;
+}
+
+#[derive(Serialize, Deserialize)]
+pub enum InteractionAction {
+    /// A person runs a command or uses a component (`user` of the [`super::Op`]).
+    Invoke(Box<Invoke>),
+    /// The bot's initial response.
+    Callback { id: u64, token: String, kind: u8, data: Value, with_response: bool },
+    /// `GET`/`PATCH`/`DELETE /webhooks/{app}/{token}/messages/{@original|id}`
+    /// (`message: None` is `@original`; `edit: None` with `delete: false` reads).
+    Message { app: ApplicationId, token: String, message: Option<MessageId>, edit: Option<Value>, delete: bool },
+    /// `POST /webhooks/{app}/{token}`: a followup message.
+    Followup { app: ApplicationId, token: String, data: Value },
+    /// The actor's own timer: the interaction got no initial response in time.
+    Expire { id: u64 },
+}
+
+/// A checked invocation: the command (or component) exists and its data has
+/// the command's shape; the actor checks who may run it, where.
+#[derive(Serialize, Deserialize)]
+pub struct Invoke {
+    pub kind: u8,
+    pub application_id: ApplicationId,
+    /// The application's bot, who gets the interaction.
+    pub bot: UserRecord,
+    pub channel: ChannelId,
+    /// The invoking session (INTERACTION_CREATE/SUCCESS/FAILURE carry its nonce).
+    pub session_id: Option<String>,
+    pub nonce: Option<String>,
+    /// `data` as the bot gets it (options checked against the command),
+    /// without `resolved`: the actor adds what it resolves.
+    pub data: Value,
+    /// For commands: the command's name, type and `default_member_permissions`.
+    pub command: Option<CommandRef>,
+    /// Components: the message the component is on.
+    pub message: Option<Value>,
+    /// Message context menus: the message they were used on (`resolved.messages`).
+    pub target_message: Option<Value>,
+    /// Ids the data names, by option type, to resolve (users, channels, roles).
+    pub mentions: Mentions,
+}
+
+#[derive(Serialize, Deserialize, Clone)]
+pub struct CommandRef {
+    pub id: u64,
+    pub name: String,
+    pub kind: u8,
+    /// `None`: everyone; `Some(0)`: administrators only.
+    pub default_member_permissions: Option<u64>,
+}
+
+/// Snowflakes in a command's options the bot gets resolved.
+#[derive(Serialize, Deserialize, Default)]
+pub struct Mentions {
+    pub users: Vec<UserId>,
+    pub channels: Vec<ChannelId>,
+    pub roles: Vec<protocol::RoleId>,
+    /// Mentionables: a user or a role.
+    pub either: Vec<u64>,
+}
+
+/// An interaction token: the actor that holds it, the interaction's id, and
+/// a MAC of both under the cluster-wide key (`attachments::UrlSigner::tag`),
+/// so any node tells a real token from a made-up one before it reads a
+/// request's body. Opaque to libraries, as Discord's are.
+pub fn token(signer: &crate::attachments::UrlSigner, actor: ActorKey, id: u64) -> String {
+    let head = format!("{:x}.{:x}", actor.raw(), id);
+    let tag = signer.tag(&format!("interaction\n{head}"));
+    format!("{head}.{tag}")
+}
+
+/// The actor and interaction a token names, if it is a real one.
+pub fn check_token(signer: &crate::attachments::UrlSigner, token: &str) -> Option<(ActorKey, u64)> {
+    let (head, tag) = token.rsplit_once('.')?;
+    let (actor, id) = head.split_once('.')?;
+    let actor = u64::from_str_radix(actor, 16).ok()?;
+    let id = u64::from_str_radix(id, 16).ok()?;
+    signer.check_tag(&format!("interaction\n{head}"), tag).then(|| (ActorKey::from_raw(actor), id))
+}
+
+/// Whether `token` has an interaction token's shape (webhook tokens have no dots).
+pub fn looks_like_token(token: &str) -> bool {
+    token.bytes().filter(|&b| b == b'.').count() == 2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_name_their_actor_and_interaction_and_cannot_be_made_up() {
+        let signer = crate::attachments::UrlSigner::new(b"key", 60);
+        let key = ActorKey::guild(protocol::GuildId(1234567890123));
+        let t = token(&signer, key, 42);
+        assert!(looks_like_token(&t));
+        assert_eq!(check_token(&signer, &t), Some((key, 42)));
+        assert_eq!(check_token(&crate::attachments::UrlSigner::new(b"other", 60), &t), None, "another cluster's key");
+        let forged = t.replacen("2a.", "2b.", 1);
+        assert_eq!(check_token(&signer, &forged), None, "another interaction");
+        for bad in ["nope", "1.2.", "zz.2.00", "1.2.zz"] {
+            assert_eq!(check_token(&signer, bad), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,307 @@
+//! Interactions end to end over REST and the gateway: a person invokes a
+//! slash command, the bot's session gets INTERACTION_CREATE and answers
+//! through the callback; ephemeral answers reach only the invoker; bad
+//! data is refused before the bot sees anything; no answer in time is
+//! INTERACTION_FAILURE; tokens expire.
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+async fn app_id(t: &TestServer, auth: &str) -> String {
+    let (s, v) = t.get("/applications/@me", auth).await;
+    assert_eq!(s, 200, "{v}");
+    v["id"].as_str().unwrap().to_string()
+}
+
+/// `/echo text:<string, required> times:<1|2> who:<user>` and `/admin` (administrators only).
+async fn register(t: &TestServer, w: &World, app: &str) -> (Value, Value) {
+    let path = format!("/applications/{app}/guilds/{}/commands", w.guild);
+    let echo = json!({"name": "echo", "description": "Echoes", "options": [
+        {"type": 3, "name": "text", "description": "What", "required": true, "max_length": 20},
+        {"type": 4, "name": "times", "description": "How often", "choices": [{"name": "once", "value": 1}, {"name": "twice", "value": 2}]},
+        {"type": 6, "name": "who", "description": "Whom"}
+    ]});
+    let (s, echo) = t.post(&path, &w.bot_auth, echo).await;
+    assert_eq!(s, 201, "{echo}");
+    let (s, admin) = t.post(&path, &w.bot_auth, json!({"name": "admin", "description": "Admins", "default_member_permissions": "8"})).await;
+    assert_eq!(s, 201, "{admin}");
+    (echo, admin)
+}
+
+fn invoke(app: &str, w: &World, cmd: &Value, options: Value, nonce: &str) -> Value {
+    json!({
+        "type": 2, "application_id": app, "guild_id": w.guild, "channel_id": w.channel, "nonce": nonce,
+        "data": {"id": cmd["id"], "name": cmd["name"], "type": 1, "version": cmd["version"], "options": options}
+    })
+}
+
+#[tokio::test]
+async fn a_slash_command_reaches_the_bot_and_its_answers_reach_the_channel() {
+    let t = TestServer::start().await;
+    let w = t.world().await;
+    let app = app_id(&t, &w.bot_auth).await;
+    let (echo, admin) = register(&t, &w, &app).await;
+    let (member, member_id) = t.user("member").await;
+    t.join(&w.owner, &w.channel, &member).await;
+
+    // The index shows the member what they may run: not the admin command.
+    let (s, idx) = t.get(&format!("/guilds/{}/application-command-index", w.guild), &member).await;
+    assert_eq!(s, 200, "{idx}");
+    let names: Vec<&str> = idx["application_commands"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["echo"], "{idx}");
+    assert_eq!(idx["applications"][0]["id"], app);
+    let (_, owner_idx) = t.get(&format!("/guilds/{}/application-command-index", w.guild), &w.owner).await;
+    assert_eq!(owner_idx["application_commands"].as_array().unwrap().len(), 2, "{owner_idx}");
+
+    let mut bot = Gw::connect(&t.ws).await;
+    bot.identify(&w.bot_token, BOT_INTENTS).await;
+    bot.until("GUILD_CREATE").await;
+    let mut person = Gw::connect(&t.ws).await;
+    person.identify(&member, ALL_INTENTS).await;
+    person.until("GUILD_CREATE").await;
+    let mut owner = Gw::connect(&t.ws).await;
+    owner.identify(&w.owner, ALL_INTENTS).await;
+    owner.until("GUILD_CREATE").await;
+
+    // Refused before the bot sees anything: unknown option, wrong type,
+    // missing required, not a choice, too long, stale version, no permission.
+    let bad = [
+        (json!([{"name": "text", "type": 3, "value": "hi"}, {"name": "nope", "type": 3, "value": "x"}]), 400),
+        (json!([{"name": "text", "type": 4, "value": 5}]), 400),
+        (json!([{"name": "times", "type": 4, "value": 1}]), 400),
+        (json!([{"name": "text", "type": 3, "value": "hi"}, {"name": "times", "type": 4, "value": 3}]), 400),
+        (json!([{"name": "text", "type": 3, "value": "x".repeat(21)}]), 400),
+    ];
+    for (opts, status) in bad {
+        let (s, v) = t.post("/interactions", &member, invoke(&app, &w, &echo, opts.clone(), "n0")).await;
+        assert_eq!((s, &v["code"]), (status, &json!(50035)), "{opts} → {v}");
+    }
+    let mut stale = invoke(&app, &w, &echo, json!([{"name": "text", "type": 3, "value": "hi"}]), "n0");
+    stale["data"]["version"] = json!("1");
+    let (s, v) = t.post("/interactions", &member, stale).await;
+    assert_eq!((s, &v["code"]), (400, &json!(50035)), "{v}");
+    let (s, v) = t.post("/interactions", &member, invoke(&app, &w, &admin, json!([]), "n0")).await;
+    assert_eq!((s, &v["code"]), (403, &json!(50013)), "{v}");
+
+    // A good one: the bot gets the whole interaction, the person its id and nonce.
+    let opts = json!([{"name": "text", "type": 3, "value": "hello"}, {"name": "times", "type": 4, "value": 2}, {"name": "who", "type": 6, "value": w.owner_id}]);
+    let (s, v, _) = t.req(Method::POST, "/interactions", Some(&member), Some(invoke(&app, &w, &echo, opts, "n1"))).await;
+    assert_eq!(s, 204, "{v}");
+    let i = bot.until("INTERACTION_CREATE").await["d"].clone();
+    assert_eq!(
+        (&i["type"], &i["application_id"], &i["guild_id"], &i["channel_id"]),
+        (&json!(2), &json!(app), &json!(w.guild), &json!(w.channel))
+    );
+    assert_eq!(i["member"]["user"]["id"], member_id);
+    assert!(i["member"]["permissions"].as_str().is_some(), "{i}");
+    assert_eq!(i["data"]["options"][0]["value"], "hello");
+    assert_eq!(i["data"]["resolved"]["users"][&w.owner_id]["id"], w.owner_id, "{i}");
+    for key in ["token", "version", "app_permissions", "locale", "entitlements", "authorizing_integration_owners", "context", "channel"] {
+        assert!(i.get(key).is_some(), "{key} missing: {i}");
+    }
+    let created = person.until("INTERACTION_CREATE").await["d"].clone();
+    assert_eq!((&created["id"], &created["nonce"]), (&i["id"], &json!("n1")));
+
+    // The answer: a message in the channel from the bot, with the interaction on it.
+    let (id, token) = (i["id"].as_str().unwrap(), i["token"].as_str().unwrap());
+    let cb = format!("/interactions/{id}/{token}/callback");
+    let (s, v, _) = t.req(Method::POST, &cb, None, Some(json!({"type": 4, "data": {"content": "hello hello"}}))).await;
+    assert_eq!(s, 204, "{v}");
+    let m = owner.until("MESSAGE_CREATE").await["d"].clone();
+    assert_eq!((&m["content"], &m["type"], &m["author"]["id"]), (&json!("hello hello"), &json!(20), &json!(w.bot_id)), "{m}");
+    assert_eq!((&m["application_id"], &m["webhook_id"]), (&json!(app), &json!(app)));
+    assert_eq!((&m["interaction_metadata"]["id"], &m["interaction_metadata"]["user"]["id"]), (&i["id"], &json!(member_id)));
+    let ok = person.until("INTERACTION_SUCCESS").await["d"].clone();
+    assert_eq!(ok["nonce"], "n1");
+    // Once only.
+    let (s, v, _) = t.req(Method::POST, &cb, None, Some(json!({"type": 4, "data": {"content": "again"}}))).await;
+    assert_eq!((s, &v["code"]), (400, &json!(40060)), "{v}");
+    // Edited and read back through the token; a followup; history has both.
+    let original = format!("/webhooks/{app}/{token}/messages/@original");
+    let (s, e, _) = t.req(Method::PATCH, &original, None, Some(json!({"content": "edited"}))).await;
+    assert_eq!((s, &e["content"]), (200, &json!("edited")), "{e}");
+    assert_eq!(owner.until("MESSAGE_UPDATE").await["d"]["content"], "edited");
+    let (s, f, _) = t.req(Method::POST, &format!("/webhooks/{app}/{token}?wait=true"), None, Some(json!({"content": "more"}))).await;
+    assert_eq!((s, &f["content"]), (200, &json!("more")), "{f}");
+    let (_, hist) = t.get(&format!("/channels/{}/messages", w.channel), &w.owner).await;
+    let contents: Vec<&str> = hist.as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap()).collect();
+    assert!(contents.contains(&"edited") && contents.contains(&"more"), "{contents:?}");
+    // A token for another application does not work.
+    let (s, _, _) = t.req(Method::GET, &format!("/webhooks/1/{token}/messages/@original"), None, None).await;
+    assert_eq!(s, 401);
+}
+
+#[tokio::test]
+async fn ephemeral_answers_reach_only_the_invoker_and_silence_fails() {
+    let t = TestServer::start_with(|c| c.interactions.response_timeout_ms = 300).await;
+    let w = t.world().await;
+    let app = app_id(&t, &w.bot_auth).await;
+    let (echo, _) = register(&t, &w, &app).await;
+    let (member, _) = t.user("member").await;
+    t.join(&w.owner, &w.channel, &member).await;
+    let mut bot = Gw::connect(&t.ws).await;
+    bot.identify(&w.bot_token, BOT_INTENTS).await;
+    bot.until("GUILD_CREATE").await;
+    let mut person = Gw::connect(&t.ws).await;
+    person.identify(&member, ALL_INTENTS).await;
+    person.until("GUILD_CREATE").await;
+    let mut owner = Gw::connect(&t.ws).await;
+    owner.identify(&w.owner, ALL_INTENTS).await;
+    owner.until("GUILD_CREATE").await;
+
+    let opts = json!([{"name": "text", "type": 3, "value": "psst"}]);
+    let (s, _, _) = t.req(Method::POST, "/interactions", Some(&member), Some(invoke(&app, &w, &echo, opts.clone(), "e1"))).await;
+    assert_eq!(s, 204);
+    let i = bot.until("INTERACTION_CREATE").await["d"].clone();
+    let (id, token) = (i["id"].as_str().unwrap(), i["token"].as_str().unwrap());
+    // Deferred, ephemeral: a "thinking" message only the invoker sees, replaced by the first followup.
+    let (s, r, _) = t
+        .req(
+            Method::POST,
+            &format!("/interactions/{id}/{token}/callback?with_response=true"),
+            None,
+            Some(json!({"type": 5, "data": {"flags": 64}})),
+        )
+        .await;
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(
+        (&r["interaction"]["response_message_loading"], &r["interaction"]["response_message_ephemeral"]),
+        (&json!(true), &json!(true)),
+        "{r}"
+    );
+    let thinking = person.until("MESSAGE_CREATE").await["d"].clone();
+    assert_eq!(thinking["flags"].as_u64().unwrap() & (64 | 128), 64 | 128, "{thinking}");
+    let (s, f, _) = t.req(Method::POST, &format!("/webhooks/{app}/{token}"), None, Some(json!({"content": "only you"}))).await;
+    assert!(s == 200 || s == 204, "{f}");
+    let shown = person.until("MESSAGE_UPDATE").await["d"].clone();
+    assert_eq!((&shown["content"], &shown["id"]), (&json!("only you"), &thinking["id"]));
+    assert_eq!(shown["flags"].as_u64().unwrap() & 128, 0, "no longer loading");
+    // Nobody else saw it, and it is in nobody's history.
+    t.say(&w.owner, &w.channel, "marker").await;
+    let next = owner.until_not(&["PRESENCE_UPDATE", "TYPING_START", "GUILD_MEMBER_UPDATE"]).await;
+    assert_eq!((&next["t"], &next["d"]["content"]), (&json!("MESSAGE_CREATE"), &json!("marker")), "{next}");
+    let (_, hist) = t.get(&format!("/channels/{}/messages", w.channel), &member).await;
+    assert!(hist.as_array().unwrap().iter().all(|m| m["content"] != "only you"), "{hist}");
+
+    // No answer in time: the invoker hears of the failure, the late answer is refused.
+    let (s, _, _) = t.req(Method::POST, "/interactions", Some(&member), Some(invoke(&app, &w, &echo, opts, "e2"))).await;
+    assert_eq!(s, 204);
+    let i = bot.until("INTERACTION_CREATE").await["d"].clone();
+    let failed = person.until("INTERACTION_FAILURE").await["d"].clone();
+    assert_eq!((&failed["id"], &failed["nonce"]), (&i["id"], &json!("e2")));
+    let cb = format!("/interactions/{}/{}/callback", i["id"].as_str().unwrap(), i["token"].as_str().unwrap());
+    let (s, v, _) = t.req(Method::POST, &cb, None, Some(json!({"type": 4, "data": {"content": "late"}}))).await;
+    assert_eq!((s, &v["code"]), (404, &json!(10062)), "{v}");
+    // A made-up token is unknown.
+    let (s, v, _) = t
+        .req(Method::POST, &format!("/interactions/{}/1.2.nope/callback", i["id"].as_str().unwrap()), None, Some(json!({"type": 4})))
+        .await;
+    assert_eq!(s, 404, "{v}");
+}
+
+#[tokio::test]
+async fn tokens_expire_and_autocomplete_and_modals_reach_the_invoker() {
+    let t = TestServer::start_with(|c| c.interactions.token_ttl_ms = 1_500).await;
+    let w = t.world().await;
+    let app = app_id(&t, &w.bot_auth).await;
+    let path = format!("/applications/{app}/guilds/{}/commands", w.guild);
+    let cmd = json!({"name": "find", "description": "Finds", "options": [{"type": 3, "name": "q", "description": "What", "required": true, "autocomplete": true}]});
+    let (_, cmd) = t.post(&path, &w.bot_auth, cmd).await;
+    let mut bot = Gw::connect(&t.ws).await;
+    bot.identify(&w.bot_token, BOT_INTENTS).await;
+    bot.until("GUILD_CREATE").await;
+    let mut owner = Gw::connect(&t.ws).await;
+    owner.identify(&w.owner, ALL_INTENTS).await;
+    owner.until("GUILD_CREATE").await;
+
+    // Autocomplete: a partial value, focused; choices come back to the invoker.
+    let mut ac = invoke(&app, &w, &cmd, json!([{"name": "q", "type": 3, "value": "ap", "focused": true}]), "a1");
+    ac["type"] = json!(4);
+    let (s, _, _) = t.req(Method::POST, "/interactions", Some(&w.owner), Some(ac)).await;
+    assert_eq!(s, 204);
+    let i = bot.until("INTERACTION_CREATE").await["d"].clone();
+    assert_eq!((&i["type"], &i["data"]["options"][0]["focused"]), (&json!(4), &json!(true)));
+    let cb = format!("/interactions/{}/{}/callback", i["id"].as_str().unwrap(), i["token"].as_str().unwrap());
+    let (s, _, _) =
+        t.req(Method::POST, &cb, None, Some(json!({"type": 8, "data": {"choices": [{"name": "apple", "value": "apple"}]}}))).await;
+    assert_eq!(s, 204);
+    let r = owner.until("APPLICATION_COMMAND_AUTOCOMPLETE_RESPONSE").await["d"].clone();
+    assert_eq!((&r["choices"][0]["value"], &r["nonce"]), (&json!("apple"), &json!("a1")));
+
+    // A modal answer opens a modal for the invoker.
+    let (s, _, _) = t
+        .req(
+            Method::POST,
+            "/interactions",
+            Some(&w.owner),
+            Some(invoke(&app, &w, &cmd, json!([{"name": "q", "type": 3, "value": "x"}]), "m1")),
+        )
+        .await;
+    assert_eq!(s, 204);
+    let i = bot.until("INTERACTION_CREATE").await["d"].clone();
+    let (id, token) = (i["id"].as_str().unwrap().to_string(), i["token"].as_str().unwrap().to_string());
+    let modal = json!({"type": 9, "data": {"custom_id": "form", "title": "Tell me", "components": [{"type": 1, "components": [{"type": 4, "custom_id": "name", "label": "Name", "style": 1}]}]}});
+    let (s, _, _) = t.req(Method::POST, &format!("/interactions/{id}/{token}/callback"), None, Some(modal)).await;
+    assert_eq!(s, 204);
+    let m = owner.until("INTERACTION_MODAL_CREATE").await["d"].clone();
+    assert_eq!((&m["custom_id"], &m["nonce"], &m["application"]["id"]), (&json!("form"), &json!("m1"), &json!(app)));
+
+    // The token ends with its lifetime (1.5 s here, 15 minutes by default).
+    let original = format!("/webhooks/{app}/{token}/messages/@original");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        // A modal has no message: 404 10008 while the token lives, then 401 50027.
+        let (s, v, _) = t.req(Method::GET, &original, None, None).await;
+        if s == 401 {
+            assert_eq!(v["code"], 50027, "{v}");
+            break;
+        }
+        assert_eq!((s, &v["code"]), (404, &json!(10008)), "{v}");
+        assert!(std::time::Instant::now() < deadline, "the token never expired");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let (s, _, _) = t.req(Method::POST, &format!("/webhooks/{app}/{token}"), None, Some(json!({"content": "late"}))).await;
+    assert_eq!(s, 401);
+}
+
+/// A cluster: the person invokes through one node, the bot's session is on
+/// a second, the guild's actor on the third; the bot's callback and
+/// followup go through yet another node than the one it is connected to.
+#[tokio::test]
+async fn an_interaction_crosses_three_nodes() {
+    let c = crate::cluster::Cluster::<3>::start().await;
+    let w = &c.w;
+    let (o, a, b) = c.by_role();
+    let app = app_id(a, &w.bot_auth).await;
+    let path = format!("/applications/{app}/guilds/{}/commands", w.guild);
+    let (s, cmd) = a.post(&path, &w.bot_auth, json!({"name": "ping", "description": "Pong"})).await;
+    assert_eq!(s, 201, "{cmd}");
+    let mut bot = Gw::connect(&a.ws).await;
+    bot.identify(&w.bot_token, BOT_INTENTS).await;
+    bot.until("GUILD_CREATE").await;
+    let mut person = Gw::connect(&b.ws).await;
+    person.identify(&w.owner, ALL_INTENTS).await;
+    person.until("GUILD_CREATE").await;
+
+    // Invoked through node b (where the person is connected too).
+    let (s, v, _) = b.req(Method::POST, "/interactions", Some(&w.owner), Some(invoke(&app, w, &cmd, json!([]), "c1"))).await;
+    assert_eq!(s, 204, "{v}");
+    let i = bot.until("INTERACTION_CREATE").await["d"].clone();
+    assert_eq!(person.until("INTERACTION_CREATE").await["d"]["nonce"], "c1");
+    // Answered through the owner node, followed up through node b.
+    let cb = format!("/interactions/{}/{}/callback", i["id"].as_str().unwrap(), i["token"].as_str().unwrap());
+    let (s, v, _) = o.req(Method::POST, &cb, None, Some(json!({"type": 4, "data": {"content": "pong"}}))).await;
+    assert_eq!(s, 204, "{v}");
+    let m = person.until("MESSAGE_CREATE").await["d"].clone();
+    assert_eq!((&m["content"], &m["type"]), (&json!("pong"), &json!(20)));
+    assert_eq!(person.until("INTERACTION_SUCCESS").await["d"]["nonce"], "c1");
+    let token = i["token"].as_str().unwrap();
+    let (s, f, _) = b.req(Method::POST, &format!("/webhooks/{app}/{token}"), None, Some(json!({"content": "and more", "flags": 64}))).await;
+    assert_eq!((s, &f["content"]), (200, &json!("and more")), "{f}");
+    let m = person.until("MESSAGE_CREATE").await["d"].clone();
+    assert_eq!((&m["content"], m["flags"].as_u64().unwrap() & 64), (&json!("and more"), 64));
+    // The interaction lives only with the guild's actor, on its owner.
+    assert_eq!((a.node().guilds.local_actors(), b.node().guilds.local_actors()), (0, 0));
+}
