@@ -83,7 +83,7 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, body: axum
         return Err(form("data", "DICT_TYPE_CONVERT", "Only dictionaries may be used in a DictType"));
     }
     let mut mentions = Mentions::default();
-    let (mut target_message, mut message) = (None, None);
+    let (mut target_message, mut message, mut component_message) = (None, None, None);
     let (data, command) = match b.kind {
         kind::APPLICATION_COMMAND | kind::AUTOCOMPLETE => {
             let (data, c) = command_data(&node, app_id, guild, &b.data, b.kind == kind::AUTOCOMPLETE, &mut mentions).await?;
@@ -95,8 +95,9 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, body: axum
             (data, Some(c))
         }
         kind::MESSAGE_COMPONENT => {
-            let (data, m) = component_data(&node, &app, channel, &b, &mut mentions).await?;
+            let (data, m, rec) = component_data(&node, &app, channel, &b, &mut mentions).await?;
             message = Some(m);
+            component_message = Some(rec);
             (data, None)
         }
         _ => (modal_data(&b.data)?, None),
@@ -111,6 +112,7 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, body: axum
         data,
         command,
         message,
+        component_message,
         target_message,
         mentions,
     };
@@ -340,7 +342,7 @@ async fn component_data(
     channel: ChannelId,
     b: &InteractionBody,
     mentions: &mut Mentions,
-) -> ApiResult<(Value, Value)> {
+) -> ApiResult<(Value, Value, store::MessageRecord)> {
     let mid: MessageId = b
         .message_id
         .as_deref()
@@ -408,7 +410,7 @@ async fn component_data(
         }
         data["values"] = json!(values);
     }
-    Ok((data, rendered_message(node, channel, mid).await?))
+    Ok((data, rendered_message(node, channel, mid).await?, rec))
 }
 
 /// A message of `channel` as the API shows it: 404 10008 if there is none.

@@ -31,11 +31,18 @@ fn hash_of(parts: &[&str]) -> u64 {
 }
 
 /// The major parameter of a route (channel, guild or webhook id), which
-/// Discord buckets by.
+/// Discord buckets by. An interaction's routes are bucketed by the
+/// interaction (its callback by id, its followups and edits by token): a bot
+/// answering many people from one address is not limited as one caller,
+/// as Discord does not count interaction responses against a bot's limit.
 fn major(path: &str) -> &str {
-    let mut it = path.split('/').skip_while(|s| !matches!(*s, "channels" | "guilds" | "webhooks"));
-    it.next();
-    it.next().unwrap_or("")
+    let mut it = path.split('/').skip_while(|s| !matches!(*s, "channels" | "guilds" | "webhooks" | "interactions"));
+    let kind = it.next();
+    let id = it.next().unwrap_or("");
+    match (kind, it.next()) {
+        (Some("webhooks"), Some(token)) if node::route::interactions::looks_like_token(token) => token,
+        _ => id,
+    }
 }
 
 const LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
@@ -151,5 +158,8 @@ mod tests {
         assert_eq!(major("/api/v10/channels/123/messages"), "123");
         assert_eq!(major("/api/v10/guilds/7"), "7");
         assert_eq!(major("/api/v10/users/@me"), "");
+        assert_eq!(major("/api/v10/interactions/42/a.b.c/callback"), "42");
+        assert_eq!(major("/api/v10/webhooks/9/a.b.c/messages/@original"), "a.b.c");
+        assert_eq!(major("/api/v10/webhooks/9/plaintoken"), "9");
     }
 }

@@ -489,7 +489,7 @@ async fn poster(sh: Arc<Shared>, base: String, body: String) {
 }
 
 /// An HTTP/1 keep-alive connection to `host` (HOST:PORT).
-async fn connect(host: &str) -> Option<hyper::client::conn::http1::SendRequest<String>> {
+pub(crate) async fn connect(host: &str) -> Option<hyper::client::conn::http1::SendRequest<String>> {
     let stream = tokio::net::TcpStream::connect(host).await.ok()?;
     stream.set_nodelay(true).ok()?;
     let (send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.ok()?;
@@ -518,7 +518,7 @@ async fn admin_stats(a: &IngestArgs) -> Option<(u64, u64)> {
     Some((commits, rows))
 }
 
-async fn gateway_url(server: &str) -> anyhow::Result<String> {
+pub(crate) async fn gateway_url(server: &str) -> anyhow::Result<String> {
     let v: Value = reqwest::get(format!("{}/api/v10/gateway", server.trim_end_matches('/'))).await?.json().await?;
     v["url"].as_str().map(str::to_owned).ok_or_else(|| anyhow!("GET /gateway: no url in {v}"))
 }

@@ -22,6 +22,7 @@ mod fixture;
 mod fleet;
 mod hub;
 mod ingest;
+mod interactions;
 mod procfs;
 mod progress;
 mod report;
@@ -69,6 +70,9 @@ enum Cmd {
     /// The write path at full speed: users post as fast as the server accepts;
     /// reader sessions check every accepted message arrives once.
     Ingest(ingest::IngestArgs),
+    /// Slash commands at full speed: people invoke, a trivial bot answers
+    /// (type 4), readers receive; interactions/s and the latencies of both legs.
+    Interactions(interactions::InteractionsArgs),
     /// After an `ingest --kill-after` run and a restart: every acknowledged
     /// message is in history.
     HistoryCheck(ingest::HistoryCheckArgs),
@@ -86,6 +90,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Worker => worker::main().map(|()| 0),
         Cmd::Setup(a) => runtime().and_then(|rt| rt.block_on(setup::run(a))).map(|()| 0),
         Cmd::Ingest(a) => runtime().and_then(|rt| rt.block_on(ingest::run(a))).map(|()| 0),
+        Cmd::Interactions(a) => runtime().and_then(|rt| rt.block_on(interactions::run(a))).map(|()| 0),
         Cmd::HistoryCheck(a) => runtime().and_then(|rt| rt.block_on(ingest::history_check(a))).map(|()| 0),
         Cmd::Connect(a) => run(Scenario::Connect, a),
         Cmd::Chat(a) => run(Scenario::Chat, a),

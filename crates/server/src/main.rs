@@ -90,6 +90,10 @@ enum Cmd {
         /// (then --guilds and --memberships-per-user are ignored).
         #[arg(long)]
         pairs: bool,
+        /// Also a bot of this name (and its application), a member of every
+        /// guild, in the fixture as `bot` (for `throng-bench interactions`).
+        #[arg(long)]
+        bot: Option<String>,
         /// Where to write the fixture JSON.
         #[arg(long)]
         out: PathBuf,
@@ -194,7 +198,7 @@ async fn main() -> anyhow::Result<()> {
             tracing::info!("shutting down: sending RECONNECT to sessions");
             server.shutdown().await;
         }
-        Cmd::Seed { common, users, guilds, memberships_per_user, huge_guild_members, channels_per_guild, rng_seed, pairs, out } => {
+        Cmd::Seed { common, users, guilds, memberships_per_user, huge_guild_members, channels_per_guild, rng_seed, pairs, bot, out } => {
             if guilds == 0 && huge_guild_members == 0 && !pairs {
                 anyhow::bail!("--guilds must be at least 1 (or give --huge-guild-members)");
             }
@@ -203,11 +207,26 @@ async fn main() -> anyhow::Result<()> {
             let spec =
                 server::seed::SeedSpec { users, guilds, memberships_per_user, huge_guild_members, channels_per_guild, rng_seed, pairs };
             let ids = protocol::SnowflakeGen::new(c.worker_id, 30);
-            let (rows, fixture) = server::seed::build(&spec, &ids);
+            let (rows, mut fixture) = server::seed::build(&spec, &ids);
             let memberships: usize = rows.guilds.iter().map(|g| g.members.len()).sum();
             c.validate()?;
             let store = server::open_store(&c).await.context("opening the store")?;
             store.bulk_load(&rows).await.context("bulk insert")?;
+            if let Some(name) = bot {
+                let (user, token) = server::auth::create_bot(&store, &ids, &name).await.context("creating the bot")?;
+                for g in &rows.guilds {
+                    let m = store::MemberRecord {
+                        guild_id: g.guild.id,
+                        user_id: user.id,
+                        nick: None,
+                        roles: Vec::new(),
+                        joined_at: node::auth::now_ms(),
+                        flags: 0,
+                    };
+                    store.add_member(&m).await.context("adding the bot")?;
+                }
+                fixture.bot = Some(server::seed::FixtureBot { id: user.id, token, application_id: user.id });
+            }
             let file = std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?;
             serde_json::to_writer(std::io::BufWriter::new(file), &fixture).context("writing the fixture")?;
             println!(

@@ -3,7 +3,8 @@
 //! large guilds and load tests need no slow per-user registration.
 //!
 //! Fixture shape (other tools read it; extra keys allowed):
-//! `{"users":[{"id","token"}],"guilds":[{"id","channel_ids":[...],"member_ids":[...]}]}`
+//! `{"users":[{"id","token"}],"guilds":[{"id","channel_ids":[...],"member_ids":[...]}]}`,
+//! and with `--bot` a `"bot":{"id","token","application_id"}` in every guild.
 
 use std::collections::HashSet;
 
@@ -48,6 +49,16 @@ pub struct FixtureGuild {
 pub struct Fixture {
     pub users: Vec<FixtureUser>,
     pub guilds: Vec<FixtureGuild>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bot: Option<FixtureBot>,
+}
+
+/// A bot (with its application) that is a member of every guild.
+#[derive(Serialize)]
+pub struct FixtureBot {
+    pub id: UserId,
+    pub token: String,
+    pub application_id: UserId,
 }
 
 /// Builds the rows and the fixture. Pure: nothing is written yet.
@@ -55,7 +66,7 @@ pub fn build(spec: &SeedSpec, ids: &SnowflakeGen) -> (BulkLoad, Fixture) {
     let mut rng = StdRng::seed_from_u64(spec.rng_seed);
     let now = now_ms();
     let mut load = BulkLoad::default();
-    let mut fixture = Fixture { users: Vec::with_capacity(spec.users), guilds: Vec::new() };
+    let mut fixture = Fixture { users: Vec::with_capacity(spec.users), guilds: Vec::new(), bot: None };
     for n in 0..spec.users {
         let id = UserId::from(ids.next());
         let (token, hash) = new_token(id);

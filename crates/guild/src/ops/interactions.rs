@@ -62,6 +62,8 @@ pub(crate) struct Pending {
     /// The initial response's type, once given; or no response in time.
     responded: Option<u8>,
     failed: bool,
+    /// Components: the message the component is on (UPDATE_MESSAGE edits it).
+    component_message: Option<Box<MessageRecord>>,
     original: Option<Sent>,
     followups: Vec<Sent>,
 }
@@ -273,6 +275,7 @@ fn invoke(a: &GuildActor, st: &State, user: UserId, inv: Invoke) -> Decided {
                 message_kind,
                 responded: None,
                 failed: false,
+                component_message: inv.component_message.clone().map(Box::new),
                 original: None,
                 followups: Vec::new(),
             },
@@ -351,9 +354,13 @@ fn resolve(st: &State, inv: &Invoke) -> Option<Value> {
 fn respond(a: &GuildActor, st: &State, p: &Pending, id: u64, k: u8, data: Value, with_response: bool) -> Decided {
     let ok_kinds: &[u8] = match p.kind {
         kind::APPLICATION_COMMAND => &[callback::CHANNEL_MESSAGE, callback::DEFERRED_CHANNEL_MESSAGE, callback::MODAL],
-        kind::MESSAGE_COMPONENT => {
-            &[callback::CHANNEL_MESSAGE, callback::DEFERRED_CHANNEL_MESSAGE, callback::DEFERRED_UPDATE_MESSAGE, callback::MODAL]
-        }
+        kind::MESSAGE_COMPONENT => &[
+            callback::CHANNEL_MESSAGE,
+            callback::DEFERRED_CHANNEL_MESSAGE,
+            callback::DEFERRED_UPDATE_MESSAGE,
+            callback::UPDATE_MESSAGE,
+            callback::MODAL,
+        ],
         kind::AUTOCOMPLETE => &[callback::AUTOCOMPLETE_RESULT],
         kind::MODAL_SUBMIT => &[callback::CHANNEL_MESSAGE, callback::DEFERRED_CHANNEL_MESSAGE, callback::DEFERRED_UPDATE_MESSAGE],
         _ => &[],
@@ -438,8 +445,32 @@ fn respond(a: &GuildActor, st: &State, p: &Pending, id: u64, k: u8, data: Value,
                 answered(a, st, None)
             }))
         }
-        // DEFERRED_UPDATE_MESSAGE: acknowledged, nothing shown.
-        _ => Ok(Plan::now(move |a, st| answered(a, st, None))),
+        callback::UPDATE_MESSAGE => {
+            // The component's message, edited; later edits of `@original` change it too.
+            let Some(rec) = p.component_message.as_deref().cloned() else { return Err(unknown()) };
+            let plan = edit_sent(st, id, p, rec, false, None, &data)?;
+            let then = plan.then;
+            Ok(Plan {
+                changes: plan.changes,
+                then: Box::new(move |a, st, rows| {
+                    let r = then(a, st, rows);
+                    if !matches!(r, OpReply::Done { .. }) {
+                        return r;
+                    }
+                    answered(a, st, None)
+                }),
+            })
+        }
+        // DEFERRED_UPDATE_MESSAGE: acknowledged, nothing shown now; a
+        // component's message is `@original` from here on.
+        _ => Ok(Plan::now(move |a, st| {
+            if let Some(p) = st.interactions.by_id.get_mut(&id) {
+                if let Some(m) = p.component_message.clone() {
+                    p.original = Some(Sent::Public(m));
+                }
+            }
+            answered(a, st, None)
+        })),
     }
 }
 
@@ -552,12 +583,15 @@ fn edit_sent(
     let user = p.user;
     let store_back = move |st: &mut State, rec: MessageRecord| {
         if let Some(p) = st.interactions.by_id.get_mut(&id) {
-            let slot = match message {
-                None => p.original.as_mut(),
-                Some(m) => p.followups.iter_mut().find(|s| s.record().id == m),
-            };
-            if let Some(s) = slot {
-                *s = if ephemeral { Sent::Ephemeral(Box::new(rec)) } else { Sent::Public(Box::new(rec)) };
+            let new = if ephemeral { Sent::Ephemeral(Box::new(rec)) } else { Sent::Public(Box::new(rec)) };
+            match message {
+                // The original (or, after UPDATE_MESSAGE, the component's message).
+                None => p.original = Some(new),
+                Some(m) => {
+                    if let Some(s) = p.followups.iter_mut().find(|s| s.record().id == m) {
+                        *s = new;
+                    }
+                }
             }
         }
     };

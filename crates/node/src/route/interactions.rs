@@ -69,8 +69,10 @@ pub struct Invoke {
     pub data: Value,
     /// For commands: the command's name, type and `default_member_permissions`.
     pub command: Option<CommandRef>,
-    /// Components: the message the component is on.
+    /// Components: the message the component is on, as the bot gets it, and
+    /// its row (what UPDATE_MESSAGE and edits of `@original` change).
     pub message: Option<Value>,
+    pub component_message: Option<store::MessageRecord>,
     /// Message context menus: the message they were used on (`resolved.messages`).
     pub target_message: Option<Value>,
     /// Ids the data names, by option type, to resolve (users, channels, roles).

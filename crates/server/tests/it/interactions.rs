@@ -305,3 +305,71 @@ async fn an_interaction_crosses_three_nodes() {
     // The interaction lives only with the guild's actor, on its owner.
     assert_eq!((a.node().guilds.local_actors(), b.node().guilds.local_actors()), (0, 0));
 }
+
+/// Components: a button on the bot's answer; a click the message does not
+/// have is refused before the bot sees it; UPDATE_MESSAGE edits the
+/// message the button is on, for everyone, and later edits of `@original`
+/// change that message too.
+#[tokio::test]
+async fn a_button_click_updates_its_message() {
+    let t = TestServer::start().await;
+    let w = t.world().await;
+    let app = app_id(&t, &w.bot_auth).await;
+    let (echo, _) = register(&t, &w, &app).await;
+    let mut bot = Gw::connect(&t.ws).await;
+    bot.identify(&w.bot_token, BOT_INTENTS).await;
+    bot.until("GUILD_CREATE").await;
+    let mut owner = Gw::connect(&t.ws).await;
+    owner.identify(&w.owner, ALL_INTENTS).await;
+    owner.until("GUILD_CREATE").await;
+
+    let opts = json!([{"name": "text", "type": 3, "value": "vote"}]);
+    let (s, _, _) = t.req(Method::POST, "/interactions", Some(&w.owner), Some(invoke(&app, &w, &echo, opts, "b1"))).await;
+    assert_eq!(s, 204);
+    let i = bot.until("INTERACTION_CREATE").await["d"].clone();
+    let cb = format!("/interactions/{}/{}/callback", i["id"].as_str().unwrap(), i["token"].as_str().unwrap());
+    let row = json!([{"type": 1, "components": [
+        {"type": 2, "style": 1, "label": "Yes", "custom_id": "yes"},
+        {"type": 2, "style": 4, "label": "Off", "custom_id": "off", "disabled": true}
+    ]}]);
+    // Limits are checked on answers too.
+    let too_long = json!([{"type": 1, "components": [{"type": 2, "style": 1, "label": "x", "custom_id": "y".repeat(101)}]}]);
+    let (s, v, _) = t.req(Method::POST, &cb, None, Some(json!({"type": 4, "data": {"content": "vote?", "components": too_long}}))).await;
+    assert_eq!((s, &v["code"]), (400, &json!(50035)), "{v}");
+    assert!(v["errors"]["data.components.0.components.0.custom_id"].is_object(), "{v}");
+    let (s, _, _) = t.req(Method::POST, &cb, None, Some(json!({"type": 4, "data": {"content": "vote?", "components": row}}))).await;
+    assert_eq!(s, 204);
+    let m = owner.until("MESSAGE_CREATE").await["d"].clone();
+    let mid = m["id"].as_str().unwrap().to_string();
+
+    let click = |custom_id: &str, message: &str| {
+        json!({"type": 3, "application_id": app, "guild_id": w.guild, "channel_id": w.channel, "message_id": message,
+               "nonce": "c", "data": {"custom_id": custom_id, "component_type": 2}})
+    };
+    // Not on the message, disabled, or on someone else's message: refused.
+    let (s, v) = t.post("/interactions", &w.owner, click("nope", &mid)).await;
+    assert_eq!((s, &v["code"]), (400, &json!(50035)), "{v}");
+    let (s, v) = t.post("/interactions", &w.owner, click("off", &mid)).await;
+    assert_eq!((s, &v["code"]), (400, &json!(50035)), "{v}");
+    let theirs = t.say(&w.owner, &w.channel, "mine").await;
+    let (s, v) = t.post("/interactions", &w.owner, click("yes", theirs["id"].as_str().unwrap())).await;
+    assert_eq!((s, &v["code"]), (400, &json!(50035)), "{v}");
+
+    // A click the message has: the bot gets it with the message, and updates it.
+    let (s, _, _) = t.req(Method::POST, "/interactions", Some(&w.owner), Some(click("yes", &mid))).await;
+    assert_eq!(s, 204);
+    let c = bot.until("INTERACTION_CREATE").await["d"].clone();
+    assert_eq!((&c["type"], &c["data"]["custom_id"], &c["message"]["id"]), (&json!(3), &json!("yes"), &json!(mid)), "{c}");
+    let token = c["token"].as_str().unwrap();
+    let cb = format!("/interactions/{}/{token}/callback", c["id"].as_str().unwrap());
+    let (s, v, _) = t.req(Method::POST, &cb, None, Some(json!({"type": 7, "data": {"content": "1 vote", "components": []}}))).await;
+    assert_eq!(s, 204, "{v}");
+    let u = owner.until("MESSAGE_UPDATE").await["d"].clone();
+    assert_eq!((&u["id"], &u["content"], &u["components"]), (&json!(mid), &json!("1 vote"), &json!([])));
+    // `@original` of the click is that message.
+    let (s, e, _) =
+        t.req(Method::PATCH, &format!("/webhooks/{app}/{token}/messages/@original"), None, Some(json!({"content": "2 votes"}))).await;
+    assert_eq!((s, &e["id"], &e["content"]), (200, &json!(mid), &json!("2 votes")), "{e}");
+    let (_, hist) = t.get(&format!("/channels/{}/messages", w.channel), &w.owner).await;
+    assert!(hist.as_array().unwrap().iter().any(|m| m["id"] == mid && m["content"] == "2 votes"), "{hist}");
+}
