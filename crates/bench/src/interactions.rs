@@ -40,7 +40,8 @@ pub struct InteractionsArgs {
     /// Unmeasured load before the measured phase.
     #[arg(long, default_value = "3s", value_parser = crate::scenario::parse_duration)]
     pub warmup: Duration,
-    /// Invocations in flight at once (each on its own keep-alive connection).
+    /// Interactions in flight at once (invoked and not yet answered), and the
+    /// invoking connections (keep-alive).
     #[arg(long, default_value_t = 128)]
     pub connections: usize,
     /// The bot's callbacks in flight at once.
@@ -102,6 +103,10 @@ struct Shared {
     refused_callback: AtomicU64,
     to_bot: Mutex<Histogram<u64>>,
     to_reader: Mutex<Histogram<u64>>,
+    /// Interactions in flight (invoked, not yet answered): a closed loop, so
+    /// the run measures what the server sustains rather than a backlog that
+    /// outlives the response timeout.
+    inflight: Arc<tokio::sync::Semaphore>,
 }
 
 impl Shared {
@@ -177,6 +182,7 @@ pub async fn run(a: InteractionsArgs) -> anyhow::Result<()> {
         refused_callback: AtomicU64::new(0),
         to_bot: Mutex::new(Histogram::new_with_bounds(1, 60_000_000, 3)?),
         to_reader: Mutex::new(Histogram::new_with_bounds(1, 60_000_000, 3)?),
+        inflight: Arc::new(tokio::sync::Semaphore::new(a.connections.max(1))),
     });
 
     // The bot: every INTERACTION_CREATE goes to the callback senders.
@@ -327,6 +333,9 @@ async fn invoker(sh: Arc<Shared>, host: String) {
             continue;
         };
         while !sh.stop.load(Ordering::Relaxed) {
+            // Released by the answerer once the bot's callback is answered.
+            let Ok(permit) = sh.inflight.clone().acquire_owned().await else { return };
+            permit.forget();
             let slot = &sh.slots[sh.next.fetch_add(1, Ordering::Relaxed) % sh.slots.len()];
             let body = json!({"type": 2, "application_id": sh.app, "guild_id": slot.guild, "channel_id": slot.channel,
                 "data": {"id": slot.command, "name": "bench", "type": 1, "version": slot.version,
@@ -343,11 +352,15 @@ async fn invoker(sh: Arc<Shared>, host: String) {
                     let _ = http_body_util::BodyExt::collect(r.into_body()).await;
                     s
                 }
-                Err(_) => break,
+                Err(_) => {
+                    sh.inflight.add_permits(1);
+                    break;
+                }
             };
             if status == 204 {
                 sh.invoked.fetch_add(1, Ordering::Relaxed);
             } else {
+                sh.inflight.add_permits(1);
                 sh.refused_invoke.fetch_add(1, Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
@@ -364,6 +377,8 @@ async fn answerer(sh: Arc<Shared>, rx: Arc<tokio::sync::Mutex<mpsc::UnboundedRec
         };
         loop {
             let Some((id, token)) = rx.lock().await.recv().await else { return };
+            // Whatever the answer, this interaction is no longer in flight.
+            sh.inflight.add_permits(1);
             let body = json!({"type": 4, "data": {"content": now_us().to_string()}});
             let req = http::Request::post(format!("/api/v10/interactions/{id}/{token}/callback"))
                 .header(http::header::HOST, &host)
