@@ -360,6 +360,7 @@ async fn create(node: &Node, caller: UserId, app: &str, guild: Option<&str>, bod
         }
     }
     let stored = node.store.upsert_command(&c).await?;
+    node.lookups.forget_commands(c.application_id);
     // 201 for a new command, 200 when one of that name was overwritten.
     let status = if replaces { StatusCode::OK } else { StatusCode::CREATED };
     Ok(respond(status, &render(&stored)))
@@ -392,6 +393,7 @@ async fn edit(node: &Node, caller: UserId, app: &str, guild: Option<&str>, id: &
     e.into_result()?;
     let mut c = c.ok_or_else(|| ApiError::internal("command not parsed"))?;
     c.id = old.id;
+    node.lookups.forget_commands(c.application_id);
     match node.store.update_command(&c).await {
         Ok(true) => Ok(respond(StatusCode::OK, &render(&c))),
         Ok(false) => Err(ApiError::not_found(ErrorCode::UnknownCommand)),
@@ -405,6 +407,7 @@ async fn edit(node: &Node, caller: UserId, app: &str, guild: Option<&str>, id: &
 async fn delete(node: &Node, caller: UserId, app: &str, guild: Option<&str>, id: &str) -> ApiResult<Response> {
     let (app, guild) = scope(node, caller, app, guild).await?;
     let id: u64 = parse_id(id, ErrorCode::UnknownCommand)?;
+    node.lookups.forget_commands(app);
     if node.store.delete_command(app, guild, id).await? {
         Ok(axum::response::IntoResponse::into_response(StatusCode::NO_CONTENT))
     } else {
@@ -433,6 +436,7 @@ async fn overwrite(node: &Node, caller: UserId, app: &str, guild: Option<&str>, 
         return Err(max_commands());
     }
     let stored = node.store.overwrite_commands(app, guild, &cmds).await?;
+    node.lookups.forget_commands(app);
     Ok(respond(StatusCode::OK, &Value::Array(stored.iter().map(render).collect())))
 }
 

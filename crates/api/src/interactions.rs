@@ -77,8 +77,8 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, body: axum
     if b.guild_id.as_deref().is_some_and(|g| g.parse::<GuildId>().ok() != Some(guild)) {
         return Err(form("guild_id", "INTERACTION_GUILD_MISMATCH", "The channel is not in this guild."));
     }
-    let app = node.store.get_application(app_id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownApplication))?;
-    let bot = node.store.get_user(app.bot_user_id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownApplication))?;
+    let (app, bot) =
+        node.lookups.application(&*node.store, app_id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownApplication))?;
     if !b.data.is_object() {
         return Err(form("data", "DICT_TYPE_CONVERT", "Only dictionaries may be used in a DictType"));
     }
@@ -134,9 +134,13 @@ async fn command_data(
         .and_then(Value::as_str)
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| form("data.id", "NUMBER_TYPE_COERCE", "Value is not snowflake."))?;
-    let c: CommandRecord = match node.store.get_command(app, Some(guild), id).await? {
+    let c: CommandRecord = match node.lookups.command(&*node.store, app, Some(guild), id).await? {
         Some(c) => c,
-        None => node.store.get_command(app, None, id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownApplicationCommand))?,
+        None => node
+            .lookups
+            .command(&*node.store, app, None, id)
+            .await?
+            .ok_or_else(|| ApiError::not_found(ErrorCode::UnknownApplicationCommand))?,
     };
     if data.get("name").and_then(Value::as_str) != Some(c.name.as_str()) {
         return Err(form("data.name", "APPLICATION_COMMAND_NAME_MISMATCH", "The name is not the command's."));

@@ -63,11 +63,15 @@ pub struct InteractionsConfig {
     /// Interactions one guild (or DM) holds at once, answered or waiting:
     /// one more is refused 429 until the oldest expire.
     pub max_pending_per_actor: usize,
+    /// How long a node keeps an application and a command it looked up for
+    /// an interaction (its own writes are seen at once, another node's
+    /// within this).
+    pub lookup_ttl_ms: u64,
 }
 
 impl Default for InteractionsConfig {
     fn default() -> Self {
-        Self { response_timeout_ms: 3_000, token_ttl_ms: 15 * 60_000, max_pending_per_actor: 20_000 }
+        Self { response_timeout_ms: 3_000, token_ttl_ms: 15 * 60_000, max_pending_per_actor: 20_000, lookup_ttl_ms: 2_000 }
     }
 }
 

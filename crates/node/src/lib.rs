@@ -9,6 +9,7 @@ pub mod components;
 pub mod convert;
 pub mod emoji;
 pub mod group_commit;
+pub mod lookups;
 pub mod perm;
 pub mod presence;
 pub mod ratelimit;
@@ -69,6 +70,8 @@ pub struct Node {
     /// never changes guild), so sending a message needs no store read to
     /// find the actor.
     channel_actors: std::sync::Mutex<std::collections::HashMap<protocol::ChannelId, ActorKey>>,
+    /// Applications and commands, as interactions look them up (`lookups`).
+    pub lookups: crate::lookups::Lookups,
     /// Guild actors' loads, batched (see `batch`).
     pub guild_loads: Batcher<GuildId, GuildSnapshot>,
     /// READY's DM channels, batched with concurrent IDENTIFYs (see `batch`).
@@ -156,6 +159,7 @@ impl Node {
                 guild_claims: batch::guild_claims(store.clone(), config.node_id),
                 writer: crate::group_commit::Writer::start(store.clone(), config.limits.write_queue, config.limits.write_batch_max),
                 channel_actors: Default::default(),
+                lookups: crate::lookups::Lookups::new(config.interactions.lookup_ttl_ms),
                 identify_permits: Semaphore::new(config.gateway.identify_concurrency.max(1)),
                 gateway_connections: Arc::default(),
                 shutdown: CancellationToken::new(),

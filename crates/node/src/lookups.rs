@@ -1,0 +1,83 @@
+//! What every interaction looks up and rarely changes: an application with
+//! its bot, and commands by id. Kept for `interactions.lookup_ttl_ms`
+//! (commands written through this node are forgotten at once; another
+//! node's write is seen within the TTL, and a client holding a newer
+//! version than the cache is told to retry as for a stale one).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use protocol::{ApplicationId, GuildId};
+use store::{ApplicationRecord, CommandRecord, Store, UserRecord};
+
+/// Entries beyond which a cache is cleared wholesale.
+const MAX: usize = 50_000;
+
+type AppEntry = Option<(ApplicationRecord, UserRecord)>;
+type CommandKey = (ApplicationId, Option<GuildId>, u64);
+
+pub struct Lookups {
+    ttl: Duration,
+    apps: Mutex<HashMap<ApplicationId, (Instant, AppEntry)>>,
+    commands: Mutex<HashMap<CommandKey, (Instant, Option<CommandRecord>)>>,
+}
+
+fn fresh<K: std::hash::Hash + Eq, V: Clone>(map: &Mutex<HashMap<K, (Instant, V)>>, k: &K, ttl: Duration) -> Option<V> {
+    let m = map.lock().expect("lookup cache poisoned");
+    m.get(k).filter(|(at, _)| at.elapsed() < ttl).map(|(_, v)| v.clone())
+}
+
+fn keep<K: std::hash::Hash + Eq, V>(map: &Mutex<HashMap<K, (Instant, V)>>, k: K, v: V) {
+    let mut m = map.lock().expect("lookup cache poisoned");
+    if m.len() >= MAX {
+        m.clear();
+    }
+    m.insert(k, (Instant::now(), v));
+}
+
+impl Lookups {
+    pub fn new(ttl_ms: u64) -> Lookups {
+        Lookups { ttl: Duration::from_millis(ttl_ms), apps: Mutex::default(), commands: Mutex::default() }
+    }
+
+    /// The application and its bot user.
+    pub async fn application(&self, store: &dyn Store, id: ApplicationId) -> store::Result<AppEntry> {
+        if let Some(v) = fresh(&self.apps, &id, self.ttl) {
+            return Ok(v);
+        }
+        let v = match store.get_application(id).await? {
+            Some(app) => store.get_user(app.bot_user_id).await?.map(|bot| (app, bot)),
+            None => None,
+        };
+        keep(&self.apps, id, v.clone());
+        Ok(v)
+    }
+
+    /// A command of `app` (a guild's, or a global one with `guild: None`).
+    pub async fn command(
+        &self,
+        store: &dyn Store,
+        app: ApplicationId,
+        guild: Option<GuildId>,
+        id: u64,
+    ) -> store::Result<Option<CommandRecord>> {
+        let k = (app, guild, id);
+        if let Some(v) = fresh(&self.commands, &k, self.ttl) {
+            return Ok(v);
+        }
+        let v = store.get_command(app, guild, id).await?;
+        keep(&self.commands, k, v.clone());
+        Ok(v)
+    }
+
+    /// An application's commands changed on this node.
+    pub fn forget_commands(&self, app: ApplicationId) {
+        self.commands.lock().expect("lookup cache poisoned").retain(|(a, _, _), _| *a != app);
+    }
+
+    /// An application changed on this node.
+    pub fn forget_application(&self, app: ApplicationId) {
+        self.apps.lock().expect("lookup cache poisoned").remove(&app);
+    }
+}
