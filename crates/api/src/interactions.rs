@@ -77,8 +77,9 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, body: axum
     if b.guild_id.as_deref().is_some_and(|g| g.parse::<GuildId>().ok() != Some(guild)) {
         return Err(form("guild_id", "INTERACTION_GUILD_MISMATCH", "The channel is not in this guild."));
     }
-    let (app, bot) =
-        node.lookups.application(&*node.store, app_id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownApplication))?;
+    let app = node.lookups.application(&*node.store, app_id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownApplication))?;
+    // The bot's user: the guild's actor has it (a bot not in the guild: 10002 there).
+    let bot = app.bot_user_id;
     if !b.data.is_object() {
         return Err(form("data", "DICT_TYPE_CONVERT", "Only dictionaries may be used in a DictType"));
     }
@@ -155,11 +156,7 @@ async fn command_data(
             ));
         }
     }
-    let default_member_permissions = c.body.get("default_member_permissions").and_then(|v| match v {
-        Value::String(s) => s.parse().ok(),
-        Value::Number(n) => n.as_u64(),
-        _ => None,
-    });
+    let default_member_permissions = node::route::interactions::default_member_permissions(&c.body);
     let mut out = json!({"id": c.id.to_string(), "name": c.name, "type": c.kind});
     if let Some(g) = c.guild_id {
         out["guild_id"] = json!(g);
@@ -353,7 +350,7 @@ async fn component_data(
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| form("message_id", "BASE_TYPE_REQUIRED", "This field is required"))?;
     let rec = node.store.get_message(channel, mid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownMessage))?;
-    if rec.author_id != app.bot_user_id && rec.extra.get("application_id").and_then(snowflake_any) != Some(app.id.0) {
+    if rec.author_id != app.bot_user_id && rec.extra.get("application_id").and_then(snowflake) != Some(app.id.0) {
         return Err(form("message_id", "INTERACTION_COMPONENT_FOREIGN", "The message is not the application's."));
     }
     let custom_id = b
@@ -422,10 +419,6 @@ async fn rendered_message(node: &Node, channel: ChannelId, id: MessageId) -> Api
     let rec = node.store.get_message(channel, id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownMessage))?;
     let author = node.store.get_user(rec.author_id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownMessage))?;
     serde_json::to_value(node::convert::message(&rec, &author, &[], None)).map_err(ApiError::internal)
-}
-
-fn snowflake_any(v: &Value) -> Option<u64> {
-    v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok()))
 }
 
 /// A modal's submission: its `custom_id` and the text inputs' values.
@@ -537,10 +530,9 @@ pub async fn message(node: &Arc<Node>, app: &str, token: String, message: &str, 
 /// caller may run in the guild, with their applications.
 pub async fn guild_index(State(node): State<Arc<Node>>, Caller(u): Caller, Path(g): Path<String>) -> ApiResult<Response> {
     let g: GuildId = parse_id(&g, ErrorCode::UnknownGuild)?;
-    node.store.get_guild(g).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownGuild))?;
+    let guild = node.store.get_guild(g).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownGuild))?;
     let me = node.store.get_member(g, u.id).await?.ok_or_else(|| ApiError::forbidden(ErrorCode::MissingAccess))?;
     let roles = node.store.roles_of_guild(g).await?;
-    let guild = node.store.get_guild(g).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownGuild))?;
     let bits = node::perm::base(g, guild.owner_id, &roles, &me);
     let admin = bits & protocol::model::permission::ADMINISTRATOR != 0;
     let mut commands = Vec::new();
@@ -551,15 +543,8 @@ pub async fn guild_index(State(node): State<Arc<Node>>, Caller(u): Caller, Path(
         let mut any = false;
         for c in cs {
             let body = &c.body;
-            let need = body.get("default_member_permissions").and_then(|v| match v {
-                Value::String(s) => s.parse::<u64>().ok(),
-                Value::Number(n) => n.as_u64(),
-                _ => None,
-            });
-            if let Some(need) = need {
-                if !admin && (need == 0 || bits & need != need) {
-                    continue;
-                }
+            if !node::route::interactions::may_run(bits, admin, node::route::interactions::default_member_permissions(body)) {
+                continue;
             }
             // Contexts: a command limited to DMs is not offered in a guild.
             if let Some(ctx) = body.get("contexts").and_then(Value::as_array) {

@@ -424,17 +424,24 @@ impl GuildActor {
         self.core.node.delivery.fan_out(&event, &parts);
     }
 
-    /// Sends this actor `Expire { id }` after `after` (an interaction's
-    /// initial response timeout), through the router: it reaches the
-    /// guild's actor wherever it runs by then.
-    pub(crate) fn expire_after(&self, id: u64, after: std::time::Duration) {
+    /// Sends this actor `Expire` after `after` (the next interaction's
+    /// initial response deadline), through the router: it reaches the
+    /// guild's actor wherever it runs by then. A full mailbox is tried again
+    /// (the actor arms no other timer while this one is out).
+    pub(crate) fn expire_after(&self, after: std::time::Duration) {
         let (node, key) = (self.core.node.clone(), self.key());
         self.core.node.tasks.spawn(async move {
             tokio::time::sleep(after).await;
-            let action = node::route::Action::Interaction(node::route::interactions::InteractionAction::Expire { id });
-            let op = node::route::Op { user: UserId(0), action, reply: node::route::ReplyTo { node: node.id, id: 0 } };
-            if let Err(e) = node.guilds.send(key, GuildMsg::Op(Box::new(op))) {
-                tracing::debug!(guild = %key, error = %e, "interaction expiry not delivered");
+            loop {
+                let action = node::route::Action::Interaction(node::route::interactions::InteractionAction::Expire);
+                let op = node::route::Op { user: UserId(0), action, reply: node::route::ReplyTo { node: node.id, id: 0 } };
+                match node.guilds.send(key, GuildMsg::Op(Box::new(op))) {
+                    Err(node::route::RouteError::Busy(_)) if !node.shutdown.is_cancelled() => {
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    }
+                    Err(e) => return tracing::debug!(guild = %key, error = %e, "interaction expiry not delivered"),
+                    Ok(()) => return,
+                }
             }
         });
     }

@@ -1,5 +1,5 @@
-//! What every interaction looks up and rarely changes: an application with
-//! its bot, and commands by id. Kept for `interactions.lookup_ttl_ms`
+//! What every interaction looks up and rarely changes: an application and
+//! commands by id. Kept for `interactions.lookup_ttl_ms`
 //! (commands written through this node are forgotten at once; another
 //! node's write is seen within the TTL, and a client holding a newer
 //! version than the cache is told to retry as for a stale one).
@@ -9,12 +9,12 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use protocol::{ApplicationId, GuildId};
-use store::{ApplicationRecord, CommandRecord, Store, UserRecord};
+use store::{ApplicationRecord, CommandRecord, Store};
 
 /// Entries beyond which a cache is cleared wholesale.
 const MAX: usize = 50_000;
 
-type AppEntry = Option<(ApplicationRecord, UserRecord)>;
+type AppEntry = Option<ApplicationRecord>;
 type CommandKey = (ApplicationId, Option<GuildId>, u64);
 
 pub struct Lookups {
@@ -41,15 +41,12 @@ impl Lookups {
         Lookups { ttl: Duration::from_millis(ttl_ms), apps: Mutex::default(), commands: Mutex::default() }
     }
 
-    /// The application and its bot user.
+    /// The application.
     pub async fn application(&self, store: &dyn Store, id: ApplicationId) -> store::Result<AppEntry> {
         if let Some(v) = fresh(&self.apps, &id, self.ttl) {
             return Ok(v);
         }
-        let v = match store.get_application(id).await? {
-            Some(app) => store.get_user(app.bot_user_id).await?.map(|bot| (app, bot)),
-            None => None,
-        };
+        let v = store.get_application(id).await?;
         keep(&self.apps, id, v.clone());
         Ok(v)
     }

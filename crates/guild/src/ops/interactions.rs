@@ -48,7 +48,7 @@ impl Sent {
 
 pub(crate) struct Pending {
     app: ApplicationId,
-    bot: UserRecord,
+    bot: Arc<UserRecord>,
     user: UserId,
     channel: ChannelId,
     kind: u8,
@@ -56,8 +56,6 @@ pub(crate) struct Pending {
     created: Instant,
     /// `interaction_metadata` of its messages.
     metadata: Value,
-    /// The legacy `interaction` field of its messages.
-    legacy: Value,
     message_kind: u8,
     /// The initial response's type, once given; or no response in time.
     responded: Option<u8>,
@@ -73,6 +71,11 @@ pub(crate) struct Pending {
 pub(crate) struct Interactions {
     by_id: HashMap<u64, Pending>,
     order: VecDeque<(Instant, u64)>,
+    /// Interactions that may still need an initial response, oldest first
+    /// (the same timeout for all, so also by deadline), and whether an
+    /// `Expire` is on its way for the oldest.
+    waiting: VecDeque<(Instant, u64)>,
+    timer: bool,
 }
 
 impl Interactions {
@@ -154,15 +157,31 @@ pub(super) fn plan(a: &GuildActor, st: &State, user: UserId, action: Interaction
             let rec = response_record(p, &data, false)?;
             Ok(send(a, st, id, rec, false))
         }
-        InteractionAction::Expire { id } => Ok(Plan::now(move |a, st| {
-            if let Some(p) = st.interactions.by_id.get_mut(&id) {
-                if p.responded.is_none() {
+        InteractionAction::Expire => Ok(Plan::now(move |a, st| {
+            // Every interaction past its deadline without an answer fails.
+            let now = Instant::now();
+            let mut failed = Vec::new();
+            while let Some(&(at, id)) = st.interactions.waiting.front() {
+                if now.duration_since(at) < timeout {
+                    break;
+                }
+                st.interactions.waiting.pop_front();
+                if let Some(p) = st.interactions.by_id.get_mut(&id).filter(|p| p.responded.is_none() && !p.failed) {
                     p.failed = true;
-                    let body = json!({"id": id.to_string(), "nonce": p.nonce});
-                    let user = p.user;
-                    to_user(a, user, "INTERACTION_FAILURE", encode(&body));
+                    failed.push((p.user, json!({"id": id.to_string(), "nonce": p.nonce})));
                 }
             }
+            for (user, body) in failed {
+                to_user(a, user, "INTERACTION_FAILURE", encode(&body));
+            }
+            // Then the next deadline, if any.
+            st.interactions.timer = match st.interactions.waiting.front() {
+                Some(&(at, _)) => {
+                    a.expire_after((at + timeout).saturating_duration_since(now));
+                    true
+                }
+                None => false,
+            };
             OpReply::no_content()
         })),
     }
@@ -186,14 +205,11 @@ fn invoke(a: &GuildActor, st: &State, user: UserId, inv: Invoke) -> Decided {
     if !admin && bits & permission::USE_APPLICATION_COMMANDS == 0 {
         return Err(super::missing_permissions());
     }
-    if let Some(need) = inv.command.as_ref().and_then(|c| c.default_member_permissions) {
-        // `0`: administrators only; otherwise every bit it names.
-        if !admin && (need == 0 || bits & need != need) {
-            return Err(super::missing_permissions());
-        }
+    if !node::route::interactions::may_run(bits, admin, inv.command.as_ref().and_then(|c| c.default_member_permissions)) {
+        return Err(super::missing_permissions());
     }
     // The bot must be in the guild to be asked.
-    let Some((bot_member, _)) = st.members.get(&inv.bot.id) else {
+    let Some((bot_member, bot_user)) = st.members.get(&inv.bot) else {
         return Err(OpReply::not_found(ErrorCode::UnknownApplication));
     };
     let app_bits = {
@@ -206,6 +222,7 @@ fn invoke(a: &GuildActor, st: &State, user: UserId, inv: Invoke) -> Decided {
     let (member, member_user) = (caller.member.clone(), (**caller.user).clone());
     let channel_json = serde_json::to_value(convert::channel(c)).unwrap_or(Value::Null);
     let resolved = resolve(st, &inv);
+    let bot = bot_user.clone();
     Ok(Plan::now(move |a, st| {
         let now = Instant::now();
         let cfg = a.node().config.interactions.clone();
@@ -242,7 +259,6 @@ fn invoke(a: &GuildActor, st: &State, user: UserId, inv: Invoke) -> Decided {
         if let Some(msg) = inv.message {
             payload["message"] = msg;
         }
-        let name = inv.command.as_ref().map(|c| c.name.clone()).unwrap_or_default();
         let user_json = serde_json::to_value(convert::user(&member_user)).unwrap_or(Value::Null);
         let message_kind = match inv.command.as_ref().map(|c| c.kind) {
             Some(1) => CHAT_INPUT_COMMAND,
@@ -259,19 +275,17 @@ fn invoke(a: &GuildActor, st: &State, user: UserId, inv: Invoke) -> Decided {
             metadata["name"] = json!(c.name);
             metadata["command_type"] = json!(c.kind);
         }
-        let legacy = json!({"id": id.to_string(), "type": inv.kind, "name": name, "user": user_json});
         st.interactions.by_id.insert(
             id,
             Pending {
                 app: inv.application_id,
-                bot: inv.bot.clone(),
+                bot,
                 user,
                 channel: inv.channel,
                 kind: inv.kind,
                 nonce: inv.nonce.clone(),
                 created: now,
                 metadata,
-                legacy,
                 message_kind,
                 responded: None,
                 failed: false,
@@ -281,11 +295,15 @@ fn invoke(a: &GuildActor, st: &State, user: UserId, inv: Invoke) -> Decided {
             },
         );
         st.interactions.order.push_back((now, id));
-        to_user(a, inv.bot.id, "INTERACTION_CREATE", encode(&payload));
+        to_user(a, inv.bot, "INTERACTION_CREATE", encode(&payload));
         to_user(a, user, "INTERACTION_CREATE", encode(&json!({"id": id.to_string(), "nonce": inv.nonce})));
         // Autocomplete has no failure to report; the rest fail after the timeout.
         if inv.kind != kind::AUTOCOMPLETE {
-            a.expire_after(id, Duration::from_millis(cfg.response_timeout_ms));
+            st.interactions.waiting.push_back((now, id));
+            if !st.interactions.timer {
+                st.interactions.timer = true;
+                a.expire_after(Duration::from_millis(cfg.response_timeout_ms));
+            }
         }
         OpReply::no_content()
     }))
@@ -513,7 +531,9 @@ fn response_record(p: &Pending, data: &Value, deferred: bool) -> Result<MessageR
             "webhook_id": p.app,
             "application_id": p.app,
             "interaction_metadata": p.metadata,
-            "interaction": p.legacy,
+            // The older `interaction`: the same facts, fewer of them.
+            "interaction": {"id": p.metadata["id"], "type": p.metadata["type"],
+                "name": p.metadata.get("name").cloned().unwrap_or(json!("")), "user": p.metadata["user"]},
         }),
     })
 }

@@ -9,7 +9,6 @@
 use protocol::{ActorKey, ApplicationId, ChannelId, MessageId, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use store::UserRecord;
 
 /// Interaction types a person sends (`POST /interactions`).
 pub mod kind {
@@ -48,8 +47,9 @@ pub enum InteractionAction {
     Message { app: ApplicationId, token: String, message: Option<MessageId>, edit: Option<Value>, delete: bool },
     /// `POST /webhooks/{app}/{token}`: a followup message.
     Followup { app: ApplicationId, token: String, data: Value },
-    /// The actor's own timer: the interaction got no initial response in time.
-    Expire { id: u64 },
+    /// The actor's own timer: interactions that got no initial response in
+    /// time fail (one timer per actor at a time, not one per interaction).
+    Expire,
 }
 
 /// A checked invocation: the command (or component) exists and its data has
@@ -58,8 +58,8 @@ pub enum InteractionAction {
 pub struct Invoke {
     pub kind: u8,
     pub application_id: ApplicationId,
-    /// The application's bot, who gets the interaction.
-    pub bot: UserRecord,
+    /// The application's bot, who gets the interaction (the actor has its user).
+    pub bot: UserId,
     pub channel: ChannelId,
     /// The invoking session (INTERACTION_CREATE/SUCCESS/FAILURE carry its nonce).
     pub session_id: Option<String>,
@@ -86,6 +86,25 @@ pub struct CommandRef {
     pub kind: u8,
     /// `None`: everyone; `Some(0)`: administrators only.
     pub default_member_permissions: Option<u64>,
+}
+
+/// A command's `default_member_permissions` (a string of bits, as stored).
+pub fn default_member_permissions(command: &Value) -> Option<u64> {
+    match command.get("default_member_permissions")? {
+        Value::String(s) => s.parse().ok(),
+        Value::Number(n) => n.as_u64(),
+        _ => None,
+    }
+}
+
+/// Whether a member with `bits` (`admin`: the owner or an administrator)
+/// may run a command that needs `need`: everyone if `None`, administrators
+/// only if `Some(0)`, otherwise every bit it names.
+pub fn may_run(bits: u64, admin: bool, need: Option<u64>) -> bool {
+    match need {
+        None => true,
+        Some(need) => admin || (need != 0 && bits & need == need),
+    }
 }
 
 /// Snowflakes in a command's options the bot gets resolved.

@@ -30,6 +30,14 @@ async fn register(t: &TestServer, w: &World, app: &str) -> (Value, Value) {
     (echo, admin)
 }
 
+/// A session of `token` that has its guild (GUILD_CREATE arrived).
+async fn in_guild(ws: &str, token: &str, intents: u64) -> Gw {
+    let mut gw = Gw::connect(ws).await;
+    gw.identify(token, intents).await;
+    gw.until("GUILD_CREATE").await;
+    gw
+}
+
 fn invoke(app: &str, w: &World, cmd: &Value, options: Value, nonce: &str) -> Value {
     json!({
         "type": 2, "application_id": app, "guild_id": w.guild, "channel_id": w.channel, "nonce": nonce,
@@ -55,15 +63,9 @@ async fn a_slash_command_reaches_the_bot_and_its_answers_reach_the_channel() {
     let (_, owner_idx) = t.get(&format!("/guilds/{}/application-command-index", w.guild), &w.owner).await;
     assert_eq!(owner_idx["application_commands"].as_array().unwrap().len(), 2, "{owner_idx}");
 
-    let mut bot = Gw::connect(&t.ws).await;
-    bot.identify(&w.bot_token, BOT_INTENTS).await;
-    bot.until("GUILD_CREATE").await;
-    let mut person = Gw::connect(&t.ws).await;
-    person.identify(&member, ALL_INTENTS).await;
-    person.until("GUILD_CREATE").await;
-    let mut owner = Gw::connect(&t.ws).await;
-    owner.identify(&w.owner, ALL_INTENTS).await;
-    owner.until("GUILD_CREATE").await;
+    let mut bot = in_guild(&t.ws, &w.bot_token, BOT_INTENTS).await;
+    let mut person = in_guild(&t.ws, &member, ALL_INTENTS).await;
+    let mut owner = in_guild(&t.ws, &w.owner, ALL_INTENTS).await;
 
     // Refused before the bot sees anything: unknown option, wrong type,
     // missing required, not a choice, too long, stale version, no permission.
@@ -141,15 +143,9 @@ async fn ephemeral_answers_reach_only_the_invoker_and_silence_fails() {
     let (echo, _) = register(&t, &w, &app).await;
     let (member, _) = t.user("member").await;
     t.join(&w.owner, &w.channel, &member).await;
-    let mut bot = Gw::connect(&t.ws).await;
-    bot.identify(&w.bot_token, BOT_INTENTS).await;
-    bot.until("GUILD_CREATE").await;
-    let mut person = Gw::connect(&t.ws).await;
-    person.identify(&member, ALL_INTENTS).await;
-    person.until("GUILD_CREATE").await;
-    let mut owner = Gw::connect(&t.ws).await;
-    owner.identify(&w.owner, ALL_INTENTS).await;
-    owner.until("GUILD_CREATE").await;
+    let mut bot = in_guild(&t.ws, &w.bot_token, BOT_INTENTS).await;
+    let mut person = in_guild(&t.ws, &member, ALL_INTENTS).await;
+    let mut owner = in_guild(&t.ws, &w.owner, ALL_INTENTS).await;
 
     let opts = json!([{"name": "text", "type": 3, "value": "psst"}]);
     let (s, _, _) = t.req(Method::POST, "/interactions", Some(&member), Some(invoke(&app, &w, &echo, opts.clone(), "e1"))).await;
@@ -209,12 +205,8 @@ async fn tokens_expire_and_autocomplete_and_modals_reach_the_invoker() {
     let path = format!("/applications/{app}/guilds/{}/commands", w.guild);
     let cmd = json!({"name": "find", "description": "Finds", "options": [{"type": 3, "name": "q", "description": "What", "required": true, "autocomplete": true}]});
     let (_, cmd) = t.post(&path, &w.bot_auth, cmd).await;
-    let mut bot = Gw::connect(&t.ws).await;
-    bot.identify(&w.bot_token, BOT_INTENTS).await;
-    bot.until("GUILD_CREATE").await;
-    let mut owner = Gw::connect(&t.ws).await;
-    owner.identify(&w.owner, ALL_INTENTS).await;
-    owner.until("GUILD_CREATE").await;
+    let mut bot = in_guild(&t.ws, &w.bot_token, BOT_INTENTS).await;
+    let mut owner = in_guild(&t.ws, &w.owner, ALL_INTENTS).await;
 
     // Autocomplete: a partial value, focused; choices come back to the invoker.
     let mut ac = invoke(&app, &w, &cmd, json!([{"name": "q", "type": 3, "value": "ap", "focused": true}]), "a1");
@@ -278,12 +270,8 @@ async fn an_interaction_crosses_three_nodes() {
     let path = format!("/applications/{app}/guilds/{}/commands", w.guild);
     let (s, cmd) = a.post(&path, &w.bot_auth, json!({"name": "ping", "description": "Pong"})).await;
     assert_eq!(s, 201, "{cmd}");
-    let mut bot = Gw::connect(&a.ws).await;
-    bot.identify(&w.bot_token, BOT_INTENTS).await;
-    bot.until("GUILD_CREATE").await;
-    let mut person = Gw::connect(&b.ws).await;
-    person.identify(&w.owner, ALL_INTENTS).await;
-    person.until("GUILD_CREATE").await;
+    let mut bot = in_guild(&a.ws, &w.bot_token, BOT_INTENTS).await;
+    let mut person = in_guild(&b.ws, &w.owner, ALL_INTENTS).await;
 
     // Invoked through node b (where the person is connected too).
     let (s, v, _) = b.req(Method::POST, "/interactions", Some(&w.owner), Some(invoke(&app, w, &cmd, json!([]), "c1"))).await;
