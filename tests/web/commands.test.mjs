@@ -4,7 +4,9 @@
 // button and select; the button's answer is ephemeral ("Only you can see
 // this", dismissable) and another member never sees it; the select, a
 // modal, a deferred answer ("is thinking…"), autocomplete choices, and a
-// bot that does not answer ("The application did not respond").
+// bot that does not answer ("The application did not respond"); then the
+// user and message context menus (right click → Apps) and user and
+// channel selects.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
@@ -73,7 +75,7 @@ test("a person runs slash commands, uses buttons, selects and modals, and sees w
   const picker = a.locator("#cmd-picker");
   await picker.locator("button.cmd").first().waitFor();
   const names = await picker.locator("button.cmd").evaluateAll((bs) => bs.map((b) => b.dataset.name).sort());
-  assert.deepEqual(names, ["echo", "form", "fruit", "slow", "think"]);
+  assert.deepEqual(names, ["echo", "form", "fruit", "look", "slow", "think", "who"]);
   await shot(a, "commands-01-picker");
   await input.pressSequentially("ec");
   assert.deepEqual(await picker.locator("button.cmd").evaluateAll((bs) => bs.map((b) => b.dataset.name)), ["echo"]);
@@ -140,4 +142,58 @@ test("a person runs slash commands, uses buttons, selects and modals, and sees w
   await input.press("Enter");
   await a.locator("#interaction-state").filter({ hasText: "The application did not respond" }).waitFor();
   await shot(a, "commands-06-no-answer");
+});
+
+test("a person uses the Apps menu of a user and of a message, and user and channel selects", async () => {
+  const { page: a } = await open(owner);
+  const { page: b } = await open(member);
+  // The member says something: the owner's client knows them now.
+  await b.getByLabel("Message", { exact: true }).fill("hi from the member");
+  await b.getByLabel("Message", { exact: true }).press("Enter");
+  await a.locator(".message", { hasText: "hi from the member" }).waitFor();
+  const said = a.locator(`#m-${await a.locator(".message", { hasText: "hi from the member" }).getAttribute("data-id")}`);
+
+  // Right click on a message: its Apps menu; the bot gets the message resolved.
+  await said.locator(".content").click({ button: "right" });
+  const menu = a.getByRole("menu", { name: "Apps" });
+  await menu.getByRole("menuitem", { name: /Quote/ }).waitFor();
+  assert.deepEqual(await menu.locator(".ctx-item").evaluateAll((bs) => bs.map((b) => b.firstChild.textContent)), ["Quote"]);
+  await shot(a, "commands-07-message-menu");
+  await menu.getByRole("menuitem", { name: /Quote/ }).click();
+  const quoted = a.locator(".message", { hasText: "quoted: hi from the member" });
+  await quoted.waitFor();
+  assert.equal(await quoted.locator(".used").textContent(), "owner used Quote");
+  await b.locator(".message .content", { hasText: "quoted: hi from the member" }).waitFor();
+
+  // Right click on an author: the user's Apps menu.
+  await said.locator(".author").click({ button: "right" });
+  await menu.getByRole("menuitem", { name: /Wave/ }).click();
+  await a.locator(".message .content", { hasText: "waved at member" }).waitFor();
+  assert.equal(await menu.isHidden(), true, "the menu closed");
+
+  // Selects of users and channels offer what the client knows of the guild.
+  const input = a.getByLabel("Message", { exact: true });
+  await input.fill("/who");
+  await input.press("Enter");
+  const ask = a.locator(".message", { hasText: "whom and where?" });
+  await ask.getByLabel("Pick a user").waitFor();
+  await shot(a, "commands-08-selects");
+  await ask.getByLabel("Pick a user").selectOption({ label: "member" });
+  await a.locator(".message .content", { hasText: "chose user: member" }).waitFor();
+  await ask.getByLabel("Pick a channel").selectOption({ label: "#general" });
+  await a.locator(".message .content", { hasText: "chose channel: #general" }).waitFor();
+
+  // An attachment option: a file chosen in the picker goes with the command.
+  await input.fill("/look ");
+  await input.press("End");
+  await input.pressSequentially(" ");
+  const picker = a.locator("#cmd-picker");
+  await picker.locator('.opt.required[data-opt="file"]').waitFor();
+  await input.press("Enter");
+  await a.locator("#interaction-state").filter({ hasText: 'Missing required file "file"' }).waitFor();
+  await picker.getByLabel("File for file").setInputFiles({ name: "hello.txt", mimeType: "text/plain", buffer: Buffer.from("hi from a file") });
+  await picker.locator(".file-name", { hasText: "hello.txt" }).waitFor();
+  await shot(a, "commands-09-attachment");
+  await input.press("Enter");
+  await a.locator(".message .content", { hasText: "looked at hello.txt: hi from a file" }).waitFor();
 });

@@ -9,6 +9,10 @@
 //   /think            deferred, then a followup
 //   /slow             never answered (the client says the bot did not respond)
 //   /fruit q          autocomplete choices for q
+//   /who              a user select and a channel select, answered with the choice
+//   /look file        fetches the attached file, answers with its name and text
+//   Wave (user menu)  a message naming the user
+//   Quote (message)   a message quoting the message
 // Usage: node --experimental-websocket interactions-bot.mjs BASE BOT_TOKEN GUILD
 // Prints "ready" once its commands are registered and its session has the guild.
 
@@ -33,6 +37,10 @@ await rest("PUT", `/applications/${app.id}/guilds/${guild}/commands`, [
   { name: "think", description: "Takes a moment" },
   { name: "slow", description: "Never answers" },
   { name: "fruit", description: "Picks a fruit", options: [{ type: 3, name: "q", description: "Fruit", required: true, autocomplete: true }] },
+  { name: "who", description: "Asks whom and where" },
+  { name: "look", description: "Reads a file", options: [{ type: 11, name: "file", description: "The file", required: true }] },
+  { name: "Wave", type: 2 },
+  { name: "Quote", type: 3 },
 ]);
 
 const FRUIT = ["apple", "apricot", "banana", "cherry"];
@@ -50,6 +58,8 @@ async function handle(i) {
   if (i.type === 3) {
     if (d.custom_id === "again") return answer(i, 4, { content: "pressed", flags: 64 });
     if (d.custom_id === "pick") return answer(i, 4, { content: `picked: ${d.values[0]}` });
+    if (d.custom_id === "whom") return answer(i, 4, { content: `chose user: ${d.resolved.users[d.values[0]].username}` });
+    if (d.custom_id === "where") return answer(i, 4, { content: `chose channel: #${d.resolved.channels[d.values[0]].name}` });
   }
   if (i.type === 5) {
     // Labels (type 18, the newer form) or rows of inputs: both as Discord's client sends them.
@@ -57,7 +67,22 @@ async function handle(i) {
     const name = first.component?.value ?? first.components[0].value;
     return answer(i, 4, { content: `hello ${name}` });
   }
+  if (d.type === 2) return answer(i, 4, { content: `waved at ${d.resolved.users[d.target_id].username}` });
+  if (d.type === 3) return answer(i, 4, { content: `quoted: ${d.resolved.messages[d.target_id].content}` });
   switch (d.name) {
+    case "look": {
+      const a = d.resolved.attachments[d.options[0].value];
+      const text = await (await fetch(a.url)).text();
+      return answer(i, 4, { content: `looked at ${a.filename}: ${text}` });
+    }
+    case "who":
+      return answer(i, 4, {
+        content: "whom and where?",
+        components: [
+          { type: 1, components: [{ type: 5, custom_id: "whom", placeholder: "Pick a user" }] },
+          { type: 1, components: [{ type: 8, custom_id: "where", placeholder: "Pick a channel", channel_types: [0] }] },
+        ],
+      });
     case "echo":
       return answer(i, 4, {
         content: `echo: ${d.options[0].value}`,

@@ -33,12 +33,14 @@ export class Api {
   async req<T = any>(method: string, path: string, body?: unknown): Promise<T> {
     const headers: Record<string, string> = {};
     if (this.token) headers["authorization"] = this.token;
-    if (body !== undefined) headers["content-type"] = "application/json";
+    // A form (files) sets its own multipart content type.
+    const form = body instanceof FormData;
+    if (body !== undefined && !form) headers["content-type"] = "application/json";
     for (let attempt = 0; ; attempt++) {
       const r = await fetch(this.base + path, {
         method,
         headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
+        body: body === undefined ? undefined : form ? body : JSON.stringify(body),
       });
       if (r.status === 204) return undefined as T;
       const text = await r.text();

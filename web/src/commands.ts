@@ -26,9 +26,12 @@ type Command = {
   options?: Option[];
 };
 type App = { id: string; name: string; bot_id: string };
-type Index = { commands: Command[]; apps: Map<string, App> };
+/// Slash commands (type 1), and the user (2) and message (3) context menus.
+type Index = { commands: Command[]; user: Command[]; message: Command[]; apps: Map<string, App> };
+/// What a user, role, mentionable or channel select offers, from the host's state.
+export type Choice = { value: string; label: string };
 
-const STRING = 3, INTEGER = 4, BOOLEAN = 5, USER = 6, CHANNEL = 7, ROLE = 8, MENTIONABLE = 9, NUMBER = 10;
+const STRING = 3, INTEGER = 4, BOOLEAN = 5, USER = 6, CHANNEL = 7, ROLE = 8, MENTIONABLE = 9, NUMBER = 10, ATTACHMENT = 11;
 const SUB_COMMAND = 1, SUB_COMMAND_GROUP = 2;
 const EPHEMERAL = 1 << 6, LOADING = 1 << 7;
 
@@ -38,10 +41,16 @@ export type Host = {
   sessionId: () => string | null;
   where: () => { guild: string | null; channel: string | null };
   status: (text: string, kind: "info" | "error" | "") => void;
+  /// The guild's members (those the client knows), roles or channels (of
+  /// `types` if given), for the selects of those kinds.
+  choices: (kind: "users" | "roles" | "channels", types?: number[]) => Choice[];
 };
 
 export class Commands {
   private index = new Map<string, Promise<Index>>();
+  /// Indexes that have arrived (a context menu must decide at once).
+  private loaded = new Map<string, Index>();
+  private menu: HTMLElement;
   /// Interactions this client started, by nonce: what to say while waiting.
   private waiting = new Map<string, { label: string; timer: number }>();
   private picked: Command | null = null;
@@ -50,28 +59,94 @@ export class Commands {
   private acNonce = "";
   /// The text autocomplete was last asked for (asked again only when it changes).
   private acText = "";
+  /// Files chosen for the picked command's attachment options, by option name.
+  private files = new Map<string, File>();
 
   constructor(private host: Host, private picker: HTMLElement, private input: HTMLTextAreaElement, private modal: HTMLDialogElement) {
     input.addEventListener("input", () => this.onInput());
     input.addEventListener("keydown", (e) => this.onKey(e));
+    this.menu = h("div", { class: "ctx-menu", role: "menu", "aria-label": "Apps", hidden: true });
+    document.body.appendChild(this.menu);
+    document.addEventListener("click", (e) => {
+      if (!this.menu.contains(e.target as Node)) this.closeMenu();
+    });
+    document.addEventListener("keydown", (e) => {
+      if (e.key === "Escape") this.closeMenu();
+    });
   }
 
   private load(guild: string): Promise<Index> {
     let p = this.index.get(guild);
     if (!p) {
-      p = this.host.api.get(`/guilds/${guild}/application-command-index`).then((v: any) => ({
-        commands: (v.application_commands as Command[]).filter((c) => c.type === 1),
-        apps: new Map((v.applications as App[]).map((a) => [a.id, a])),
-      }));
+      p = this.host.api.get(`/guilds/${guild}/application-command-index`).then((v: any) => {
+        const all = v.application_commands as Command[];
+        const idx: Index = {
+          commands: all.filter((c) => c.type === 1),
+          user: all.filter((c) => c.type === 2),
+          message: all.filter((c) => c.type === 3),
+          apps: new Map((v.applications as App[]).map((a) => [a.id, a])),
+        };
+        this.loaded.set(guild, idx);
+        return idx;
+      });
       p.catch(() => this.index.delete(guild));
       this.index.set(guild, p);
     }
     return p;
   }
 
+  /// Fetches a guild's index ahead of its first use (context menus).
+  prefetch(guild: string) {
+    this.load(guild).catch(() => {});
+  }
+
   /// Forget a guild's index (a stale command version makes the server say so).
   invalidate(guild: string) {
     this.index.delete(guild);
+    this.loaded.delete(guild);
+  }
+
+  /// A right click on a user (`kind` 2) or a message (3): the "Apps" menu of
+  /// the guild's context-menu commands of that kind, if it has any (true:
+  /// the menu is shown, the browser's own is not wanted).
+  contextMenu(kind: 2 | 3, target: string, x: number, y: number): boolean {
+    const { guild, channel } = this.host.where();
+    const idx = guild ? this.loaded.get(guild) : undefined;
+    const list = kind === 2 ? idx?.user : idx?.message;
+    if (!guild || !channel || !idx || !list?.length) return false;
+    clear(
+      this.menu,
+      h("div", { class: "picker-head" }, "Apps"),
+      list.map((c) =>
+        h(
+          "button",
+          {
+            type: "button",
+            role: "menuitem",
+            class: "ctx-item",
+            onclick: () => {
+              this.closeMenu();
+              const body = this.body(2, c, guild, channel, [], nonce());
+              (body.data as any).target_id = target;
+              void this.send(body, idx.apps.get(c.application_id)?.name ?? "The application", guild);
+            },
+          },
+          c.name,
+          h("span", { class: "app" }, idx.apps.get(c.application_id)?.name ?? ""),
+        ),
+      ),
+    );
+    this.menu.style.left = `${Math.min(x, window.innerWidth - 220)}px`;
+    this.menu.style.top = `${Math.min(y, window.innerHeight - 40 - 36 * list.length)}px`;
+    this.menu.hidden = false;
+    this.menu.querySelector<HTMLButtonElement>("button")?.focus();
+    return true;
+  }
+
+  private closeMenu() {
+    if (this.menu.hidden) return;
+    this.menu.hidden = true;
+    clear(this.menu);
   }
 
   private async onInput() {
@@ -87,7 +162,9 @@ export class Commands {
       this.show(idx, idx.commands.filter((c) => c.name.startsWith(q)).slice(0, 25));
       return;
     }
-    this.picked = idx.commands.find((c) => c.name === text.slice(1, space)) ?? null;
+    const picked = idx.commands.find((c) => c.name === text.slice(1, space)) ?? null;
+    if (picked !== this.picked) this.files.clear();
+    this.picked = picked;
     if (!this.picked) return this.hide();
     this.showHelp(idx, this.picked, text.slice(space + 1));
   }
@@ -144,16 +221,18 @@ export class Commands {
     const given = parseArgs(rest);
     const focusedName = lastKey(rest);
     const focused = opts.find((o) => o.name === focusedName);
-    const rows: Child[] = opts.map((o) =>
-      h(
+    const rows: Child[] = opts.map((o) => {
+      const file = o.type === ATTACHMENT ? this.files.get(o.name) : undefined;
+      return h(
         "div",
-        { class: `opt${given.has(o.name) ? " given" : ""}${o.required ? " required" : ""}`, "data-opt": o.name },
-        h("code", null, `${o.name}:`),
+        { class: `opt${given.has(o.name) || file ? " given" : ""}${o.required ? " required" : ""}`, "data-opt": o.name },
+        h("code", null, o.type === ATTACHMENT ? o.name : `${o.name}:`),
         " ",
         o.description ?? "",
         o.required ? h("span", { class: "req" }, " (required)") : null,
-      ),
-    );
+        o.type === ATTACHMENT ? this.filePicker(o.name, file) : null,
+      );
+    });
     const choices = focused?.choices?.length ? focused.choices : focused?.autocomplete ? this.choices : [];
     clear(
       this.picker,
@@ -175,6 +254,26 @@ export class Commands {
     );
     this.picker.hidden = false;
     if (focused?.autocomplete) this.autocomplete(c, rest);
+  }
+
+  /// An attachment option's file input, and the file chosen.
+  private filePicker(name: string, file: File | undefined): Child {
+    const input = h("input", { type: "file", class: "opt-file", "aria-label": `File for ${name}` });
+    input.addEventListener("change", () => {
+      const f = input.files?.[0];
+      if (f) this.files.set(name, f);
+      else this.files.delete(name);
+      this.host.status("", "");
+      this.input.focus();
+      this.onInput();
+    });
+    return h(
+      "label",
+      { class: "opt-file-row" },
+      input,
+      h("span", { class: "file-button" }, file ? "Change file" : "Choose file"),
+      file ? h("span", { class: "file-name" }, file.name) : null,
+    );
   }
 
   private choose(value: string) {
@@ -225,18 +324,22 @@ export class Commands {
     const name = text.slice(1, space < 0 ? undefined : space);
     const c = idx?.commands.find((x) => x.name === name);
     if (!c || !idx) return "message";
-    const options = buildOptions(c.options ?? [], space < 0 ? "" : text.slice(space + 1), false);
+    const files: File[] = [];
+    const options = buildOptions(c.options ?? [], space < 0 ? "" : text.slice(space + 1), false, this.files, files);
     if (typeof options === "string") {
       this.host.status(options, "error");
       return "invalid";
     }
     this.hide();
+    this.files.clear();
     const app = idx.apps.get(c.application_id)?.name ?? "The application";
-    void this.send(this.body(2, c, guild, channel, options, nonce()), app, guild);
+    const body = this.body(2, c, guild, channel, options, nonce());
+    if (files.length) (body.data as any).attachments = files.map((f, i) => ({ id: String(i), filename: f.name }));
+    void this.send(body, app, guild, files);
     return "sent";
   }
 
-  private async send(body: any, app: string, guild: string) {
+  private async send(body: any, app: string, guild: string, files: File[] = []) {
     this.waiting.set(body.nonce, {
       label: app,
       // The server says INTERACTION_FAILURE after its timeout; this is only
@@ -245,7 +348,15 @@ export class Commands {
     });
     this.host.status(`Sending command…`, "info");
     try {
-      await this.host.api.post("/interactions", body);
+      if (files.length) {
+        // As Discord's client sends files: payload_json first, then files[n].
+        const form = new FormData();
+        form.append("payload_json", JSON.stringify(body));
+        files.forEach((f, i) => form.append(`files[${i}]`, f, f.name));
+        await this.host.api.post("/interactions", form);
+      } else {
+        await this.host.api.post("/interactions", body);
+      }
     } catch (err) {
       this.done(body.nonce);
       if (err instanceof ApiError && err.body?.errors?.data?.version) this.invalidate(guild);
@@ -359,6 +470,46 @@ export class Commands {
     this.modal.showModal();
   }
 
+  /// A select of any kind: a string select's own options, or the guild's
+  /// users, roles, both, or channels (of its `channel_types`). One value is
+  /// sent when chosen; a select taking several has a Send button.
+  private select(c: any, use: (data: any) => void): Child {
+    let options: Choice[];
+    switch (c.type) {
+      case USER_SELECT:
+        options = this.host.choices("users");
+        break;
+      case ROLE_SELECT:
+        options = this.host.choices("roles");
+        break;
+      case MENTIONABLE_SELECT:
+        options = [...this.host.choices("users"), ...this.host.choices("roles")];
+        break;
+      case CHANNEL_SELECT:
+        options = this.host.choices("channels", c.channel_types);
+        break;
+      default:
+        options = (c.options ?? []).map((o: any) => ({ value: String(o.value), label: String(o.label) }));
+    }
+    const max = Math.max(1, Math.min(Number(c.max_values ?? 1), options.length || 1));
+    const label = c.placeholder ?? "Choose";
+    const sel = h(
+      "select",
+      { "aria-label": label, "data-custom-id": c.custom_id, disabled: !!c.disabled, multiple: max > 1 },
+      max > 1 ? null : h("option", { value: "" }, c.placeholder ?? "Choose…"),
+      options.map((o) => h("option", { value: o.value }, o.label)),
+    );
+    const send = () => {
+      const values = [...sel.selectedOptions].map((o) => o.value).filter(Boolean);
+      if (values.length) use({ custom_id: c.custom_id, component_type: c.type, values });
+    };
+    if (max === 1) {
+      sel.addEventListener("change", send);
+      return sel;
+    }
+    return h("span", { class: "multi-select" }, sel, h("button", { type: "button", class: "secondary", onclick: send, disabled: !!c.disabled }, "Send"));
+  }
+
   /// Buttons and string selects of a message, live: using one sends a component interaction.
   components(m: any): Child {
     const rows: any[] = m.components ?? [];
@@ -405,18 +556,7 @@ export class Commands {
                 label,
               );
             }
-            if (c.type === 3) {
-              const sel = h(
-                "select",
-                { "aria-label": c.placeholder ?? "Choose", "data-custom-id": c.custom_id, disabled: !!c.disabled },
-                h("option", { value: "" }, c.placeholder ?? "Choose…"),
-                (c.options ?? []).map((o: any) => h("option", { value: o.value }, o.label)),
-              );
-              sel.addEventListener("change", () => {
-                if (sel.value) use({ custom_id: c.custom_id, component_type: 3, values: [sel.value] });
-              });
-              return sel;
-            }
+            if (c.type >= 3 && c.type <= 8) return this.select(c, use);
             return null;
           }),
         ),
@@ -425,11 +565,13 @@ export class Commands {
   }
 }
 
+/// Select kinds: string (3), user (5), role (6), mentionable (7), channel (8).
+const USER_SELECT = 5, ROLE_SELECT = 6, MENTIONABLE_SELECT = 7, CHANNEL_SELECT = 8;
 /// "Only you can see this" and "/command used by" lines of a message.
 export function interactionNotes(m: any, dismiss: () => void): { before: Child; after: Child; loading: boolean } {
   const meta = m.interaction_metadata;
   const before = meta?.name
-    ? h("div", { class: "used" }, h("span", { class: "who" }, meta.user?.global_name || meta.user?.username || ""), " used ", h("code", null, `/${meta.name}`))
+    ? h("div", { class: "used" }, h("span", { class: "who" }, meta.user?.global_name || meta.user?.username || ""), " used ", h("code", null, meta.command_type && meta.command_type !== 1 ? String(meta.name) : `/${meta.name}`))
     : null;
   const eph = (m.flags ?? 0) & EPHEMERAL;
   const after = eph
@@ -470,10 +612,19 @@ function lastKey(rest: string): string | null {
 }
 
 /// The interaction's `options` from the typed text, or why they are wrong.
-function buildOptions(opts: Option[], rest: string, autocomplete: boolean): any[] | string {
+/// Attachment options take the files chosen for them (`chosen`, by option
+/// name): the option's value is the file's index in `files`, the request's
+/// `files[n]`.
+function buildOptions(
+  opts: Option[],
+  rest: string,
+  autocomplete: boolean,
+  chosen: Map<string, File> = new Map(),
+  files: File[] = [],
+): any[] | string {
   const sub = opts.find((o) => (o.type === SUB_COMMAND || o.type === SUB_COMMAND_GROUP) && rest.split(" ")[0] === o.name);
   if (sub) {
-    const inner = buildOptions(sub.options ?? [], rest.slice(sub.name.length + 1), autocomplete);
+    const inner = buildOptions(sub.options ?? [], rest.slice(sub.name.length + 1), autocomplete, chosen, files);
     return typeof inner === "string" ? inner : [{ name: sub.name, type: sub.type, options: inner }];
   }
   if (opts.some((o) => o.type === SUB_COMMAND || o.type === SUB_COMMAND_GROUP)) return "Choose a subcommand";
@@ -481,6 +632,16 @@ function buildOptions(opts: Option[], rest: string, autocomplete: boolean): any[
   const focused = autocomplete ? lastKey(rest) : null;
   const out: any[] = [];
   for (const o of opts) {
+    if (o.type === ATTACHMENT) {
+      const f = chosen.get(o.name);
+      if (f && !autocomplete) {
+        out.push({ name: o.name, type: o.type, value: String(files.length) });
+        files.push(f);
+      } else if (o.required && !autocomplete) {
+        return `Missing required file "${o.name}"`;
+      }
+      continue;
+    }
     const raw = args.get(o.name);
     if (raw === undefined || raw === "") {
       if (o.required && !autocomplete) return `Missing required option "${o.name}"`;

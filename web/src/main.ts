@@ -393,6 +393,7 @@ function selectChannel(id: string | null) {
   input.placeholder = c ? `Message #${c.name}` : "Message";
   renderChannels();
   renderTyping();
+  if (c?.guild_id) commands?.prefetch(c.guild_id);
   const ol = $("messages");
   clear(ol);
   if (!c) {
@@ -779,6 +780,17 @@ function wire() {
       sessionId: () => gw?.sessionId ?? null,
       where: () => ({ guild: guildId, channel: channelId }),
       status: interactionState,
+      choices: (kind, types) => {
+        const g = guildId ? guilds.get(guildId) : undefined;
+        if (!g) return [];
+        if (kind === "roles") return [...g.roles].filter(([id]) => id !== g.id).map(([value, label]) => ({ value, label }));
+        if (kind === "channels")
+          return g.channels
+            .map((id) => channels.get(id)!)
+            .filter((c) => c && (!types?.length || types.includes(c.type)))
+            .map((c) => ({ value: c.id, label: `#${c.name}` }));
+        return [...names].map(([value, label]) => ({ value, label }));
+      },
     },
     $("cmd-picker"),
     $<HTMLTextAreaElement>("input"),
@@ -799,6 +811,16 @@ function wire() {
     }
   });
   input.addEventListener("input", typed);
+  // Right click: the "Apps" menu of a user (an author, a member) or a message.
+  document.addEventListener("contextmenu", (e) => {
+    const t = e.target as HTMLElement;
+    const user = t.closest<HTMLElement>(".author[data-uid], [data-user-id]");
+    const msg = t.closest<HTMLElement>(".message");
+    const shown = user
+      ? commands?.contextMenu(2, user.dataset.uid ?? user.dataset.userId!, e.clientX, e.clientY)
+      : msg?.dataset.id && commands?.contextMenu(3, msg.dataset.id, e.clientX, e.clientY);
+    if (shown) e.preventDefault();
+  });
   const ol = $("messages");
   ol.addEventListener("scroll", () => {
     if (ol.scrollTop < 200 && channelId && history(channelId).loaded) loadHistory(channelId, false);

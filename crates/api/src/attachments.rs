@@ -104,6 +104,21 @@ pub struct Sender {
     pub may_attach: bool,
 }
 
+/// Where a request's files go: a channel the route knows from its path, or
+/// the `channel_id` of its `payload_json` (an interaction), which must then
+/// come before the files.
+#[derive(Clone, Copy)]
+pub enum UploadChannel {
+    Known(ChannelId),
+    InPayload,
+}
+
+impl From<ChannelId> for UploadChannel {
+    fn from(c: ChannelId) -> Self {
+        UploadChannel::Known(c)
+    }
+}
+
 /// Reads a message body from JSON, or from multipart (`payload_json`, or a
 /// `content` field, plus files). Files are streamed to disk and recorded as
 /// pending uploads of `channel` by `sender`; the limits of `[attachments]`
@@ -112,9 +127,10 @@ pub struct Sender {
 pub async fn read_body<T: DeserializeOwned + Default>(
     req: Request,
     node: &Arc<Node>,
-    channel: ChannelId,
+    channel: impl Into<UploadChannel>,
     sender: Sender,
 ) -> ApiResult<(T, Uploads)> {
+    let channel = channel.into();
     if !is_multipart(req.headers()) {
         let super::JsonBody(b) = super::JsonBody::<T>::from_request(req, node).await?;
         return Ok((b, Uploads::none(node)));
@@ -156,6 +172,14 @@ pub async fn read_body<T: DeserializeOwned + Default>(
             if uploads.list.len() >= cfg.max_files {
                 return Err(ApiError::field("files", "BASE_TYPE_MAX_LENGTH", &format!("Must be {} or fewer in length.", cfg.max_files)));
             }
+            let channel = match channel {
+                UploadChannel::Known(c) => c,
+                UploadChannel::InPayload => {
+                    payload.as_ref().and_then(|p| p.get("channel_id")?.as_str()?.parse().ok()).ok_or_else(|| {
+                        ApiError::field("payload_json", "BASE_TYPE_REQUIRED", "payload_json with channel_id must come first.")
+                    })?
+                }
+            };
             let a = store_file(node, channel, sender.uploader, &mut field, &mut total, &mut quota).await?;
             uploads.list.push(a);
         } else {
@@ -320,7 +344,9 @@ pub async fn release(node: &Node, mut hashes: Vec<String>) {
 /// URL the API signed has the file until the signature expires
 /// (`attachments.url_lifetime_s`); without one, 404.
 pub fn routes() -> Router<Arc<Node>> {
-    Router::new().route("/attachments/{channel_id}/{attachment_id}/{filename}", get(serve))
+    Router::new()
+        .route("/attachments/{channel_id}/{attachment_id}/{filename}", get(serve))
+        .route("/ephemeral-attachments/{channel_id}/{attachment_id}/{filename}", get(serve_ephemeral))
 }
 
 async fn serve(
@@ -329,22 +355,49 @@ async fn serve(
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
-    match serve_file(&node, &c, &id, &name, query.as_deref(), &headers).await {
+    match serve_file(&node, &c, &id, &name, query.as_deref(), &headers, false).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
 }
 
-async fn serve_file(node: &Node, c: &str, id: &str, name: &str, query: Option<&str>, headers: &HeaderMap) -> ApiResult<Response> {
+/// A pending upload (an interaction's attachment option), to the bot.
+async fn serve_ephemeral(
+    State(node): State<Arc<Node>>,
+    Path((c, id, name)): Path<(String, String, String)>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    match serve_file(&node, &c, &id, &name, query.as_deref(), &headers, true).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn serve_file(
+    node: &Node,
+    c: &str,
+    id: &str,
+    name: &str,
+    query: Option<&str>,
+    headers: &HeaderMap,
+    ephemeral: bool,
+) -> ApiResult<Response> {
     let missing = || ApiError::not_found(ErrorCode::UnknownRoute);
     let id: u64 = id.parse().map_err(|_| missing())?;
     // The signature before the store: a forged URL costs no read. It signs
     // the path as the API wrote it (filenames are kept URL-safe).
-    if !node.blobs.signer.verify(&format!("/attachments/{c}/{id}/{name}"), query, node::attachments::now_s()) {
+    let path = if ephemeral {
+        node::attachments::ephemeral_url_path(ChannelId(c.parse().map_err(|_| missing())?), Snowflake(id), name)
+    } else {
+        format!("/attachments/{c}/{id}/{name}")
+    };
+    if !node.blobs.signer.verify(&path, query, node::attachments::now_s()) {
         return Err(missing());
     }
     let a = node.store.get_attachment(Snowflake(id)).await?.ok_or_else(missing)?;
-    if a.channel_id.to_string() != c || a.filename != name || a.message_id.is_none() {
+    // A message's files at their path only; pending uploads at theirs only.
+    if a.channel_id.to_string() != c || a.filename != name || a.message_id.is_some() == ephemeral {
         return Err(missing());
     }
     let mut file = tokio::fs::File::open(node.blobs.path(&a.hash)).await.map_err(|_| missing())?;

@@ -507,6 +507,122 @@ pub async fn guild_delete(
     delete(&n, u.id, &app, Some(&g), &id).await
 }
 
+// ---- permission overrides ----
+
+/// Overrides one command (or, by the application's id, all) may have.
+const MAX_PERMISSIONS: usize = 100;
+
+/// The guild application command permissions object.
+fn permissions_json(app: ApplicationId, guild: GuildId, p: &store::CommandPermissions) -> Value {
+    let list: Vec<Value> =
+        p.permissions.iter().map(|o| json!({"id": o.id.to_string(), "type": o.kind, "permission": o.permission})).collect();
+    json!({"id": p.command_id.to_string(), "application_id": app, "guild_id": guild, "permissions": list})
+}
+
+/// Who may read an application's overrides in a guild: its bot (a member
+/// there), or a member who may manage the guild.
+async fn permissions_scope(node: &Node, caller: &store::UserRecord, app: &str, guild: &str) -> ApiResult<(ApplicationId, GuildId)> {
+    if caller.bot {
+        let app = own_app(node, caller.id, app).await?;
+        return Ok((app, bot_guild(node, caller.id, guild).await?));
+    }
+    let app: ApplicationId = parse_id(app, ErrorCode::UnknownApplication)?;
+    let g: GuildId = parse_id(guild, ErrorCode::UnknownGuild)?;
+    super::guild_access(node, g, caller.id).await?.require(protocol::model::permission::MANAGE_GUILD)?;
+    node.store.get_application(app).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownApplication))?;
+    Ok((app, g))
+}
+
+/// `GET /applications/{app}/guilds/{guild}/commands/permissions`.
+pub async fn guild_permissions(
+    State(n): State<Arc<Node>>,
+    Caller(u): Caller,
+    Path((app, g)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    let (app, g) = permissions_scope(&n, &u, &app, &g).await?;
+    let all = n.store.command_permissions(app, g).await?;
+    Ok(respond(StatusCode::OK, &Value::Array(all.iter().map(|p| permissions_json(app, g, p)).collect())))
+}
+
+/// `GET /applications/{app}/guilds/{guild}/commands/{command}/permissions`.
+pub async fn command_permissions(
+    State(n): State<Arc<Node>>,
+    Caller(u): Caller,
+    Path((app, g, id)): Path<(String, String, String)>,
+) -> ApiResult<Response> {
+    let (app, g) = permissions_scope(&n, &u, &app, &g).await?;
+    let id: u64 = parse_id(&id, ErrorCode::UnknownCommandPermissions)?;
+    let all = n.store.command_permissions(app, g).await?;
+    let p = all.iter().find(|p| p.command_id == id).ok_or_else(|| ApiError::not_found(ErrorCode::UnknownCommandPermissions))?;
+    Ok(respond(StatusCode::OK, &permissions_json(app, g, p)))
+}
+
+#[derive(schemars::JsonSchema, serde::Deserialize)]
+pub struct PermissionsBody {
+    /// Role (1), user (2) or channel (3) overrides; at most 100.
+    pub permissions: Vec<PermissionBody>,
+}
+
+#[derive(schemars::JsonSchema, serde::Deserialize)]
+pub struct PermissionBody {
+    /// A role (the guild's id: @everyone), user or channel (the guild's id minus one: all channels).
+    #[schemars(with = "String")]
+    pub id: Value,
+    #[serde(rename = "type")]
+    pub kind: u8,
+    pub permission: bool,
+}
+
+/// `PUT /applications/{app}/guilds/{guild}/commands/{command}/permissions`:
+/// a person who manages the guild and its roles (their own token, or an
+/// OAuth2 token with `applications.commands.permissions.update`) replaces a
+/// command's overrides, or with the application's id as the command, the
+/// application's. Bots cannot (20001), as on Discord.
+pub async fn edit_command_permissions(
+    State(n): State<Arc<Node>>,
+    caller: super::MeCaller,
+    Path((app, g, id)): Path<(String, String, String)>,
+    req: axum::extract::Request,
+) -> ApiResult<Response> {
+    use protocol::model::permission;
+    let u = caller.with_scope("applications.commands.permissions.update")?;
+    if u.bot {
+        return Err(ApiError::forbidden(ErrorCode::BotsCannotUse));
+    }
+    let app: ApplicationId = parse_id(&app, ErrorCode::UnknownApplication)?;
+    let g: GuildId = parse_id(&g, ErrorCode::UnknownGuild)?;
+    super::guild_access(&n, g, u.id).await?.require(permission::MANAGE_GUILD | permission::MANAGE_ROLES)?;
+    let record = n.store.get_application(app).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownApplication))?;
+    let id: u64 = parse_id(&id, ErrorCode::UnknownApplicationCommand)?;
+    if id != app.0 && n.store.get_command(app, Some(g), id).await?.is_none() && n.store.get_command(app, None, id).await?.is_none() {
+        return Err(ApiError::not_found(ErrorCode::UnknownApplicationCommand));
+    }
+    let b: PermissionsBody = parse_json(&super::interactions::read_body(&n, req).await?)?;
+    if b.permissions.len() > MAX_PERMISSIONS {
+        return Err(ApiError::field("permissions", "BASE_TYPE_MAX_LENGTH", &format!("Must be {MAX_PERMISSIONS} or fewer in length.")));
+    }
+    let mut list = Vec::with_capacity(b.permissions.len());
+    for (k, p) in b.permissions.iter().enumerate() {
+        let target = match &p.id {
+            Value::String(s) => s.parse().ok(),
+            Value::Number(x) => x.as_u64(),
+            _ => None,
+        };
+        let Some(target) = target else {
+            return Err(ApiError::field(&format!("permissions.{k}.id"), "NUMBER_TYPE_COERCE", "Value is not snowflake."));
+        };
+        if !(1..=3).contains(&p.kind) {
+            return Err(ApiError::field(&format!("permissions.{k}.type"), "BASE_TYPE_CHOICES", "Value must be one of {1, 2, 3}."));
+        }
+        list.retain(|o: &store::CommandPermission| !(o.id == target && o.kind == p.kind));
+        list.push(store::CommandPermission { id: target, kind: p.kind, permission: p.permission });
+    }
+    let p = store::CommandPermissions { command_id: id, permissions: list };
+    n.store.set_command_permissions(record.id, g, &p).await?;
+    n.lookups.forget_permissions(record.id, g);
+    Ok(respond(StatusCode::OK, &permissions_json(app, g, &p)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

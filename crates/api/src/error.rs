@@ -45,7 +45,7 @@ impl ApiError {
     }
     /// A 50035 error for one field.
     pub fn field(field: &str, code: &str, message: &str) -> Self {
-        ApiError::InvalidForm(json!({ field: { "_errors": [{ "code": code, "message": message }] } }))
+        ApiError::InvalidForm(protocol::codes::form_error(field, code, message))
     }
 }
 

@@ -34,10 +34,11 @@ mod opt {
     pub const ROLE: u64 = 8;
     pub const MENTIONABLE: u64 = 9;
     pub const NUMBER: u64 = 10;
+    pub const ATTACHMENT: u64 = 11;
 }
 
 /// `POST /interactions`: what Discord's client sends.
-#[derive(schemars::JsonSchema, Deserialize)]
+#[derive(schemars::JsonSchema, Deserialize, Default)]
 pub struct InteractionBody {
     #[serde(rename = "type")]
     kind: u8,
@@ -61,8 +62,16 @@ fn form(path: &str, code: &str, message: &str) -> ApiError {
 /// `POST /interactions`: a person runs a command, uses a component or submits
 /// a modal. 204 once the bot has it; 400 (and the bot never sees it) when the
 /// data does not fit the command or component.
-pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, body: axum::body::Bytes) -> ApiResult<Response> {
-    let b: InteractionBody = parse_json(&body)?;
+///
+/// A multipart body (`payload_json` first, then `files[n]`) carries the
+/// files of attachment options. Files count against the caller's upload
+/// quota and the `[attachments]` limits as a message's do; they stay
+/// pending, for the bot to fetch, until the attachment sweeper's grace
+/// ends, or are discarded at once if the interaction is refused.
+pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, req: axum::extract::Request) -> ApiResult<Response> {
+    use super::attachments::{read_body, Sender, UploadChannel};
+    let (b, uploads) =
+        read_body::<InteractionBody>(req, &node, UploadChannel::InPayload, Sender { uploader: u.id, may_attach: true }).await?;
     if ![kind::APPLICATION_COMMAND, kind::MESSAGE_COMPONENT, kind::AUTOCOMPLETE, kind::MODAL_SUBMIT].contains(&b.kind) {
         return Err(form("type", "BASE_TYPE_CHOICES", "Value must be one of {2, 3, 4, 5}."));
     }
@@ -87,7 +96,17 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, body: axum
     let (mut target_message, mut message, mut component_message) = (None, None, None);
     let (data, command) = match b.kind {
         kind::APPLICATION_COMMAND | kind::AUTOCOMPLETE => {
-            let (data, c) = command_data(&node, app_id, guild, &b.data, b.kind == kind::AUTOCOMPLETE, &mut mentions).await?;
+            let (mut data, c) =
+                command_data(&node, app_id, guild, &b.data, b.kind == kind::AUTOCOMPLETE, &mut mentions, &uploads.list).await?;
+            if !uploads.list.is_empty() {
+                // Every file of the request, resolved (the attachment objects, URLs signed).
+                let base = node::attachments::http_base(&node.config);
+                let mut files = Map::new();
+                for a in &uploads.list {
+                    files.insert(a.id.to_string(), node::attachments::ephemeral_attachment_json(a, &base, &node.blobs.signer));
+                }
+                data["resolved"] = json!({"attachments": files});
+            }
             if c.kind == 3 {
                 // A message context menu: the message, as the bot gets it resolved.
                 let id: MessageId = data["target_id"].as_str().and_then(|s| s.parse().ok()).unwrap_or(MessageId(0));
@@ -103,6 +122,17 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, body: axum
         }
         _ => (modal_data(&b.data)?, None),
     };
+    // The guild's permission overrides of a command, and of the whole application.
+    let mut overrides = (Vec::new(), Vec::new());
+    if let Some(c) = &command {
+        for p in node.lookups.permissions(&*node.store, app_id, guild).await?.iter() {
+            if p.command_id == c.id {
+                overrides.0 = p.permissions.clone();
+            } else if p.command_id == app_id.0 {
+                overrides.1 = p.permissions.clone();
+            }
+        }
+    }
     let invoke = Invoke {
         kind: b.kind,
         application_id: app_id,
@@ -116,8 +146,23 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, body: axum
         component_message,
         target_message,
         mentions,
+        http: app.interactions_endpoint_url.is_some(),
+        overrides,
     };
-    ask_actor(&node, key, u.id, Action::Interaction(InteractionAction::Invoke(Box::new(invoke)))).await
+    let action = Action::Interaction(InteractionAction::Invoke(Box::new(invoke)));
+    let reply = super::ask_actor_reply(&node, key, u.id, action).await?;
+    if matches!(reply, node::route::OpReply::Done { .. }) {
+        // Taken: the files stay for the bot (refused: they go with `uploads`).
+        uploads.keep();
+    }
+    match (reply, app.interactions_endpoint_url) {
+        // The bot takes it over HTTP: the actor gave its payload to POST.
+        (node::route::OpReply::Done { status: 202, body: Some(payload) }, Some(url)) => {
+            super::interactions_http::deliver(node.clone(), key, app.id, url, payload.get().as_bytes().to_vec());
+            Ok(axum::response::IntoResponse::into_response(StatusCode::NO_CONTENT))
+        }
+        (reply, _) => super::reply_response(reply),
+    }
 }
 
 /// The command `data.id` names, for a command interaction in `guild`, and
@@ -129,6 +174,7 @@ async fn command_data(
     data: &Value,
     autocomplete: bool,
     mentions: &mut Mentions,
+    files: &[store::AttachmentRecord],
 ) -> ApiResult<(Value, CommandRef)> {
     let id: u64 = data
         .get("id")
@@ -169,7 +215,7 @@ async fn command_data(
                 return Err(form("data.options", "LIST_TYPE_CONVERT", "Only iterables may be used in a ListType"));
             };
             let mut focused = 0;
-            let options = check_options(&defs, given, "data.options", autocomplete, &mut focused, mentions)?;
+            let options = check_options(&defs, given, "data.options", autocomplete, &mut focused, mentions, files)?;
             if autocomplete && focused != 1 {
                 return Err(form("data.options", "AUTOCOMPLETE_FOCUS", "Exactly one option must be focused."));
             }
@@ -206,6 +252,7 @@ fn check_options(
     autocomplete: bool,
     focused: &mut u32,
     mentions: &mut Mentions,
+    files: &[store::AttachmentRecord],
 ) -> ApiResult<Vec<Value>> {
     let def_of = |name: &str| defs.iter().find(|d| d.get("name").and_then(Value::as_str) == Some(name));
     let mut out = Vec::with_capacity(given.len());
@@ -239,7 +286,7 @@ fn check_options(
             if want == opt::SUB_COMMAND_GROUP && sub.len() != 1 {
                 return Err(form(&format!("{at}.options"), "APPLICATION_COMMAND_SUBCOMMAND_ONE", "Exactly one subcommand."));
             }
-            let inner = check_options(&sub_defs, &sub, &format!("{at}.options"), autocomplete, focused, mentions)?;
+            let inner = check_options(&sub_defs, &sub, &format!("{at}.options"), autocomplete, focused, mentions, files)?;
             o.insert("options".into(), Value::Array(inner));
             out.push(Value::Object(o));
             return Ok(out);
@@ -254,7 +301,7 @@ fn check_options(
             out.push(Value::Object(o));
             continue;
         }
-        let v = check_value(def, want, &value, &format!("{at}.value"), mentions)?;
+        let v = check_value(def, want, &value, &format!("{at}.value"), mentions, files)?;
         o.insert("value".into(), v);
         out.push(Value::Object(o));
     }
@@ -270,7 +317,14 @@ fn check_options(
     Ok(out)
 }
 
-fn check_value(def: &Value, kind: u64, v: &Value, at: &str, mentions: &mut Mentions) -> ApiResult<Value> {
+fn check_value(
+    def: &Value,
+    kind: u64,
+    v: &Value,
+    at: &str,
+    mentions: &mut Mentions,
+    files: &[store::AttachmentRecord],
+) -> ApiResult<Value> {
     let num = |k: &str| def.get(k).and_then(Value::as_f64);
     let bad = |code: &str, msg: &str| Err(form(at, code, msg));
     let choices = def.get("choices").and_then(Value::as_array);
@@ -311,6 +365,19 @@ fn check_value(def: &Value, kind: u64, v: &Value, at: &str, mentions: &mut Menti
                 _ => mentions.either.push(id),
             }
             json!(id.to_string())
+        }
+        opt::ATTACHMENT => {
+            // The index of a file uploaded with the request (`data.attachments[].id`,
+            // `files[n]`); the bot gets the attachment's id, resolved.
+            let idx = match v {
+                Value::String(s) => s.parse::<usize>().ok(),
+                Value::Number(n) => n.as_u64().map(|n| n as usize),
+                _ => None,
+            };
+            let Some(a) = idx.and_then(|i| files.get(i)) else {
+                return bad("APPLICATION_COMMAND_OPTION_ATTACHMENT_UNKNOWN", "No file was uploaded for this option.");
+            };
+            json!(a.id.to_string())
         }
         _ => return bad("APPLICATION_COMMAND_OPTION_TYPE_INVALID", "This option type cannot be sent."),
     };
@@ -464,6 +531,19 @@ pub async fn callback(
     }
     let b: CallbackBody = parse_json(&read_body(&node, req).await?)?;
     let with_response = q.with_response.as_deref().is_some_and(|v| matches!(v, "true" | "True" | "1"));
+    respond(&node, key, id, token, b, with_response).await
+}
+
+/// An initial response, from the callback route or an HTTP endpoint's
+/// answer: its components checked, then the actor takes it.
+pub(crate) async fn respond(
+    node: &Arc<Node>,
+    key: protocol::ActorKey,
+    id: u64,
+    token: String,
+    b: CallbackBody,
+    with_response: bool,
+) -> ApiResult<Response> {
     let data = if b.data.is_null() { json!({}) } else { b.data };
     if b.kind == node::route::interactions::callback::MODAL {
         let c = data.get("components").unwrap_or(&Value::Null);
@@ -472,7 +552,7 @@ pub async fn callback(
         super::check_components(c, "data.components")?;
     }
     let action = InteractionAction::Callback { id, token, kind: b.kind, data, with_response };
-    ask_actor(&node, key, UserId(0), Action::Interaction(action)).await
+    ask_actor(node, key, UserId(0), Action::Interaction(action)).await
 }
 
 /// Whether `token` is shaped as an interaction's (its followups and edits
@@ -540,10 +620,14 @@ pub async fn guild_index(State(node): State<Arc<Node>>, Caller(u): Caller, Path(
     for app in node.store.guild_applications(g).await? {
         let mut cs = node.store.list_commands(app.id, None).await?;
         cs.extend(node.store.list_commands(app.id, Some(g)).await?);
+        let overrides = node.lookups.permissions(&*node.store, app.id, g).await?;
+        let of = |id: u64| overrides.iter().find(|p| p.command_id == id).map(|p| &p.permissions[..]).unwrap_or(&[]);
         let mut any = false;
         for c in cs {
             let body = &c.body;
-            if !node::route::interactions::may_run(bits, admin, node::route::interactions::default_member_permissions(body)) {
+            let said = node::route::interactions::overrides_allow(of(c.id), of(app.id.0), g, u.id, &me.roles, None, admin);
+            let default = node::route::interactions::default_member_permissions(body);
+            if said == Some(false) || (said.is_none() && !node::route::interactions::may_run(bits, admin, default)) {
                 continue;
             }
             // Contexts: a command limited to DMs is not offered in a guild.

@@ -15,6 +15,7 @@ pub mod emojis;
 pub mod error;
 pub mod guilds;
 pub mod interactions;
+pub mod interactions_http;
 pub mod listener;
 pub mod messages;
 pub mod metrics;
@@ -837,12 +838,29 @@ pub fn api_table() -> Api {
             commands::guild_delete,
             op("deleteGuildApplicationCommand", "Commands", "Deletes a guild command.").no_content(),
         )
-        // What throng does not have, answered empty so clients that ask carry on.
         .get(
             "/applications/{app_id}/guilds/{guild_id}/commands/permissions",
-            absent::empty_list,
-            op("getGuildApplicationCommandPermissions", "Absent", "Always empty: no per-command permissions.").ok::<List<Value>>(),
+            commands::guild_permissions,
+            op("getGuildApplicationCommandPermissions", "Commands", "The application's permission overrides in a guild.").ok::<List<Value>>(),
         )
+        .get(
+            "/applications/{app_id}/guilds/{guild_id}/commands/{command_id}/permissions",
+            commands::command_permissions,
+            op("getApplicationCommandPermissions", "Commands", "One command's permission overrides in a guild (404 10066 if none).")
+                .ok::<Value>(),
+        )
+        .put(
+            "/applications/{app_id}/guilds/{guild_id}/commands/{command_id}/permissions",
+            commands::edit_command_permissions,
+            op(
+                "editApplicationCommandPermissions",
+                "Commands",
+                "Replaces a command's (or, by the application's id, all its commands') overrides: people who manage the guild and its roles.",
+            )
+            .body::<commands::PermissionsBody>()
+            .ok::<Value>(),
+        )
+        // What throng does not have, answered empty so clients that ask carry on.
         .get(
             "/applications/{app_id}/entitlements",
             absent::empty_list,
@@ -1003,12 +1021,28 @@ pub async fn ask(node: &Arc<Node>, guild: GuildId, user: UserId, action: node::r
 
 /// [`ask`] of any actor: a guild's, or a DM's (a channel's, by [`actor_of`]).
 pub async fn ask_actor(node: &Arc<Node>, key: ActorKey, user: UserId, action: node::route::Action) -> ApiResult<axum::response::Response> {
-    use node::route::{Op, OpReply};
+    reply_response(ask_actor_reply(node, key, user, action).await?)
+}
+
+/// [`ask_actor`]'s answer as the actor gave it.
+pub async fn ask_actor_reply(
+    node: &Arc<Node>,
+    key: ActorKey,
+    user: UserId,
+    action: node::route::Action,
+) -> ApiResult<node::route::OpReply> {
+    use node::route::Op;
     let (reply, answer) = node.replies.register();
     node.guilds.send(key, guild::GuildMsg::Op(Box::new(Op { user, action, reply })))?;
     let wait = std::time::Duration::from_millis(node.config.limits.write_timeout_ms);
     let Ok(Ok(answer)) = tokio::time::timeout(wait, answer).await else { return Err(ApiError::Busy) };
-    match serde_json::from_slice::<OpReply>(&answer).map_err(ApiError::internal)? {
+    serde_json::from_slice(&answer).map_err(ApiError::internal)
+}
+
+/// An actor's answer as the HTTP response.
+pub fn reply_response(reply: node::route::OpReply) -> ApiResult<axum::response::Response> {
+    use node::route::OpReply;
+    match reply {
         OpReply::Done { status, body } => {
             let status = StatusCode::from_u16(status).map_err(ApiError::internal)?;
             Ok(match body {

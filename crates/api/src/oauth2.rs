@@ -90,10 +90,10 @@ async fn asked(node: &Node, q: &AuthorizeQuery) -> ApiResult<Asked> {
     Ok(Asked { app, bot, scopes })
 }
 
-fn application_json(app: &ApplicationRecord) -> Value {
+fn application_json(node: &Node, app: &ApplicationRecord) -> Value {
     json!({
         "id": app.id, "name": app.name, "icon": null, "description": "", "summary": "",
-        "bot_public": true, "bot_require_code_grant": false, "verify_key": app.verify_key, "flags": app.flags,
+        "bot_public": true, "bot_require_code_grant": false, "verify_key": node::signing::verify_key(&node.blobs.signer, app.id), "flags": app.flags,
     })
 }
 
@@ -124,7 +124,7 @@ pub async fn authorize_info(State(node): State<Arc<Node>>, Caller(u): Caller, Qu
         }
     }
     let body = json!({
-        "application": application_json(&a.app),
+        "application": application_json(&node, &a.app),
         "bot": a.has("bot").then(|| convert::user(&a.bot)),
         "user": convert::user(&u),
         "guilds": guilds,
@@ -371,6 +371,16 @@ pub async fn check_join_token(node: &Node, token: &str, user: UserId, bot: UserI
 pub struct ModifyApplication {
     /// Where authorization codes may be sent (replaces the list).
     redirect_uris: Option<Vec<String>>,
+    /// Where the application gets interactions as signed POSTs; `null` or
+    /// `""`: over its gateway sessions (see `interactions_http`).
+    #[serde(default, deserialize_with = "some_value")]
+    #[schemars(with = "Option<String>")]
+    interactions_endpoint_url: Option<Value>,
+}
+
+/// A field that is present, even as `null` (`Some(Value::Null)`).
+fn some_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 /// `PATCH /applications/@me` (the bot): its redirect URIs. Other fields of
@@ -396,6 +406,21 @@ pub async fn modify_application(
         o.redirect_uris = uris;
         node.store.set_oauth_app(app.id, &o).await?;
     }
+    match b.interactions_endpoint_url {
+        None => {}
+        Some(Value::Null) => node.store.set_interactions_endpoint(app.id, None).await?,
+        Some(Value::String(url)) if url.is_empty() => node.store.set_interactions_endpoint(app.id, None).await?,
+        Some(Value::String(url)) => {
+            let invalid = |why: &str| ApiError::field("interactions_endpoint_url", "APPLICATION_INTERACTIONS_ENDPOINT_URL_INVALID", why);
+            super::interactions_http::check_url(&node, &url).map_err(invalid)?;
+            if !super::interactions_http::verify(&node, app.id, &url).await {
+                return Err(invalid("The specified interactions endpoint url could not be verified."));
+            }
+            node.store.set_interactions_endpoint(app.id, Some(&url)).await?;
+        }
+        Some(_) => return Err(ApiError::field("interactions_endpoint_url", "STRING_TYPE_CONVERT", "Could not interpret value as string.")),
+    }
+    node.lookups.forget_application(app.id);
     super::users::application(State(node), Caller(u)).await
 }
 

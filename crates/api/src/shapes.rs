@@ -64,6 +64,8 @@ pub struct Application {
     flags: u64,
     owner: User,
     bot: User,
+    /// Where it gets interactions as signed POSTs (`null`: its gateway sessions).
+    interactions_endpoint_url: Option<String>,
     approximate_guild_count: u64,
 }
 

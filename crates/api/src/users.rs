@@ -447,7 +447,7 @@ pub async fn application(State(node): State<Arc<Node>>, Caller(u): Caller) -> Ap
         "type": null,
         "bot_public": true,
         "bot_require_code_grant": false,
-        "verify_key": app.verify_key,
+        "verify_key": node::signing::verify_key(&node.blobs.signer, app.id),
         "flags": app.flags,
         "owner": convert::user(&owner),
         "team": null,
@@ -455,7 +455,7 @@ pub async fn application(State(node): State<Arc<Node>>, Caller(u): Caller) -> Ap
         "rpc_origins": [],
         "tags": [],
         "redirect_uris": [],
-        "interactions_endpoint_url": null,
+        "interactions_endpoint_url": app.interactions_endpoint_url,
         "approximate_guild_count": node.store.guilds_of_user(u.id).await?.len(),
     })))
 }

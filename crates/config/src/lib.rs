@@ -67,11 +67,29 @@ pub struct InteractionsConfig {
     /// an interaction (its own writes are seen at once, another node's
     /// within this).
     pub lookup_ttl_ms: u64,
+    /// Hosts an application's `interactions_endpoint_url` may name (the
+    /// server POSTs there): host names or addresses as written in the URL,
+    /// `"*"` for any. Empty (the default): HTTP interactions are off, so a
+    /// bot's owner cannot make the server call into its private network.
+    pub endpoint_hosts: Vec<String>,
+    /// How long the server waits for an endpoint's answer (a PING when the
+    /// URL is set, an interaction after): no answer in time, no response.
+    pub endpoint_timeout_ms: u64,
+    /// Largest answer read from an endpoint, in bytes.
+    pub endpoint_max_response_bytes: usize,
 }
 
 impl Default for InteractionsConfig {
     fn default() -> Self {
-        Self { response_timeout_ms: 3_000, token_ttl_ms: 15 * 60_000, max_pending_per_actor: 20_000, lookup_ttl_ms: 2_000 }
+        Self {
+            response_timeout_ms: 3_000,
+            token_ttl_ms: 15 * 60_000,
+            max_pending_per_actor: 20_000,
+            lookup_ttl_ms: 2_000,
+            endpoint_hosts: Vec::new(),
+            endpoint_timeout_ms: 3_000,
+            endpoint_max_response_bytes: 1 << 20,
+        }
     }
 }
 
@@ -594,7 +612,7 @@ fn env_value(key: &str, v: &str) -> toml::Value {
 }
 
 /// Keys whose values are lists of text, which the environment may give as `a,b,c`.
-const LIST_KEYS: &[&str] = &["trusted_proxies", "per_ip_exempt"];
+const LIST_KEYS: &[&str] = &["trusted_proxies", "per_ip_exempt", "endpoint_hosts"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {

@@ -543,7 +543,16 @@ pub fn clean_filename(name: &str) -> String {
 /// The attachment object of a stored upload, as Discord documents it, its
 /// URL signed now.
 pub fn attachment_json(a: &AttachmentRecord, base: &str, signer: &UrlSigner) -> serde_json::Value {
-    let url = format!("{base}{}", signer.sign(&url_path(a.channel_id, a.id, &a.filename), now_s()));
+    attachment_json_at(a, base, signer, &url_path(a.channel_id, a.id, &a.filename))
+}
+
+/// An interaction's pending upload, served at [`ephemeral_url_path`].
+pub fn ephemeral_attachment_json(a: &AttachmentRecord, base: &str, signer: &UrlSigner) -> serde_json::Value {
+    attachment_json_at(a, base, signer, &ephemeral_url_path(a.channel_id, a.id, &a.filename))
+}
+
+fn attachment_json_at(a: &AttachmentRecord, base: &str, signer: &UrlSigner, path: &str) -> serde_json::Value {
+    let url = format!("{base}{}", signer.sign(path, now_s()));
     let mut v = serde_json::json!({
         "id": a.id, "filename": a.filename, "size": a.size, "url": url, "proxy_url": url, "content_type": a.content_type,
     });
@@ -572,6 +581,13 @@ pub fn http_base(config: &Config) -> String {
 /// An attachment's channel, for the path a file is served at.
 pub fn url_path(channel: ChannelId, id: Snowflake, filename: &str) -> String {
     format!("/attachments/{channel}/{id}/{filename}")
+}
+
+/// Where a file not (yet) in a message is served: an interaction's
+/// attachment option, for the bot, while the upload is pending. A message's
+/// files are never served here, nor these at [`url_path`].
+pub fn ephemeral_url_path(channel: ChannelId, id: Snowflake, filename: &str) -> String {
+    format!("/ephemeral-attachments/{channel}/{id}/{filename}")
 }
 
 #[cfg(test)]

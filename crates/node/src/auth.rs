@@ -341,6 +341,7 @@ pub async fn create_bot(store: &Arc<dyn Store>, ids: &protocol::SnowflakeGen, na
             bot_user_id: id,
             flags: 0,
             verify_key: hex::encode(key),
+            interactions_endpoint_url: None,
         })
         .await?;
     let (token, hash) = new_token(id);

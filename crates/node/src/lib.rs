@@ -14,6 +14,7 @@ pub mod perm;
 pub mod presence;
 pub mod ratelimit;
 pub mod route;
+pub mod signing;
 pub mod users;
 
 use std::sync::Arc;

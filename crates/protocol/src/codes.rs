@@ -120,6 +120,8 @@ pub enum ErrorCode {
     /// An interaction that does not exist, expired, or was not answered in time.
     UnknownInteraction,
     UnknownApplicationCommand,
+    /// 10066 Unknown application command permissions (none were set).
+    UnknownCommandPermissions,
     /// A second initial response to one interaction.
     InteractionAlreadyAcknowledged,
     /// 50027 Invalid webhook token.
@@ -188,6 +190,7 @@ impl ErrorCode {
             Self::UnknownWebhook => 10015,
             Self::UnknownInteraction => 10062,
             Self::UnknownApplicationCommand => 10063,
+            Self::UnknownCommandPermissions => 10066,
             Self::InteractionAlreadyAcknowledged => 40060,
             Self::InvalidWebhookToken => 50027,
             Self::BotsCannotUse => 20001,
@@ -240,6 +243,7 @@ impl ErrorCode {
             Self::UnknownWebhook => "Unknown Webhook",
             Self::UnknownInteraction => "Unknown interaction",
             Self::UnknownApplicationCommand => "Unknown application command",
+            Self::UnknownCommandPermissions => "Unknown application command permissions",
             Self::InteractionAlreadyAcknowledged => "Interaction has already been acknowledged.",
             Self::InvalidWebhookToken => "Invalid Webhook Token",
             Self::BotsCannotUse => "Bots cannot use this endpoint",
@@ -299,5 +303,30 @@ mod tests {
             assert_eq!(c.reconnect(), !fatal.contains(&c.code()), "{c:?}");
             assert!((4000..=4014).contains(&c.code()));
         }
+    }
+}
+
+/// The `errors` of a 50035 answer for one field, nested as Discord nests
+/// them: `data.options.1.name` is `{"data": {"options": {"1": {"name":
+/// {"_errors": [...]}}}}}` (`_errors` or an empty path: the body itself).
+pub fn form_error(path: &str, code: &str, message: &str) -> serde_json::Value {
+    let mut v = serde_json::json!({ "_errors": [{ "code": code, "message": message }] });
+    if path.is_empty() || path == "_errors" {
+        return v;
+    }
+    for part in path.rsplit('.') {
+        v = serde_json::json!({ part: v });
+    }
+    v
+}
+
+#[cfg(test)]
+mod form_error_tests {
+    #[test]
+    fn a_dotted_path_nests_as_discord_nests_it() {
+        let v = super::form_error("data.options.1.name", "X", "m");
+        assert_eq!(v["data"]["options"]["1"]["name"]["_errors"][0]["code"], "X");
+        assert_eq!(super::form_error("name", "X", "m")["name"]["_errors"][0]["message"], "m");
+        assert_eq!(super::form_error("_errors", "X", "m")["_errors"][0]["code"], "X");
     }
 }

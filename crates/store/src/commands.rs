@@ -18,6 +18,26 @@ pub struct CommandRecord {
     pub body: serde_json::Value,
 }
 
+/// One permission override of an application command in a guild.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CommandPermission {
+    /// A role (the guild's id: @everyone), a user, or a channel (the
+    /// guild's id minus one: every channel).
+    pub id: u64,
+    /// 1 role, 2 user, 3 channel.
+    #[serde(rename = "type")]
+    pub kind: u8,
+    pub permission: bool,
+}
+
+/// The overrides of one command (or, `command_id` equal to the
+/// application's id, of all of its commands) in a guild.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CommandPermissions {
+    pub command_id: u64,
+    pub permissions: Vec<CommandPermission>,
+}
+
 /// What a bulk overwrite of a scope's commands does: which rows go, which
 /// stay (same type and name: same id, new contents) and which are new.
 pub struct OverwritePlan {

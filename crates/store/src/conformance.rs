@@ -245,6 +245,7 @@ async fn users_and_tokens(s: &dyn Store) {
         bot_user_id: UserId(3),
         flags: 0,
         verify_key: "k".into(),
+        interactions_endpoint_url: None,
     };
     s.create_application(&app).await.unwrap();
     assert_eq!(s.application_of_bot(UserId(3)).await.unwrap(), Some(app));

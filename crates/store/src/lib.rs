@@ -117,6 +117,8 @@ pub trait Store: DmThreadCommandStore + AccountStore + Send + Sync + 'static {
     async fn create_application(&self, app: &ApplicationRecord) -> Result<()>;
     async fn application_of_bot(&self, bot: UserId) -> Result<Option<ApplicationRecord>>;
     async fn get_application(&self, id: ApplicationId) -> Result<Option<ApplicationRecord>>;
+    /// Sets (or clears) where the application gets interactions over HTTP.
+    async fn set_interactions_endpoint(&self, app: ApplicationId, url: Option<&str>) -> Result<()>;
     /// The applications whose bots are members of `guild`.
     async fn guild_applications(&self, guild: GuildId) -> Result<Vec<ApplicationRecord>>;
     /// For each token hash that exists: its user, guild ids and (for bots)
@@ -316,6 +318,11 @@ pub trait DmThreadCommandStore: Send + Sync {
     /// transaction; a command whose type and name existed keeps its id.
     /// Returns the stored commands.
     async fn overwrite_commands(&self, app: ApplicationId, guild: Option<GuildId>, cmds: &[CommandRecord]) -> Result<Vec<CommandRecord>>;
+    /// An application's command permission overrides in a guild.
+    async fn command_permissions(&self, app: ApplicationId, guild: GuildId) -> Result<Vec<CommandPermissions>>;
+    /// Replaces one command's (or the application-wide) overrides; none
+    /// removes them.
+    async fn set_command_permissions(&self, app: ApplicationId, guild: GuildId, p: &CommandPermissions) -> Result<()>;
 }
 
 /// `Ok(true)` if the one change of an unfenced `apply_changes` touched a row.

@@ -21,7 +21,13 @@ pub struct ApplicationRecord {
     pub owner_id: Option<UserId>,
     pub bot_user_id: UserId,
     pub flags: u64,
+    /// Not read by the server: the key `/applications/@me` shows is derived
+    /// from the deployment's key (`node::signing`), which also signs.
     pub verify_key: String,
+    /// Where the application gets its interactions as signed HTTP POSTs
+    /// (`None`: over its gateway sessions).
+    #[serde(default)]
+    pub interactions_endpoint_url: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -76,6 +76,91 @@ pub(crate) struct Interactions {
     /// `Expire` is on its way for the oldest.
     waiting: VecDeque<(Instant, u64)>,
     timer: bool,
+    /// Modals open on a person's screen, by (person, application, the
+    /// modal's `custom_id`): their fields, for checking a submission.
+    modals: HashMap<(UserId, ApplicationId, String), OpenModal>,
+}
+
+struct OpenModal {
+    at: Instant,
+    fields: Vec<Field>,
+    /// `interaction_metadata` of the interaction that showed it (a
+    /// submission's `triggering_interaction_metadata`).
+    trigger: Value,
+}
+
+/// A field of an open modal: a text input, or a select in a label.
+#[derive(Clone)]
+struct Field {
+    custom_id: String,
+    /// A text input (4), else a select (its `values`).
+    text: bool,
+    required: bool,
+    min: usize,
+    max: usize,
+}
+
+/// Modals one actor keeps open at once; the oldest go first.
+const MAX_OPEN_MODALS: usize = 10_000;
+const MAX_TEXT_INPUT: usize = 4000;
+
+/// The fields of a modal's `components` (rows of inputs, or labels).
+fn modal_fields(components: &Value) -> Vec<Field> {
+    let mut out = Vec::new();
+    let mut add = |c: &Value| {
+        let Some(id) = c.get("custom_id").and_then(Value::as_str) else { return };
+        let n = |k: &str| c.get(k).and_then(Value::as_u64).map(|v| v as usize);
+        let text = c.get("type").and_then(Value::as_u64) == Some(4);
+        out.push(Field {
+            custom_id: id.to_string(),
+            text,
+            required: c.get("required").and_then(Value::as_bool).unwrap_or(true),
+            min: if text { n("min_length").unwrap_or(0) } else { n("min_values").unwrap_or(1) },
+            max: if text { n("max_length").unwrap_or(MAX_TEXT_INPUT) } else { n("max_values").unwrap_or(1) },
+        });
+    };
+    for row in components.as_array().into_iter().flatten() {
+        if let Some(inner) = row.get("component") {
+            add(inner);
+        }
+        for c in row.get("components").and_then(Value::as_array).into_iter().flatten() {
+            add(c);
+        }
+    }
+    out
+}
+
+/// A modal submission checked against the modal that was shown: only its
+/// fields, each required one given, values within their lengths and counts.
+fn check_submission(fields: &[Field], data: &Value) -> Result<(), OpReply> {
+    let bad = |path: &str, code: &str, msg: &str| Err(OpReply::field(path, code, msg));
+    let mut given: Vec<(&str, &Value)> = Vec::new();
+    for row in data.get("components").and_then(Value::as_array).into_iter().flatten() {
+        let inner = row.get("component").into_iter().chain(row.get("components").and_then(Value::as_array).into_iter().flatten());
+        for c in inner {
+            if let Some(id) = c.get("custom_id").and_then(Value::as_str) {
+                given.push((id, c));
+            }
+        }
+    }
+    for (id, c) in &given {
+        let Some(f) = fields.iter().find(|f| f.custom_id == *id) else {
+            return bad("data.components", "INTERACTION_MODAL_COMPONENT_UNKNOWN", &format!("The modal has no field \"{id}\"."));
+        };
+        let n = if f.text {
+            c.get("value").and_then(Value::as_str).map(|v| v.chars().count())
+        } else {
+            c.get("values").and_then(Value::as_array).map(Vec::len)
+        };
+        let Some(n) = n else { return bad("data.components", "BASE_TYPE_REQUIRED", &format!("\"{id}\" has no value.")) };
+        if (n > 0 || f.required) && (n < f.min.max(usize::from(f.required)) || n > f.max) {
+            return bad("data.components", "BASE_TYPE_BAD_LENGTH", &format!("\"{id}\" is out of its length."));
+        }
+    }
+    if let Some(f) = fields.iter().find(|f| f.required && !given.iter().any(|(id, _)| *id == f.custom_id)) {
+        return bad("data.components", "BASE_TYPE_REQUIRED", &format!("\"{}\" is required.", f.custom_id));
+    }
+    Ok(())
 }
 
 impl Interactions {
@@ -205,9 +290,27 @@ fn invoke(a: &GuildActor, st: &State, user: UserId, inv: Invoke) -> Decided {
     if !admin && bits & permission::USE_APPLICATION_COMMANDS == 0 {
         return Err(super::missing_permissions());
     }
-    if !node::route::interactions::may_run(bits, admin, inv.command.as_ref().and_then(|c| c.default_member_permissions)) {
+    // The guild's overrides first (a command's, then the application's);
+    // where they say nothing, the command's default_member_permissions.
+    let (cmd_over, app_over) = &inv.overrides;
+    let said = node::route::interactions::overrides_allow(cmd_over, app_over, st.guild.id, user, &caller.member.roles, Some(c.id), admin);
+    let default = inv.command.as_ref().and_then(|c| c.default_member_permissions);
+    if said == Some(false) || (said.is_none() && !node::route::interactions::may_run(bits, admin, default)) {
         return Err(super::missing_permissions());
     }
+    // A modal's submission: the modal this person has open, and its fields.
+    let modal = if inv.kind == kind::MODAL_SUBMIT {
+        let custom_id = inv.data["custom_id"].as_str().unwrap_or_default().to_string();
+        let key = (user, inv.application_id, custom_id);
+        let ttl = Duration::from_millis(a.node().config.interactions.token_ttl_ms);
+        let Some(open) = st.interactions.modals.get(&key).filter(|m| m.at.elapsed() < ttl) else {
+            return Err(OpReply::field("data.custom_id", "INTERACTION_MODAL_UNKNOWN", "No such modal is open."));
+        };
+        check_submission(&open.fields, &inv.data)?;
+        Some((key, open.trigger.clone()))
+    } else {
+        None
+    };
     // The bot must be in the guild to be asked.
     let Some((bot_member, bot_user)) = st.members.get(&inv.bot) else {
         return Err(OpReply::not_found(ErrorCode::UnknownApplication));
@@ -227,12 +330,20 @@ fn invoke(a: &GuildActor, st: &State, user: UserId, inv: Invoke) -> Decided {
         let now = Instant::now();
         let cfg = a.node().config.interactions.clone();
         st.interactions.sweep(now, Duration::from_millis(cfg.token_ttl_ms));
+        // A modal is submitted once.
+        if let Some((k, _)) = &modal {
+            st.interactions.modals.remove(k);
+        }
         let id: u64 = a.node().ids.next().0;
         let token = node::route::interactions::token(&a.node().blobs.signer, a.key(), id);
         let gid = st.guild.id;
         let mut data = inv.data;
-        if let Some(r) = resolved {
-            data["resolved"] = r;
+        if let Some(Value::Object(r)) = resolved {
+            // Added to what REST resolved already (the attachments).
+            match data.get_mut("resolved").and_then(Value::as_object_mut) {
+                Some(have) => have.extend(r),
+                None => data["resolved"] = Value::Object(r),
+            }
         }
         let mut m = serde_json::to_value(convert::member(&member, Some(&member_user))).unwrap_or(Value::Null);
         m["permissions"] = json!(bits.to_string());
@@ -275,6 +386,13 @@ fn invoke(a: &GuildActor, st: &State, user: UserId, inv: Invoke) -> Decided {
             metadata["name"] = json!(c.name);
             metadata["command_type"] = json!(c.kind);
         }
+        // Components: the message used; modals: the interaction that showed it.
+        if let Some(m) = &inv.component_message {
+            metadata["interacted_message_id"] = json!(m.id);
+        }
+        if let Some((_, trigger)) = modal {
+            metadata["triggering_interaction_metadata"] = trigger;
+        }
         st.interactions.by_id.insert(
             id,
             Pending {
@@ -295,7 +413,12 @@ fn invoke(a: &GuildActor, st: &State, user: UserId, inv: Invoke) -> Decided {
             },
         );
         st.interactions.order.push_back((now, id));
-        to_user(a, inv.bot, "INTERACTION_CREATE", encode(&payload));
+        let reply = if inv.http {
+            OpReply::ok(StatusCode::ACCEPTED, &payload)
+        } else {
+            to_user(a, inv.bot, "INTERACTION_CREATE", encode(&payload));
+            OpReply::no_content()
+        };
         to_user(a, user, "INTERACTION_CREATE", encode(&json!({"id": id.to_string(), "nonce": inv.nonce})));
         // Autocomplete has no failure to report; the rest fail after the timeout.
         if inv.kind != kind::AUTOCOMPLETE {
@@ -305,7 +428,7 @@ fn invoke(a: &GuildActor, st: &State, user: UserId, inv: Invoke) -> Decided {
                 a.expire_after(Duration::from_millis(cfg.response_timeout_ms));
             }
         }
-        OpReply::no_content()
+        reply
     }))
 }
 
@@ -453,7 +576,20 @@ fn respond(a: &GuildActor, st: &State, p: &Pending, id: u64, k: u8, data: Value,
                 }
             }
             let (app, bot, nonce, channel) = (p.app, p.bot.clone(), p.nonce.clone(), p.channel);
+            let key = (user, app, data["custom_id"].as_str().unwrap_or_default().to_string());
+            let fields = modal_fields(&data["components"]);
+            let trigger = p.metadata.clone();
             Ok(Plan::now(move |a, st| {
+                // Open until submitted, or for the token's lifetime.
+                let ttl = Duration::from_millis(a.node().config.interactions.token_ttl_ms);
+                let modals = &mut st.interactions.modals;
+                modals.retain(|_, m| m.at.elapsed() < ttl);
+                if modals.len() >= MAX_OPEN_MODALS {
+                    if let Some(oldest) = modals.iter().min_by_key(|(_, m)| m.at).map(|(k, _)| k.clone()) {
+                        modals.remove(&oldest);
+                    }
+                }
+                modals.insert(key, OpenModal { at: Instant::now(), fields, trigger });
                 let body = json!({
                     "id": id.to_string(), "nonce": nonce, "channel_id": channel,
                     "custom_id": data["custom_id"], "title": data["title"], "components": data["components"],

@@ -77,6 +77,16 @@ pub struct Invoke {
     pub target_message: Option<Value>,
     /// Ids the data names, by option type, to resolve (users, channels, roles).
     pub mentions: Mentions,
+    /// The application takes interactions at its `interactions_endpoint_url`:
+    /// the actor answers 202 with the bot's INTERACTION_CREATE payload
+    /// instead of sending it to the bot's sessions, and the node that took
+    /// the invocation POSTs it there.
+    #[serde(default)]
+    pub http: bool,
+    /// The guild's permission overrides of the command, then of the whole
+    /// application ([`overrides_allow`]).
+    #[serde(default)]
+    pub overrides: (Vec<store::CommandPermission>, Vec<store::CommandPermission>),
 }
 
 #[derive(Serialize, Deserialize, Clone)]
@@ -105,6 +115,56 @@ pub fn may_run(bits: u64, admin: bool, need: Option<u64>) -> bool {
         None => true,
         Some(need) => admin || (need != 0 && bits & need == need),
     }
+}
+
+/// Permission override kinds.
+pub mod target {
+    pub const ROLE: u8 = 1;
+    pub const USER: u8 = 2;
+    pub const CHANNEL: u8 = 3;
+}
+
+/// What a guild's command permission overrides say of `user` (with
+/// `roles`) running a command in `channel` (`None`: anywhere, as the command
+/// index asks): `Some(false)` denied, `Some(true)` allowed whatever
+/// `default_member_permissions` says, `None` nothing (that decides).
+///
+/// The command's own overrides come before the application-wide ones; of
+/// each, a channel's before "all channels" (the guild's id minus one), and
+/// a denied channel denies. For the member: a user override decides, then
+/// roles (any allowed role allows, else any denied role denies), then
+/// @everyone (the guild's id). The owner and administrators are bound by
+/// channel overrides only.
+pub fn overrides_allow(
+    command: &[store::CommandPermission],
+    app: &[store::CommandPermission],
+    guild: protocol::GuildId,
+    user: UserId,
+    roles: &[protocol::RoleId],
+    channel: Option<ChannelId>,
+    admin: bool,
+) -> Option<bool> {
+    let in_channel = |list: &[store::CommandPermission]| {
+        let find = |id: u64| list.iter().find(|o| o.kind == target::CHANNEL && o.id == id).map(|o| o.permission);
+        channel.and_then(|c| find(c.0)).or_else(|| find(guild.0.wrapping_sub(1)))
+    };
+    if in_channel(command).or_else(|| in_channel(app)) == Some(false) {
+        return Some(false);
+    }
+    if admin {
+        return None;
+    }
+    let member = |list: &[store::CommandPermission]| {
+        if let Some(o) = list.iter().find(|o| o.kind == target::USER && o.id == user.0) {
+            return Some(o.permission);
+        }
+        let mut hit = None;
+        for o in list.iter().filter(|o| o.kind == target::ROLE && roles.iter().any(|r| r.0 == o.id)) {
+            hit = Some(hit.unwrap_or(false) || o.permission);
+        }
+        hit.or_else(|| list.iter().find(|o| o.kind == target::ROLE && o.id == guild.0).map(|o| o.permission))
+    };
+    member(command).or_else(|| member(app))
 }
 
 /// Snowflakes in a command's options the bot gets resolved.
@@ -144,6 +204,36 @@ pub fn looks_like_token(token: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn overrides_go_from_the_command_to_the_application_and_from_users_to_roles_to_everyone() {
+        use protocol::{GuildId, RoleId};
+        use store::CommandPermission as P;
+        let g = GuildId(1000);
+        let (u, mod_role, muted) = (UserId(7), RoleId(50), RoleId(60));
+        let p = |id: u64, kind: u8, permission: bool| P { id, kind, permission };
+        let allow =
+            |cmd: &[P], app: &[P], roles: &[RoleId], ch: Option<u64>| overrides_allow(cmd, app, g, u, roles, ch.map(ChannelId), false);
+        assert_eq!(allow(&[], &[], &[], Some(5)), None, "nothing said: default_member_permissions decides");
+        // @everyone denied, a role allowed: the role wins; a denied role alone denies.
+        let cmd = [p(g.0, target::ROLE, false), p(mod_role.0, target::ROLE, true), p(muted.0, target::ROLE, false)];
+        assert_eq!(allow(&cmd, &[], &[], None), Some(false));
+        assert_eq!(allow(&cmd, &[], &[mod_role, muted], None), Some(true), "an allowed role beats a denied one");
+        assert_eq!(allow(&cmd, &[], &[muted], None), Some(false));
+        // A user override decides over roles.
+        assert_eq!(allow(&[p(u.0, target::USER, false), p(mod_role.0, target::ROLE, true)], &[], &[mod_role], None), Some(false));
+        // The command's own overrides come before the application's.
+        assert_eq!(allow(&[p(u.0, target::USER, true)], &[p(g.0, target::ROLE, false)], &[], None), Some(true));
+        assert_eq!(allow(&[], &[p(g.0, target::ROLE, false)], &[], None), Some(false));
+        // Channels: one channel, or every channel (the guild's id minus one).
+        let chans = [p(g.0 - 1, target::CHANNEL, false), p(5, target::CHANNEL, true)];
+        assert_eq!(allow(&chans, &[], &[], Some(5)), None, "allowed here; nothing said of the member");
+        assert_eq!(allow(&chans, &[], &[], Some(6)), Some(false));
+        assert_eq!(allow(&chans, &[], &[], None), Some(false), "the index: denied in every channel");
+        // Administrators are bound by channels only.
+        assert_eq!(overrides_allow(&cmd, &[], g, u, &[], Some(ChannelId(6)), true), None);
+        assert_eq!(overrides_allow(&chans, &[], g, u, &[], Some(ChannelId(6)), true), Some(false));
+    }
 
     #[test]
     fn tokens_name_their_actor_and_interaction_and_cannot_be_made_up() {

@@ -225,7 +225,7 @@ impl OpReply {
 
     /// A 50035 error for one field.
     pub fn field(field: &str, code: &str, message: &str) -> OpReply {
-        OpReply::Form(serde_json::json!({ field: { "_errors": [{ "code": code, "message": message }] } }))
+        OpReply::Form(protocol::codes::form_error(field, code, message))
     }
 }
 

@@ -98,6 +98,9 @@ const ROWS: &[Row] = &[
     row("GET", "/emojis/{file}", ANY, PUBLIC),
     row("GET", "/avatars/{user_id}/{file}", ANY, PUBLIC),
     row("GET", "/attachments/{channel_id}/{attachment_id}/{filename}", ANY, PUBLIC),
+    // Pending uploads of interactions (tests/it/interactions.rs fetches one):
+    // a message's file, even by its signed URL, is never served there.
+    row("GET", "/ephemeral-attachments/{channel_id}/{attachment_id}/{filename}", ANY, "404 404 404 404 404 404 404"),
     // Accounts and the gateway's address.
     row("GET", "/gateway", ANY, PUBLIC),
     row("GET", "/openapi.json", ANY, PUBLIC),
@@ -234,8 +237,13 @@ const ROWS: &[Row] = &[
     row("GET", "/webhooks/{webhook_id}/{token}/messages/{message_id}", ANY, PUBLIC),
     row("PATCH", "/webhooks/{webhook_id}/{token}/messages/{message_id}", ANY, PUBLIC),
     row("DELETE", "/webhooks/{webhook_id}/{token}/messages/{message_id}", ANY, PUBLIC),
+    // Command permission overrides: the bot and those who manage the guild
+    // read them (none set on the fixture's command: 10066); people who
+    // manage the guild and its roles set them, never a bot.
+    row("GET", "/applications/{app_id}/guilds/{guild_id}/commands/permissions", p::MANAGE_GUILD, "ok ok 50013 50001 ok 401 401"),
+    row("GET", "/applications/{app_id}/guilds/{guild_id}/commands/{command_id}/permissions", p::MANAGE_GUILD, "10066 10066 50013 50001 10066 401 401"),
+    row("PUT", "/applications/{app_id}/guilds/{guild_id}/commands/{command_id}/permissions", p::MANAGE_GUILD | p::MANAGE_ROLES, "ok ok 50013 50001 20001 401 401"),
     // Features throng lacks: empty answers libraries call at start-up.
-    row("GET", "/applications/{app_id}/guilds/{guild_id}/commands/permissions", ANY, ANY_USER),
     row("GET", "/applications/{app_id}/entitlements", ANY, ANY_USER),
     row("GET", "/applications/{app_id}/emojis", ANY, ANY_USER),
     row("GET", "/soundboard-default-sounds", ANY, ANY_USER),
@@ -624,6 +632,7 @@ fn body(r: &Row, f: &Fixture, n: usize) -> Option<Value> {
         ("POST", "/oauth2/authorize") => json!({"guild_id": f.guild, "permissions": "0", "authorize": true}),
         ("POST", "/auth/sessions/logout") => json!({"session_id_hashes": []}),
         ("PATCH", "/applications/@me") => json!({"redirect_uris": ["http://localhost/cb"]}),
+        ("PUT", "/applications/{app_id}/guilds/{guild_id}/commands/{command_id}/permissions") => json!({"permissions": []}),
         ("PATCH", "/guilds/{guild_id}/members/{user_id}") => json!({"nick": "renamed"}),
         ("PUT", "/guilds/{guild_id}/bans/{user_id}") => json!({}),
         ("POST", "/guilds/{guild_id}/emojis") => json!({"name": "new", "image": PNG_URI}),
@@ -676,7 +685,8 @@ async fn rest_cell(t: &TestServer, c: &Cast, r: &Row, who: Who, n: usize) -> (St
         && !matches!(r.path, "/health" | "/ready" | "/metrics")
         && !r.path.starts_with("/emojis/")
         && !r.path.starts_with("/avatars/")
-        && !r.path.starts_with("/attachments/");
+        && !r.path.starts_with("/attachments/")
+        && !r.path.starts_with("/ephemeral-attachments/");
     let query = match r.path {
         "/oauth2/authorize" => format!("?client_id={}&scope=bot", c.guest),
         _ => String::new(),

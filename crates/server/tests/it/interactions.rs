@@ -324,7 +324,7 @@ async fn a_button_click_updates_its_message() {
     let too_long = json!([{"type": 1, "components": [{"type": 2, "style": 1, "label": "x", "custom_id": "y".repeat(101)}]}]);
     let (s, v, _) = t.req(Method::POST, &cb, None, Some(json!({"type": 4, "data": {"content": "vote?", "components": too_long}}))).await;
     assert_eq!((s, &v["code"]), (400, &json!(50035)), "{v}");
-    assert!(v["errors"]["data.components.0.components.0.custom_id"].is_object(), "{v}");
+    assert!(v["errors"]["data"]["components"]["0"]["components"]["0"]["custom_id"]["_errors"].is_array(), "{v}");
     let (s, _, _) = t.req(Method::POST, &cb, None, Some(json!({"type": 4, "data": {"content": "vote?", "components": row}}))).await;
     assert_eq!(s, 204);
     let m = owner.until("MESSAGE_CREATE").await["d"].clone();
@@ -360,4 +360,333 @@ async fn a_button_click_updates_its_message() {
     assert_eq!((s, &e["id"], &e["content"]), (200, &json!(mid), &json!("2 votes")), "{e}");
     let (_, hist) = t.get(&format!("/channels/{}/messages", w.channel), &w.owner).await;
     assert!(hist.as_array().unwrap().iter().any(|m| m["id"] == mid && m["content"] == "2 votes"), "{hist}");
+    // A followup's metadata names the message whose component was used.
+    let (s, f, _) = t.req(Method::POST, &format!("/webhooks/{app}/{token}?wait=true"), None, Some(json!({"content": "counted"}))).await;
+    assert_eq!(s, 200, "{f}");
+    let meta = &f["interaction_metadata"];
+    assert_eq!((&meta["id"], &meta["type"], &meta["interacted_message_id"]), (&c["id"], &json!(3), &json!(mid)), "{f}");
+}
+
+/// What a test's HTTP interactions endpoint got, and how it answers.
+struct Endpoint {
+    url: String,
+    got: tokio::sync::mpsc::UnboundedReceiver<(bool, Value)>,
+}
+
+/// An application's HTTP endpoint: checks each request's Ed25519 signature
+/// against `verify_key` as Discord's documentation asks (401 when it does
+/// not verify, unless `lax`), answers PING with PONG and a command with a
+/// message, and reports every request with whether its signature verified.
+async fn endpoint(verify_key: &str, lax: bool) -> Endpoint {
+    use axum::http::{HeaderMap, StatusCode};
+    let key = hex::decode(verify_key).expect("verify_key is hex");
+    assert_eq!(key.len(), 32, "an Ed25519 public key");
+    let (tx, got) = tokio::sync::mpsc::unbounded_channel();
+    let handler = move |headers: HeaderMap, body: axum::body::Bytes| {
+        let (key, tx) = (key.clone(), tx.clone());
+        async move {
+            let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+            let (sig, ts) = (hex::decode(h("x-signature-ed25519")).unwrap_or_default(), h("x-signature-timestamp"));
+            let mut signed = ts.into_bytes();
+            signed.extend_from_slice(&body);
+            let good = ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, &key).verify(&signed, &sig).is_ok();
+            let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let _ = tx.send((good, v.clone()));
+            if !good && !lax {
+                return (StatusCode::UNAUTHORIZED, "invalid request signature".to_string());
+            }
+            let answer = match v["type"].as_u64() {
+                Some(1) => json!({"type": 1}),
+                _ => {
+                    json!({"type": 4, "data": {"content": format!("http says {}", v["data"]["options"][0]["value"].as_str().unwrap_or("?"))}})
+                }
+            };
+            (StatusCode::OK, answer.to_string())
+        }
+    };
+    let app = axum::Router::new().route("/i", axum::routing::post(handler));
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://127.0.0.1:{}/i", l.local_addr().unwrap().port());
+    tokio::spawn(async move { axum::serve(l, app).await });
+    Endpoint { url, got }
+}
+
+async fn set_endpoint(t: &TestServer, w: &World, url: Value) -> (u16, Value) {
+    let (s, v, _) = t.req(Method::PATCH, "/applications/@me", Some(&w.bot_auth), Some(json!({"interactions_endpoint_url": url}))).await;
+    (s, v)
+}
+
+fn refused_url(s: u16, v: &Value) {
+    assert_eq!((s, &v["code"]), (400, &json!(50035)), "{v}");
+    assert_eq!(v["errors"]["interactions_endpoint_url"]["_errors"][0]["code"], "APPLICATION_INTERACTIONS_ENDPOINT_URL_INVALID", "{v}");
+}
+
+#[tokio::test]
+async fn an_http_endpoint_application_gets_signed_interactions_and_a_careless_endpoint_is_refused() {
+    let t = TestServer::start_with(|c| c.interactions.endpoint_hosts = vec!["127.0.0.1".into()]).await;
+    let w = t.world().await;
+    let app = app_id(&t, &w.bot_auth).await;
+    let (echo, _) = register(&t, &w, &app).await;
+    let (_, me) = t.get("/applications/@me", &w.bot_auth).await;
+    assert_eq!(me["interactions_endpoint_url"], Value::Null, "{me}");
+    let verify_key = me["verify_key"].as_str().unwrap().to_string();
+
+    // An endpoint that answers without checking signatures is refused, as
+    // are hosts the deployment did not allow and URLs that are not URLs.
+    let mut lax = endpoint(&verify_key, true).await;
+    let (s, v) = set_endpoint(&t, &w, json!(lax.url)).await;
+    refused_url(s, &v);
+    let (good, ping) = lax.got.recv().await.unwrap();
+    assert!(good && ping["type"] == 1, "a signed PING first: {ping}");
+    let (good, _) = lax.got.recv().await.unwrap();
+    assert!(!good, "then one whose signature does not verify");
+    let port = lax.url.rsplit(':').next().unwrap().to_string();
+    for url in [format!("http://localhost:{port}"), "ftp://127.0.0.1/i".into(), "not a url".into()] {
+        let (s, v) = set_endpoint(&t, &w, json!(url)).await;
+        refused_url(s, &v);
+    }
+    let (_, me) = t.get("/applications/@me", &w.bot_auth).await;
+    assert_eq!(me["interactions_endpoint_url"], Value::Null, "nothing stored: {me}");
+
+    // A careful endpoint is taken, and gets the interactions from then on.
+    let mut ep = endpoint(&verify_key, false).await;
+    let (s, v) = set_endpoint(&t, &w, json!(ep.url)).await;
+    assert_eq!((s, &v["interactions_endpoint_url"]), (200, &json!(ep.url)), "{v}");
+    assert!(ep.got.recv().await.unwrap().0 && !ep.got.recv().await.unwrap().0, "a good PING, then a bad one");
+    let (member, member_id) = t.user("member").await;
+    t.join(&w.owner, &w.channel, &member).await;
+    let mut person = in_guild(&t.ws, &member, ALL_INTENTS).await;
+    let mut owner = in_guild(&t.ws, &w.owner, ALL_INTENTS).await;
+    let opts = json!([{"name": "text", "type": 3, "value": "over http"}]);
+    let (s, v, _) = t.req(Method::POST, "/interactions", Some(&member), Some(invoke(&app, &w, &echo, opts, "h1"))).await;
+    assert_eq!(s, 204, "{v}");
+    let (good, i) = ep.got.recv().await.unwrap();
+    assert!(good, "signed: {i}");
+    assert_eq!((&i["type"], &i["application_id"], &i["member"]["user"]["id"]), (&json!(2), &json!(app), &json!(member_id)), "{i}");
+    assert!(i["token"].as_str().is_some_and(|t| !t.is_empty()), "{i}");
+    // The endpoint's answer is the initial response: a message in the channel.
+    let m = owner.until("MESSAGE_CREATE").await["d"].clone();
+    assert_eq!((&m["content"], &m["type"], &m["author"]["id"]), (&json!("http says over http"), &json!(20), &json!(w.bot_id)), "{m}");
+    assert_eq!(m["interaction_metadata"]["id"], i["id"]);
+    let ok = person.until("INTERACTION_SUCCESS").await["d"].clone();
+    assert_eq!(ok["nonce"], "h1");
+    // The token works for followups as over the gateway.
+    let token = i["token"].as_str().unwrap();
+    let (s, f, _) = t.req(Method::POST, &format!("/webhooks/{app}/{token}?wait=true"), None, Some(json!({"content": "later"}))).await;
+    assert_eq!((s, &f["content"]), (200, &json!("later")), "{f}");
+
+    // Cleared: back to the gateway.
+    let (s, v) = set_endpoint(&t, &w, Value::Null).await;
+    assert_eq!((s, &v["interactions_endpoint_url"]), (200, &Value::Null), "{v}");
+}
+
+#[tokio::test]
+async fn http_endpoints_are_off_unless_the_deployment_names_their_hosts() {
+    let t = TestServer::start().await;
+    let w = t.world().await;
+    let (_, me) = t.get("/applications/@me", &w.bot_auth).await;
+    let mut ep = endpoint(me["verify_key"].as_str().unwrap(), false).await;
+    let (s, v) = set_endpoint(&t, &w, json!(ep.url)).await;
+    refused_url(s, &v);
+    assert!(ep.got.try_recv().is_err(), "the server never called it");
+}
+
+#[tokio::test]
+async fn permission_overrides_decide_who_may_run_a_command_and_where() {
+    let t = TestServer::start().await;
+    let w = t.world().await;
+    let app = app_id(&t, &w.bot_auth).await;
+    let (echo, _) = register(&t, &w, &app).await;
+    let (member, member_id) = t.user("member").await;
+    t.join(&w.owner, &w.channel, &member).await;
+    let (s, muted) = t.post(&format!("/guilds/{}/roles", w.guild), &w.owner, json!({"name": "muted"})).await;
+    assert_eq!(s, 200, "{muted}");
+    let muted = muted["id"].as_str().unwrap().to_string();
+    let (s, _, _) = t.req(Method::PUT, &format!("/guilds/{}/members/{member_id}/roles/{muted}", w.guild), Some(&w.owner), None).await;
+    assert_eq!(s, 204);
+    let mut bot = in_guild(&t.ws, &w.bot_token, BOT_INTENTS).await;
+    let path = |cmd: &str| format!("/applications/{app}/guilds/{}/commands/{cmd}/permissions", w.guild);
+    let put = |who: String, cmd: String, perms: Value| {
+        let t = &t;
+        let path = path(&cmd);
+        async move { t.req(Method::PUT, &path, Some(&who), Some(json!({"permissions": perms}))).await }
+    };
+    let echo_id = echo["id"].as_str().unwrap().to_string();
+    let index = |who: String| {
+        let t = &t;
+        let g = w.guild.clone();
+        async move {
+            let (_, idx) = t.get(&format!("/guilds/{g}/application-command-index"), &who).await;
+            idx["application_commands"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap().to_string()).collect::<Vec<_>>()
+        }
+    };
+    let run = |who: String, nonce: &'static str| {
+        let t = &t;
+        let body = invoke(&app, &w, &echo, json!([{"name": "text", "type": 3, "value": nonce}]), nonce);
+        async move {
+            let (s, v, _) = t.req(Method::POST, "/interactions", Some(&who), Some(body)).await;
+            (s, v["code"].clone())
+        }
+    };
+    assert_eq!(run(member.clone(), "p0").await, (204, Value::Null));
+    assert_eq!(bot.until("INTERACTION_CREATE").await["d"]["data"]["options"][0]["value"], "p0");
+
+    // Bots cannot set them; a body that is not one is refused.
+    let (s, v, _) = put(w.bot_auth.clone(), echo_id.clone(), json!([])).await;
+    assert_eq!((s, &v["code"]), (403, &json!(20001)), "{v}");
+    let (s, v, _) = put(w.owner.clone(), echo_id.clone(), json!([{"id": muted, "type": 9, "permission": false}])).await;
+    assert_eq!((s, &v["code"]), (400, &json!(50035)), "{v}");
+    let (s, v, _) = put(w.owner.clone(), "1234".into(), json!([])).await;
+    assert_eq!((s, &v["code"]), (404, &json!(10063)), "{v}");
+
+    // The muted role may not: gone from the member's index, refused, never at the bot.
+    let (s, v, _) = put(w.owner.clone(), echo_id.clone(), json!([{"id": muted, "type": 1, "permission": false}])).await;
+    assert_eq!((s, &v["id"], &v["permissions"][0]["id"]), (200, &json!(echo_id), &json!(muted)), "{v}");
+    assert_eq!(index(member.clone()).await, Vec::<String>::new());
+    assert_eq!(run(member.clone(), "p1").await, (403, json!(50013)));
+    let (s, listed) = t.get(&format!("/applications/{app}/guilds/{}/commands/permissions", w.guild), &w.bot_auth).await;
+    assert_eq!((s, listed.as_array().unwrap().len()), (200, 1), "{listed}");
+    // A user override decides over the role.
+    let (s, _, _) = put(
+        w.owner.clone(),
+        echo_id.clone(),
+        json!([{"id": muted, "type": 1, "permission": false}, {"id": member_id, "type": 2, "permission": true}]),
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert_eq!(index(member.clone()).await, ["echo"]);
+    assert_eq!(run(member.clone(), "p2").await, (204, Value::Null));
+    assert_eq!(bot.until("INTERACTION_CREATE").await["d"]["data"]["options"][0]["value"], "p2", "p1 never reached the bot");
+
+    // Application-wide, in every channel but this one: refused everywhere
+    // else, even for the owner; then allowed here again.
+    let all_channels = (w.guild.parse::<u64>().unwrap() - 1).to_string();
+    let (s, _, _) = put(w.owner.clone(), app.clone(), json!([{"id": all_channels, "type": 3, "permission": false}])).await;
+    assert_eq!(s, 200);
+    assert_eq!(run(w.owner.clone(), "p3").await, (403, json!(50013)));
+    assert_eq!(index(w.owner.clone()).await, Vec::<String>::new(), "denied in every channel: not offered");
+    let (s, _, _) = put(
+        w.owner.clone(),
+        app.clone(),
+        json!([{"id": all_channels, "type": 3, "permission": false}, {"id": w.channel, "type": 3, "permission": true}]),
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert_eq!(run(w.owner.clone(), "p4").await, (204, Value::Null));
+    let (s, one) = t.get(&path(&app), &w.owner).await;
+    assert_eq!((s, one["permissions"].as_array().unwrap().len()), (200, 2), "{one}");
+    // Cleared: an empty list removes them (404 10066 after).
+    let (s, _, _) = put(w.owner.clone(), app.clone(), json!([])).await;
+    assert_eq!(s, 200);
+    let (s, v) = t.get(&path(&app), &w.owner).await;
+    assert_eq!((s, &v["code"]), (404, &json!(10066)), "{v}");
+}
+
+#[tokio::test]
+async fn a_modal_submission_must_fit_the_modal_that_was_shown() {
+    let t = TestServer::start().await;
+    let w = t.world().await;
+    let app = app_id(&t, &w.bot_auth).await;
+    let (echo, _) = register(&t, &w, &app).await;
+    let (member, _) = t.user("member").await;
+    t.join(&w.owner, &w.channel, &member).await;
+    let mut bot = in_guild(&t.ws, &w.bot_token, BOT_INTENTS).await;
+    let mut owner = in_guild(&t.ws, &w.owner, ALL_INTENTS).await;
+    let opts = json!([{"name": "text", "type": 3, "value": "form"}]);
+    let (s, _, _) = t.req(Method::POST, "/interactions", Some(&w.owner), Some(invoke(&app, &w, &echo, opts, "f1"))).await;
+    assert_eq!(s, 204);
+    let i = bot.until("INTERACTION_CREATE").await["d"].clone();
+    let cb = format!("/interactions/{}/{}/callback", i["id"].as_str().unwrap(), i["token"].as_str().unwrap());
+    let modal = json!({"type": 9, "data": {"custom_id": "form", "title": "Tell me", "components": [
+        {"type": 1, "components": [{"type": 4, "custom_id": "name", "label": "Name", "style": 1, "max_length": 10}]},
+        {"type": 18, "label": "Why", "component": {"type": 4, "custom_id": "why", "style": 2, "required": false}}
+    ]}});
+    let (s, _, _) = t.req(Method::POST, &cb, None, Some(modal)).await;
+    assert_eq!(s, 204);
+    owner.until("INTERACTION_MODAL_CREATE").await;
+
+    let submit = |custom_id: &str, fields: Value| {
+        json!({"type": 5, "application_id": app, "guild_id": w.guild, "channel_id": w.channel, "nonce": "s",
+               "data": {"custom_id": custom_id, "components": fields}})
+    };
+    let name = |v: &str| json!({"type": 1, "components": [{"type": 4, "custom_id": "name", "value": v}]});
+    let bad = [
+        (&w.owner, submit("other", json!([name("Ada")])), "data.custom_id"),
+        (&member, submit("form", json!([name("Ada")])), "data.custom_id"),
+        (
+            &w.owner,
+            submit("form", json!([name("Ada"), {"type": 1, "components": [{"type": 4, "custom_id": "extra", "value": "x"}]}])),
+            "data.components",
+        ),
+        (&w.owner, submit("form", json!([name("much too long a name")])), "data.components"),
+        (&w.owner, submit("form", json!([name("")])), "data.components"),
+        (&w.owner, submit("form", json!([])), "data.components"),
+    ];
+    for (who, body, field) in bad {
+        let (s, v, _) = t.req(Method::POST, "/interactions", Some(who), Some(body.clone())).await;
+        let path: Vec<&str> = field.split('.').collect();
+        assert_eq!((s, &v["code"]), (400, &json!(50035)), "{body} → {v}");
+        assert!(v["errors"][path[0]][path[1]]["_errors"].is_array(), "{field}: {v}");
+    }
+    // The modal as shown: the optional field may be left out. Once only.
+    let good = submit("form", json!([name("Ada")]));
+    let (s, v, _) = t.req(Method::POST, "/interactions", Some(&w.owner), Some(good.clone())).await;
+    assert_eq!(s, 204, "{v}");
+    let sub = bot.until("INTERACTION_CREATE").await["d"].clone();
+    assert_eq!(
+        (&sub["type"], &sub["data"]["custom_id"], &sub["data"]["components"][0]["components"][0]["value"]),
+        (&json!(5), &json!("form"), &json!("Ada")),
+        "{sub}"
+    );
+    let (s, v, _) = t.req(Method::POST, "/interactions", Some(&w.owner), Some(good)).await;
+    assert_eq!((s, &v["code"]), (400, &json!(50035)), "submitted already: {v}");
+    // The answer's metadata names the interaction that showed the modal.
+    let cb = format!("/interactions/{}/{}/callback", sub["id"].as_str().unwrap(), sub["token"].as_str().unwrap());
+    let (s, _, _) = t.req(Method::POST, &cb, None, Some(json!({"type": 4, "data": {"content": "thanks Ada"}}))).await;
+    assert_eq!(s, 204);
+    let m = owner.until("MESSAGE_CREATE").await["d"].clone();
+    let meta = &m["interaction_metadata"];
+    assert_eq!((&meta["id"], &meta["type"], &meta["triggering_interaction_metadata"]["id"]), (&sub["id"], &json!(5), &i["id"]), "{m}");
+    assert_eq!(meta["triggering_interaction_metadata"]["name"], "echo", "{m}");
+}
+
+#[tokio::test]
+async fn an_attachment_option_carries_a_file_the_bot_can_fetch() {
+    let t = TestServer::start().await;
+    let w = t.world().await;
+    let app = app_id(&t, &w.bot_auth).await;
+    let path = format!("/applications/{app}/guilds/{}/commands", w.guild);
+    let cmd = json!({"name": "look", "description": "Looks at a file", "options": [
+        {"type": 11, "name": "file", "description": "The file", "required": true},
+        {"type": 3, "name": "note", "description": "A note"}
+    ]});
+    let (s, cmd) = t.post(&path, &w.bot_auth, cmd).await;
+    assert_eq!(s, 201, "{cmd}");
+    let mut bot = in_guild(&t.ws, &w.bot_token, BOT_INTENTS).await;
+    // As Discord's client sends it: payload_json first, then the files.
+    let post = |option_value: &str| {
+        let payload = json!({
+            "type": 2, "application_id": app, "guild_id": w.guild, "channel_id": w.channel, "nonce": "att",
+            "data": {"id": cmd["id"], "name": "look", "type": 1, "version": cmd["version"],
+                     "options": [{"name": "file", "type": 11, "value": option_value}],
+                     "attachments": [{"id": "0", "filename": "notes.txt"}]}
+        });
+        let form = reqwest::multipart::Form::new()
+            .text("payload_json", payload.to_string())
+            .part("files[0]", reqwest::multipart::Part::bytes(b"file body".to_vec()).file_name("notes.txt"));
+        t.http.post(format!("{}/interactions", t.base)).header("authorization", &w.owner).multipart(form).send()
+    };
+    // An option naming a file that was not sent is refused.
+    let r = post("1").await.unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(r.json::<Value>().await.unwrap()["code"], 50035);
+    let r = post("0").await.unwrap();
+    assert_eq!(r.status(), 204, "{:?}", r.text().await);
+    let i = bot.until("INTERACTION_CREATE").await["d"].clone();
+    let id = i["data"]["options"][0]["value"].as_str().unwrap().to_string();
+    let a = &i["data"]["resolved"]["attachments"][&id];
+    assert_eq!((&a["id"], &a["filename"], &a["size"]), (&json!(id), &json!("notes.txt"), &json!(9)), "{i}");
+    let body = t.http.get(a["url"].as_str().unwrap()).send().await.unwrap();
+    assert_eq!(body.status(), 200);
+    assert_eq!(body.bytes().await.unwrap().as_ref(), b"file body");
 }

@@ -74,9 +74,16 @@ async fn oauth(s: &dyn Store) {
         bot_user_id: UserId(8_010),
         flags: 0,
         verify_key: "00".into(),
+        interactions_endpoint_url: None,
     };
     s.create_application(&app).await.unwrap();
     assert_eq!(s.oauth_app(ApplicationId(8_010)).await.unwrap(), Some(OAuthApp::default()), "no secret, no redirect URIs yet");
+    s.set_interactions_endpoint(ApplicationId(8_010), Some("http://127.0.0.1:9/i")).await.unwrap();
+    let got = s.get_application(ApplicationId(8_010)).await.unwrap().unwrap();
+    assert_eq!(got.interactions_endpoint_url.as_deref(), Some("http://127.0.0.1:9/i"));
+    assert_eq!(s.application_of_bot(UserId(8_010)).await.unwrap().unwrap(), got);
+    s.set_interactions_endpoint(ApplicationId(8_010), None).await.unwrap();
+    assert_eq!(s.get_application(ApplicationId(8_010)).await.unwrap().unwrap(), app, "cleared");
     assert_eq!(s.oauth_app(ApplicationId(1)).await.unwrap(), None);
     let o = OAuthApp { secret_hash: Some([7; 32]), redirect_uris: vec!["http://localhost/cb".into()] };
     s.set_oauth_app(ApplicationId(8_010), &o).await.unwrap();

@@ -42,4 +42,20 @@ pub(super) async fn commands(s: &dyn Store) {
     assert!(!s.delete_command(app, None, 70_311).await.unwrap());
     assert!(s.overwrite_commands(app, None, &[]).await.unwrap().is_empty());
     assert!(s.list_commands(app, None).await.unwrap().is_empty());
+
+    // Permission overrides: per guild, per command, replaced whole.
+    let g = GuildId(70_200);
+    assert!(s.command_permissions(app, g).await.unwrap().is_empty());
+    let deny_role = CommandPermission { id: 5, kind: 1, permission: false };
+    let allow_user = CommandPermission { id: 6, kind: 2, permission: true };
+    let one = CommandPermissions { command_id: 70_304, permissions: vec![deny_role, allow_user] };
+    let all = CommandPermissions { command_id: app.0, permissions: vec![CommandPermission { id: g.0 - 1, kind: 3, permission: false }] };
+    s.set_command_permissions(app, g, &one).await.unwrap();
+    s.set_command_permissions(app, g, &all).await.unwrap();
+    assert_eq!(s.command_permissions(app, g).await.unwrap(), vec![all.clone(), one.clone()], "by command id");
+    assert!(s.command_permissions(app, GuildId(1)).await.unwrap().is_empty(), "another guild's are apart");
+    let fewer = CommandPermissions { command_id: 70_304, permissions: vec![allow_user] };
+    s.set_command_permissions(app, g, &fewer).await.unwrap();
+    s.set_command_permissions(app, g, &CommandPermissions { command_id: app.0, permissions: vec![] }).await.unwrap();
+    assert_eq!(s.command_permissions(app, g).await.unwrap(), vec![fewer], "replaced; none removes them");
 }

@@ -8,7 +8,7 @@ use protocol::{ApplicationId, GuildId};
 
 use super::rows::{CommandRow, COMMAND_COLS};
 use super::{conflict, i, query, Dialect, Pool, Tx};
-use crate::{overwrite_plan, CommandRecord, Result};
+use crate::{overwrite_plan, CommandPermissions, CommandRecord, Result};
 
 /// A scope's rows: `application_id = $1`, and `guild_id` equal to `$2`
 /// (NULL too: a global command's scope).
@@ -117,4 +117,35 @@ pub(super) async fn overwrite(
     }
     tx.commit().await?;
     Ok(plan.result)
+}
+
+/// An application's permission overrides in a guild, by command id.
+pub(super) async fn permissions(db: Pool<'_>, app: ApplicationId, guild: GuildId) -> Result<Vec<CommandPermissions>> {
+    let q =
+        query("SELECT command_id, permissions FROM command_permissions WHERE guild_id = $1 AND application_id = $2 ORDER BY command_id")
+            .bind(guild)
+            .bind(app);
+    let rows: Vec<(i64, String)> = q.fetch_all(db).await?;
+    rows.into_iter().map(|(id, p)| Ok(CommandPermissions { command_id: id as u64, permissions: serde_json::from_str(&p)? })).collect()
+}
+
+pub(super) async fn set_permissions(db: Pool<'_>, app: ApplicationId, guild: GuildId, p: &CommandPermissions) -> Result<()> {
+    let mut tx = db.begin().await?;
+    query("DELETE FROM command_permissions WHERE guild_id = $1 AND application_id = $2 AND command_id = $3")
+        .bind(guild)
+        .bind(app)
+        .bind(i(p.command_id))
+        .execute(&mut tx)
+        .await?;
+    if !p.permissions.is_empty() {
+        query("INSERT INTO command_permissions (application_id, guild_id, command_id, permissions) VALUES ($1, $2, $3, $4)")
+            .bind(app)
+            .bind(guild)
+            .bind(i(p.command_id))
+            .bind(serde_json::to_string(&p.permissions)?)
+            .execute(&mut tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(())
 }

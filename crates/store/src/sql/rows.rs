@@ -11,7 +11,7 @@ use crate::accounts::{GrantKind, GrantRecord, TokenRecord};
 use crate::*;
 
 pub(crate) const USER_COLS: &str = "id, username, global_name, avatar, bot, flags, created_at";
-pub(crate) const APPLICATION_COLS: &str = "id, name, owner_id, bot_user_id, flags, verify_key";
+pub(crate) const APPLICATION_COLS: &str = "id, name, owner_id, bot_user_id, flags, verify_key, interactions_endpoint_url";
 pub(crate) const GUILD_COLS: &str = "id, name, icon, description, owner_id, system_channel_id, created_at";
 pub(crate) const ROLE_COLS: &str = "id, guild_id, name, color, hoist, position, permissions, mentionable, bot_id";
 pub(crate) const CHANNEL_COLS: &str =
@@ -79,6 +79,7 @@ pub(crate) struct ApplicationRow {
     bot_user_id: i64,
     flags: i64,
     verify_key: String,
+    interactions_endpoint_url: Option<String>,
 }
 
 impl From<ApplicationRow> for ApplicationRecord {
@@ -90,6 +91,7 @@ impl From<ApplicationRow> for ApplicationRecord {
             bot_user_id: UserId(r.bot_user_id as u64),
             flags: r.flags as u64,
             verify_key: r.verify_key,
+            interactions_endpoint_url: r.interactions_endpoint_url,
         }
     }
 }

@@ -78,15 +78,21 @@ impl<B: Backend> Store for B {
     }
 
     async fn create_application(&self, a: &ApplicationRecord) -> Result<()> {
-        query(format!("INSERT INTO applications ({APPLICATION_COLS}) VALUES ($1, $2, $3, $4, $5, $6)"))
+        query(format!("INSERT INTO applications ({APPLICATION_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"))
             .bind(a.id)
             .bind(&a.name)
             .bind(a.owner_id)
             .bind(a.bot_user_id)
             .bind(a.flags)
             .bind(&a.verify_key)
+            .bind(&a.interactions_endpoint_url)
             .execute(self.writer())
             .await?;
+        Ok(())
+    }
+
+    async fn set_interactions_endpoint(&self, app: ApplicationId, url: Option<&str>) -> Result<()> {
+        query("UPDATE applications SET interactions_endpoint_url = $1 WHERE id = $2").bind(url).bind(app).execute(self.writer()).await?;
         Ok(())
     }
 
@@ -456,5 +462,13 @@ impl<B: Backend> DmThreadCommandStore for B {
 
     async fn overwrite_commands(&self, app: ApplicationId, guild: Option<GuildId>, cmds: &[CommandRecord]) -> Result<Vec<CommandRecord>> {
         commands::overwrite(self.writer(), app, guild, cmds).await
+    }
+
+    async fn command_permissions(&self, app: ApplicationId, guild: GuildId) -> Result<Vec<CommandPermissions>> {
+        commands::permissions(self.reader(), app, guild).await
+    }
+
+    async fn set_command_permissions(&self, app: ApplicationId, guild: GuildId, p: &CommandPermissions) -> Result<()> {
+        commands::set_permissions(self.writer(), app, guild, p).await
     }
 }
