@@ -620,7 +620,13 @@ pub async fn edit_command_permissions(
     let p = store::CommandPermissions { command_id: id, permissions: list };
     n.store.set_command_permissions(record.id, g, &p).await?;
     n.lookups.forget_permissions(record.id, g);
-    Ok(respond(StatusCode::OK, &permissions_json(app, g, &p)))
+    let body = permissions_json(app, g, &p);
+    // The bot hears of it through the guild's actor (its sessions there).
+    let event = node::route::interactions::InteractionAction::PermissionsChanged { bot: record.bot_user_id, body: body.clone() };
+    if let Err(e) = super::ask_actor_reply(&n, protocol::ActorKey::guild(g), u.id, node::route::Action::Interaction(event)).await {
+        tracing::debug!(guild = g.0, error = ?e, "APPLICATION_COMMAND_PERMISSIONS_UPDATE not sent");
+    }
+    Ok(respond(StatusCode::OK, &body))
 }
 
 #[cfg(test)]

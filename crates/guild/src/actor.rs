@@ -11,7 +11,7 @@ use protocol::model::{self, iso8601, permission};
 use protocol::{ActorKey, ChannelId, GuildId, UserId};
 use serde::Serialize;
 use serde_json::{json, Value};
-use store::{ChannelRecord, GuildRecord, GuildSnapshot, MemberRecord, MessageRecord, RoleRecord, UserRecord};
+use store::{Change, ChannelRecord, GuildRecord, GuildSnapshot, MemberRecord, MessageRecord, RoleRecord, UserRecord};
 use tokio::sync::mpsc;
 
 use super::fenced::{self, Core, Done, Fenced, Job};
@@ -298,7 +298,18 @@ impl GuildActor {
             let answer = (plan.then)(self, st, &[]);
             return self.core.node.guilds.reply(reply, encode(&answer));
         }
-        self.core.submit_changes(plan.changes, Job::Op { then: plan.then, reply });
+        let mut changes = plan.changes;
+        // One new message of this guild (a webhook's, an interaction's
+        // answer) goes with the group commit's batches, as members'
+        // messages do, fenced the same way (by its guild's epoch), instead
+        // of a transaction of its own.
+        if let [Change::WebhookMessage(m)] = &changes[..] {
+            if m.guild_id == Some(st.guild.id) {
+                let Some(Change::WebhookMessage(m)) = changes.pop() else { unreachable!("matched above") };
+                return self.core.submit_message(m, Job::Op { then: plan.then, reply });
+            }
+        }
+        self.core.submit_changes(changes, Job::Op { then: plan.then, reply });
     }
 
     /// A session's subscription moves to the node that took it over. The

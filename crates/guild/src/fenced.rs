@@ -210,6 +210,9 @@ pub(crate) async fn serve<A: Fenced>(actor: &mut A, st: &mut A::State) {
                         actor.committed(st, Done::Message { message, body, reply })
                     }
                     (Outcome::Applied(rows), Job::Op { then, reply }) => actor.committed(st, Done::Op { rows, then, reply }),
+                    // A change that was one new message, committed with the
+                    // group commit's batch: its one row.
+                    (Outcome::Committed, Job::Op { then, reply }) => actor.committed(st, Done::Op { rows: vec![1], then, reply }),
                     (outcome, job) => {
                         actor.core().not_committed(outcome, job);
                         true

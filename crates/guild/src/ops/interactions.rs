@@ -242,6 +242,10 @@ pub(super) fn plan(a: &GuildActor, st: &State, user: UserId, action: Interaction
             let rec = response_record(p, &data, false)?;
             Ok(send(a, st, id, rec, false))
         }
+        InteractionAction::PermissionsChanged { bot, body } => Ok(Plan::now(move |a, _| {
+            to_user(a, bot, "APPLICATION_COMMAND_PERMISSIONS_UPDATE", encode(&body));
+            OpReply::no_content()
+        })),
         InteractionAction::Expire => Ok(Plan::now(move |a, st| {
             // Every interaction past its deadline without an answer fails.
             let now = Instant::now();

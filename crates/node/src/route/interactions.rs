@@ -47,6 +47,9 @@ pub enum InteractionAction {
     Message { app: ApplicationId, token: String, message: Option<MessageId>, edit: Option<Value>, delete: bool },
     /// `POST /webhooks/{app}/{token}`: a followup message.
     Followup { app: ApplicationId, token: String, data: Value },
+    /// A guild's permission overrides of an application's commands changed:
+    /// APPLICATION_COMMAND_PERMISSIONS_UPDATE to its bot's sessions.
+    PermissionsChanged { bot: UserId, body: Value },
     /// The actor's own timer: interactions that got no initial response in
     /// time fail (one timer per actor at a time, not one per interaction).
     Expire,

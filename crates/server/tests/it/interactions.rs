@@ -542,6 +542,12 @@ async fn permission_overrides_decide_who_may_run_a_command_and_where() {
     // The muted role may not: gone from the member's index, refused, never at the bot.
     let (s, v, _) = put(w.owner.clone(), echo_id.clone(), json!([{"id": muted, "type": 1, "permission": false}])).await;
     assert_eq!((s, &v["id"], &v["permissions"][0]["id"]), (200, &json!(echo_id), &json!(muted)), "{v}");
+    let ev = bot.until("APPLICATION_COMMAND_PERMISSIONS_UPDATE").await["d"].clone();
+    assert_eq!(
+        (&ev["id"], &ev["application_id"], &ev["guild_id"], &ev["permissions"]),
+        (&v["id"], &json!(app), &json!(w.guild), &v["permissions"]),
+        "{ev}"
+    );
     assert_eq!(index(member.clone()).await, Vec::<String>::new());
     assert_eq!(run(member.clone(), "p1").await, (403, json!(50013)));
     let (s, listed) = t.get(&format!("/applications/{app}/guilds/{}/commands/permissions", w.guild), &w.bot_auth).await;
