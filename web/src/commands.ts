@@ -331,6 +331,7 @@ export class Commands {
       return "invalid";
     }
     this.hide();
+    this.picked = null;
     this.files.clear();
     const app = idx.apps.get(c.application_id)?.name ?? "The application";
     const body = this.body(2, c, guild, channel, options, nonce());
@@ -414,6 +415,9 @@ export class Commands {
     if (!guild || !this.picked) return;
     const idx = await this.load(guild);
     const text = this.input.value;
+    // Choices that arrive after the command was sent (or the text changed
+    // to another command) are not shown.
+    if (!this.picked || !text.startsWith(`/${this.picked.name} `)) return;
     this.showHelp(idx, this.picked, text.slice(text.indexOf(" ") + 1));
   }
 
