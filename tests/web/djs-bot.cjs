@@ -1,5 +1,5 @@
 // An unmodified discord.js bot for the browser test of interactions
-// (commands-djs.test.mjs): everything through the library's own API:
+// (commands-libs.test.mjs): everything through the library's own API:
 // builders registered with guild.commands.set, reply / deferReply /
 // followUp / editReply, a button and a select awaited on the reply, a
 // modal (showModal + awaitModalSubmit), autocomplete (respond), and a
