@@ -85,7 +85,15 @@ for (const lib of LIBS) {
       await t.server?.stop();
       if (t.dir) rmSync(t.dir, { recursive: true, force: true });
     });
-    test("a person uses its commands, components, modal and context menus", () => scenario(lib, t));
+    test("a person uses its commands, components, modal and context menus", async () => {
+      try {
+        await scenario(lib, t);
+      } catch (e) {
+        // What the bot said (its library's log) belongs with the failure.
+        e.message += `\n--- the ${lib.prefix} bot's stderr ---\n${t.errors.slice(-12000)}`;
+        throw e;
+      }
+    });
   });
 }
 

@@ -108,8 +108,14 @@ test("a person runs slash commands, uses buttons, selects and modals, and sees w
   await a.locator(".message .content", { hasText: "picked: b" }).waitFor();
   await b.locator(".message .content", { hasText: "picked: b" }).waitFor();
   assert.equal(await b.locator(".message", { hasText: "pressed" }).count(), 0, "the other member never saw the ephemeral answer");
-  await secret.getByRole("button", { name: "Dismiss message" }).click();
-  await secret.waitFor({ state: "detached" });
+  // A button on the ephemeral answer updates it, still for the presser only.
+  await secret.getByRole("button", { name: "Once more" }).click();
+  const twice = a.locator(".message", { hasText: "pressed twice" });
+  await twice.locator(".ephemeral", { hasText: "Only you can see this" }).waitFor();
+  assert.equal(await twice.getByRole("button", { name: "Once more" }).count(), 0, "its button is gone");
+  assert.equal(await b.locator(".message", { hasText: "pressed" }).count(), 0, "the other member never saw either");
+  await twice.getByRole("button", { name: "Dismiss message" }).click();
+  await twice.waitFor({ state: "detached" });
 
   // A modal: a dialog with the bot's fields; its submission is answered.
   await input.fill("/form");

@@ -3,7 +3,8 @@
 // --experimental-websocket on Node 20). It registers guild commands, then
 // answers what a person does in the web client:
 //   /echo text        a message with a button and a select
-//   button "again"    an ephemeral reply
+//   button "again"    an ephemeral reply, with a button "Once more" that
+//                     updates that ephemeral message (type 7)
 //   select "pick"     a message naming the value
 //   /form             a modal; its submission is answered with a message
 //   /think            deferred, then a followup
@@ -56,7 +57,12 @@ async function handle(i) {
     return answer(i, 8, { choices: FRUIT.filter((f) => f.startsWith(q)).map((f) => ({ name: f, value: f })) });
   }
   if (i.type === 3) {
-    if (d.custom_id === "again") return answer(i, 4, { content: "pressed", flags: 64 });
+    if (d.custom_id === "again") {
+      const more = [{ type: 1, components: [{ type: 2, style: 2, label: "Once more", custom_id: "once" }] }];
+      return answer(i, 4, { content: "pressed", flags: 64, components: more });
+    }
+    // A button on the ephemeral answer: that message is updated in place.
+    if (d.custom_id === "once") return answer(i, 7, { content: "pressed twice", components: [] });
     if (d.custom_id === "pick") return answer(i, 4, { content: `picked: ${d.values[0]}` });
     if (d.custom_id === "whom") return answer(i, 4, { content: `chose user: ${d.resolved.users[d.values[0]].username}` });
     if (d.custom_id === "where") return answer(i, 4, { content: `chose channel: #${d.resolved.channels[d.values[0]].name}` });

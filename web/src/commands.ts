@@ -529,6 +529,8 @@ export class Commands {
           guild_id: guild,
           channel_id: m.channel_id,
           message_id: m.id,
+          // An ephemeral message is the server's to find among the invoker's.
+          message_flags: m.flags ?? 0,
           session_id: this.host.sessionId(),
           nonce: nonce(),
           data,

@@ -605,7 +605,9 @@ function markRead() {
 
 function messageUpdate(d: any) {
   const hist = histories.get(d.channel_id);
-  const m = hist?.items.find((x) => x.id === d.id);
+  // A message still waiting for its frame (`pending`) is updated there: it
+  // is drawn from that object when the frame comes.
+  const m = hist?.items.find((x) => x.id === d.id) ?? pending.find((x) => x.id === d.id);
   if (!m) return;
   if (d.content !== undefined) m.content = d.content;
   m.edited_timestamp = d.edited_timestamp ?? m.edited_timestamp;

@@ -93,7 +93,7 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, req: axum:
         return Err(form("data", "DICT_TYPE_CONVERT", "Only dictionaries may be used in a DictType"));
     }
     let mut mentions = Mentions::default();
-    let (mut target_message, mut message, mut component_message) = (None, None, None);
+    let (mut target_message, mut message, mut component_message, mut ephemeral_message) = (None, None, None, None);
     let (data, command) = match b.kind {
         kind::APPLICATION_COMMAND | kind::AUTOCOMPLETE => {
             let (mut data, c) =
@@ -114,12 +114,17 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, req: axum:
             }
             (data, Some(c))
         }
-        kind::MESSAGE_COMPONENT => {
-            let (data, m, rec) = component_data(&node, &app, channel, &b, &mut mentions).await?;
-            message = Some(m);
-            component_message = Some(rec);
-            (data, None)
-        }
+        kind::MESSAGE_COMPONENT => match component_data(&node, &app, channel, &b, &mut mentions).await? {
+            ComponentOn::Stored(data, m, rec) => {
+                message = Some(m);
+                component_message = Some(*rec);
+                (data, None)
+            }
+            ComponentOn::Ephemeral(mid) => {
+                ephemeral_message = Some(mid);
+                (b.data.clone(), None)
+            }
+        },
         _ => (modal_data(&b.data)?, None),
     };
     // The guild's permission overrides of a command, and of the whole application.
@@ -148,6 +153,7 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, req: axum:
         mentions,
         http: app.interactions_endpoint_url.is_some(),
         overrides,
+        ephemeral_message,
     };
     let action = Action::Interaction(InteractionAction::Invoke(Box::new(invoke)));
     let reply = super::ask_actor_reply(&node, key, u.id, action).await?;
@@ -389,18 +395,6 @@ fn check_value(
     Ok(checked)
 }
 
-/// Every component of a message's `components` (rows and what is in them).
-fn components_of(v: &Value, out: &mut Vec<Value>) {
-    if let Some(list) = v.as_array() {
-        for c in list {
-            out.push(c.clone());
-            if let Some(inner) = c.get("components") {
-                components_of(inner, out);
-            }
-        }
-    }
-}
-
 /// A component interaction: the message exists in the channel, was sent by
 /// the application, and has a component of that `custom_id` and type;
 /// select values are among its options and within its counts.
@@ -410,75 +404,34 @@ async fn component_data(
     channel: ChannelId,
     b: &InteractionBody,
     mentions: &mut Mentions,
-) -> ApiResult<(Value, Value, store::MessageRecord)> {
+) -> ApiResult<ComponentOn> {
     let mid: MessageId = b
         .message_id
         .as_deref()
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| form("message_id", "BASE_TYPE_REQUIRED", "This field is required"))?;
-    let rec = node.store.get_message(channel, mid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownMessage))?;
+    let rec = match node.store.get_message(channel, mid).await? {
+        Some(rec) => rec,
+        // An ephemeral message is in no store: its interaction's actor has it.
+        None if b.message_flags.unwrap_or(0) & node::route::interactions::flags::EPHEMERAL != 0 => {
+            return Ok(ComponentOn::Ephemeral(mid));
+        }
+        None => return Err(ApiError::not_found(ErrorCode::UnknownMessage)),
+    };
     if rec.author_id != app.bot_user_id && rec.extra.get("application_id").and_then(snowflake) != Some(app.id.0) {
         return Err(form("message_id", "INTERACTION_COMPONENT_FOREIGN", "The message is not the application's."));
     }
-    let custom_id = b
-        .data
-        .get("custom_id")
-        .and_then(Value::as_str)
-        .ok_or_else(|| form("data.custom_id", "BASE_TYPE_REQUIRED", "This field is required"))?;
-    let ctype = b
-        .data
-        .get("component_type")
-        .and_then(Value::as_u64)
-        .ok_or_else(|| form("data.component_type", "BASE_TYPE_REQUIRED", "This field is required"))?;
-    let mut all = Vec::new();
-    components_of(rec.extra.get("components").unwrap_or(&Value::Null), &mut all);
-    let Some(c) = all.iter().find(|c| c.get("custom_id").and_then(Value::as_str) == Some(custom_id)) else {
-        return Err(form("data.custom_id", "INTERACTION_COMPONENT_UNKNOWN", "No component with this custom_id on the message."));
-    };
-    if c.get("type").and_then(Value::as_u64) != Some(ctype) {
-        return Err(form("data.component_type", "INTERACTION_COMPONENT_TYPE_MISMATCH", "The component is of another type."));
-    }
-    if c.get("disabled").and_then(Value::as_bool) == Some(true) {
-        return Err(form("data.custom_id", "INTERACTION_COMPONENT_DISABLED", "The component is disabled."));
-    }
-    let mut data = json!({"custom_id": custom_id, "component_type": ctype});
-    if (3..=8).contains(&ctype) {
-        let values: Vec<String> = b
-            .data
-            .get("values")
-            .and_then(Value::as_array)
-            .ok_or_else(|| form("data.values", "BASE_TYPE_REQUIRED", "This field is required"))?
-            .iter()
-            .map(|v| v.as_str().map(str::to_string).ok_or_else(|| form("data.values", "STRING_TYPE_CONVERT", "Must be a string.")))
-            .collect::<ApiResult<_>>()?;
-        let min = c.get("min_values").and_then(Value::as_u64).unwrap_or(1) as usize;
-        let max = c.get("max_values").and_then(Value::as_u64).unwrap_or(1) as usize;
-        if values.len() < min || values.len() > max {
-            return Err(form("data.values", "BASE_TYPE_BAD_LENGTH", "The number of values is out of range."));
-        }
-        if ctype == 3 {
-            let options: Vec<&str> = c
-                .get("options")
-                .and_then(Value::as_array)
-                .map(|o| o.iter().filter_map(|x| x.get("value").and_then(Value::as_str)).collect())
-                .unwrap_or_default();
-            if let Some(v) = values.iter().find(|v| !options.contains(&v.as_str())) {
-                return Err(form("data.values", "INTERACTION_SELECT_VALUE_UNKNOWN", &format!("\"{v}\" is not an option.")));
-            }
-        } else {
-            for v in &values {
-                let id: u64 = v.parse().map_err(|_| form("data.values", "NUMBER_TYPE_COERCE", "Value is not snowflake."))?;
-                match ctype {
-                    5 => mentions.users.push(UserId(id)),
-                    6 => mentions.roles.push(protocol::RoleId(id)),
-                    8 => mentions.channels.push(ChannelId(id)),
-                    _ => mentions.either.push(id),
-                }
-            }
-        }
-        data["values"] = json!(values);
-    }
-    Ok((data, rendered_message(node, channel, mid).await?, rec))
+    let components = rec.extra.get("components").unwrap_or(&Value::Null);
+    let data = node::components::check_use(components, &b.data, mentions).map_err(|e| ApiError::field(&e.path, e.code, &e.message))?;
+    Ok(ComponentOn::Stored(data, rendered_message(node, channel, mid).await?, Box::new(rec)))
+}
+
+/// Where a used component is: on a stored message (the bot's `data`, the
+/// message as the bot gets it, and its record), or on an ephemeral one,
+/// which the guild's actor checks.
+enum ComponentOn {
+    Stored(Value, Value, Box<store::MessageRecord>),
+    Ephemeral(MessageId),
 }
 
 /// A message of `channel` as the API shows it: 404 10008 if there is none.

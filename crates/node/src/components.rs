@@ -243,6 +243,85 @@ fn text_input<'a>(c: &'a Value, at: &str, seen: &mut Vec<&'a str>, needs_label: 
     Ok(())
 }
 
+/// Every component of a message's `components`, rows and their children.
+fn flatten<'a>(v: &'a Value, out: &mut Vec<&'a Value>) {
+    for c in v.as_array().into_iter().flatten() {
+        out.push(c);
+        if let Some(inner) = c.get("components") {
+            flatten(inner, out);
+        }
+    }
+}
+
+fn invalid(path: &str, code: &'static str, message: impl Into<String>) -> Invalid {
+    Invalid { path: path.into(), code, message: message.into() }
+}
+
+/// A person's use of a component (`given`: the interaction's `data`)
+/// checked against the `components` of the message it is on: a component
+/// of that `custom_id` and type that is not disabled; select `values`
+/// among its options and within its counts. The `data` the bot gets; the
+/// ids a user, role, mentionable or channel select names go to `mentions`.
+pub fn check_use(components: &Value, given: &Value, mentions: &mut crate::route::interactions::Mentions) -> Result<Value, Invalid> {
+    use protocol::{ChannelId, RoleId, UserId};
+    let custom_id = given
+        .get("custom_id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid("data.custom_id", "BASE_TYPE_REQUIRED", "This field is required"))?;
+    let ctype = given
+        .get("component_type")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| invalid("data.component_type", "BASE_TYPE_REQUIRED", "This field is required"))?;
+    let mut all = Vec::new();
+    flatten(components, &mut all);
+    let Some(c) = all.into_iter().find(|c| c.get("custom_id").and_then(Value::as_str) == Some(custom_id)) else {
+        return Err(invalid("data.custom_id", "INTERACTION_COMPONENT_UNKNOWN", "No component with this custom_id on the message."));
+    };
+    if c.get("type").and_then(Value::as_u64) != Some(ctype) {
+        return Err(invalid("data.component_type", "INTERACTION_COMPONENT_TYPE_MISMATCH", "The component is of another type."));
+    }
+    if c.get("disabled").and_then(Value::as_bool) == Some(true) {
+        return Err(invalid("data.custom_id", "INTERACTION_COMPONENT_DISABLED", "The component is disabled."));
+    }
+    let mut data = serde_json::json!({"custom_id": custom_id, "component_type": ctype});
+    if (3..=8).contains(&ctype) {
+        let values: Vec<String> = given
+            .get("values")
+            .and_then(Value::as_array)
+            .ok_or_else(|| invalid("data.values", "BASE_TYPE_REQUIRED", "This field is required"))?
+            .iter()
+            .map(|v| v.as_str().map(str::to_string).ok_or_else(|| invalid("data.values", "STRING_TYPE_CONVERT", "Must be a string.")))
+            .collect::<Result<_, _>>()?;
+        let min = c.get("min_values").and_then(Value::as_u64).unwrap_or(1) as usize;
+        let max = c.get("max_values").and_then(Value::as_u64).unwrap_or(1) as usize;
+        if values.len() < min || values.len() > max {
+            return Err(invalid("data.values", "BASE_TYPE_BAD_LENGTH", "The number of values is out of range."));
+        }
+        if ctype == 3 {
+            let options: Vec<&str> = c
+                .get("options")
+                .and_then(Value::as_array)
+                .map(|o| o.iter().filter_map(|x| x.get("value").and_then(Value::as_str)).collect())
+                .unwrap_or_default();
+            if let Some(v) = values.iter().find(|v| !options.contains(&v.as_str())) {
+                return Err(invalid("data.values", "INTERACTION_SELECT_VALUE_UNKNOWN", format!("\"{v}\" is not an option.")));
+            }
+        } else {
+            for v in &values {
+                let id: u64 = v.parse().map_err(|_| invalid("data.values", "NUMBER_TYPE_COERCE", "Value is not snowflake."))?;
+                match ctype {
+                    5 => mentions.users.push(UserId(id)),
+                    6 => mentions.roles.push(RoleId(id)),
+                    8 => mentions.channels.push(ChannelId(id)),
+                    _ => mentions.either.push(id),
+                }
+            }
+        }
+        data["values"] = serde_json::json!(values);
+    }
+    Ok(data)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -286,9 +286,36 @@ fn by_token<'a>(a: &GuildActor, st: &'a State, app: ApplicationId, token: &str, 
     Ok((id, p))
 }
 
-fn invoke(a: &GuildActor, st: &State, user: UserId, inv: Invoke) -> Decided {
+/// The latest copy of the invoker's ephemeral message `mid` of `app`, and
+/// the interaction it belongs to.
+fn ephemeral_message(st: &State, user: UserId, app: ApplicationId, mid: MessageId) -> Option<(&Pending, &MessageRecord)> {
+    let mut best: Option<(&Pending, &MessageRecord)> = None;
+    for p in st.interactions.by_id.values().filter(|p| p.user == user && p.app == app) {
+        for s in p.original.iter().chain(&p.followups) {
+            if let Sent::Ephemeral(r) = s {
+                if r.id == mid && best.is_none_or(|(_, b)| r.edited_at.unwrap_or(0) > b.edited_at.unwrap_or(0)) {
+                    best = Some((p, r));
+                }
+            }
+        }
+    }
+    best
+}
+
+fn invoke(a: &GuildActor, st: &State, user: UserId, mut inv: Invoke) -> Decided {
     let caller = st.caller(user)?;
     let c = st.channel(inv.channel)?;
+    // A component on an ephemeral message: only its invoker has it.
+    if let Some(mid) = inv.ephemeral_message {
+        let Some((p, rec)) = ephemeral_message(st, user, inv.application_id, mid).filter(|(_, r)| r.channel_id == inv.channel) else {
+            return Err(OpReply::not_found(ErrorCode::UnknownMessage));
+        };
+        let components = rec.extra.get("components").unwrap_or(&Value::Null);
+        inv.data = node::components::check_use(components, &inv.data, &mut inv.mentions)
+            .map_err(|e| OpReply::field(&e.path, e.code, &e.message))?;
+        inv.message = serde_json::to_value(render(st, p, rec)).ok();
+        inv.component_message = Some(rec.clone());
+    }
     let bits = caller.view(st, c)?;
     let admin = caller.owner || bits & permission::ADMINISTRATOR != 0;
     if !admin && bits & permission::USE_APPLICATION_COMMANDS == 0 {
@@ -606,7 +633,8 @@ fn respond(a: &GuildActor, st: &State, p: &Pending, id: u64, k: u8, data: Value,
         callback::UPDATE_MESSAGE => {
             // The component's message, edited; later edits of `@original` change it too.
             let Some(rec) = p.component_message.as_deref().cloned() else { return Err(unknown()) };
-            let plan = edit_sent(st, id, p, rec, false, None, &data)?;
+            let ephemeral = rec.flags & flags::EPHEMERAL != 0;
+            let plan = edit_sent(st, id, p, rec, ephemeral, None, &data)?;
             let then = plan.then;
             Ok(Plan {
                 changes: plan.changes,
@@ -624,7 +652,8 @@ fn respond(a: &GuildActor, st: &State, p: &Pending, id: u64, k: u8, data: Value,
         _ => Ok(Plan::now(move |a, st| {
             if let Some(p) = st.interactions.by_id.get_mut(&id) {
                 if let Some(m) = p.component_message.clone() {
-                    p.original = Some(Sent::Public(m));
+                    let ephemeral = m.flags & flags::EPHEMERAL != 0;
+                    p.original = Some(if ephemeral { Sent::Ephemeral(m) } else { Sent::Public(m) });
                 }
             }
             answered(a, st, None)

@@ -90,6 +90,10 @@ pub struct Invoke {
     /// application ([`overrides_allow`]).
     #[serde(default)]
     pub overrides: (Vec<store::CommandPermission>, Vec<store::CommandPermission>),
+    /// Components on an ephemeral message (in no store): its id; the actor
+    /// finds it among the invoker's and checks `data` against it.
+    #[serde(default)]
+    pub ephemeral_message: Option<MessageId>,
 }
 
 #[derive(Serialize, Deserialize, Clone)]

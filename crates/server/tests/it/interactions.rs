@@ -30,6 +30,28 @@ async fn register(t: &TestServer, w: &World, app: &str) -> (Value, Value) {
     (echo, admin)
 }
 
+/// A server (`tweak`ed) whose world has the bot's `/echo` and `/admin`
+/// (see [`register`]) and a second member in the channel.
+struct Hall {
+    t: TestServer,
+    w: World,
+    app: String,
+    echo: Value,
+    admin: Value,
+    member: String,
+    member_id: String,
+}
+
+async fn hall(tweak: impl FnOnce(&mut server::Config)) -> Hall {
+    let t = TestServer::start_with(tweak).await;
+    let w = t.world().await;
+    let app = app_id(&t, &w.bot_auth).await;
+    let (echo, admin) = register(&t, &w, &app).await;
+    let (member, member_id) = t.user("member").await;
+    t.join(&w.owner, &w.channel, &member).await;
+    Hall { t, w, app, echo, admin, member, member_id }
+}
+
 /// A session of `token` that has its guild (GUILD_CREATE arrived).
 async fn in_guild(ws: &str, token: &str, intents: u64) -> Gw {
     let mut gw = Gw::connect(ws).await;
@@ -47,12 +69,7 @@ fn invoke(app: &str, w: &World, cmd: &Value, options: Value, nonce: &str) -> Val
 
 #[tokio::test]
 async fn a_slash_command_reaches_the_bot_and_its_answers_reach_the_channel() {
-    let t = TestServer::start().await;
-    let w = t.world().await;
-    let app = app_id(&t, &w.bot_auth).await;
-    let (echo, admin) = register(&t, &w, &app).await;
-    let (member, member_id) = t.user("member").await;
-    t.join(&w.owner, &w.channel, &member).await;
+    let Hall { t, w, app, echo, admin, member, member_id } = hall(|_| {}).await;
 
     // The index shows the member what they may run: not the admin command.
     let (s, idx) = t.get(&format!("/guilds/{}/application-command-index", w.guild), &member).await;
@@ -137,12 +154,7 @@ async fn a_slash_command_reaches_the_bot_and_its_answers_reach_the_channel() {
 
 #[tokio::test]
 async fn ephemeral_answers_reach_only_the_invoker_and_silence_fails() {
-    let t = TestServer::start_with(|c| c.interactions.response_timeout_ms = 300).await;
-    let w = t.world().await;
-    let app = app_id(&t, &w.bot_auth).await;
-    let (echo, _) = register(&t, &w, &app).await;
-    let (member, _) = t.user("member").await;
-    t.join(&w.owner, &w.channel, &member).await;
+    let Hall { t, w, app, echo, member, .. } = hall(|c| c.interactions.response_timeout_ms = 300).await;
     let mut bot = in_guild(&t.ws, &w.bot_token, BOT_INTENTS).await;
     let mut person = in_guild(&t.ws, &member, ALL_INTENTS).await;
     let mut owner = in_guild(&t.ws, &w.owner, ALL_INTENTS).await;
@@ -493,12 +505,7 @@ async fn http_endpoints_are_off_unless_the_deployment_names_their_hosts() {
 
 #[tokio::test]
 async fn permission_overrides_decide_who_may_run_a_command_and_where() {
-    let t = TestServer::start().await;
-    let w = t.world().await;
-    let app = app_id(&t, &w.bot_auth).await;
-    let (echo, _) = register(&t, &w, &app).await;
-    let (member, member_id) = t.user("member").await;
-    t.join(&w.owner, &w.channel, &member).await;
+    let Hall { t, w, app, echo, member, member_id, .. } = hall(|_| {}).await;
     let (s, muted) = t.post(&format!("/guilds/{}/roles", w.guild), &w.owner, json!({"name": "muted"})).await;
     assert_eq!(s, 200, "{muted}");
     let muted = muted["id"].as_str().unwrap().to_string();
@@ -590,12 +597,7 @@ async fn permission_overrides_decide_who_may_run_a_command_and_where() {
 
 #[tokio::test]
 async fn a_modal_submission_must_fit_the_modal_that_was_shown() {
-    let t = TestServer::start().await;
-    let w = t.world().await;
-    let app = app_id(&t, &w.bot_auth).await;
-    let (echo, _) = register(&t, &w, &app).await;
-    let (member, _) = t.user("member").await;
-    t.join(&w.owner, &w.channel, &member).await;
+    let Hall { t, w, app, echo, member, .. } = hall(|_| {}).await;
     let mut bot = in_guild(&t.ws, &w.bot_token, BOT_INTENTS).await;
     let mut owner = in_guild(&t.ws, &w.owner, ALL_INTENTS).await;
     let opts = json!([{"name": "text", "type": 3, "value": "form"}]);
@@ -695,4 +697,49 @@ async fn an_attachment_option_carries_a_file_the_bot_can_fetch() {
     let body = t.http.get(a["url"].as_str().unwrap()).send().await.unwrap();
     assert_eq!(body.status(), 200);
     assert_eq!(body.bytes().await.unwrap().as_ref(), b"file body");
+}
+
+#[tokio::test]
+async fn a_button_on_an_ephemeral_message_works_for_its_invoker_only() {
+    let Hall { t, w, app, echo, member, .. } = hall(|_| {}).await;
+    let mut bot = in_guild(&t.ws, &w.bot_token, BOT_INTENTS).await;
+    let mut person = in_guild(&t.ws, &member, ALL_INTENTS).await;
+
+    let opts = json!([{"name": "text", "type": 3, "value": "secret"}]);
+    let (s, _, _) = t.req(Method::POST, "/interactions", Some(&member), Some(invoke(&app, &w, &echo, opts, "e1"))).await;
+    assert_eq!(s, 204);
+    let i = bot.until("INTERACTION_CREATE").await["d"].clone();
+    let cb = format!("/interactions/{}/{}/callback", i["id"].as_str().unwrap(), i["token"].as_str().unwrap());
+    let row = json!([{"type": 1, "components": [{"type": 2, "style": 1, "label": "More", "custom_id": "more"}]}]);
+    let (s, _, _) =
+        t.req(Method::POST, &cb, None, Some(json!({"type": 4, "data": {"content": "psst", "flags": 64, "components": row}}))).await;
+    assert_eq!(s, 204);
+    let m = person.until("MESSAGE_CREATE").await["d"].clone();
+    let mid = m["id"].as_str().unwrap().to_string();
+    let click = |custom_id: &str, flags: u64| {
+        json!({"type": 3, "application_id": app, "guild_id": w.guild, "channel_id": w.channel, "message_id": mid,
+               "message_flags": flags, "nonce": "c", "data": {"custom_id": custom_id, "component_type": 2}})
+    };
+    // Someone else, a button it does not have, or no ephemeral flag: refused.
+    let (s, v) = t.post("/interactions", &w.owner, click("more", 64)).await;
+    assert_eq!((s, &v["code"]), (404, &json!(10008)), "{v}");
+    let (s, v) = t.post("/interactions", &member, click("less", 64)).await;
+    assert_eq!((s, &v["code"]), (400, &json!(50035)), "{v}");
+    let (s, v) = t.post("/interactions", &member, click("more", 0)).await;
+    assert_eq!((s, &v["code"]), (404, &json!(10008)), "{v}");
+    // The invoker's click reaches the bot with the message, and UPDATE_MESSAGE edits it for them only.
+    let (s, v, _) = t.req(Method::POST, "/interactions", Some(&member), Some(click("more", 64))).await;
+    assert_eq!(s, 204, "{v}");
+    let c = bot.until("INTERACTION_CREATE").await["d"].clone();
+    assert_eq!((&c["data"]["custom_id"], &c["message"]["id"], &c["message"]["flags"]), (&json!("more"), &json!(mid), &json!(64)), "{c}");
+    let cb = format!("/interactions/{}/{}/callback", c["id"].as_str().unwrap(), c["token"].as_str().unwrap());
+    let (s, v, _) = t.req(Method::POST, &cb, None, Some(json!({"type": 7, "data": {"content": "psst, more", "components": []}}))).await;
+    assert_eq!(s, 204, "{v}");
+    let u = person.until("MESSAGE_UPDATE").await["d"].clone();
+    assert_eq!((&u["id"], &u["content"], &u["flags"]), (&json!(mid), &json!("psst, more"), &json!(64)), "{u}");
+    let (_, hist) = t.get(&format!("/channels/{}/messages", w.channel), &member).await;
+    assert!(hist.as_array().unwrap().iter().all(|m| m["id"] != mid), "never stored: {hist}");
+    // The button is gone from the message now.
+    let (s, v) = t.post("/interactions", &member, click("more", 64)).await;
+    assert_eq!((s, &v["code"]), (400, &json!(50035)), "{v}");
 }
