@@ -345,8 +345,9 @@ pub async fn release(node: &Node, mut hashes: Vec<String>) {
 /// (`attachments.url_lifetime_s`); without one, 404.
 pub fn routes() -> Router<Arc<Node>> {
     Router::new()
-        .route("/attachments/{channel_id}/{attachment_id}/{filename}", get(serve))
-        .route("/ephemeral-attachments/{channel_id}/{attachment_id}/{filename}", get(serve_ephemeral))
+        .route("/attachments/{channel_id}/{attachment_id}/{filename}", get(|s, p, q, h| serve(s, p, q, h, false)))
+        // A pending upload (an interaction's attachment option), to the bot.
+        .route("/ephemeral-attachments/{channel_id}/{attachment_id}/{filename}", get(|s, p, q, h| serve(s, p, q, h, true)))
 }
 
 async fn serve(
@@ -354,21 +355,9 @@ async fn serve(
     Path((c, id, name)): Path<(String, String, String)>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
+    ephemeral: bool,
 ) -> Response {
-    match serve_file(&node, &c, &id, &name, query.as_deref(), &headers, false).await {
-        Ok(r) => r,
-        Err(e) => e.into_response(),
-    }
-}
-
-/// A pending upload (an interaction's attachment option), to the bot.
-async fn serve_ephemeral(
-    State(node): State<Arc<Node>>,
-    Path((c, id, name)): Path<(String, String, String)>,
-    RawQuery(query): RawQuery,
-    headers: HeaderMap,
-) -> Response {
-    match serve_file(&node, &c, &id, &name, query.as_deref(), &headers, true).await {
+    match serve_file(&node, &c, &id, &name, query.as_deref(), &headers, ephemeral).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }

@@ -61,11 +61,9 @@ fn now_s() -> u64 {
 async fn post(node: &Node, app: ApplicationId, url: &str, body: Vec<u8>, forged: bool) -> Option<(u16, Vec<u8>)> {
     let cfg = &node.config.interactions;
     let timestamp = now_s().to_string();
-    let mut signature = node::signing::sign(&node::signing::key_pair(&node.blobs.signer, app), &timestamp, &body);
-    if forged {
-        // A well-formed signature of something else.
-        signature = node::signing::sign(&node::signing::key_pair(&node.blobs.signer, app), &timestamp, b"{}");
-    }
+    // Forged: a well-formed signature of something else.
+    let signed: &[u8] = if forged { b"{}" } else { &body };
+    let signature = node::signing::sign(&node::signing::key_pair(&node.blobs.signer, app), &timestamp, signed);
     let send = client()
         .post(url)
         .header("content-type", "application/json")

@@ -90,7 +90,6 @@ struct OpenModal {
 }
 
 /// A field of an open modal: a text input, or a select in a label.
-#[derive(Clone)]
 struct Field {
     custom_id: String,
     /// A text input (4), else a select (its `values`).
@@ -104,45 +103,39 @@ struct Field {
 const MAX_OPEN_MODALS: usize = 10_000;
 const MAX_TEXT_INPUT: usize = 4000;
 
+/// The inputs of a modal's `components` (or of a submission's): inside
+/// labels (`component`) or rows (`components`), each with its `custom_id`.
+fn modal_inputs(components: &Value) -> impl Iterator<Item = (&str, &Value)> {
+    components
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|row| row.get("component").into_iter().chain(row.get("components").and_then(Value::as_array).into_iter().flatten()))
+        .filter_map(|c| Some((c.get("custom_id")?.as_str()?, c)))
+}
+
 /// The fields of a modal's `components` (rows of inputs, or labels).
 fn modal_fields(components: &Value) -> Vec<Field> {
-    let mut out = Vec::new();
-    let mut add = |c: &Value| {
-        let Some(id) = c.get("custom_id").and_then(Value::as_str) else { return };
-        let n = |k: &str| c.get(k).and_then(Value::as_u64).map(|v| v as usize);
-        let text = c.get("type").and_then(Value::as_u64) == Some(4);
-        out.push(Field {
-            custom_id: id.to_string(),
-            text,
-            required: c.get("required").and_then(Value::as_bool).unwrap_or(true),
-            min: if text { n("min_length").unwrap_or(0) } else { n("min_values").unwrap_or(1) },
-            max: if text { n("max_length").unwrap_or(MAX_TEXT_INPUT) } else { n("max_values").unwrap_or(1) },
-        });
-    };
-    for row in components.as_array().into_iter().flatten() {
-        if let Some(inner) = row.get("component") {
-            add(inner);
-        }
-        for c in row.get("components").and_then(Value::as_array).into_iter().flatten() {
-            add(c);
-        }
-    }
-    out
+    modal_inputs(components)
+        .map(|(id, c)| {
+            let n = |k: &str| c.get(k).and_then(Value::as_u64).map(|v| v as usize);
+            let text = c.get("type").and_then(Value::as_u64) == Some(4);
+            Field {
+                custom_id: id.to_string(),
+                text,
+                required: c.get("required").and_then(Value::as_bool).unwrap_or(true),
+                min: if text { n("min_length").unwrap_or(0) } else { n("min_values").unwrap_or(1) },
+                max: if text { n("max_length").unwrap_or(MAX_TEXT_INPUT) } else { n("max_values").unwrap_or(1) },
+            }
+        })
+        .collect()
 }
 
 /// A modal submission checked against the modal that was shown: only its
 /// fields, each required one given, values within their lengths and counts.
 fn check_submission(fields: &[Field], data: &Value) -> Result<(), OpReply> {
     let bad = |path: &str, code: &str, msg: &str| Err(OpReply::field(path, code, msg));
-    let mut given: Vec<(&str, &Value)> = Vec::new();
-    for row in data.get("components").and_then(Value::as_array).into_iter().flatten() {
-        let inner = row.get("component").into_iter().chain(row.get("components").and_then(Value::as_array).into_iter().flatten());
-        for c in inner {
-            if let Some(id) = c.get("custom_id").and_then(Value::as_str) {
-                given.push((id, c));
-            }
-        }
-    }
+    let given: Vec<(&str, &Value)> = modal_inputs(data.get("components").unwrap_or(&Value::Null)).collect();
     for (id, c) in &given {
         let Some(f) = fields.iter().find(|f| f.custom_id == *id) else {
             return bad("data.components", "INTERACTION_MODAL_COMPONENT_UNKNOWN", &format!("The modal has no field \"{id}\"."));
