@@ -8,7 +8,8 @@ Discord's client does) and the library's handlers answer. Asserted: what the
 handlers saw, what the member sees in the channel's history (public answers,
 no ephemeral one), and what the member's own gateway session gets
 (INTERACTION_CREATE/SUCCESS with its nonce, the autocomplete choices, the
-modal, the ephemeral message) while member2's gets none of it."""
+modal, the ephemeral message) while member2's gets none of it. Last, a
+global command allowed in the bot's DMs runs in the member's DM with it."""
 
 import pytest
 
@@ -116,7 +117,8 @@ def test_sync_and_command_index(run):
     idx = run.step("index")
     assert idx["status"] == 200, idx
     assert idx["app_id"] and idx["app_id"] == idx["client_app_id"], idx
-    assert idx["names"] == NAMES and idx["versions"] is True and idx["version"] is True, idx
+    # The guild's index: its commands, and the global one allowed in guilds too.
+    assert idx["names"] == sorted(NAMES + ["dmping"]) and idx["versions"] is True and idx["version"] is True, idx
 
 
 def test_slash_command_options(run):
@@ -247,6 +249,23 @@ def test_message_context_menu(run):
     m = run.public(s, 23, command_type=3, name="Quote")
     assert m["content"] == f"{run.lib} quoting: quote me, {LIB[run.lib]}", m
     run.acknowledged(s)
+
+
+def test_command_in_a_dm_with_the_bot(run):
+    synced = run.step("synced_global")
+    assert synced["names"] == ["dmping"], synced
+    s = run.step("dmping")
+    assert s["index"] == ["dmping"], f"the DM's index offers the bot's DM commands only: {s}"
+    s = run.handled("dmping")
+    assert (s["itype"], s["channel"], s["in_guild"]) == (2, s["dm"], False), s
+    assert s["guild"] in (None, "None"), s
+    if run.lib == "dpy":
+        assert (s["bot_dm"], s["channel_kind"], s["user_kind"]) == (True, "DMChannel", "User"), s
+    else:
+        # discord.js keeps no uncached DM channel without Partials.Channel (as on Discord).
+        assert (s["context"], s["user_kind"], s["member"]) == (1, "User", None), s
+    m = run.public(s, 20, command_type=1, name="dmping")
+    assert m["content"] == f"{run.lib} dm pong" and m["id"] == s["message_id"], m
 
 
 def test_no_library_errors(run):

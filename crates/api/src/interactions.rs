@@ -79,11 +79,9 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, req: axum:
         b.application_id.parse().map_err(|_| form("application_id", "NUMBER_TYPE_COERCE", "Value is not snowflake."))?;
     let channel: ChannelId = b.channel_id.parse().map_err(|_| form("channel_id", "NUMBER_TYPE_COERCE", "Value is not snowflake."))?;
     let key = super::actor_of(&node, channel).await?;
-    let Some(guild) = key.as_guild() else {
-        // Interactions in DMs (user-installed apps) are not supported yet.
-        return Err(ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::CannotExecuteOnDm));
-    };
-    if b.guild_id.as_deref().is_some_and(|g| g.parse::<GuildId>().ok() != Some(guild)) {
+    // A guild's channel, or a DM (the actor checks it is one with the bot).
+    let guild = key.as_guild();
+    if b.guild_id.as_deref().is_some_and(|g| g.parse::<GuildId>().ok() != guild) {
         return Err(form("guild_id", "INTERACTION_GUILD_MISMATCH", "The channel is not in this guild."));
     }
     let app = node.lookups.application(&*node.store, app_id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownApplication))?;
@@ -129,7 +127,7 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, req: axum:
     };
     // The guild's permission overrides of a command, and of the whole application.
     let mut overrides = (Vec::new(), Vec::new());
-    if let Some(c) = &command {
+    if let (Some(c), Some(guild)) = (&command, guild) {
         for p in node.lookups.permissions(&*node.store, app_id, guild).await?.iter() {
             if p.command_id == c.id {
                 overrides.0 = p.permissions.clone();
@@ -171,12 +169,13 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, req: axum:
     }
 }
 
-/// The command `data.id` names, for a command interaction in `guild`, and
-/// `data` checked against it (names, types, required, choices, ranges).
+/// The command `data.id` names, for a command interaction in `guild` (or
+/// in a DM with the bot: `None`), and `data` checked against it (names,
+/// types, required, choices, ranges, where it may be used).
 async fn command_data(
     node: &Node,
     app: ApplicationId,
-    guild: GuildId,
+    guild: Option<GuildId>,
     data: &Value,
     autocomplete: bool,
     mentions: &mut Mentions,
@@ -187,7 +186,11 @@ async fn command_data(
         .and_then(Value::as_str)
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| form("data.id", "NUMBER_TYPE_COERCE", "Value is not snowflake."))?;
-    let c: CommandRecord = match node.lookups.command(&*node.store, app, Some(guild), id).await? {
+    let guild_command = match guild {
+        Some(g) => node.lookups.command(&*node.store, app, Some(g), id).await?,
+        None => None,
+    };
+    let c: CommandRecord = match guild_command {
         Some(c) => c,
         None => node
             .lookups
@@ -195,6 +198,9 @@ async fn command_data(
             .await?
             .ok_or_else(|| ApiError::not_found(ErrorCode::UnknownApplicationCommand))?,
     };
+    if !usable_in(&c.body, if guild.is_some() { context::GUILD } else { context::BOT_DM }) {
+        return Err(form("data.id", "APPLICATION_COMMAND_CONTEXT_INVALID", "This command cannot be used here."));
+    }
     if data.get("name").and_then(Value::as_str) != Some(c.name.as_str()) {
         return Err(form("data.name", "APPLICATION_COMMAND_NAME_MISMATCH", "The name is not the command's."));
     }
@@ -244,6 +250,26 @@ async fn command_data(
     }
     let r = CommandRef { id: c.id, name: c.name.clone(), kind: c.kind, default_member_permissions };
     Ok((out, r))
+}
+
+/// Interaction contexts (where a command may be used).
+mod context {
+    pub const GUILD: u64 = 0;
+    pub const BOT_DM: u64 = 1;
+}
+
+/// Whether a guild-installed command may be used in `ctx`: its `contexts`
+/// name it (none given: a guild, and the bot's DM unless `dm_permission`
+/// is false), and its `integration_types` include guild installs.
+fn usable_in(command: &Value, ctx: u64) -> bool {
+    let listed = |k: &str, v: u64| command.get(k).and_then(Value::as_array).map(|a| a.iter().any(|x| x.as_u64() == Some(v)));
+    if listed("integration_types", 0) == Some(false) {
+        return false;
+    }
+    match listed("contexts", ctx) {
+        Some(yes) => yes,
+        None => ctx == context::GUILD || command.get("dm_permission").and_then(Value::as_bool) != Some(false),
+    }
 }
 
 fn snowflake(v: &Value) -> Option<u64> {
@@ -563,8 +589,66 @@ pub async fn message(node: &Arc<Node>, app: &str, token: String, message: &str, 
 /// caller may run in the guild, with their applications.
 pub async fn guild_index(State(node): State<Arc<Node>>, Caller(u): Caller, Path(g): Path<String>) -> ApiResult<Response> {
     let g: GuildId = parse_id(&g, ErrorCode::UnknownGuild)?;
+    index_of_guild(&node, u.id, g).await
+}
+
+/// `GET /channels/{channel_id}/application-command-index`: the commands the
+/// caller may run in a channel: its guild's, or in a DM with a bot, the
+/// bot's commands for its DMs.
+pub async fn channel_index(State(node): State<Arc<Node>>, Caller(u): Caller, Path(c): Path<String>) -> ApiResult<Response> {
+    let c: ChannelId = parse_id(&c, ErrorCode::UnknownChannel)?;
+    let key = super::actor_of(&node, c).await?;
+    if let Some(g) = key.as_guild() {
+        return index_of_guild(&node, u.id, g).await;
+    }
+    let dm = node.store.get_dm(c).await?.filter(|d| d.recipients.iter().any(|r| r.id == u.id));
+    let dm = dm.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownChannel))?;
+    index_of_dms(&node, u.id, &[dm]).await
+}
+
+/// `GET /users/@me/application-command-index`: the commands the caller may
+/// run outside guilds: those of the bots they have DMs with.
+pub async fn user_index(State(node): State<Arc<Node>>, Caller(u): Caller) -> ApiResult<Response> {
+    let dms = node.store.dms_of_users(&[u.id]).await?.into_iter().flat_map(|(_, d)| d).collect::<Vec<_>>();
+    index_of_dms(&node, u.id, &dms).await
+}
+
+/// An application as the index lists it.
+async fn index_application(node: &Node, app: &store::ApplicationRecord) -> ApiResult<Value> {
+    let bot = node.store.get_user(app.bot_user_id).await?;
+    Ok(json!({
+        "id": app.id, "name": app.name, "description": "", "icon": bot.as_ref().and_then(|b| b.avatar.clone()),
+        "bot_id": app.bot_user_id,
+    }))
+}
+
+fn index_body(apps: Vec<Value>, commands: Vec<Value>, node: &Node) -> Response {
+    let version = node.ids.next();
+    json_bytes(StatusCode::OK, json!({"applications": apps, "application_commands": commands, "version": version}).to_string())
+}
+
+async fn index_of_dms(node: &Node, user: UserId, dms: &[store::DmChannel]) -> ApiResult<Response> {
+    let mut commands = Vec::new();
+    let mut apps = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for bot in dms.iter().flat_map(|d| &d.recipients).filter(|r| r.bot && r.id != user) {
+        let Some(app) = node.store.application_of_bot(bot.id).await?.filter(|a| seen.insert(a.id)) else { continue };
+        let before = commands.len();
+        for c in node.store.list_commands(app.id, None).await? {
+            if usable_in(&c.body, context::BOT_DM) {
+                commands.push(super::commands::render(&c));
+            }
+        }
+        if commands.len() > before {
+            apps.push(index_application(node, &app).await?);
+        }
+    }
+    Ok(index_body(apps, commands, node))
+}
+
+async fn index_of_guild(node: &Node, user: UserId, g: GuildId) -> ApiResult<Response> {
     let guild = node.store.get_guild(g).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownGuild))?;
-    let me = node.store.get_member(g, u.id).await?.ok_or_else(|| ApiError::forbidden(ErrorCode::MissingAccess))?;
+    let me = node.store.get_member(g, user).await?.ok_or_else(|| ApiError::forbidden(ErrorCode::MissingAccess))?;
     let roles = node.store.roles_of_guild(g).await?;
     let bits = node::perm::base(g, guild.owner_id, &roles, &me);
     let admin = bits & protocol::model::permission::ADMINISTRATOR != 0;
@@ -575,31 +659,22 @@ pub async fn guild_index(State(node): State<Arc<Node>>, Caller(u): Caller, Path(
         cs.extend(node.store.list_commands(app.id, Some(g)).await?);
         let overrides = node.lookups.permissions(&*node.store, app.id, g).await?;
         let of = |id: u64| overrides.iter().find(|p| p.command_id == id).map(|p| &p.permissions[..]).unwrap_or(&[]);
-        let mut any = false;
+        let before = commands.len();
         for c in cs {
             let body = &c.body;
-            let said = node::route::interactions::overrides_allow(of(c.id), of(app.id.0), g, u.id, &me.roles, None, admin);
+            let said = node::route::interactions::overrides_allow(of(c.id), of(app.id.0), g, user, &me.roles, None, admin);
             let default = node::route::interactions::default_member_permissions(body);
             if said == Some(false) || (said.is_none() && !node::route::interactions::may_run(bits, admin, default)) {
                 continue;
             }
             // Contexts: a command limited to DMs is not offered in a guild.
-            if let Some(ctx) = body.get("contexts").and_then(Value::as_array) {
-                if !ctx.iter().any(|c| c.as_u64() == Some(0)) {
-                    continue;
-                }
+            if usable_in(body, context::GUILD) {
+                commands.push(super::commands::render(&c));
             }
-            any = true;
-            commands.push(super::commands::render(&c));
         }
-        if any {
-            let bot = node.store.get_user(app.bot_user_id).await?;
-            apps.push(json!({
-                "id": app.id, "name": app.name, "description": "", "icon": bot.as_ref().and_then(|b| b.avatar.clone()),
-                "bot_id": app.bot_user_id,
-            }));
+        if commands.len() > before {
+            apps.push(index_application(node, &app).await?);
         }
     }
-    let version = node.ids.next();
-    Ok(json_bytes(StatusCode::OK, json!({"applications": apps, "application_commands": commands, "version": version}).to_string()))
+    Ok(index_body(apps, commands, node))
 }

@@ -748,6 +748,18 @@ pub fn api_table() -> Api {
                 .ok::<serde_json::Value>(),
         )
         .get(
+            "/channels/{channel_id}/application-command-index",
+            interactions::channel_index,
+            op("getChannelApplicationCommandIndex", "Interactions", "The commands the caller may run in the channel: its guild's, or in a DM the bot's.")
+                .ok::<serde_json::Value>(),
+        )
+        .get(
+            "/users/@me/application-command-index",
+            interactions::user_index,
+            op("getUserApplicationCommandIndex", "Interactions", "The commands the caller may run outside guilds: those of the bots they have DMs with.")
+                .ok::<serde_json::Value>(),
+        )
+        .get(
             "/webhooks/{webhook_id}/{token}/messages/{message_id}",
             webhooks::get_message,
             op("getWebhookMessage", "Webhooks", "A message the webhook or interaction sent (`@original`: the interaction's response).")

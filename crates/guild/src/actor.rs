@@ -98,7 +98,7 @@ pub(crate) struct State {
     /// Threads (not in `channels`), with their members.
     pub(crate) threads: super::threads::Threads,
     /// Interactions in this guild while their tokens live.
-    pub(crate) interactions: super::ops::interactions::Interactions,
+    pub(crate) interactions: super::interact::Interactions,
 }
 
 impl GuildActor {
@@ -433,28 +433,6 @@ impl GuildActor {
         }
         let parts = self.subs.partitions_where(|s| s.user_id() == user);
         self.core.node.delivery.fan_out(&event, &parts);
-    }
-
-    /// Sends this actor `Expire` after `after` (the next interaction's
-    /// initial response deadline), through the router: it reaches the
-    /// guild's actor wherever it runs by then. A full mailbox is tried again
-    /// (the actor arms no other timer while this one is out).
-    pub(crate) fn expire_after(&self, after: std::time::Duration) {
-        let (node, key) = (self.core.node.clone(), self.key());
-        self.core.node.tasks.spawn(async move {
-            tokio::time::sleep(after).await;
-            loop {
-                let action = node::route::Action::Interaction(node::route::interactions::InteractionAction::Expire);
-                let op = node::route::Op { user: UserId(0), action, reply: node::route::ReplyTo { node: node.id, id: 0 } };
-                match node.guilds.send(key, GuildMsg::Op(Box::new(op))) {
-                    Err(node::route::RouteError::Busy(_)) if !node.shutdown.is_cancelled() => {
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    }
-                    Err(e) => return tracing::debug!(guild = %key, error = %e, "interaction expiry not delivered"),
-                    Ok(()) => return,
-                }
-            }
-        });
     }
 
     /// Sends one shared body to every subscriber with `intent`.

@@ -8,26 +8,30 @@
 //!
 //! It takes the guild actors' messages: `Subscribe`/`Unsubscribe`, `Post`
 //! (a new message), `Op` with `MessageAction`s (typing, edit, delete) and
-//! `DmAction`s; everything else is ignored or refused.
+//! `DmAction`s, and `InteractionAction`s (commands of the bot it is a DM
+//! with: see `crate::interact`); everything else is ignored or refused.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
+use bytes::Bytes;
 use protocol::gateway::Intents;
-use protocol::{ActorKey, ChannelId, ErrorCode, UserId};
-use serde_json::json;
+use protocol::{model, ActorKey, ChannelId, ErrorCode, GuildId, MessageId, UserId};
+use serde_json::{json, Value};
 use store::{Change, DmChannel, MessageRecord, UserRecord};
 use tokio::sync::mpsc;
 
-use super::fenced::{self, Core, Done, Fenced, Job};
+use super::fenced::{self, Core, Done, Fenced, Job, Plan};
+use super::interact::{Admitted, Interactions, Venue};
 use super::remote::RemoteSubs;
 use super::GuildMsg;
 use fanout::{encode, FanEvent, Filter, NodeId, SessionRef, SubInfo, Subscribers};
 use node::auth::now_ms;
 pub use node::convert::dm_json;
 use node::route::dm::DmAction;
+use node::route::interactions::Invoke;
 use node::route::ops::MessageAction;
 use node::route::{Action, Op, OpReply, Post, PostReply, ReplyTo, Subscription};
 use node::Node;
@@ -37,7 +41,17 @@ use node::Node;
 /// leaves the ring within `cluster.node_timeout_ms`).
 const SETTLE_TIMEOUT: Duration = Duration::from_millis(2_000);
 
-type Then = Box<dyn FnOnce(&mut DmActor, &[u64]) -> OpReply + Send>;
+type Then = super::fenced::Then<DmActor, DmState>;
+
+/// What a DM's actor holds: the DM, and its interactions while their tokens live.
+pub struct DmState {
+    dm: DmChannel,
+    interactions: Interactions,
+}
+
+/// The permissions an application has in a DM with its bot (`app_permissions`):
+/// view, send, embed, attach, history, reactions, external emojis and stickers.
+const DM_APP_PERMISSIONS: u64 = (1 << 10) | (1 << 11) | (1 << 14) | (1 << 15) | (1 << 16) | (1 << 6) | (1 << 18) | (1 << 37);
 
 pub struct DmActor {
     /// Key, mailbox, epoch and the writer's answers (see `fenced`).
@@ -66,7 +80,7 @@ impl DmActor {
         let node = self.core.node.clone();
         if self.core.claim().await {
             match node.store.get_dm(self.id).await {
-                Ok(Some(mut dm)) => fenced::serve(&mut self, &mut dm).await,
+                Ok(Some(dm)) => fenced::serve(&mut self, &mut DmState { dm, interactions: Interactions::default() }).await,
                 Ok(None) => self.core.refuse_all(PostReply::UnknownChannel, OpReply::not_found(ErrorCode::UnknownChannel)).await,
                 Err(e) => tracing::error!(dm = %self.id, error = %e, "DM load failed"),
             }
@@ -76,7 +90,8 @@ impl DmActor {
         node.guilds.actor_stopped(key);
     }
 
-    fn handle(&mut self, dm: &mut DmChannel, msg: GuildMsg) {
+    fn handle(&mut self, st: &mut DmState, msg: GuildMsg) {
+        let dm = &st.dm;
         match msg {
             GuildMsg::Subscribe(sub) => {
                 let Subscription { session, info, .. } = *sub;
@@ -97,7 +112,7 @@ impl DmActor {
                 super::remote::move_subscriber(&self.core.node, self.core.key, self.core.epoch, &mut self.subs, &mut self.remote, *m);
             }
             GuildMsg::Post(p) => self.post(dm, *p),
-            GuildMsg::Op(op) => self.op(dm, *op),
+            GuildMsg::Op(op) => self.op(st, *op),
             GuildMsg::Counts { reply } => self.core.node.guilds.reply(reply, encode(&(dm.recipients.len(), 0))),
             // Guild matters: a DM has no member list, presences or members to request.
             GuildMsg::ListSubscribe(_)
@@ -198,11 +213,17 @@ impl DmActor {
         self.core.submit_changes(vec![Change::CreateDmMessage(rec)], Job::Message { message, body, reply });
     }
 
-    fn op(&mut self, dm: &DmChannel, op: Op) {
+    fn op(&mut self, st: &mut DmState, op: Op) {
         let Op { user, action, reply } = op;
         let refuse = |node: &Node, r: OpReply| node.guilds.reply(reply, encode(&r));
+        let dm = &st.dm;
         let recipient = Self::is_recipient(dm, user);
         match action {
+            // A bot's callbacks carry no user: the interaction's token decides.
+            Action::Interaction(i) => match crate::interact::plan(self, st, user, i) {
+                Ok(plan) => self.submit_plan(st, plan, reply),
+                Err(r) => refuse(&self.core.node, r),
+            },
             Action::Dm(DmAction::Opened) if recipient => {
                 self.subscribe_local(dm);
                 let users: Vec<UserId> = dm.recipients.iter().map(|u| u.id).collect();
@@ -244,7 +265,7 @@ impl DmActor {
                 rec.mentions = mentions.iter().map(|u| u.id).collect();
                 let Some(author) = dm.recipients.iter().find(|u| u.id == user).cloned() else { return };
                 let change = Change::UpdateMessage(rec.clone());
-                let then: Then = Box::new(move |a: &mut DmActor, rows: &[u64]| {
+                let then: Then = Box::new(move |a: &mut DmActor, _: &mut DmState, rows: &[u64]| {
                     if rows.first() == Some(&0) {
                         return OpReply::not_found(ErrorCode::UnknownMessage);
                     }
@@ -266,7 +287,7 @@ impl DmActor {
                 if author != user {
                     return refuse(&self.core.node, OpReply::forbidden(ErrorCode::CannotExecuteOnDm));
                 }
-                let then: Then = Box::new(move |a: &mut DmActor, rows: &[u64]| {
+                let then: Then = Box::new(move |a: &mut DmActor, _: &mut DmState, rows: &[u64]| {
                     if rows.first() == Some(&0) {
                         return OpReply::not_found(ErrorCode::UnknownMessage);
                     }
@@ -294,42 +315,150 @@ impl DmActor {
     fn submit(&mut self, changes: Vec<Change>, then: Then, reply: ReplyTo) {
         self.core.submit_changes(changes, Job::Op { then, reply });
     }
+
+    fn submit_plan(&mut self, st: &mut DmState, plan: Plan<DmActor, DmState>, reply: ReplyTo) {
+        if plan.changes.is_empty() {
+            let answer = (plan.then)(self, st, &[]);
+            return self.core.node.guilds.reply(reply, encode(&answer));
+        }
+        self.submit(plan.changes, plan.then, reply);
+    }
+
+    /// A committed new message: to both sides (the first one also tells
+    /// the other side of the DM).
+    fn message_created(&mut self, st: &mut DmState, message: Arc<model::Message>, body: &Bytes) {
+        let dm = &mut st.dm;
+        if dm.channel.last_message_id.is_none() {
+            let author = message.author.id;
+            let created = encode(&dm_json(dm, dm.recipients.iter().find(|u| u.id != author).map_or(author, |u| u.id)));
+            self.publish(FanEvent::new("CHANNEL_CREATE", created, Filter::Intent(Intents::DIRECT_MESSAGES)), Some(&|u| u != author));
+        }
+        dm.channel.last_message_id = Some(message.id);
+        self.publish(FanEvent::new("MESSAGE_CREATE", body.clone(), Filter::Message { message, redacted: Default::default() }), None);
+    }
+}
+
+impl Venue for DmActor {
+    type St = DmState;
+
+    fn ix(st: &DmState) -> &Interactions {
+        &st.interactions
+    }
+
+    fn ix_mut(st: &mut DmState) -> &mut Interactions {
+        &mut st.interactions
+    }
+
+    fn node(&self) -> &Arc<Node> {
+        &self.core.node
+    }
+
+    fn key(&self) -> ActorKey {
+        self.core.key
+    }
+
+    fn guild_id(_: &DmState) -> Option<GuildId> {
+        None
+    }
+
+    /// A recipient runs a command of the bot on the other side (the
+    /// command's contexts were checked against BOT_DM by REST).
+    fn admit(&self, st: &DmState, user: UserId, inv: &Invoke) -> Result<Admitted, OpReply> {
+        let dm = &st.dm;
+        let Some(invoker) = dm.recipients.iter().find(|u| u.id == user) else {
+            return Err(OpReply::forbidden(ErrorCode::MissingAccess));
+        };
+        if inv.channel != self.id {
+            return Err(OpReply::not_found(ErrorCode::UnknownChannel));
+        }
+        let Some(bot) = dm.recipients.iter().find(|u| u.id == inv.bot && u.id != user) else {
+            return Err(OpReply::not_found(ErrorCode::UnknownApplication));
+        };
+        let fields = json!({
+            "channel": dm_json(dm, user),
+            "user": node::convert::user(invoker),
+            "app_permissions": DM_APP_PERMISSIONS.to_string(),
+            // BOT_DM
+            "context": 1,
+        });
+        Ok(Admitted {
+            bot: Arc::new(bot.clone()),
+            invoker: invoker.clone(),
+            fields: fields.as_object().cloned().unwrap_or_default(),
+            // GUILD_INSTALL, in the bot's DM: "0".
+            owners: json!({"0": "0"}),
+        })
+    }
+
+    /// The recipients the options name (a DM has no roles or other channels).
+    fn resolve(st: &DmState, inv: &Invoke) -> serde_json::Map<String, Value> {
+        let m = &inv.mentions;
+        let mut users = serde_json::Map::new();
+        for id in m.users.iter().copied().chain(m.either.iter().map(|&x| UserId(x))) {
+            if let Some(u) = st.dm.recipients.iter().find(|u| u.id == id) {
+                users.insert(id.to_string(), serde_json::to_value(node::convert::user(u)).unwrap_or(Value::Null));
+            }
+        }
+        let mut r = serde_json::Map::new();
+        if !users.is_empty() {
+            r.insert("users".into(), Value::Object(users));
+        }
+        r
+    }
+
+    fn bot_member(_: &DmState, _: UserId) -> Option<model::Member> {
+        None
+    }
+
+    /// To every session of `user` subscribed to this DM, here and on other nodes.
+    fn to_user(&mut self, user: UserId, name: &'static str, body: Bytes) {
+        let event = FanEvent::new(name, body, Filter::Intent(0));
+        if !self.remote.is_empty() {
+            self.remote.fan(&self.core.node, self.core.key, self.core.epoch, &event, Some(&|i: &SubInfo| i.user_id == user));
+        }
+        let parts = self.subs.partitions_where(|s| s.user_id() == user);
+        self.core.node.delivery.fan_out(&event, &parts);
+    }
+
+    fn create_change(rec: MessageRecord) -> Change {
+        Change::CreateDmMessage(rec)
+    }
+
+    fn created(&mut self, st: &mut DmState, message: Arc<model::Message>, body: Bytes) {
+        self.message_created(st, message, &body);
+    }
+
+    fn updated(&mut self, _: &mut DmState, message: Arc<model::Message>, body: Bytes) {
+        self.publish(FanEvent::new("MESSAGE_UPDATE", body, Filter::Message { message, redacted: Default::default() }), None);
+    }
+
+    fn deleted(&mut self, _: &mut DmState, id: MessageId, channel: ChannelId) {
+        let body = encode(&json!({ "id": id, "channel_id": channel }));
+        self.publish(FanEvent::new("MESSAGE_DELETE", body, Filter::Intent(Intents::DIRECT_MESSAGES)), None);
+    }
 }
 
 impl Fenced for DmActor {
-    type State = DmChannel;
+    type State = DmState;
     type Then = Then;
 
     fn core(&mut self) -> &mut Core<Then> {
         &mut self.core
     }
 
-    fn handle(&mut self, dm: &mut DmChannel, msg: GuildMsg) -> bool {
-        DmActor::handle(self, dm, msg);
+    fn handle(&mut self, st: &mut DmState, msg: GuildMsg) -> bool {
+        DmActor::handle(self, st, msg);
         true
     }
 
-    fn committed(&mut self, dm: &mut DmChannel, done: Done<Then>) -> bool {
+    fn committed(&mut self, st: &mut DmState, done: Done<Then>) -> bool {
         match done {
             Done::Message { message, body, reply } => {
-                // The first message: the other side learns of the DM now.
-                if dm.channel.last_message_id.is_none() {
-                    let author = message.author.id;
-                    let created = encode(&dm_json(dm, dm.recipients.iter().find(|u| u.id != author).map_or(author, |u| u.id)));
-                    self.publish(
-                        FanEvent::new("CHANNEL_CREATE", created, Filter::Intent(Intents::DIRECT_MESSAGES)),
-                        Some(&|u| u != author),
-                    );
-                }
-                dm.channel.last_message_id = Some(message.id);
-                self.publish(
-                    FanEvent::new("MESSAGE_CREATE", body.clone(), Filter::Message { message, redacted: Default::default() }),
-                    None,
-                );
+                self.message_created(st, message, &body);
                 self.core.node.guilds.reply(reply, PostReply::ok_bytes(&body));
             }
             Done::Op { rows, then, reply } => {
-                let answer = then(self, &rows);
+                let answer = then(self, st, &rows);
                 self.core.node.guilds.reply(reply, encode(&answer));
             }
         }

@@ -78,6 +78,28 @@ pub(crate) struct Core<T> {
     inflight: usize,
 }
 
+/// What an accepted action of actor `A` with state `S` does: `changes`
+/// (none: nothing to commit) and, once they are committed, `then` with the
+/// rows each touched: apply them to the state, fan the events out, answer.
+pub(crate) struct Plan<A, S> {
+    pub changes: Vec<Change>,
+    pub then: Then<A, S>,
+}
+
+/// Runs on the actor after the commit.
+pub(crate) type Then<A, S> = Box<dyn FnOnce(&mut A, &mut S, &[u64]) -> OpReply + Send>;
+
+impl<A, S> Plan<A, S> {
+    pub fn new(changes: Vec<Change>, then: impl FnOnce(&mut A, &mut S, &[u64]) -> OpReply + Send + 'static) -> Self {
+        Plan { changes, then: Box::new(then) }
+    }
+
+    /// Nothing to commit: `then` runs at once.
+    pub fn now(then: impl FnOnce(&mut A, &mut S) -> OpReply + Send + 'static) -> Self {
+        Plan::new(Vec::new(), move |a, st, _| then(a, st))
+    }
+}
+
 /// An actor built on a [`Core`]: what it does with a message and with a
 /// committed job. Either returns false when the actor must stop.
 pub(crate) trait Fenced {

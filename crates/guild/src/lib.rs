@@ -5,6 +5,7 @@
 pub(crate) mod actor;
 pub mod dm;
 mod fenced;
+mod interact;
 pub mod list;
 mod ops;
 pub mod remote;

@@ -6,7 +6,8 @@
 // guild.commands.set; the handlers answer with reply (public and ephemeral),
 // respond (autocomplete), a reply with a button and a select used through
 // awaitMessageComponent and a collector, showModal + awaitModalSubmit,
-// deferReply + followUp + editReply.
+// deferReply + followUp + editReply; and a global command allowed in the
+// bot's DMs (setContexts), run there through client.application.commands.
 //
 // The person's side (the member, a human) is driven here too, over raw REST
 // with fetch(), as Discord's client does it: the command index, then
@@ -38,9 +39,9 @@ function summary(m) {
 
 run(async (client, ctx, step, djs) => {
   const {
-    ActionRowBuilder, ApplicationCommandType, ButtonBuilder, ButtonStyle, ChannelType, ComponentType,
+    ActionRowBuilder, ApplicationCommandType, ApplicationIntegrationType, ButtonBuilder, ButtonStyle, ChannelType, ComponentType,
     ContextMenuCommandBuilder, Events, LabelBuilder, MessageFlags, ModalBuilder, SlashCommandBuilder,
-    StringSelectMenuBuilder, StringSelectMenuOptionBuilder, TextInputBuilder, TextInputStyle,
+    StringSelectMenuBuilder, StringSelectMenuOptionBuilder, TextInputBuilder, TextInputStyle, InteractionContextType,
   } = djs;
   const guild = client.guilds.cache.get(ctx.guild);
 
@@ -190,6 +191,14 @@ run(async (client, ctx, step, djs) => {
       });
       await i.reply(`djs hello ${i.targetUser?.username}`);
     }),
+    dmping: i => handler('dmping', async info => {
+      Object.assign(info, basics(i), {
+        in_guild: i.inGuild(), context: i.context, channel_kind: i.channel?.constructor?.name ?? null,
+        user_kind: i.user?.constructor?.name, member: i.member ? 'yes' : null,
+      });
+      const r = await i.reply({ content: 'djs dm pong', withResponse: true });
+      info.message_id = r.resource?.message?.id ?? r.interaction.responseMessageId;
+    }),
     Quote: i => handler('quote', async info => {
       const m = i.targetMessage;
       Object.assign(info, basics(i), { target: m?.id, content: m?.content, author: m?.author?.id, target_id: i.targetId });
@@ -220,6 +229,15 @@ run(async (client, ctx, step, djs) => {
     names: [...set.values()].map(c => c.name).sort(),
     types: Object.fromEntries([...set.values()].map(c => [c.name, c.type])),
   });
+  const globals = await client.application.commands.set([
+    new SlashCommandBuilder().setName('dmping').setDescription('Answers in DMs too')
+      .setContexts(InteractionContextType.Guild, InteractionContextType.BotDM)
+      .setIntegrationTypes(ApplicationIntegrationType.GuildInstall),
+  ]);
+  step('synced_global', {
+    names: [...globals.values()].map(c => c.name).sort(),
+    contexts: Object.fromEntries([...globals.values()].map(c => [c.name, c.contexts])),
+  });
 
   // ---- the person's side ----
   const api = ctx.api;
@@ -244,10 +262,12 @@ run(async (client, ctx, step, djs) => {
     return d;
   };
 
-  async function interact(name, kind, data, messageId) {
+  // In the guild's channel, or in `channel` (a DM).
+  async function interact(name, kind, data, messageId, channel) {
     const w = slot(name);
     const n = nonce();
-    const body = { type: kind, application_id: appId, guild_id: ctx.guild, channel_id: ctx.channel, nonce: n, data };
+    const body = { type: kind, application_id: appId, channel_id: channel ?? ctx.channel, nonce: n, data };
+    if (channel === undefined) body.guild_id = ctx.guild;
     if (ctx.member_session) body.session_id = ctx.member_session;
     if (messageId !== undefined) body.message_id = messageId;
     const r = await fetch(`${api}/interactions`, {
@@ -327,4 +347,19 @@ run(async (client, ctx, step, djs) => {
   const target = await posted.json();
   rec = await interact('quote', 2, { ...command('Quote'), target_id: target.id });
   step('quote', { ...rec, target_message: target.id, history: await replies(rec.interaction_id) });
+
+  // A global command in the member's DM with the bot, from the DM's index.
+  const dm = await (await fetch(`${api}/users/@me/channels`, {
+    method: 'POST', headers: { ...auth, 'Content-Type': 'application/json' }, body: JSON.stringify({ recipient_id: ctx.bot_id }),
+  })).json();
+  const dmIndex = await (await fetch(`${api}/channels/${dm.id}/application-command-index`, { headers: auth })).json();
+  const dmCommands = Object.fromEntries((dmIndex.application_commands || []).map(c => [c.name, c]));
+  rec = { status: null, index: Object.keys(dmCommands).sort() };
+  if (dmCommands.dmping) {
+    const c = dmCommands.dmping;
+    rec = { ...rec, ...(await interact('dmping', 2, { id: c.id, name: c.name, type: 1, version: c.version }, undefined, dm.id)) };
+  }
+  const dmHistory = await (await fetch(`${api}/channels/${dm.id}/messages`, { headers: auth })).json();
+  rec.history = dmHistory.filter(m => (m.interaction_metadata || {}).id === rec.interaction_id).map(summary);
+  step('dmping', { ...rec, dm: dm.id });
 }, { timeoutMs: 150000 });

@@ -4,7 +4,8 @@
 string/integer/user/channel options, a subcommand group, an autocompleted
 option, a command answering with a ``discord.ui.View`` (a button and a
 select), one answering with a ``discord.ui.Modal``, one that defers and
-follows up, and a user and a message context menu.
+follows up, and a user and a message context menu; and a global command
+allowed in the bot's DMs, run there.
 
 The person's side (the member, a human) is driven here too, over raw REST
 with aiohttp, as Discord's client does it: the command index, then
@@ -204,8 +205,23 @@ async def scenario(client: discord.Client, ctx, step):
                         author=str(message.author.id), target_id=interaction.data.get("target_id"))
             await interaction.response.send_message(f"dpy quoting: {message.content}")
 
+    @tree.command(name="dmping", description="Answers in DMs too")
+    @app_commands.allowed_installs(guilds=True, users=False)
+    @app_commands.allowed_contexts(guilds=True, dms=True, private_channels=False)
+    async def dmping(interaction: discord.Interaction):
+        async with Handler("dmping") as info:
+            info.update(basics(interaction), in_guild=interaction.guild is not None,
+                        bot_dm=interaction.context.dm_channel, channel_kind=type(interaction.channel).__name__,
+                        user_kind=type(interaction.user).__name__)
+            cb = await interaction.response.send_message("dpy dm pong")
+            info["message_id"] = str(cb.message_id) if cb.message_id else None
+
     synced = await tree.sync(guild=guild_obj)
     step("synced", names=sorted(c.name for c in synced), types={c.name: c.type.value for c in synced})
+    synced_global = await tree.sync()
+    step("synced_global", names=sorted(c.name for c in synced_global),
+         contexts={c.name: [x for x in ("guild", "dm_channel", "private_channel") if getattr(c.allowed_contexts, x)]
+                   for c in synced_global if c.allowed_contexts})
 
     # ---- the person's side ----
     api = ctx["api"]
@@ -235,12 +251,14 @@ async def scenario(client: discord.Client, ctx, step):
                 d["options"] = options
             return d
 
-        async def interact(name, kind, data, message_id=None):
-            """The member's POST /interactions, then the bot's handler `name`."""
+        async def interact(name, kind, data, message_id=None, channel=None):
+            """The member's POST /interactions (in the guild's channel, or in
+            `channel`: a DM), then the bot's handler `name`."""
             fut = expect(name)
             n = nonce()
-            body = {"type": kind, "application_id": app_id, "guild_id": str(gid), "channel_id": str(cid),
-                    "nonce": n, "data": data}
+            body = {"type": kind, "application_id": app_id, "channel_id": str(channel or cid), "nonce": n, "data": data}
+            if channel is None:
+                body["guild_id"] = str(gid)
             if ctx.get("member_session"):
                 body["session_id"] = ctx["member_session"]
             if message_id is not None:
@@ -334,6 +352,22 @@ async def scenario(client: discord.Client, ctx, step):
         rec["target_message"] = target["id"]
         rec["history"] = await replies(rec.get("interaction_id"))
         step("quote", **rec)
+
+        # A global command in the member's DM with the bot, from the DM's index.
+        async with http.post(f"{api}/users/@me/channels", json={"recipient_id": ctx["bot_id"]}) as r:
+            dm = await r.json()
+        async with http.get(f"{api}/channels/{dm['id']}/application-command-index") as r:
+            dm_index = await r.json()
+        dm_commands = {c["name"]: c for c in dm_index.get("application_commands", [])}
+        rec = {"status": None, "index": sorted(dm_commands)}
+        if "dmping" in dm_commands:
+            c = dm_commands["dmping"]
+            rec.update(await interact("dmping", 2, {"id": c["id"], "name": c["name"], "type": 1, "version": c.get("version")},
+                                      channel=dm["id"]))
+        async with http.get(f"{api}/channels/{dm['id']}/messages") as r:
+            rec["history"] = [summary(m) for m in await r.json() if (m.get("interaction_metadata") or {}).get("id") == rec.get("interaction_id")]
+        rec["dm"] = dm["id"]
+        step("dmping", **rec)
 
 
 if __name__ == "__main__":

@@ -24,32 +24,17 @@ mod webhooks;
 use axum::http::StatusCode;
 use protocol::model::permission;
 use protocol::{ChannelId, ErrorCode, UserId};
-use store::{Change, ChannelRecord, MemberRecord, UserRecord};
+use store::{ChannelRecord, MemberRecord, UserRecord};
 
 use super::actor::{GuildActor, State};
 use node::perm;
 use node::route::{Action, OpReply};
 
-/// What an accepted action does: `changes` (none: nothing to commit) and,
-/// once they are committed, `then` with the rows each touched.
-pub(super) struct Plan {
-    pub changes: Vec<Change>,
-    pub then: Then,
-}
+/// What an accepted action does (see [`crate::fenced::Plan`]).
+pub(super) type Plan = crate::fenced::Plan<GuildActor, State>;
 
 /// Runs on the actor after the commit: applies, fans out, answers.
-pub(super) type Then = Box<dyn FnOnce(&mut GuildActor, &mut State, &[u64]) -> OpReply + Send>;
-
-impl Plan {
-    pub fn new(changes: Vec<Change>, then: impl FnOnce(&mut GuildActor, &mut State, &[u64]) -> OpReply + Send + 'static) -> Plan {
-        Plan { changes, then: Box::new(then) }
-    }
-
-    /// Nothing to commit: `then` runs at once.
-    pub fn now(then: impl FnOnce(&mut GuildActor, &mut State) -> OpReply + Send + 'static) -> Plan {
-        Plan::new(Vec::new(), move |a, st, _| then(a, st))
-    }
-}
+pub(super) type Then = crate::fenced::Then<GuildActor, State>;
 
 /// An action refused: the answer says why.
 pub(super) type Decided = Result<Plan, OpReply>;

@@ -232,6 +232,8 @@ const ROWS: &[Row] = &[
     // Interactions: people who may use commands in the channel invoke; an
     // interaction's token is the bot's credential for its answers.
     row("GET", "/guilds/{guild_id}/application-command-index", ANY, ANY_MEMBER),
+    row("GET", "/channels/{channel_id}/application-command-index", ANY, ANY_MEMBER),
+    row("GET", "/users/@me/application-command-index", ANY, ANY_USER),
     row("POST", "/interactions", p::USE_APPLICATION_COMMANDS, NEEDS_PERM),
     row("POST", "/interactions/{interaction_id}/{token}/callback", ANY, PUBLIC),
     row("GET", "/webhooks/{webhook_id}/{token}/messages/{message_id}", ANY, PUBLIC),

@@ -743,3 +743,100 @@ async fn a_button_on_an_ephemeral_message_works_for_its_invoker_only() {
     let (s, v) = t.post("/interactions", &member, click("more", 64)).await;
     assert_eq!((s, &v["code"]), (400, &json!(50035)), "{v}");
 }
+
+#[tokio::test]
+async fn a_command_runs_in_a_dm_with_its_bot() {
+    let Hall { t, w, app, member, member_id, .. } = hall(|_| {}).await;
+    let path = format!("/applications/{app}/commands");
+    let ping =
+        json!({"name": "ping", "description": "Pings", "contexts": [0, 1], "options": [{"type": 6, "name": "who", "description": "Whom"}]});
+    let (s, ping) = t.post(&path, &w.bot_auth, ping).await;
+    assert_eq!(s, 201, "{ping}");
+    let (s, only) = t.post(&path, &w.bot_auth, json!({"name": "guildonly", "description": "Guild only", "contexts": [0]})).await;
+    assert_eq!(s, 201, "{only}");
+    const DIRECT_MESSAGES: u64 = 1 << 12;
+    let mut bot = in_guild(&t.ws, &w.bot_token, BOT_INTENTS | DIRECT_MESSAGES).await;
+    let mut person = in_guild(&t.ws, &member, ALL_INTENTS).await;
+    let (s, dm) = t.post("/users/@me/channels", &member, json!({"recipient_id": w.bot_id})).await;
+    assert_eq!(s, 200, "{dm}");
+    let dm_id = dm["id"].as_str().unwrap().to_string();
+
+    // The DM's index (and the person's own): the bot's commands for DMs, not the guild's.
+    for path in ["/users/@me/application-command-index".to_string(), format!("/channels/{dm_id}/application-command-index")] {
+        let (s, idx) = t.get(&path, &member).await;
+        assert_eq!(s, 200, "{path}: {idx}");
+        let names: Vec<&str> = idx["application_commands"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["ping"], "{path}: {idx}");
+        assert_eq!(idx["applications"][0]["id"], app, "{idx}");
+    }
+    // A guild channel's index is its guild's.
+    let (_, gi) = t.get(&format!("/channels/{}/application-command-index", w.channel), &member).await;
+    let mut names: Vec<&str> = gi["application_commands"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["echo", "guildonly", "ping"], "{gi}");
+    // Someone else's DM has no index for the caller.
+    let (stranger, _) = t.user("stranger").await;
+    let (s, _) = t.get(&format!("/channels/{dm_id}/application-command-index"), &stranger).await;
+    assert_eq!(s, 404);
+
+    let body = |cmd: &Value, options: Value, nonce: &str| {
+        json!({"type": 2, "application_id": app, "channel_id": dm_id, "nonce": nonce,
+            "data": {"id": cmd["id"], "name": cmd["name"], "type": 1, "version": cmd["version"], "options": options}})
+    };
+    // Refused before the bot sees anything: a guild-only command; a stranger in someone else's DM; a guild id that is not the DM's.
+    let (s, v) = t.post("/interactions", &member, body(&only, json!([]), "d0")).await;
+    assert_eq!((s, &v["code"]), (400, &json!(50035)), "{v}");
+    let (s, v) = t.post("/interactions", &stranger, body(&ping, json!([]), "d0")).await;
+    assert_eq!((s, &v["code"]), (403, &json!(50001)), "{v}");
+    let mut wrong = body(&ping, json!([]), "d0");
+    wrong["guild_id"] = json!(w.guild);
+    let (s, v) = t.post("/interactions", &member, wrong).await;
+    assert_eq!((s, &v["code"]), (400, &json!(50035)), "{v}");
+
+    // The bot gets a DM interaction: `user`, no guild or member, context BOT_DM.
+    let (s, v, _) = t
+        .req(Method::POST, "/interactions", Some(&member), Some(body(&ping, json!([{"name": "who", "type": 6, "value": member_id}]), "d1")))
+        .await;
+    assert_eq!(s, 204, "{v}");
+    let i = bot.until("INTERACTION_CREATE").await["d"].clone();
+    assert_eq!(
+        (&i["user"]["id"], &i["channel_id"], &i["channel"]["id"], &i["context"]),
+        (&json!(member_id), &json!(dm_id), &json!(dm_id), &json!(1)),
+        "{i}"
+    );
+    assert!(i.get("guild_id").is_none() && i.get("member").is_none(), "{i}");
+    assert_eq!(i["authorizing_integration_owners"], json!({"0": "0"}), "{i}");
+    assert_eq!(i["data"]["resolved"]["users"][&member_id]["id"], member_id, "{i}");
+    assert_eq!(person.until("INTERACTION_CREATE").await["d"]["nonce"], "d1");
+
+    // Its answer is a DM message both sides get, with the interaction on it.
+    let (id, token) = (i["id"].as_str().unwrap(), i["token"].as_str().unwrap());
+    let (s, v, _) = t
+        .req(Method::POST, &format!("/interactions/{id}/{token}/callback"), None, Some(json!({"type": 4, "data": {"content": "pong"}})))
+        .await;
+    assert_eq!(s, 204, "{v}");
+    for gw in [&mut person, &mut bot] {
+        let m = gw.until("MESSAGE_CREATE").await["d"].clone();
+        assert_eq!(
+            (&m["content"], &m["channel_id"], &m["type"], &m["interaction_metadata"]["id"]),
+            (&json!("pong"), &json!(dm_id), &json!(20), &i["id"]),
+            "{m}"
+        );
+        assert!(m.get("guild_id").is_none_or(Value::is_null), "{m}");
+    }
+    assert_eq!(person.until("INTERACTION_SUCCESS").await["d"]["nonce"], "d1");
+    // An ephemeral followup reaches the person only; an edit through the token; history has the public ones.
+    let followup = format!("/webhooks/{app}/{token}");
+    let (s, v) = t.post(&followup, &w.bot_auth, json!({"content": "just you", "flags": 64})).await;
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = t.post(&followup, &w.bot_auth, json!({"content": "everyone"})).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(person.until("MESSAGE_CREATE").await["d"]["content"], "just you");
+    assert_eq!(bot.until("MESSAGE_CREATE").await["d"]["content"], "everyone", "the bot never sees the ephemeral one");
+    let (s, v, _) = t.req(Method::PATCH, &format!("{followup}/messages/@original"), None, Some(json!({"content": "pong!"}))).await;
+    assert_eq!((s, &v["content"]), (200, &json!("pong!")), "{v}");
+    assert_eq!(person.until("MESSAGE_UPDATE").await["d"]["content"], "pong!");
+    let (_, hist) = t.get(&format!("/channels/{dm_id}/messages"), &member).await;
+    let contents: Vec<&str> = hist.as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap()).collect();
+    assert_eq!(contents, ["everyone", "pong!"], "{hist}");
+}
