@@ -190,7 +190,7 @@ async fn command_data(
         Some(g) => node.lookups.command(&*node.store, app, Some(g), id).await?,
         None => None,
     };
-    let c: CommandRecord = match guild_command {
+    let c: Arc<CommandRecord> = match guild_command {
         Some(c) => c,
         None => node
             .lookups

@@ -398,6 +398,12 @@ pub struct LimitsConfig {
     pub write_queue: usize,
     /// Most messages one transaction commits (group commit).
     pub write_batch_max: usize,
+    /// While messages keep coming (the previous transaction ended less
+    /// than this long ago) and fewer than 8 are queued, the writer waits
+    /// this long for more before it commits: fewer, larger transactions
+    /// for some latency (tokio's timer rounds it up to whole milliseconds).
+    /// An idle writer commits at once; 0 (the default) never waits.
+    pub write_linger_us: u64,
     /// How long a REST create waits for its guild's owner to commit it
     /// before answering 503 (the owner may be another node).
     pub write_timeout_ms: u64,
@@ -417,6 +423,11 @@ pub struct StorageConfig {
     /// cluster node on the same data directory, a backup) before the write
     /// fails; every request of that group commit then gets a 500.
     pub sqlite_busy_timeout_ms: u64,
+    /// How often a thread of its own checkpoints SQLite's WAL into the
+    /// database (PASSIVE: it waits for no reader or writer). Commits never
+    /// checkpoint themselves, so none waits for one; 0 leaves checkpoints to
+    /// SQLite's own, inside the commit that fills the WAL to 1,000 pages.
+    pub sqlite_checkpoint_ms: u64,
 }
 
 impl Default for Config {
@@ -494,6 +505,7 @@ impl Default for LimitsConfig {
             password_hash_concurrency: 2,
             write_queue: 16_384,
             write_batch_max: 1_024,
+            write_linger_us: 0,
             write_timeout_ms: 10_000,
             max_guilds_per_user: 200,
             max_avatar_bytes: 1 << 20,
@@ -503,7 +515,13 @@ impl Default for LimitsConfig {
 
 impl Default for StorageConfig {
     fn default() -> Self {
-        Self { sqlite_readers: 4, postgres_connections: 8, sqlite_synchronous_full: false, sqlite_busy_timeout_ms: 20_000 }
+        Self {
+            sqlite_readers: 4,
+            postgres_connections: 8,
+            sqlite_synchronous_full: false,
+            sqlite_busy_timeout_ms: 20_000,
+            sqlite_checkpoint_ms: 500,
+        }
     }
 }
 

@@ -374,17 +374,16 @@ impl Venue for DmActor {
         let Some(bot) = dm.recipients.iter().find(|u| u.id == inv.bot && u.id != user) else {
             return Err(OpReply::not_found(ErrorCode::UnknownApplication));
         };
-        let fields = json!({
-            "channel": dm_json(dm, user),
-            "user": node::convert::user(invoker),
-            "app_permissions": DM_APP_PERMISSIONS.to_string(),
-            // BOT_DM
-            "context": 1,
-        });
+        let mut fields = serde_json::Map::new();
+        fields.insert("channel".into(), dm_json(dm, user));
+        fields.insert("user".into(), serde_json::to_value(node::convert::user(invoker)).unwrap_or(Value::Null));
+        fields.insert("app_permissions".into(), json!(DM_APP_PERMISSIONS.to_string()));
+        // BOT_DM
+        fields.insert("context".into(), json!(1));
         Ok(Admitted {
             bot: Arc::new(bot.clone()),
             invoker: invoker.clone(),
-            fields: fields.as_object().cloned().unwrap_or_default(),
+            fields,
             // GUILD_INSTALL, in the bot's DM: "0".
             owners: json!({"0": "0"}),
         })

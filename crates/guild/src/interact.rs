@@ -300,7 +300,7 @@ pub(crate) fn plan<V: Venue>(a: &V, st: &V::St, user: UserId, action: Interactio
                     return edit_sent::<V>(st, id, p, (**r).clone(), ephemeral, None, &data);
                 }
             }
-            let rec = response_record(p, &data, false)?;
+            let rec = response_record(p, data, false)?;
             Ok(send(a, st, id, rec, false))
         }
         InteractionAction::PermissionsChanged { bot, body } => Ok(Plan::now(move |a: &mut V, _| {
@@ -363,7 +363,7 @@ fn ephemeral_message(ix: &Interactions, user: UserId, app: ApplicationId, mid: M
 }
 
 fn invoke<V: Venue>(a: &V, st: &V::St, user: UserId, mut inv: Invoke) -> Decided<V> {
-    let Admitted { bot, invoker, mut fields, owners } = a.admit(st, user, &inv)?;
+    let Admitted { bot, invoker, fields, owners } = a.admit(st, user, &inv)?;
     let ix = V::ix(st);
     // A component on an ephemeral message: only its invoker has it.
     if let Some(mid) = inv.ephemeral_message {
@@ -403,6 +403,7 @@ fn invoke<V: Venue>(a: &V, st: &V::St, user: UserId, mut inv: Invoke) -> Decided
         }
         resolved.entry("messages").or_insert_with(|| json!({}))[id] = msg.clone();
     }
+    let mut fields = fields;
     Ok(Plan::now(move |a: &mut V, st: &mut V::St| {
         let now = Instant::now();
         let cfg = a.node().config.interactions.clone();
@@ -422,24 +423,21 @@ fn invoke<V: Venue>(a: &V, st: &V::St, user: UserId, mut inv: Invoke) -> Decided
                 None => data["resolved"] = Value::Object(resolved),
             }
         }
-        let mut payload = json!({
-            "id": id.to_string(),
-            "application_id": inv.application_id,
-            "type": inv.kind,
-            "data": data,
-            "channel_id": inv.channel,
-            "token": token,
-            "version": 1,
-            "locale": "en-US",
-            "entitlements": [],
-            "authorizing_integration_owners": owners,
-            "attachment_size_limit": a.node().config.attachments.max_file_bytes,
-        });
-        if let Some(p) = payload.as_object_mut() {
-            p.append(&mut fields);
-        }
+        // Built in place: `json!` would copy `data` and the place's fields.
+        let mut payload = std::mem::take(&mut fields);
+        payload.insert("id".into(), Value::String(id.to_string()));
+        payload.insert("application_id".into(), json!(inv.application_id));
+        payload.insert("type".into(), json!(inv.kind));
+        payload.insert("data".into(), data);
+        payload.insert("channel_id".into(), json!(inv.channel));
+        payload.insert("token".into(), Value::String(token));
+        payload.insert("version".into(), json!(1));
+        payload.insert("locale".into(), json!("en-US"));
+        payload.insert("entitlements".into(), json!([]));
+        payload.insert("authorizing_integration_owners".into(), owners.clone());
+        payload.insert("attachment_size_limit".into(), json!(a.node().config.attachments.max_file_bytes));
         if let Some(msg) = inv.message {
-            payload["message"] = msg;
+            payload.insert("message".into(), msg);
         }
         let user_json = serde_json::to_value(convert::user(&invoker)).unwrap_or(Value::Null);
         let message_kind = match inv.command.as_ref().map(|c| c.kind) {
@@ -447,12 +445,12 @@ fn invoke<V: Venue>(a: &V, st: &V::St, user: UserId, mut inv: Invoke) -> Decided
             Some(_) => CONTEXT_MENU_COMMAND,
             None => 0,
         };
-        let mut metadata = json!({
-            "id": id.to_string(),
-            "type": inv.kind,
-            "user": user_json,
-            "authorizing_integration_owners": owners,
-        });
+        let mut metadata = Map::new();
+        metadata.insert("id".into(), Value::String(id.to_string()));
+        metadata.insert("type".into(), json!(inv.kind));
+        metadata.insert("user".into(), user_json);
+        metadata.insert("authorizing_integration_owners".into(), owners);
+        let mut metadata = Value::Object(metadata);
         if let Some(c) = &inv.command {
             metadata["name"] = json!(c.name);
             metadata["command_type"] = json!(c.kind);
@@ -554,7 +552,7 @@ fn respond<V: Venue>(a: &V, st: &V::St, p: &Pending, id: u64, k: u8, data: Value
                 let f = data.get("flags").and_then(Value::as_u64).unwrap_or(0) & flags::EPHEMERAL;
                 data = json!({"content": "", "flags": f | flags::LOADING});
             }
-            let rec = response_record(p, &data, deferred)?;
+            let rec = response_record(p, data, deferred)?;
             let ephemeral = rec.flags & flags::EPHEMERAL != 0;
             let loading = deferred;
             let plan = send(a, st, id, rec, true);
@@ -644,10 +642,10 @@ fn respond<V: Venue>(a: &V, st: &V::St, p: &Pending, id: u64, k: u8, data: Value
     }
 }
 
-fn response_record(p: &Pending, data: &Value, deferred: bool) -> Result<MessageRecord, OpReply> {
+fn response_record(p: &Pending, mut data: Value, deferred: bool) -> Result<MessageRecord, OpReply> {
+    let mut take = |k: &str| data.get_mut(k).map(Value::take).filter(|v| !v.is_null()).unwrap_or(json!([]));
+    let (embeds, components) = (take("embeds"), take("components"));
     let content = data.get("content").and_then(Value::as_str).unwrap_or("").to_string();
-    let embeds = data.get("embeds").cloned().unwrap_or(json!([]));
-    let components = data.get("components").cloned().unwrap_or(json!([]));
     if content.chars().count() > MAX_CONTENT {
         return Err(OpReply::field("data.content", "BASE_TYPE_MAX_LENGTH", "Must be 2000 or fewer in length."));
     }
@@ -676,17 +674,25 @@ fn response_record(p: &Pending, data: &Value, deferred: bool) -> Result<MessageR
         mention_everyone: false,
         mentions: Vec::new(),
         reference: None,
-        extra: json!({
-            "embeds": embeds,
-            "components": components,
-            "attachments": [],
-            "webhook_id": p.app,
-            "application_id": p.app,
-            "interaction_metadata": p.metadata,
+        extra: {
+            // Built in place: `json!` would copy the metadata by serializing it.
+            let meta = &p.metadata;
+            let mut older = Map::new();
+            for k in ["id", "type", "user"] {
+                older.insert(k.into(), meta.get(k).cloned().unwrap_or(Value::Null));
+            }
+            older.insert("name".into(), meta.get("name").cloned().unwrap_or(json!("")));
+            let mut extra = Map::new();
+            extra.insert("embeds".into(), embeds);
+            extra.insert("components".into(), components);
+            extra.insert("attachments".into(), json!([]));
+            extra.insert("webhook_id".into(), json!(p.app));
+            extra.insert("application_id".into(), json!(p.app));
+            extra.insert("interaction_metadata".into(), meta.clone());
             // The older `interaction`: the same facts, fewer of them.
-            "interaction": {"id": p.metadata["id"], "type": p.metadata["type"],
-                "name": p.metadata.get("name").cloned().unwrap_or(json!("")), "user": p.metadata["user"]},
-        }),
+            extra.insert("interaction".into(), Value::Object(older));
+            Value::Object(extra)
+        },
     })
 }
 
@@ -714,6 +720,10 @@ fn send<V: Venue>(a: &V, st: &V::St, id: u64, mut rec: MessageRecord, original: 
             } else {
                 p.followups.push(s);
             }
+        }
+        // The original's answer is the callback's (see `respond`), not the message.
+        if original {
+            return OpReply::no_content();
         }
         OpReply::ok_bytes(StatusCode::OK, &body)
     };
@@ -812,8 +822,12 @@ fn delete_sent<V: Venue>(id: u64, rec: MessageRecord, ephemeral: bool, message: 
 
 /// The message as the API shows it: the bot as author, with the interaction's fields.
 fn render<V: Venue>(st: &V::St, p: &Pending, rec: &MessageRecord) -> model::Message {
+    let member = V::bot_member(st, p.bot.id);
+    // `extra` carries `application_id`, `webhook_id` and the interaction fields.
+    if rec.guild_id == V::guild_id(st) {
+        return convert::message(rec, &p.bot, &[], member);
+    }
     let mut rec = rec.clone();
     rec.guild_id = V::guild_id(st);
-    // `extra` carries `application_id`, `webhook_id` and the interaction fields.
-    convert::message(&rec, &p.bot, &[], V::bot_member(st, p.bot.id))
+    convert::message(&rec, &p.bot, &[], member)
 }

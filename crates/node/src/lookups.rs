@@ -18,11 +18,12 @@ const MAX: usize = 50_000;
 type AppEntry = Option<ApplicationRecord>;
 type CommandKey = (ApplicationId, Option<GuildId>, u64);
 type Overrides = Arc<Vec<CommandPermissions>>;
+type CommandEntry = Option<Arc<CommandRecord>>;
 
 pub struct Lookups {
     ttl: Duration,
     apps: Mutex<HashMap<ApplicationId, (Instant, AppEntry)>>,
-    commands: Mutex<HashMap<CommandKey, (Instant, Option<CommandRecord>)>>,
+    commands: Mutex<HashMap<CommandKey, (Instant, CommandEntry)>>,
     permissions: Mutex<HashMap<(ApplicationId, GuildId), (Instant, Overrides)>>,
 }
 
@@ -61,12 +62,12 @@ impl Lookups {
         app: ApplicationId,
         guild: Option<GuildId>,
         id: u64,
-    ) -> store::Result<Option<CommandRecord>> {
+    ) -> store::Result<CommandEntry> {
         let k = (app, guild, id);
         if let Some(v) = fresh(&self.commands, &k, self.ttl) {
             return Ok(v);
         }
-        let v = store.get_command(app, guild, id).await?;
+        let v = store.get_command(app, guild, id).await?.map(Arc::new);
         keep(&self.commands, k, v.clone());
         Ok(v)
     }

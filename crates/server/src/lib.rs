@@ -72,6 +72,8 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn store::Store>, store:
                 readers: config.storage.sqlite_readers,
                 synchronous_full: config.storage.sqlite_synchronous_full,
                 busy_timeout: std::time::Duration::from_millis(config.storage.sqlite_busy_timeout_ms),
+                checkpoint_every: (config.storage.sqlite_checkpoint_ms > 0)
+                    .then(|| std::time::Duration::from_millis(config.storage.sqlite_checkpoint_ms)),
             };
             Arc::new(store::sqlite::SqliteStore::open(&config.data_dir, &opts).await?)
         }

@@ -75,20 +75,20 @@ impl Venue for GuildActor {
         let gid = st.guild.id;
         let mut member = serde_json::to_value(convert::member(caller.member, Some(caller.user))).unwrap_or(Value::Null);
         member["permissions"] = json!(bits.to_string());
-        let fields = json!({
-            "guild_id": gid,
-            "guild": {"id": gid, "locale": "en-US", "features": []},
-            "channel": serde_json::to_value(convert::channel(c)).unwrap_or(Value::Null),
-            "member": member,
-            "app_permissions": app_bits.to_string(),
-            "guild_locale": "en-US",
-            // GUILD
-            "context": 0,
-        });
+        // Built in place: `json!` would copy the member and channel values.
+        let mut fields = Map::new();
+        fields.insert("guild_id".into(), json!(gid));
+        fields.insert("guild".into(), json!({"id": gid, "locale": "en-US", "features": []}));
+        fields.insert("channel".into(), serde_json::to_value(convert::channel(c)).unwrap_or(Value::Null));
+        fields.insert("member".into(), member);
+        fields.insert("app_permissions".into(), json!(app_bits.to_string()));
+        fields.insert("guild_locale".into(), json!("en-US"));
+        // GUILD
+        fields.insert("context".into(), json!(0));
         Ok(Admitted {
             bot: bot_user.clone(),
             invoker: (**caller.user).clone(),
-            fields: fields.as_object().cloned().unwrap_or_default(),
+            fields,
             // GUILD_INSTALL: this guild.
             owners: json!({"0": gid}),
         })

@@ -56,6 +56,11 @@ impl TestServer {
         }
     }
 
+    /// The data directory (SQLite's `throng.db`).
+    pub fn data_dir(&self) -> &std::path::Path {
+        self._dir.path()
+    }
+
     pub fn node(&self) -> &Arc<server::Node> {
         &self.server.as_ref().unwrap().node
     }

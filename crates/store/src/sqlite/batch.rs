@@ -30,7 +30,8 @@ pub(super) struct BatchWriter {
 
 impl BatchWriter {
     /// Opens a connection to `path` (migrated already) and starts the thread.
-    pub(super) fn start(path: &Path, synchronous_full: bool, busy_tries: usize) -> Result<BatchWriter> {
+    /// `autocheckpoint`: false when a checkpointer thread does them.
+    pub(super) fn start(path: &Path, synchronous_full: bool, busy_tries: usize, autocheckpoint: bool) -> Result<BatchWriter> {
         let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
         // SAFETY: a live connection this thread owns; the handler is a plain
         // function whose argument is a number, not a pointer.
@@ -40,6 +41,9 @@ impl BatchWriter {
         conn.pragma_update(None, "synchronous", if synchronous_full { "FULL" } else { "NORMAL" })?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.pragma_update(None, "cache_size", "-16000")?;
+        if !autocheckpoint {
+            conn.pragma_update(None, "wal_autocheckpoint", "0")?;
+        }
         conn.set_prepared_statement_cache_capacity(16);
         let (tx, rx) = mpsc::channel::<(Vec<(u64, MessageRecord)>, Reply)>();
         std::thread::Builder::new()
