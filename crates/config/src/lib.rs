@@ -398,12 +398,6 @@ pub struct LimitsConfig {
     pub write_queue: usize,
     /// Most messages one transaction commits (group commit).
     pub write_batch_max: usize,
-    /// While messages keep coming (the previous transaction ended less
-    /// than this long ago) and fewer than 8 are queued, the writer waits
-    /// this long for more before it commits: fewer, larger transactions
-    /// for some latency (tokio's timer rounds it up to whole milliseconds).
-    /// An idle writer commits at once; 0 (the default) never waits.
-    pub write_linger_us: u64,
     /// How long a REST create waits for its guild's owner to commit it
     /// before answering 503 (the owner may be another node).
     pub write_timeout_ms: u64,
@@ -505,7 +499,6 @@ impl Default for LimitsConfig {
             password_hash_concurrency: 2,
             write_queue: 16_384,
             write_batch_max: 1_024,
-            write_linger_us: 0,
             write_timeout_ms: 10_000,
             max_guilds_per_user: 200,
             max_avatar_bytes: 1 << 20,

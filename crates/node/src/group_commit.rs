@@ -105,10 +105,10 @@ pub struct Full;
 impl Writer {
     /// Starts the writer task on the current runtime; it ends when the
     /// `Writer` is dropped and its queue is drained.
-    pub fn start(store: Arc<dyn Store>, capacity: usize, max_batch: usize, linger: std::time::Duration) -> Writer {
+    pub fn start(store: Arc<dyn Store>, capacity: usize, max_batch: usize) -> Writer {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         let stats = Arc::new(WriterStats::default());
-        tokio::spawn(run(store, rx, max_batch.max(1), linger, stats.clone()));
+        tokio::spawn(run(store, rx, max_batch.max(1), stats.clone()));
         Writer { tx, stats }
     }
 
@@ -137,28 +137,9 @@ impl Writer {
     }
 }
 
-/// Fewer queued jobs than this, while busy: wait `linger` for more.
-const SMALL_BATCH: usize = 8;
-
-async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Job>, max_batch: usize, linger: std::time::Duration, stats: Arc<WriterStats>) {
+async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Job>, max_batch: usize, stats: Arc<WriterStats>) {
     let mut jobs: Vec<Job> = Vec::with_capacity(max_batch);
-    // When the last transaction ended: with a linger, a stream of small
-    // ones waits a little to become fewer, larger ones (measured in the
-    // interactions benchmark: 4 rows a commit without it, 18 with 1 ms, and
-    // the answers' p50 ~2 ms later; see docs/benchmarks.md).
-    let mut last: Option<std::time::Instant> = None;
     while rx.recv_many(&mut jobs, max_batch).await > 0 {
-        if jobs.len() < SMALL_BATCH && !linger.is_zero() && last.is_some_and(|t| t.elapsed() < linger) {
-            // A timer, not yields: measured, yielding until more arrive cost
-            // as much CPU as the transactions it saved.
-            tokio::time::sleep(linger).await;
-            while jobs.len() < max_batch {
-                match rx.try_recv() {
-                    Ok(j) => jobs.push(j),
-                    Err(_) => break,
-                }
-            }
-        }
         let mut queue = jobs.drain(..).peekable();
         while let Some(job) = queue.next() {
             match job.work {
@@ -189,7 +170,6 @@ async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Job>, max_batch: usiz
                 }
             }
         }
-        last = Some(std::time::Instant::now());
     }
 }
 

@@ -158,12 +158,7 @@ impl Node {
                 guild_loads: batch::guild_loads(store.clone()),
                 dm_lookups: crate::batch::dm_lookups(store.clone()),
                 guild_claims: batch::guild_claims(store.clone(), config.node_id),
-                writer: crate::group_commit::Writer::start(
-                    store.clone(),
-                    config.limits.write_queue,
-                    config.limits.write_batch_max,
-                    std::time::Duration::from_micros(config.limits.write_linger_us),
-                ),
+                writer: crate::group_commit::Writer::start(store.clone(), config.limits.write_queue, config.limits.write_batch_max),
                 channel_actors: Default::default(),
                 lookups: crate::lookups::Lookups::new(config.interactions.lookup_ttl_ms),
                 identify_permits: Semaphore::new(config.gateway.identify_concurrency.max(1)),

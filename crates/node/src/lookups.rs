@@ -56,13 +56,7 @@ impl Lookups {
     }
 
     /// A command of `app` (a guild's, or a global one with `guild: None`).
-    pub async fn command(
-        &self,
-        store: &dyn Store,
-        app: ApplicationId,
-        guild: Option<GuildId>,
-        id: u64,
-    ) -> store::Result<CommandEntry> {
+    pub async fn command(&self, store: &dyn Store, app: ApplicationId, guild: Option<GuildId>, id: u64) -> store::Result<CommandEntry> {
         let k = (app, guild, id);
         if let Some(v) = fresh(&self.commands, &k, self.ttl) {
             return Ok(v);

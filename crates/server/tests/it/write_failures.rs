@@ -166,42 +166,6 @@ async fn a_full_disk_fails_the_batch_acknowledges_only_what_was_committed_and_re
     eprintln!("disk full: {acked} acknowledged, {} refused, of {}", refused.len(), results.len());
 }
 
-/// A stream of messages commits in fewer, larger transactions with a
-/// linger (`limits.write_linger_us`); without one, sequential posts commit
-/// one by one. Every message is acknowledged either way.
-#[tokio::test]
-async fn a_linger_gathers_a_stream_of_messages_into_fewer_transactions() {
-    use std::sync::atomic::Ordering::Relaxed;
-    async fn rows_per_commit(linger_us: u64) -> f64 {
-        let t = TestServer::start_with(|c| c.limits.write_linger_us = linger_us).await;
-        let w = t.world().await;
-        let stats = t.node().writer.stats.clone();
-        let (c0, r0) = (stats.commits.load(Relaxed), stats.rows.load(Relaxed));
-        // 8 posters, 6 messages each, one after another, paced and staggered
-        // (a pace, not a wait): a post every ~3 ms, which commit one by one
-        // unless the writer lingers.
-        let posters = (0..8u64).map(|p| {
-            let (t, auth, channel) = (&t, w.owner.clone(), w.channel.clone());
-            async move {
-                tokio::time::sleep(Duration::from_millis(3 * p)).await;
-                for i in 0..6 {
-                    t.say(&auth, &channel, &format!("p{p} m{i}")).await;
-                    tokio::time::sleep(Duration::from_millis(24)).await;
-                }
-            }
-        });
-        futures_util::future::join_all(posters).await;
-        let (commits, rows) = (stats.commits.load(Relaxed) - c0, stats.rows.load(Relaxed) - r0);
-        assert_eq!(rows, 48, "every message committed");
-        rows as f64 / commits as f64
-    }
-    // Each round's 8 posts arrive within the linger of the round before:
-    // about one commit a round (without a linger, ~1.4 here).
-    let lingering = rows_per_commit(50_000).await;
-    assert!(lingering >= 4.0, "with a 50 ms linger: {lingering} rows a commit");
-    eprintln!("rows a commit: {lingering} with a linger, {} without", rows_per_commit(0).await);
-}
-
 /// With the checkpoint thread (`storage.sqlite_checkpoint_ms`), the WAL is
 /// copied into the database while messages are written: no commit does it.
 #[tokio::test]
