@@ -513,7 +513,7 @@ impl Default for StorageConfig {
             postgres_connections: 8,
             sqlite_synchronous_full: false,
             sqlite_busy_timeout_ms: 20_000,
-            sqlite_checkpoint_ms: 500,
+            sqlite_checkpoint_ms: 100,
         }
     }
 }

@@ -51,7 +51,17 @@ pub struct DmState {
 
 /// The permissions an application has in a DM with its bot (`app_permissions`):
 /// view, send, embed, attach, history, reactions, external emojis and stickers.
-const DM_APP_PERMISSIONS: u64 = (1 << 10) | (1 << 11) | (1 << 14) | (1 << 15) | (1 << 16) | (1 << 6) | (1 << 18) | (1 << 37);
+const DM_APP_PERMISSIONS: u64 = {
+    use protocol::model::permission::*;
+    VIEW_CHANNEL
+        | SEND_MESSAGES
+        | EMBED_LINKS
+        | ATTACH_FILES
+        | READ_MESSAGE_HISTORY
+        | ADD_REACTIONS
+        | USE_EXTERNAL_EMOJIS
+        | USE_EXTERNAL_STICKERS
+};
 
 pub struct DmActor {
     /// Key, mailbox, epoch and the writer's answers (see `fenced`).

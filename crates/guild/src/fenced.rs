@@ -98,6 +98,23 @@ impl<A, S> Plan<A, S> {
     pub fn now(then: impl FnOnce(&mut A, &mut S) -> OpReply + Send + 'static) -> Self {
         Plan::new(Vec::new(), move |a, st, _| then(a, st))
     }
+
+    /// This plan, then, if it succeeded, `after` for the answer instead.
+    pub fn and_then(self, after: impl FnOnce(&mut A, &mut S) -> OpReply + Send + 'static) -> Self
+    where
+        A: 'static,
+        S: 'static,
+    {
+        let then = self.then;
+        Plan::new(self.changes, move |a, st, rows| {
+            let r = then(a, st, rows);
+            if matches!(r, OpReply::Done { .. }) {
+                after(a, st)
+            } else {
+                r
+            }
+        })
+    }
 }
 
 /// An actor built on a [`Core`]: what it does with a message and with a

@@ -403,12 +403,12 @@ fn invoke<V: Venue>(a: &V, st: &V::St, user: UserId, mut inv: Invoke) -> Decided
         }
         resolved.entry("messages").or_insert_with(|| json!({}))[id] = msg.clone();
     }
-    let mut fields = fields;
     Ok(Plan::now(move |a: &mut V, st: &mut V::St| {
         let now = Instant::now();
-        let cfg = a.node().config.interactions.clone();
+        let cfg = &a.node().config.interactions;
+        let (ttl, timeout) = (Duration::from_millis(cfg.token_ttl_ms), Duration::from_millis(cfg.response_timeout_ms));
         let ix = V::ix_mut(st);
-        ix.sweep(now, Duration::from_millis(cfg.token_ttl_ms));
+        ix.sweep(now, ttl);
         // A modal is submitted once.
         if let Some((k, _)) = &modal {
             ix.modals.remove(k);
@@ -424,7 +424,7 @@ fn invoke<V: Venue>(a: &V, st: &V::St, user: UserId, mut inv: Invoke) -> Decided
             }
         }
         // Built in place: `json!` would copy `data` and the place's fields.
-        let mut payload = std::mem::take(&mut fields);
+        let mut payload = fields;
         payload.insert("id".into(), Value::String(id.to_string()));
         payload.insert("application_id".into(), json!(inv.application_id));
         payload.insert("type".into(), json!(inv.kind));
@@ -490,7 +490,7 @@ fn invoke<V: Venue>(a: &V, st: &V::St, user: UserId, mut inv: Invoke) -> Decided
             arm = !std::mem::replace(&mut ix.timer, true);
         }
         if arm {
-            a.expire_after(Duration::from_millis(cfg.response_timeout_ms));
+            a.expire_after(timeout);
         }
         let reply = if inv.http {
             OpReply::ok(StatusCode::ACCEPTED, &payload)
@@ -555,19 +555,10 @@ fn respond<V: Venue>(a: &V, st: &V::St, p: &Pending, id: u64, k: u8, data: Value
             let rec = response_record(p, data, deferred)?;
             let ephemeral = rec.flags & flags::EPHEMERAL != 0;
             let loading = deferred;
-            let plan = send(a, st, id, rec, true);
-            let then = plan.then;
-            Ok(Plan {
-                changes: plan.changes,
-                then: Box::new(move |a, st, rows| {
-                    let r = then(a, st, rows);
-                    if !matches!(r, OpReply::Done { .. }) {
-                        return r;
-                    }
-                    let mid = V::ix(st).by_id.get(&id).and_then(|p| p.original.as_ref()).map_or(MessageId(0), |s| s.record().id);
-                    answered(a, st, Some((mid, loading, ephemeral)))
-                }),
-            })
+            Ok(send(a, st, id, rec, true).and_then(move |a, st| {
+                let mid = V::ix(st).by_id.get(&id).and_then(|p| p.original.as_ref()).map_or(MessageId(0), |s| s.record().id);
+                answered(a, st, Some((mid, loading, ephemeral)))
+            }))
         }
         callback::AUTOCOMPLETE_RESULT => {
             let choices = data.get("choices").cloned().unwrap_or(json!([]));
@@ -615,18 +606,7 @@ fn respond<V: Venue>(a: &V, st: &V::St, p: &Pending, id: u64, k: u8, data: Value
             // The component's message, edited; later edits of `@original` change it too.
             let Some(rec) = p.component_message.as_deref().cloned() else { return Err(unknown()) };
             let ephemeral = rec.flags & flags::EPHEMERAL != 0;
-            let plan = edit_sent::<V>(st, id, p, rec, ephemeral, None, &data)?;
-            let then = plan.then;
-            Ok(Plan {
-                changes: plan.changes,
-                then: Box::new(move |a, st, rows| {
-                    let r = then(a, st, rows);
-                    if !matches!(r, OpReply::Done { .. }) {
-                        return r;
-                    }
-                    answered(a, st, None)
-                }),
-            })
+            Ok(edit_sent::<V>(st, id, p, rec, ephemeral, None, &data)?.and_then(move |a, st| answered(a, st, None)))
         }
         // DEFERRED_UPDATE_MESSAGE: acknowledged, nothing shown now; a
         // component's message is `@original` from here on.

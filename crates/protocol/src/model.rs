@@ -47,6 +47,7 @@ pub mod permission {
     pub const MANAGE_THREADS: u64 = 1 << 34;
     pub const CREATE_PUBLIC_THREADS: u64 = 1 << 35;
     pub const CREATE_PRIVATE_THREADS: u64 = 1 << 36;
+    pub const USE_EXTERNAL_STICKERS: u64 = 1 << 37;
     pub const SEND_MESSAGES_IN_THREADS: u64 = 1 << 38;
     pub const MODERATE_MEMBERS: u64 = 1 << 40;
     /// Create emojis, and edit or delete one's own.

@@ -62,7 +62,7 @@ impl Default for SqliteOptions {
             readers: 4,
             synchronous_full: false,
             busy_timeout: Duration::from_secs(20),
-            checkpoint_every: Some(Duration::from_millis(500)),
+            checkpoint_every: Some(Duration::from_millis(100)),
         }
     }
 }
