@@ -27,7 +27,7 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::{parse_json, ApiError, ApiResult};
-use node::attachments::{attachment_json, clean_filename, guess_content_type, http_base, image_size, Reservation};
+use node::attachments::{attachment_json, clean_filename, content_type_of, http_base, image_size, Reservation};
 use node::auth::now_ms;
 use node::Node;
 
@@ -261,7 +261,7 @@ async fn store_file(
 ) -> ApiResult<AttachmentRecord> {
     let cfg = &node.blobs.config;
     let filename = clean_filename(field.file_name().unwrap_or("unknown"));
-    let declared_type = field.content_type().map(|m| m.to_string()).filter(|t| t != "application/octet-stream");
+    let declared_type = field.content_type().map(|m| m.to_string());
     let io = |e: std::io::Error| ApiError::internal(format!("attachment write: {e}"));
     let mut up = node.blobs.begin().await.map_err(io)?;
     while let Some(c) = field.chunk().await.map_err(form_error)? {
@@ -273,7 +273,7 @@ async fn store_file(
         up.write(&c).await.map_err(io)?;
     }
     let hash = up.finish().await.map_err(io)?;
-    let content_type = declared_type.or_else(|| guess_content_type(&filename, &up.head).map(str::to_string));
+    let content_type = content_type_of(&filename, &up.head, declared_type);
     let dims = content_type.as_deref().filter(|t| t.starts_with("image/")).and_then(|_| image_size(&up.head));
     let rec = AttachmentRecord {
         id: node.ids.next(),

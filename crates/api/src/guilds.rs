@@ -87,6 +87,7 @@ const MEMBERS_PAGE_MAX: u32 = 1000;
 
 #[derive(schemars::JsonSchema, Deserialize, Default)]
 pub struct WithCounts {
+    #[serde(default, deserialize_with = "protocol::de::flag")]
     with_counts: Option<bool>,
 }
 
@@ -357,6 +358,27 @@ impl ModifyMember {
         }
         Ok((self.nick.into(), self.roles.into()))
     }
+}
+
+#[derive(schemars::JsonSchema, Deserialize, Default)]
+pub struct SearchMembers {
+    /// A prefix of a username, global name or nickname (any case).
+    query: Option<String>,
+    /// 1 to 1000; 1 if absent, as on Discord.
+    limit: Option<u32>,
+}
+
+/// `GET /guilds/{id}/members/search`: members by name prefix, from the
+/// guild actor's memory (its name index).
+pub async fn search_members(
+    State(node): State<Arc<Node>>,
+    Caller(u): Caller,
+    Path(id): Path<String>,
+    Query(q): Query<SearchMembers>,
+) -> ApiResult<Response> {
+    let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
+    let limit = q.limit.unwrap_or(MEMBERS_PAGE_DEFAULT);
+    ask(&node, gid, u.id, Action::Member(MemberAction::Search { query: q.query, limit })).await
 }
 
 /// `PATCH /guilds/{id}/members/{user}`: nickname and roles.

@@ -483,7 +483,8 @@ fn modal_data(data: &Value) -> ApiResult<Value> {
 #[derive(schemars::JsonSchema, Deserialize, Default)]
 pub struct CallbackQuery {
     /// `true`: answer 200 with the interaction callback response.
-    with_response: Option<String>,
+    #[serde(default, deserialize_with = "protocol::de::flag")]
+    with_response: Option<bool>,
 }
 
 #[derive(schemars::JsonSchema, Deserialize)]
@@ -509,7 +510,7 @@ pub async fn callback(
         return Err(ApiError::not_found(ErrorCode::UnknownInteraction));
     }
     let b: CallbackBody = parse_json(&read_body(&node, req).await?)?;
-    let with_response = q.with_response.as_deref().is_some_and(|v| matches!(v, "true" | "True" | "1"));
+    let with_response = q.with_response.unwrap_or(false);
     respond(&node, key, id, token, b, with_response).await
 }
 

@@ -368,6 +368,13 @@ pub fn api_table() -> Api {
                 .query::<guilds::ListMembers>()
                 .ok::<List<Member>>(),
         )
+        .get(
+            "/guilds/{guild_id}/members/search",
+            guilds::search_members,
+            op("searchGuildMembers", "Members", "Members whose username, global name or nickname starts with `query`.")
+                .query::<guilds::SearchMembers>()
+                .ok::<List<Member>>(),
+        )
         .patch(
             "/guilds/{guild_id}/members/@me",
             guilds::modify_me,

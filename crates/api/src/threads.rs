@@ -223,6 +223,7 @@ pub async fn remove_member(
 
 #[derive(schemars::JsonSchema, Deserialize, Default)]
 pub struct MembersQuery {
+    #[serde(default, deserialize_with = "protocol::de::flag")]
     with_member: Option<bool>,
 }
 

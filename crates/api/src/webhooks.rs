@@ -285,7 +285,8 @@ pub struct ExecuteBody {
 #[derive(schemars::JsonSchema, Deserialize, Default)]
 pub struct ExecuteQuery {
     /// `true`/`false` (discord.js) or `1`/`0` (discord.py).
-    wait: Option<String>,
+    #[serde(default, deserialize_with = "protocol::de::flag")]
+    wait: Option<bool>,
     /// Threads do not exist yet: ignored.
     #[allow(dead_code)]
     thread_id: Option<String>,
@@ -362,7 +363,7 @@ pub async fn execute(
     match r {
         Ok(resp) => {
             uploads.keep();
-            if q.wait.as_deref().is_some_and(|w| matches!(w, "true" | "True" | "1")) {
+            if q.wait.unwrap_or(false) {
                 Ok(resp)
             } else {
                 Ok(StatusCode::NO_CONTENT.into_response())

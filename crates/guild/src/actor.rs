@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 
 use super::fenced::{self, Core, Done, Fenced, Job};
 use super::list::{Lists, View};
+use super::names::Names;
 use super::remote::RemoteSubs;
 use super::{GuildEvent, GuildMsg};
 use fanout::Recipient;
@@ -30,6 +31,8 @@ mod roles;
 
 /// Members per GUILD_MEMBERS_CHUNK, as Discord sends them.
 const CHUNK_SIZE: usize = 1000;
+/// The most members op 8 sends for a name prefix (Discord's bound).
+const QUERY_MAX: usize = 100;
 
 pub struct GuildActor {
     /// Key, mailbox, epoch and the writer's answers (see `fenced`).
@@ -99,6 +102,8 @@ pub(crate) struct State {
     pub(crate) threads: super::threads::Threads,
     /// Interactions in this guild while their tokens live.
     pub(crate) interactions: super::interact::Interactions,
+    /// Members by name prefix, built at the first search.
+    pub(crate) names: std::cell::OnceCell<Names>,
 }
 
 impl GuildActor {
@@ -559,6 +564,8 @@ impl GuildActor {
                 let mut m = convert::member(&member, Some(&user));
                 m.guild_id = Some(gid);
                 let p = st.presences.report(uid, self.core.node.id.0, self.core.node.presences.get(uid));
+                let old = st.members.remove(&uid);
+                st.rename(old.as_ref(), Some((&member, &user)));
                 st.members.insert(uid, (member, self.core.node.users.intern(user)));
                 self.hidden.clear();
                 if p.status != Status::Offline {
@@ -585,7 +592,9 @@ impl GuildActor {
                 let uid = member.user_id;
                 // New roles may show or hide channels: what the member saw before.
                 let seen = st.members.get(&uid).filter(|(old, _)| old.roles != member.roles).map(|_| self.seen_by(st, uid));
-                let Some((old, user)) = st.members.get_mut(&uid) else { return true };
+                let Some(before) = st.members.remove(&uid) else { return true };
+                st.rename(Some(&before), Some((&member, &*before.1)));
+                let (old, user) = st.members.entry(uid).or_insert(before);
                 *old = member;
                 self.hidden.clear();
                 let mut m = convert::member(old, Some(user));
@@ -598,7 +607,9 @@ impl GuildActor {
             }
             GuildEvent::UserUpdate(user) => {
                 let uid = user.id;
-                let Some((member, held)) = st.members.get_mut(&uid) else { return true };
+                let Some(before) = st.members.remove(&uid) else { return true };
+                st.rename(Some(&before), Some((&before.0, &user)));
+                let (member, held) = st.members.entry(uid).or_insert(before);
                 *held = self.core.node.users.intern(user);
                 let mut m = convert::member(member, Some(held));
                 m.guild_id = Some(gid);
@@ -606,7 +617,9 @@ impl GuildActor {
                 self.lists.member_changed(&st.view(), uid);
             }
             GuildEvent::MemberRemove(uid) => {
-                let Some((_, user)) = st.members.remove(&uid) else { return true };
+                let Some(gone) = st.members.remove(&uid) else { return true };
+                st.rename(Some(&gone), None);
+                let (_, user) = gone;
                 self.hidden.clear();
                 st.online.remove(&uid);
                 st.presences.forget(uid);
@@ -637,8 +650,9 @@ impl GuildActor {
     }
 
     fn request_members(&mut self, st: &State, s: &Sink, req: RequestGuildMembers) {
-        let query = req.query.unwrap_or_default().to_lowercase();
+        let query = req.query.unwrap_or_default();
         let limit = req.limit.unwrap_or(0) as usize;
+        let by_ids = req.user_ids.is_some();
         let mut not_found = Vec::new();
         let mut found: Vec<&(MemberRecord, Arc<UserRecord>)> = match req.user_ids {
             Some(ids) => ids
@@ -652,19 +666,22 @@ impl GuildActor {
                     m
                 })
                 .collect(),
-            None => st
-                .members
-                .values()
-                .filter(|(m, u)| {
-                    query.is_empty()
-                        || u.username.to_lowercase().starts_with(&query)
-                        || m.nick.as_deref().is_some_and(|n| n.to_lowercase().starts_with(&query))
-                })
-                .collect(),
+            None if query.is_empty() => {
+                let mut all: Vec<_> = st.members.values().collect();
+                all.sort_by_key(|(m, _)| m.user_id);
+                if limit > 0 {
+                    all.truncate(limit);
+                }
+                all
+            }
+            // A name prefix: Discord sends at most 100 (and 100 for limit 0).
+            None => st.search_members(&query, if limit == 0 { QUERY_MAX } else { limit.min(QUERY_MAX) }),
         };
-        found.sort_by_key(|(m, _)| m.user_id);
-        if limit > 0 {
-            found.truncate(limit);
+        if by_ids {
+            found.sort_by_key(|(m, _)| m.user_id);
+            if limit > 0 {
+                found.truncate(limit);
+            }
         }
         let with_presences = req.presences.unwrap_or(false) && s.intents().contains(Intents::GUILD_PRESENCES);
         let chunks: Vec<_> = found.chunks(CHUNK_SIZE).collect();
@@ -718,6 +735,27 @@ impl State {
             bans: s.bans.into_iter().collect(),
             threads,
             interactions: Default::default(),
+            names: Default::default(),
+        }
+    }
+
+    /// Members whose username, global name or nickname starts with
+    /// `query` (any case), at most `limit`.
+    pub(crate) fn search_members(&self, query: &str, limit: usize) -> Vec<&(MemberRecord, Arc<UserRecord>)> {
+        let names = self.names.get_or_init(|| Names::build(self.members.values().map(|(m, u)| (m, &**u))));
+        names.search(query, limit).iter().filter_map(|id| self.members.get(id)).collect()
+    }
+
+    /// Keeps the name index (if built) in step: `before` is the member as
+    /// the index has it, `after` as it is now (`None`: gone).
+    fn rename(&mut self, before: Option<&(MemberRecord, Arc<UserRecord>)>, after: Option<(&MemberRecord, &UserRecord)>) {
+        if let Some(n) = self.names.get_mut() {
+            if let Some((m, u)) = before {
+                n.remove(m, u);
+            }
+            if let Some((m, u)) = after {
+                n.add(m, u);
+            }
         }
     }
 

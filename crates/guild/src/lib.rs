@@ -7,6 +7,7 @@ pub mod dm;
 mod fenced;
 mod interact;
 pub mod list;
+mod names;
 mod ops;
 pub mod remote;
 pub mod threads;

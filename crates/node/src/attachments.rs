@@ -492,9 +492,24 @@ fn jpeg_size(b: &[u8]) -> Option<(u32, u32)> {
     None
 }
 
-/// A content type for files sent without one (or as octet-stream), from
-/// what the file starts with, then from its name.
-pub fn guess_content_type(filename: &str, head: &[u8]) -> Option<&'static str> {
+/// An upload's content type: what its first bytes show it to be, else the
+/// type its part declared, else one from its name, else a declared
+/// `application/octet-stream`; `None` (left out of the attachment, as
+/// Discord does) when nothing says.
+pub fn content_type_of(filename: &str, head: &[u8], declared: Option<String>) -> Option<String> {
+    const OPAQUE: &str = "application/octet-stream";
+    let declared = declared.filter(|t| !t.trim().is_empty());
+    if let Some(t) = sniff(head) {
+        return Some(t.to_string());
+    }
+    match declared {
+        Some(t) if !t.eq_ignore_ascii_case(OPAQUE) => Some(t),
+        d => guess_content_type(filename, head).map(str::to_string).or(d),
+    }
+}
+
+/// The type a file's first bytes prove (images only).
+fn sniff(head: &[u8]) -> Option<&'static str> {
     if head.starts_with(b"\x89PNG") {
         return Some("image/png");
     }
@@ -506,6 +521,15 @@ pub fn guess_content_type(filename: &str, head: &[u8]) -> Option<&'static str> {
     }
     if head.len() >= 12 && head.starts_with(b"RIFF") && &head[8..12] == b"WEBP" {
         return Some("image/webp");
+    }
+    None
+}
+
+/// A content type for a file sent without one (or as octet-stream), from
+/// what the file starts with, then from its name.
+pub fn guess_content_type(filename: &str, head: &[u8]) -> Option<&'static str> {
+    if let Some(t) = sniff(head) {
+        return Some(t);
     }
     let ext = filename.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase())?;
     Some(match ext.as_str() {
@@ -554,8 +578,11 @@ pub fn ephemeral_attachment_json(a: &AttachmentRecord, base: &str, signer: &UrlS
 fn attachment_json_at(a: &AttachmentRecord, base: &str, signer: &UrlSigner, path: &str) -> serde_json::Value {
     let url = format!("{base}{}", signer.sign(path, now_s()));
     let mut v = serde_json::json!({
-        "id": a.id, "filename": a.filename, "size": a.size, "url": url, "proxy_url": url, "content_type": a.content_type,
+        "id": a.id, "filename": a.filename, "size": a.size, "url": url, "proxy_url": url,
     });
+    if let Some(t) = &a.content_type {
+        v["content_type"] = t.as_str().into();
+    }
     if let (Some(w), Some(h)) = (a.width, a.height) {
         v["width"] = w.into();
         v["height"] = h.into();

@@ -36,4 +36,33 @@ pub mod de {
     pub fn nullable<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
         Ok(Some(Option::<T>::deserialize(d)?))
     }
+
+    /// A boolean as Discord reads one in a query string: `true`/`false`,
+    /// `True`/`False` (Python's `str(bool)`) or `1`/`0`.
+    pub fn parse_flag(s: &str) -> Option<bool> {
+        match s {
+            "true" | "True" | "1" => Some(true),
+            "false" | "False" | "0" => Some(false),
+            _ => None,
+        }
+    }
+
+    /// For an optional boolean query parameter, with `#[serde(default)]`:
+    /// every form [`parse_flag`] reads (a JSON boolean too).
+    pub fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw<'a> {
+            Bool(bool),
+            #[serde(borrow)]
+            Text(std::borrow::Cow<'a, str>),
+        }
+        match Option::<Raw>::deserialize(d)? {
+            None => Ok(None),
+            Some(Raw::Bool(b)) => Ok(Some(b)),
+            Some(Raw::Text(t)) => parse_flag(&t).map(Some).ok_or_else(|| {
+                serde::de::Error::custom(format!("provided string was not a boolean (true, false, True, False, 1 or 0): `{t}`"))
+            }),
+        }
+    }
 }

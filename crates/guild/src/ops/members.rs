@@ -13,6 +13,9 @@ use node::route::ops::roles::MAX_ROLES;
 use node::route::ops::{Join, MemberAction};
 use node::route::OpReply;
 
+/// The most members one search answers (Discord's bound).
+const SEARCH_MAX: u32 = 1000;
+
 pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MemberAction) -> Decided {
     match action {
         MemberAction::Add { user: new, member, via } => {
@@ -108,6 +111,18 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MemberActi
                 return Err(OpReply::field("guild_id", "OWNER_CANNOT_LEAVE", "The owner cannot leave the guild."));
             }
             Ok(remove(st, user))
+        }
+        MemberAction::Search { query, limit } => {
+            st.caller(user)?;
+            let query =
+                query.filter(|q| !q.is_empty()).ok_or_else(|| OpReply::field("query", "BASE_TYPE_REQUIRED", "This field is required"))?;
+            if !(1..=SEARCH_MAX).contains(&limit) {
+                return Err(OpReply::field("limit", "NUMBER_TYPE_MAX", &format!("Must be between 1 and {SEARCH_MAX}.")));
+            }
+            let found = st.search_members(&query, limit as usize);
+            let body: Vec<_> = found.iter().map(|(m, u)| convert::member(m, Some(u))).collect();
+            let reply = ok(&body);
+            Ok(Plan::now(move |_, _| reply))
         }
     }
 }

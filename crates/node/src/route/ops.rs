@@ -164,6 +164,10 @@ pub enum MemberAction {
     Remove { user: UserId },
     /// The caller leaves (never the owner).
     Leave,
+    /// Members whose username, global name or nickname starts with `query`
+    /// (any case), at most `limit` (1..=1000): for any member. `None`:
+    /// the query was missing (400 50035 to a member).
+    Search { query: Option<String>, limit: u32 },
 }
 
 #[derive(Serialize, Deserialize)]

@@ -16,6 +16,12 @@ const BOUNDARY: &str = "throngtestboundary7MA4YWxkTrZu0gW";
 
 /// A multipart body as the libraries send it: `payload_json`, then `files[n]`.
 pub fn form(payload: &Value, files: &[(&str, &[u8])]) -> Vec<u8> {
+    let typed: Vec<_> = files.iter().map(|(n, d)| (*n, *d, Some("application/octet-stream"))).collect();
+    typed_form(payload, &typed)
+}
+
+/// A multipart body whose file parts declare the given types (or none).
+pub fn typed_form(payload: &Value, files: &[(&str, &[u8], Option<&str>)]) -> Vec<u8> {
     let mut b = Vec::new();
     b.extend_from_slice(
         format!(
@@ -23,10 +29,10 @@ pub fn form(payload: &Value, files: &[(&str, &[u8])]) -> Vec<u8> {
         )
         .as_bytes(),
     );
-    for (i, (name, data)) in files.iter().enumerate() {
+    for (i, (name, data, ty)) in files.iter().enumerate() {
+        let ty = ty.map(|t| format!("Content-Type: {t}\r\n")).unwrap_or_default();
         b.extend_from_slice(
-            format!("--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"files[{i}]\"; filename=\"{name}\"\r\nContent-Type: application/octet-stream\r\n\r\n")
-                .as_bytes(),
+            format!("--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"files[{i}]\"; filename=\"{name}\"\r\n{ty}\r\n").as_bytes(),
         );
         b.extend_from_slice(data);
         b.extend_from_slice(b"\r\n");
@@ -148,6 +154,39 @@ async fn upload_is_served_back_with_ranges_and_removed_with_its_message() {
     assert_eq!(s, 204);
     assert!(!blob(&t, &data).exists(), "the last reference went: the file is gone");
     assert_eq!(t.http.get(&url).send().await.unwrap().status(), 404);
+}
+
+/// An attachment's `content_type`: what its bytes prove, else what its part
+/// declared, else a guess from its name; left out when nothing says.
+#[tokio::test]
+async fn content_type_is_sniffed_then_declared_then_guessed_else_absent() {
+    let t = TestServer::start().await;
+    let w = t.world().await;
+    let png = [b"\x89PNG\r\n\x1a\n".as_slice(), &[0; 16]].concat();
+    let files: [(&str, &[u8], Option<&str>); 5] = [
+        ("lies.txt", &png, Some("text/plain")),
+        ("data.bin", b"abc", Some("application/x-custom")),
+        ("notes.md", b"# hi", Some("application/octet-stream")),
+        ("blob", b"xyz", None),
+        ("opaque", b"xyz2", Some("application/octet-stream")),
+    ];
+    let resp = t
+        .http
+        .post(format!("{}/channels/{}/messages", t.base, w.channel))
+        .header("authorization", &w.owner)
+        .header("content-type", format!("multipart/form-data; boundary={BOUNDARY}"))
+        .body(typed_form(&json!({"content": "types"}), &files))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let m: Value = resp.json().await.unwrap();
+    let a = m["attachments"].as_array().unwrap();
+    assert_eq!(a[0]["content_type"], "image/png", "sniffed beats declared");
+    assert_eq!(a[1]["content_type"], "application/x-custom", "declared");
+    assert_eq!(a[2]["content_type"], "text/plain; charset=utf-8", "octet-stream: guessed from the name");
+    assert!(a[3].get("content_type").is_none(), "nothing says: left out, not null: {}", a[3]);
+    assert_eq!(a[4]["content_type"], "application/octet-stream", "declared octet-stream, nothing better");
 }
 
 #[tokio::test]

@@ -148,6 +148,7 @@ const ROWS: &[Row] = &[
     row("PATCH", "/guilds/{guild_id}/roles/{role_id}", p::MANAGE_ROLES, NEEDS_PERM),
     row("DELETE", "/guilds/{guild_id}/roles/{role_id}", p::MANAGE_ROLES, NEEDS_PERM),
     row("GET", "/guilds/{guild_id}/members", ANY, ANY_MEMBER),
+    row("GET", "/guilds/{guild_id}/members/search", ANY, ANY_MEMBER),
     row("PATCH", "/guilds/{guild_id}/members/@me", p::CHANGE_NICKNAME, NEEDS_PERM),
     row("GET", "/guilds/{guild_id}/members/{user_id}", ANY, ANY_MEMBER),
     row("PATCH", "/guilds/{guild_id}/members/{user_id}", p::MANAGE_NICKNAMES, NEEDS_PERM),
@@ -691,6 +692,7 @@ async fn rest_cell(t: &TestServer, c: &Cast, r: &Row, who: Who, n: usize) -> (St
         && !r.path.starts_with("/ephemeral-attachments/");
     let query = match r.path {
         "/oauth2/authorize" => format!("?client_id={}&scope=bot", c.guest),
+        "/guilds/{guild_id}/members/search" => "?query=a".to_string(),
         _ => String::new(),
     };
     let url = if api { format!("{}{path}{query}", t.base) } else { format!("{}{path}", t.base.trim_end_matches("/api/v10")) };

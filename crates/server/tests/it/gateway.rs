@@ -325,6 +325,65 @@ async fn request_guild_members_answers_with_chunks() {
     assert_eq!(c["d"]["not_found"], json!(["1"]));
 }
 
+/// Member search by name prefix, over REST and op 8: username, global name
+/// and nickname, any case; it follows nickname changes and departures.
+#[tokio::test]
+async fn members_are_found_by_name_prefix_over_rest_and_op_8() {
+    use reqwest::Method;
+    let t = TestServer::start().await;
+    let w = t.world().await;
+    let mut ids = Vec::new();
+    let mut tokens = Vec::new();
+    for name in ["alice", "alfred", "bob"] {
+        let (tok, id) = t.user(name).await;
+        t.join(&w.owner, &w.channel, &tok).await;
+        ids.push(id);
+        tokens.push(tok);
+    }
+    let g = &w.guild;
+    let (s, v, _) = t.req(Method::PATCH, &format!("/guilds/{g}/members/@me"), Some(&tokens[2]), Some(json!({"nick": "Alpha"}))).await;
+    assert_eq!(s, 200, "{v}");
+    let found = |v: &Value| -> Vec<String> {
+        let mut out: Vec<String> = v.as_array().unwrap().iter().map(|m| m["user"]["id"].as_str().unwrap().to_string()).collect();
+        out.sort();
+        out
+    };
+    let mut al = ids.clone();
+    al.sort();
+    let (s, v) = t.get(&format!("/guilds/{g}/members/search?query=AL&limit=10"), &w.owner).await;
+    assert_eq!((s, found(&v)), (200, al.clone()), "usernames and a nickname, any case: {v}");
+    let (s, v) = t.get(&format!("/guilds/{g}/members/search?query=al"), &w.bot_auth).await;
+    assert_eq!((s, v.as_array().map(Vec::len)), (200, Some(1)), "limit 1 by default: {v}");
+    let (s, v) = t.get(&format!("/guilds/{g}/members/search?limit=5"), &w.owner).await;
+    assert_eq!((s, v["code"].as_u64()), (400, Some(50035)), "{v}");
+    assert!(v["errors"]["query"].is_object(), "{v}");
+    let (s, v) = t.get(&format!("/guilds/{g}/members/search?query=a&limit=1001"), &w.owner).await;
+    assert_eq!((s, v["code"].as_u64()), (400, Some(50035)), "{v}");
+    let (stranger, _) = t.user("alien").await;
+    let (s, v) = t.get(&format!("/guilds/{g}/members/search?query=al"), &stranger).await;
+    assert_eq!((s, v["code"].as_u64()), (403, Some(50001)), "{v}");
+
+    // op 8 with a query.
+    let mut bot = Gw::connect(&t.ws).await;
+    bot.identify(&w.bot_token, BOT_INTENTS).await;
+    bot.until("GUILD_CREATE").await;
+    bot.send(json!({"op": 8, "d": {"guild_id": g, "query": "Al", "limit": 0, "nonce": "q"}})).await;
+    let c = bot.until("GUILD_MEMBERS_CHUNK").await;
+    assert_eq!((c["d"]["nonce"].as_str(), found(&c["d"]["members"])), (Some("q"), al.clone()), "{c}");
+
+    // A new nickname: found by it, not by the old one; a departure: gone.
+    let (s, _, _) = t.req(Method::PATCH, &format!("/guilds/{g}/members/@me"), Some(&tokens[2]), Some(json!({"nick": "Zed"}))).await;
+    assert_eq!(s, 200);
+    let (_, v) = t.get(&format!("/guilds/{g}/members/search?query=al&limit=10"), &w.owner).await;
+    assert_eq!(found(&v).len(), 2, "{v}");
+    let (_, v) = t.get(&format!("/guilds/{g}/members/search?query=zE&limit=10"), &w.owner).await;
+    assert_eq!(found(&v), vec![ids[2].clone()]);
+    let (s, _, _) = t.req(Method::DELETE, &format!("/users/@me/guilds/{g}"), Some(&tokens[2]), None).await;
+    assert_eq!(s, 204);
+    let (_, v) = t.get(&format!("/guilds/{g}/members/search?query=ze&limit=10"), &w.owner).await;
+    assert_eq!(found(&v), Vec::<String>::new(), "{v}");
+}
+
 #[tokio::test]
 async fn presence_online_and_offline_reach_presence_intent_only() {
     let t = TestServer::start_with(|c| c.gateway.resume_window_ms = 100).await;

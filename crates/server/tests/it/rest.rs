@@ -67,6 +67,20 @@ async fn guild_permissions() {
     let (s, v) = t.get(&format!("{g}?with_counts=true"), &w.owner).await;
     assert_eq!((s, v["approximate_member_count"].as_u64()), (200, Some(2)), "owner and bot: {v}");
     assert_eq!(v["approximate_presence_count"].as_u64(), Some(0), "nobody is connected: {v}");
+    // Every form of a boolean Discord reads in a query (nextcord, disnake
+    // and py-cord send `with_counts=1`).
+    for yes in ["1", "True", "true"] {
+        let (s, v) = t.get(&format!("{g}?with_counts={yes}"), &w.owner).await;
+        assert_eq!((s, v["approximate_member_count"].as_u64()), (200, Some(2)), "with_counts={yes}: {v}");
+    }
+    for no in ["0", "False", "false"] {
+        let (s, v) = t.get(&format!("{g}?with_counts={no}"), &w.owner).await;
+        assert_eq!(s, 200);
+        assert!(v.get("approximate_member_count").is_none(), "with_counts={no}: {v}");
+    }
+    let (s, v) = t.get(&format!("{g}?with_counts=yes"), &w.owner).await;
+    assert_eq!((s, v["code"].as_u64()), (400, Some(50035)), "{v}");
+    assert!(v["errors"]["with_counts"]["_errors"][0]["code"].is_string(), "names the field: {v}");
     let mut bot = Gw::connect(&t.ws).await;
     bot.identify(&w.bot_token, BOT_INTENTS).await;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);

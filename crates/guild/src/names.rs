@@ -1,0 +1,116 @@
+//! Members by name prefix, for op 8's `query` and REST's member search:
+//! every member under the lowercase forms of their username, global name
+//! and nickname, in one ordered set, so a prefix is one range scan however
+//! large the guild. Built the first time a guild is searched (most never
+//! are), then kept in step with the members.
+
+use std::collections::{BTreeSet, HashSet};
+use std::ops::Bound;
+
+use protocol::UserId;
+use store::{MemberRecord, UserRecord};
+
+#[derive(Default)]
+pub struct Names {
+    set: BTreeSet<(Box<str>, UserId)>,
+}
+
+/// The names a member is found by, lowercased, without repeats.
+fn keys(m: &MemberRecord, u: &UserRecord) -> impl Iterator<Item = Box<str>> {
+    let mut out: Vec<Box<str>> = Vec::with_capacity(3);
+    for n in [Some(u.username.as_str()), u.global_name.as_deref(), m.nick.as_deref()].into_iter().flatten() {
+        let k: Box<str> = n.to_lowercase().into();
+        if !k.is_empty() && !out.contains(&k) {
+            out.push(k);
+        }
+    }
+    out.into_iter()
+}
+
+impl Names {
+    pub fn build<'a>(members: impl Iterator<Item = (&'a MemberRecord, &'a UserRecord)>) -> Names {
+        let mut n = Names::default();
+        for (m, u) in members {
+            n.add(m, u);
+        }
+        n
+    }
+
+    pub fn add(&mut self, m: &MemberRecord, u: &UserRecord) {
+        for k in keys(m, u) {
+            self.set.insert((k, u.id));
+        }
+    }
+
+    pub fn remove(&mut self, m: &MemberRecord, u: &UserRecord) {
+        for k in keys(m, u) {
+            self.set.remove(&(k, u.id));
+        }
+    }
+
+    /// Up to `limit` members with a name starting with `query` (any case),
+    /// in the order of the names they matched by.
+    pub fn search(&self, query: &str, limit: usize) -> Vec<UserId> {
+        let q = query.to_lowercase();
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        let from = (Box::<str>::from(q.as_str()), UserId(0));
+        for (k, id) in self.set.range((Bound::Included(from), Bound::Unbounded)) {
+            if out.len() >= limit || !k.starts_with(q.as_str()) {
+                break;
+            }
+            if seen.insert(*id) {
+                out.push(*id);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use protocol::GuildId;
+
+    fn member(id: u64, username: &str, global: Option<&str>, nick: Option<&str>) -> (MemberRecord, UserRecord) {
+        let u = UserRecord {
+            id: UserId(id),
+            username: username.into(),
+            global_name: global.map(Into::into),
+            avatar: None,
+            bot: false,
+            flags: 0,
+            created_at: 0,
+        };
+        let m =
+            MemberRecord { guild_id: GuildId(1), user_id: UserId(id), nick: nick.map(Into::into), roles: vec![], joined_at: 0, flags: 0 };
+        (m, u)
+    }
+
+    #[test]
+    fn finds_by_any_name_prefix_once_each_and_follows_changes() {
+        let people = [
+            member(1, "alice", Some("Alice A"), None),
+            member(2, "alfred", None, Some("Al")),
+            member(3, "bob", Some("Albert"), Some("bobby")),
+            member(4, "carol", None, None),
+        ];
+        let mut n = Names::build(people.iter().map(|(m, u)| (m, u)));
+        let mut found = n.search("AL", 10);
+        found.sort();
+        assert_eq!(found, vec![UserId(1), UserId(2), UserId(3)], "username, nickname and global name, any case");
+        assert_eq!(n.search("alice", 10), vec![UserId(1)], "two names, one result");
+        assert_eq!(n.search("al", 2).len(), 2, "limit");
+        assert!(n.search("z", 10).is_empty());
+        assert_eq!(n.search("", 10).len(), 4, "the empty prefix matches everyone");
+        // Bob's nickname changes: found by the new one only.
+        let (m3, u3) = &people[2];
+        n.remove(m3, u3);
+        let renamed = MemberRecord { nick: Some("Zed".into()), ..m3.clone() };
+        n.add(&renamed, u3);
+        assert_eq!(n.search("zed", 10), vec![UserId(3)]);
+        assert!(n.search("bobb", 10).is_empty());
+        n.remove(&renamed, u3);
+        assert!(!n.search("al", 10).contains(&UserId(3)), "gone with the member");
+    }
+}
