@@ -1,0 +1,34 @@
+"""Feature scenarios with both libraries: what a community uses beyond chat
+(see features/dpy_community.py, features/djs_community.js). Member search by
+name prefix over the gateway (op 8) and REST, with a nickname the bot set;
+`with_counts` as every library sends it."""
+
+import pytest
+
+from feature_harness import make_world, run_djs, run_dpy
+
+
+@pytest.mark.parametrize("lib", ["dpy", "djs"])
+def test_member_search_and_counts(lib):
+    world = make_world(f"community_{lib}", bot_admin=True)
+    try:
+        r = run_dpy(world, "dpy_community.py") if lib == "dpy" else run_djs(world, "djs_community.js")
+        r.assert_ok()
+        q = r.step("query")
+        assert q["both"] == sorted([world.member_id, world.member2_id]), q
+        assert q["only2"] == [world.member2_id], q
+        n = r.step("query_nick")
+        assert n["ids"] == [world.member2_id] and n["nicks"] == ["Zephyr"], n
+        if lib == "dpy":
+            assert r.step("fetch_members")["ids"] == sorted([world.owner_id, world.bot_id, world.member_id, world.member2_id])
+            rest = r.step("rest_search")
+            assert rest["ids"] == [world.member2_id] and rest["nicks"] == ["Zephyr"], rest
+        else:
+            assert n["gateway"] == [world.member2_id], n
+        c = r.step("with_counts")
+        assert c["members"] == c["raw_members"] == 4, c
+        # The server's own view agrees.
+        _, found = world.api("GET", f"/guilds/{world.guild}/members/search?query=zephyr&limit=5")
+        assert [m["user"]["id"] for m in found] == [world.member2_id]
+    finally:
+        world.stop()
