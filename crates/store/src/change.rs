@@ -130,4 +130,7 @@ pub enum Change {
         thread: ChannelId,
         user: UserId,
     },
+    // The audit log:
+    /// One entry, in the transaction of the change it records.
+    AddAuditEntry(crate::community::AuditRecord),
 }

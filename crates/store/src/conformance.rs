@@ -7,6 +7,7 @@ use crate::*;
 
 mod accounts;
 mod attachments;
+mod audit;
 mod commands;
 mod dms;
 mod emojis;
@@ -84,6 +85,7 @@ pub async fn run_all(s: &dyn Store) {
     dms::run(s).await;
     threads::threads(s).await;
     commands::commands(s).await;
+    audit::audit_log(s).await;
     invites(s).await;
     // Tokens, passwords, OAuth2, managed roles, session starts:
     accounts::run(s).await;

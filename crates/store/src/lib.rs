@@ -19,6 +19,7 @@ pub mod accounts;
 pub mod attachments;
 pub mod change;
 pub mod commands;
+pub mod community;
 pub mod conformance;
 pub mod postgres;
 pub mod reactions;
@@ -34,6 +35,7 @@ pub use accounts::{AccountStore, GrantKind, GrantRecord, OAuthApp, SessionStart,
 pub use attachments::{AttachmentRecord, WebhookRecord};
 pub use change::Change;
 pub use commands::*;
+pub use community::{AuditQuery, AuditRecord, CommunityStore};
 pub use reactions::*;
 pub use records::*;
 pub use threads::*;
@@ -105,7 +107,7 @@ pub enum MessageWindow {
 }
 
 #[async_trait]
-pub trait Store: DmThreadCommandStore + AccountStore + Send + Sync + 'static {
+pub trait Store: DmThreadCommandStore + AccountStore + CommunityStore + Send + Sync + 'static {
     // Users and tokens.
     async fn create_user(&self, user: &UserRecord, password_hash: Option<&str>) -> Result<()>;
     async fn get_user(&self, id: UserId) -> Result<Option<UserRecord>>;

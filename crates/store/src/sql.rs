@@ -30,6 +30,7 @@ mod attachments;
 mod bans;
 mod changes;
 mod commands;
+mod community;
 mod dms;
 mod guilds;
 mod query;

@@ -23,6 +23,7 @@ pub(super) async fn apply(tx: &mut Tx, change: &Change) -> Result<u64> {
         }
         Change::DeleteGuild(id) => {
             query("DELETE FROM messages WHERE guild_id = $1").bind(*id).execute(&mut *tx).await?;
+            query("DELETE FROM audit_log WHERE guild_id = $1").bind(*id).execute(&mut *tx).await?;
             query("DELETE FROM guilds WHERE id = $1").bind(*id).execute(tx).await?
         }
         Change::CreateChannel(c) => {
@@ -327,6 +328,8 @@ pub(super) async fn apply(tx: &mut Tx, change: &Change) -> Result<u64> {
         Change::RemoveThreadMember { thread, user } => {
             query("DELETE FROM thread_members WHERE thread_id = $1 AND user_id = $2").bind(*thread).bind(*user).execute(tx).await?
         }
+        // The audit log:
+        Change::AddAuditEntry(e) => super::community::add_entry(tx, e).await?,
     })
 }
 
