@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::Query;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use protocol::id::DISCORD_EPOCH_MS;
 use protocol::model::permission;
@@ -32,8 +32,6 @@ const MAX_PURGE_DAYS: u64 = 7;
 /// read, the commit (one statement) and the events; a spammer's older
 /// messages in the window stay.
 pub const MAX_PURGE_MESSAGES: u32 = 10_000;
-/// Discord's bound on an audit-log reason.
-const MAX_REASON_CHARS: usize = 512;
 
 #[derive(schemars::JsonSchema, Deserialize, Default)]
 pub struct BanPage {
@@ -104,28 +102,6 @@ impl Purge {
     }
 }
 
-/// The `X-Audit-Log-Reason` header (percent-encoded by clients), if any.
-fn audit_reason(headers: &HeaderMap) -> Option<String> {
-    let raw = headers.get("x-audit-log-reason")?.as_bytes();
-    let mut out = Vec::with_capacity(raw.len());
-    let mut i = 0;
-    while i < raw.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match (raw[i], raw.get(i + 1).copied().and_then(hex), raw.get(i + 2).copied().and_then(hex)) {
-            (b'%', Some(h), Some(l)) => {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-            }
-            (b, _, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    let s: String = String::from_utf8_lossy(&out).chars().take(MAX_REASON_CHARS).collect();
-    (!s.is_empty()).then_some(s)
-}
-
 /// `PUT /guilds/{g}/bans/{u}`: 204. The user leaves the guild if a member,
 /// cannot join again, and their messages of the last
 /// `delete_message_seconds` in the guild are deleted.
@@ -134,7 +110,6 @@ pub async fn create(
     Caller(u): Caller,
     Path((id, uid)): Path<(String, String)>,
     Query(q): Query<Purge>,
-    headers: HeaderMap,
     JsonBody(b): JsonBody<Purge>,
 ) -> ApiResult<Response> {
     let gid: GuildId = parse_id(&id, ErrorCode::UnknownGuild)?;
@@ -150,7 +125,7 @@ pub async fn create(
     } else {
         Vec::new()
     };
-    let action = BanAction::Add { user: Box::new(user), reason: audit_reason(&headers), purge };
+    let action = BanAction::Add { user: Box::new(user), reason: super::audit::reason(), purge };
     ask(&node, gid, u.id, Action::Ban(action)).await
 }
 

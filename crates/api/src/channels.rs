@@ -17,7 +17,7 @@ use super::guilds::{overwrites, OverwriteIn, MAX_SLOWMODE_S};
 use super::{actor_of, ask, ask_actor, channel_access, json_bytes, parse_id, ApiError, ApiResult, Caller, JsonBody};
 use node::auth::now_ms;
 use node::convert;
-use node::route::ops::{ChannelAction, ChannelPatch, Join, MemberAction};
+use node::route::ops::{audit_kind, ChannelAction, ChannelPatch, Join, MemberAction};
 use node::route::Action;
 use node::Node;
 
@@ -169,7 +169,10 @@ pub async fn create_invite(
             created_at: now_ms(),
         };
         match node.store.create_invite(&inv).await {
-            Ok(()) => return json_ok(StatusCode::OK, &invite_json(&inv, &a.guild, &c, Some(&u))),
+            Ok(()) => {
+                super::audit::note(&node, a.guild.id, u.id, super::audit::invite_note(audit_kind::INVITE_CREATE, &inv)).await;
+                return json_ok(StatusCode::OK, &invite_json(&inv, &a.guild, &c, Some(&u)));
+            }
             Err(StoreError::Conflict) => continue,
             Err(e) => return Err(e.into()),
         }
@@ -244,5 +247,6 @@ pub async fn delete_invite(State(node): State<Arc<Node>>, Caller(u): Caller, Pat
         a.require(permission::MANAGE_CHANNELS)?;
     }
     node.store.delete_invite(&i.code).await?;
+    super::audit::note(&node, g.id, u.id, super::audit::invite_note(audit_kind::INVITE_DELETE, &i)).await;
     json_ok(StatusCode::OK, &invite_json(&i, &g, &c, None))
 }

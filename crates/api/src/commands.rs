@@ -618,7 +618,9 @@ pub async fn edit_command_permissions(
         list.push(store::CommandPermission { id: target, kind: p.kind, permission: p.permission });
     }
     let p = store::CommandPermissions { command_id: id, permissions: list };
+    let before = n.store.command_permissions(record.id, g).await?.into_iter().find(|c| c.command_id == id).map(|c| c.permissions);
     n.store.set_command_permissions(record.id, g, &p).await?;
+    super::audit::note(&n, g, u.id, permissions_note(app, &p, before.unwrap_or_default())).await;
     n.lookups.forget_permissions(record.id, g);
     let body = permissions_json(app, g, &p);
     // The bot hears of it through the guild's actor (its sessions there).
@@ -627,6 +629,36 @@ pub async fn edit_command_permissions(
         tracing::debug!(guild = g.0, error = ?e, "APPLICATION_COMMAND_PERMISSIONS_UPDATE not sent");
     }
     Ok(respond(StatusCode::OK, &body))
+}
+
+/// APPLICATION_COMMAND_PERMISSION_UPDATE: one change per override target,
+/// its old and new override.
+fn permissions_note(
+    app: ApplicationId,
+    p: &store::CommandPermissions,
+    before: Vec<store::CommandPermission>,
+) -> node::route::ops::AuditNote {
+    let json = |o: &store::CommandPermission| json!({"id": o.id.to_string(), "type": o.kind, "permission": o.permission});
+    let mut changes = Vec::new();
+    for o in &p.permissions {
+        let old = before.iter().find(|b| b.id == o.id && b.kind == o.kind);
+        if old != Some(o) {
+            let mut c = json!({"key": o.id.to_string(), "new_value": json(o)});
+            if let Some(old) = old {
+                c["old_value"] = json(old);
+            }
+            changes.push(c);
+        }
+    }
+    for b in before.iter().filter(|b| !p.permissions.iter().any(|o| o.id == b.id && o.kind == b.kind)) {
+        changes.push(json!({"key": b.id.to_string(), "old_value": json(b)}));
+    }
+    node::route::ops::AuditNote {
+        action: node::route::ops::audit_kind::APPLICATION_COMMAND_PERMISSION_UPDATE,
+        target: Some(p.command_id),
+        changes,
+        options: Some(json!({"application_id": app.0.to_string()})),
+    }
 }
 
 #[cfg(test)]

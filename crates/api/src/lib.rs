@@ -6,6 +6,7 @@
 pub mod absent;
 pub mod admin;
 pub mod attachments;
+pub mod audit;
 pub mod bans;
 pub mod channels;
 pub mod commands;
@@ -367,6 +368,13 @@ pub fn api_table() -> Api {
             op("listGuildMembers", "Members", "A page of members by ascending user id.")
                 .query::<guilds::ListMembers>()
                 .ok::<List<Member>>(),
+        )
+        .get(
+            "/guilds/{guild_id}/audit-logs",
+            audit::list,
+            op("getGuildAuditLog", "Audit log", "The guild's audit log (VIEW_AUDIT_LOG).")
+                .query::<audit::AuditLogQuery>()
+                .ok::<shapes::AuditLog>(),
         )
         .get(
             "/guilds/{guild_id}/members/search",
@@ -938,6 +946,7 @@ fn api(node: &Arc<Node>) -> Router<Arc<Node>> {
         .route("/docs.css", get(openapi::docs_file(&openapi::DOCS_CSS)))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn(audit::with_reason))
         .layer(axum::middleware::from_fn_with_state(node.clone(), ratelimit::middleware))
 }
 
@@ -1052,7 +1061,8 @@ pub async fn ask_actor_reply(
 ) -> ApiResult<node::route::OpReply> {
     use node::route::Op;
     let (reply, answer) = node.replies.register();
-    node.guilds.send(key, guild::GuildMsg::Op(Box::new(Op { user, action, reply })))?;
+    let reason = audit::reason();
+    node.guilds.send(key, guild::GuildMsg::Op(Box::new(Op { user, action, reply, reason })))?;
     let wait = std::time::Duration::from_millis(node.config.limits.write_timeout_ms);
     let Ok(Ok(answer)) = tokio::time::timeout(wait, answer).await else { return Err(ApiError::Busy) };
     serde_json::from_slice(&answer).map_err(ApiError::internal)

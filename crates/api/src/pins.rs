@@ -96,7 +96,15 @@ pub async fn pin(State(node): State<Arc<Node>>, Caller(u): Caller, Path((c, m)):
     let msg = message(&node, cid, &m).await?;
     let pinned = !node.store.pins_among(&[msg.id]).await?.is_empty();
     let count = node.store.count_pins(cid).await?;
-    let action = PinAction::Pin { channel: cid, message: msg.id, kind: msg.kind, pinned, count, notice: node.ids.next().into() };
+    let action = PinAction::Pin {
+        channel: cid,
+        message: msg.id,
+        kind: msg.kind,
+        pinned,
+        count,
+        notice: node.ids.next().into(),
+        author: msg.author_id,
+    };
     ask_actor(&node, guild, u.id, Action::Pin(action)).await
 }
 
@@ -109,7 +117,8 @@ pub async fn unpin(State(node): State<Arc<Node>>, Caller(u): Caller, Path((c, m)
     let latest = node.store.pinned_messages(cid, None, 2).await?;
     let pinned = !node.store.pins_among(&[msg.id]).await?.is_empty();
     let last = latest.iter().find(|(p, _)| p.id != msg.id).map(|(_, at)| *at);
-    ask_actor(&node, guild, u.id, Action::Pin(PinAction::Unpin { channel: cid, message: msg.id, pinned, last })).await
+    ask_actor(&node, guild, u.id, Action::Pin(PinAction::Unpin { channel: cid, message: msg.id, pinned, last, author: msg.author_id }))
+        .await
 }
 
 async fn message(node: &Node, c: ChannelId, mid: &str) -> ApiResult<store::MessageRecord> {

@@ -328,3 +328,33 @@ pub struct OAuthError {
     error: String,
     error_description: String,
 }
+
+/// One audit log entry.
+#[derive(Serialize, JsonSchema)]
+pub struct AuditLogEntry {
+    id: Snowflake,
+    /// Who did it; null for the system.
+    user_id: Option<UserId>,
+    /// What it was done to (a user, channel, role, ...), if anything.
+    target_id: Option<Snowflake>,
+    action_type: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    changes: Option<Vec<Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    options: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+}
+
+/// `GET /guilds/{g}/audit-logs`.
+#[derive(Serialize, JsonSchema)]
+pub struct AuditLog {
+    audit_log_entries: Vec<AuditLogEntry>,
+    users: Vec<User>,
+    webhooks: Vec<Value>,
+    integrations: Vec<Value>,
+    threads: Vec<Value>,
+    application_commands: Vec<Value>,
+    auto_moderation_rules: Vec<Value>,
+    guild_scheduled_events: Vec<Value>,
+}

@@ -80,6 +80,7 @@ pub(crate) fn dm_opened(node: &Arc<Node>, sessions: &gateway::Sessions, key: Act
         action: node::route::Action::Dm(DmAction::Settled { node: Some(node.id) }),
         // Nobody waits for this answer: request id 0 is never registered.
         reply: ReplyTo { node: node.id, id: 0 },
+        reason: None,
     };
     if let Err(e) = node.guilds.send(key, GuildMsg::Op(Box::new(settled))) {
         tracing::debug!(dm = %key, error = %e, "DM settle not sent");

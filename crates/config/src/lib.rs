@@ -43,6 +43,7 @@ pub struct Config {
     pub cluster: ClusterConfig,
     pub attachments: AttachmentsConfig,
     pub threads: ThreadsConfig,
+    pub audit: AuditConfig,
     pub http: HttpConfig,
     pub auth: AuthConfig,
     pub oauth2: OAuth2Config,
@@ -247,6 +248,23 @@ impl Default for ThreadsConfig {
     }
 }
 
+/// The audit log.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuditConfig {
+    /// Entries older than this many days are deleted (Discord keeps 45);
+    /// 0 keeps them forever.
+    pub retention_days: u32,
+    /// How often old entries are looked for.
+    pub prune_interval_ms: u64,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        Self { retention_days: 45, prune_interval_ms: 3_600_000 }
+    }
+}
+
 /// Timings and bounds of a cluster (used only with `nats`).
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
@@ -444,6 +462,7 @@ impl Default for Config {
             cluster: ClusterConfig::default(),
             attachments: AttachmentsConfig::default(),
             threads: ThreadsConfig::default(),
+            audit: AuditConfig::default(),
             http: HttpConfig::default(),
             auth: AuthConfig::default(),
             oauth2: OAuth2Config::default(),

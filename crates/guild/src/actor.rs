@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use store::{Change, ChannelRecord, GuildRecord, GuildSnapshot, MemberRecord, MessageRecord, RoleRecord, UserRecord};
 use tokio::sync::mpsc;
 
+use super::audit;
 use super::fenced::{self, Core, Done, Fenced, Job};
 use super::list::{Lists, View};
 use super::names::Names;
@@ -288,12 +289,45 @@ impl GuildActor {
     /// committed through the writer (fenced by the epoch) and applied in
     /// commit order; answered in either case.
     fn op(&mut self, st: &mut State, op: Op) {
-        let Op { user, action, reply } = op;
+        let Op { user, action, reply, reason } = op;
+        let hint = audit::Hint::of(&action);
         let plan = match super::ops::plan(self, st, user, action) {
             Ok(p) => p,
             Err(refused) => return self.core.node.guilds.reply(reply, encode(&refused)),
         };
+        let plan = self.audited(st, user, hint, reason, plan);
         self.submit_plan(st, plan, reply);
+    }
+
+    /// `plan` with the audit log entries its changes make (written in the
+    /// same transaction), announced once they are committed.
+    fn audited(&self, st: &State, user: UserId, hint: audit::Hint, reason: Option<String>, mut plan: super::ops::Plan) -> super::ops::Plan {
+        let entries = audit::entries(st, user, hint, &plan.changes);
+        if entries.is_empty() {
+            return plan;
+        }
+        let records: Vec<_> =
+            entries.into_iter().map(|e| audit::record(e, self.core.node.ids.next(), st.guild.id, user, reason.as_deref())).collect();
+        plan.changes.extend(records.iter().cloned().map(Change::AddAuditEntry));
+        let then = plan.then;
+        super::ops::Plan::new(plan.changes, move |a: &mut GuildActor, st: &mut State, rows: &[u64]| {
+            let answer = then(a, st, rows);
+            if matches!(answer, OpReply::Done { .. }) {
+                a.audit_created(st, &records);
+            }
+            answer
+        })
+    }
+
+    /// GUILD_AUDIT_LOG_ENTRY_CREATE to members who may read the log, with
+    /// the GUILD_MODERATION intent.
+    fn audit_created(&mut self, st: &State, records: &[store::AuditRecord]) {
+        for r in records {
+            let Ok(Value::Object(mut e)) = serde_json::from_str::<Value>(&r.entry) else { continue };
+            e.insert("guild_id".into(), self.id.0.to_string().into());
+            let event = FanEvent::new("GUILD_AUDIT_LOG_ENTRY_CREATE", encode(&e), Filter::Intent(Intents::GUILD_MODERATION));
+            self.publish_to(event, &|u| audit::reads_log(st, u));
+        }
     }
 
     /// Commits `plan`'s changes through the writer (fenced by the epoch)

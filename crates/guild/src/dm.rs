@@ -224,7 +224,7 @@ impl DmActor {
     }
 
     fn op(&mut self, st: &mut DmState, op: Op) {
-        let Op { user, action, reply } = op;
+        let Op { user, action, reply, .. } = op;
         let refuse = |node: &Node, r: OpReply| node.guilds.reply(reply, encode(&r));
         let dm = &st.dm;
         let recipient = Self::is_recipient(dm, user);
@@ -317,7 +317,12 @@ impl DmActor {
         let (node, key) = (self.core.node.clone(), self.core.key);
         self.core.node.tasks.spawn(async move {
             tokio::time::sleep(SETTLE_TIMEOUT).await;
-            let op = Op { user: UserId(0), action: Action::Dm(DmAction::Settled { node: None }), reply: ReplyTo { node: node.id, id: 0 } };
+            let op = Op {
+                user: UserId(0),
+                action: Action::Dm(DmAction::Settled { node: None }),
+                reply: ReplyTo { node: node.id, id: 0 },
+                reason: None,
+            };
             let _ = node.guilds.send(key, GuildMsg::Op(Box::new(op)));
         });
     }

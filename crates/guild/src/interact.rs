@@ -66,7 +66,7 @@ pub(crate) trait Venue: Sized + Send + 'static {
             tokio::time::sleep(after).await;
             loop {
                 let action = node::route::Action::Interaction(InteractionAction::Expire);
-                let op = node::route::Op { user: UserId(0), action, reply: node::route::ReplyTo { node: node.id, id: 0 } };
+                let op = node::route::Op { user: UserId(0), action, reply: node::route::ReplyTo { node: node.id, id: 0 }, reason: None };
                 match node.guilds.send(key, GuildMsg::Op(Box::new(op))) {
                     Err(node::route::RouteError::Busy(_)) if !node.shutdown.is_cancelled() => {
                         tokio::time::sleep(Duration::from_millis(50)).await;

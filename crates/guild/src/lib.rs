@@ -3,6 +3,7 @@
 //! [`Router`]; [`LocalRouter`] runs every guild in this process.
 
 pub(crate) mod actor;
+mod audit;
 pub mod dm;
 mod fenced;
 mod interact;

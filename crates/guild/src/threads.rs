@@ -187,7 +187,7 @@ impl GuildActor {
                 _ = node.shutdown.cancelled() => {}
                 _ = tokio::time::sleep(wait) => {
                     // Nobody waits for the answer: request id 0 is never registered.
-                    let op = Op { user: UserId(0), action: Action::Thread(ThreadAction::Sweep), reply: ReplyTo { node: node.id, id: 0 } };
+                    let op = Op { user: UserId(0), action: Action::Thread(ThreadAction::Sweep), reply: ReplyTo { node: node.id, id: 0 }, reason: None };
                     if let Err(e) = node.guilds.send(ActorKey::guild(guild), GuildMsg::Op(Box::new(op))) {
                         tracing::debug!(guild = %guild, error = %e, "thread sweep not queued");
                     }

@@ -3,6 +3,7 @@
 //! itself.
 
 pub mod attachments;
+pub mod audit;
 pub mod auth;
 pub mod batch;
 pub mod components;

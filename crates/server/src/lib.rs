@@ -105,6 +105,7 @@ impl Server {
         };
         node.tasks.spawn(gateway::session::sweeper(node.clone(), sessions.clone()));
         node.tasks.spawn(attachments::sweeper(node.clone()));
+        node.tasks.spawn(node::audit::pruner(node.clone()));
         let accept = tokio::spawn(listener::serve(node.clone(), sessions.clone(), listener));
         Ok(Server { node, sessions, addr, accept })
     }

@@ -33,5 +33,7 @@ pub(super) fn plan(a: &GuildActor, st: &State, user: UserId, action: GuildAction
                 OpReply::no_content()
             }))
         }
+        // The entry itself is added by the actor (`crate::audit`): nothing else changes.
+        GuildAction::Record(_) => Ok(Plan::now(|_, _| OpReply::no_content())),
     }
 }

@@ -47,7 +47,7 @@ pub(super) fn plan(a: &GuildActor, st: &State, user: UserId, action: PinAction) 
     let caller = st.caller(user)?;
     let gid = a.id();
     match action {
-        PinAction::Pin { channel, message, kind, pinned, count, notice } => {
+        PinAction::Pin { channel, message, kind, pinned, count, notice, .. } => {
             let c = st.channel(channel)?;
             may_pin(caller.view(st, c)?)?;
             if is_system(kind) {
@@ -95,7 +95,7 @@ pub(super) fn plan(a: &GuildActor, st: &State, user: UserId, action: PinAction) 
                 OpReply::no_content()
             }))
         }
-        PinAction::Unpin { channel, message, pinned, last } => {
+        PinAction::Unpin { channel, message, pinned, last, .. } => {
             let c = st.channel(channel)?;
             may_pin(caller.view(st, c)?)?;
             if !pinned {

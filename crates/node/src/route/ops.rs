@@ -32,6 +32,9 @@ pub struct Op {
     pub user: UserId,
     pub action: Action,
     pub reply: ReplyTo,
+    /// The request's `X-Audit-Log-Reason`, for the audit log entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// What is asked, grouped by resource.
@@ -176,6 +179,57 @@ pub enum GuildAction {
     Modify { name: Set<String>, description: Set<Option<String>>, system_channel_id: Set<Option<ChannelId>> },
     /// The owner only.
     Delete,
+    /// An audit log entry for a change made outside the actor (an invite,
+    /// command permissions), by a member: the actor writes and announces
+    /// it like its own.
+    Record(Box<AuditNote>),
+}
+
+/// Discord's audit log event types (those throng has actions for).
+pub mod audit_kind {
+    pub const GUILD_UPDATE: u16 = 1;
+    pub const CHANNEL_CREATE: u16 = 10;
+    pub const CHANNEL_UPDATE: u16 = 11;
+    pub const CHANNEL_DELETE: u16 = 12;
+    pub const CHANNEL_OVERWRITE_CREATE: u16 = 13;
+    pub const CHANNEL_OVERWRITE_UPDATE: u16 = 14;
+    pub const CHANNEL_OVERWRITE_DELETE: u16 = 15;
+    pub const MEMBER_KICK: u16 = 20;
+    pub const MEMBER_BAN_ADD: u16 = 22;
+    pub const MEMBER_BAN_REMOVE: u16 = 23;
+    pub const MEMBER_UPDATE: u16 = 24;
+    pub const MEMBER_ROLE_UPDATE: u16 = 25;
+    pub const BOT_ADD: u16 = 28;
+    pub const ROLE_CREATE: u16 = 30;
+    pub const ROLE_UPDATE: u16 = 31;
+    pub const ROLE_DELETE: u16 = 32;
+    pub const INVITE_CREATE: u16 = 40;
+    pub const INVITE_DELETE: u16 = 42;
+    pub const WEBHOOK_CREATE: u16 = 50;
+    pub const WEBHOOK_UPDATE: u16 = 51;
+    pub const WEBHOOK_DELETE: u16 = 52;
+    pub const EMOJI_CREATE: u16 = 60;
+    pub const EMOJI_UPDATE: u16 = 61;
+    pub const EMOJI_DELETE: u16 = 62;
+    pub const MESSAGE_DELETE: u16 = 72;
+    pub const MESSAGE_BULK_DELETE: u16 = 73;
+    pub const MESSAGE_PIN: u16 = 74;
+    pub const MESSAGE_UNPIN: u16 = 75;
+    pub const THREAD_CREATE: u16 = 110;
+    pub const THREAD_UPDATE: u16 = 111;
+    pub const THREAD_DELETE: u16 = 112;
+    pub const APPLICATION_COMMAND_PERMISSION_UPDATE: u16 = 121;
+}
+
+/// An audit log entry before it has an id, an author or a reason.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AuditNote {
+    pub action: u16,
+    pub target: Option<u64>,
+    #[serde(default)]
+    pub changes: Vec<Value>,
+    #[serde(default)]
+    pub options: Option<Value>,
 }
 
 /// The actor's answer, as the REST handler turns it into a response.

@@ -149,6 +149,7 @@ const ROWS: &[Row] = &[
     row("DELETE", "/guilds/{guild_id}/roles/{role_id}", p::MANAGE_ROLES, NEEDS_PERM),
     row("GET", "/guilds/{guild_id}/members", ANY, ANY_MEMBER),
     row("GET", "/guilds/{guild_id}/members/search", ANY, ANY_MEMBER),
+    row("GET", "/guilds/{guild_id}/audit-logs", p::VIEW_AUDIT_LOG, NEEDS_PERM),
     row("PATCH", "/guilds/{guild_id}/members/@me", p::CHANGE_NICKNAME, NEEDS_PERM),
     row("GET", "/guilds/{guild_id}/members/{user_id}", ANY, ANY_MEMBER),
     row("PATCH", "/guilds/{guild_id}/members/{user_id}", p::MANAGE_NICKNAMES, NEEDS_PERM),

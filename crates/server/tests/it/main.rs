@@ -19,6 +19,7 @@ mod security;
 mod write_failures;
 // #14: attachments, webhooks
 mod attachments;
+mod audit;
 mod authz;
 mod webhooks;
 // DMs, threads, application commands (#14):
