@@ -6,9 +6,13 @@
 // their username prefix and then by a nickname the bot gave;
 // `guilds.fetch({ withCounts })` gets the counts, and a raw call sends
 // `with_counts=1` as nextcord, disnake and py-cord do.
+//
+// Audit log: the bot renames a member, creates a role and kicks a member
+// with reasons; `guild.fetchAuditLogs` reads them back (all, by type, by
+// user), and GuildAuditLogEntryCreate is heard for the kick.
 'use strict';
 
-const { run } = require('./djs_common.js');
+const { run, waitFor } = require('./djs_common.js');
 
 run(
   async (client, ctx, step, djs) => {
@@ -28,6 +32,26 @@ run(
     const counted = await client.guilds.fetch({ guild: ctx.guild, withCounts: true, force: true });
     const raw = await client.rest.get(djs.Routes.guild(ctx.guild), { query: new URLSearchParams({ with_counts: '1' }) });
     step('with_counts', { members: counted.approximateMemberCount, raw_members: raw.approximate_member_count });
+
+    const { AuditLogEvent, Events } = djs;
+    const heard = waitFor(client, Events.GuildAuditLogEntryCreate, e => e.action === AuditLogEvent.MemberKick);
+    const role = await guild.roles.create({ name: 'djs-audited', reason: 'compat: a role' });
+    await guild.members.kick(ctx.member_id, 'compat: a kick');
+    const [live] = await heard;
+    step('heard', { action: live.action, target: live.targetId, reason: live.reason });
+    const all = await guild.fetchAuditLogs({ limit: 50 });
+    step('audit_all', {
+      actions: all.entries.map(e => e.action),
+      users: [...new Set(all.entries.map(e => e.executorId))].sort(),
+      changes: all.entries.first(3).map(e => e.changes.map(c => c.key)),
+    });
+    const kicks = await guild.fetchAuditLogs({ type: AuditLogEvent.MemberKick });
+    step('audit_kicks', { targets: kicks.entries.map(e => e.targetId), reasons: kicks.entries.map(e => e.reason) });
+    const mine = await guild.fetchAuditLogs({ user: client.user, limit: 2 });
+    step('audit_mine', { actions: mine.entries.map(e => e.action) });
+    const created = await guild.fetchAuditLogs({ type: AuditLogEvent.RoleCreate, limit: 1 });
+    const entry = created.entries.first();
+    step('audit_role', { target: entry.targetId, role: role.id, role_name: entry.target?.name ?? null, reason: entry.reason });
   },
   { intents: ['Guilds', 'GuildMembers', 'GuildMessages', 'MessageContent', 'GuildModeration'] },
 );

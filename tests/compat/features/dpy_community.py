@@ -7,6 +7,11 @@ two members by their username prefix and then by a nickname the bot gave;
 answers through the library's own HTTP client. `client.fetch_guild` with
 `with_counts` (sent as `1`, as nextcord, disnake and py-cord send it) gets
 the counts.
+
+Audit log: the bot renames a member, creates a role and kicks a member
+with reasons; `guild.audit_logs` reads them back (all, by action, by user,
+oldest first), every entry parsed by the library, and
+`on_audit_log_entry_create` hears the kick.
 """
 
 import discord
@@ -38,6 +43,23 @@ async def scenario(client: discord.Client, ctx, step):
     counted = await client.fetch_guild(guild.id, with_counts=True)
     raw = await client.http.request(Route("GET", "/guilds/{guild_id}", guild_id=guild.id), params={"with_counts": 1})
     step("with_counts", members=counted.approximate_member_count, raw_members=raw.get("approximate_member_count"))
+
+    heard = client.wait_for("audit_log_entry_create", check=lambda e: e.action == discord.AuditLogAction.kick, timeout=15)
+    role = await guild.create_role(name="dpy-audited", reason="compat: a role")
+    await guild.kick(m1, reason="compat: a kick")
+    live = await heard
+    step("heard", action=str(live.action), target=str(live.target.id), reason=live.reason)
+    entries = [e async for e in guild.audit_logs(limit=50)]
+    step("audit_all", actions=[str(e.action) for e in entries], users=sorted({str(e.user.id) for e in entries if e.user}),
+         changes=[[c for c, _ in e.changes.after] for e in entries[:3]])
+    kicks = [e async for e in guild.audit_logs(action=discord.AuditLogAction.kick)]
+    step("audit_kicks", targets=[str(e.target.id) for e in kicks], reasons=[e.reason for e in kicks])
+    mine = [e async for e in guild.audit_logs(user=client.user, limit=2)]
+    step("audit_mine", actions=[str(e.action) for e in mine])
+    oldest = [e async for e in guild.audit_logs(oldest_first=True, limit=100)]
+    step("audit_oldest", ids=[str(e.id) for e in oldest], newest=[str(e.id) for e in entries])
+    created = [e async for e in guild.audit_logs(action=discord.AuditLogAction.role_create, limit=1)]
+    step("audit_role", target=str(created[0].target.id), role=str(role.id), role_name=created[0].after.name, reason=created[0].reason)
 
 
 if __name__ == "__main__":
