@@ -1,11 +1,16 @@
-//! What a community needs beyond chat (migration 0011): the audit log.
+//! What a community needs beyond chat: the audit log (migration 0011) and
+//! message search (0012).
 //!
-//! Both backends run the same SQL for it (`sql/community.rs`). Entries are
-//! written as [`crate::Change::AddAuditEntry`], in the transaction of the
-//! change they record.
+//! Both backends run the same SQL for them (`sql/community.rs`), but for
+//! the full-text match: SQLite's FTS5 table, PostgreSQL's `tsvector`
+//! column. Audit entries are written as [`crate::Change::AddAuditEntry`],
+//! in the transaction of the change they record; the search index follows
+//! the messages table by itself (triggers, a generated column).
 
 use async_trait::async_trait;
-use protocol::{GuildId, Snowflake, UserId};
+use protocol::{ChannelId, GuildId, MessageId, Snowflake, UserId};
+
+use crate::MessageRecord;
 
 use crate::Result;
 
@@ -36,8 +41,47 @@ pub struct AuditQuery {
     pub limit: u32,
 }
 
+/// What a message must have (Discord's `has`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Has {
+    Link,
+    Embed,
+    File,
+    Image,
+    Video,
+    Sound,
+    Sticker,
+}
+
+/// A message search. Every condition given must hold.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SearchQuery {
+    /// The channels searched (those the caller may read); none: no results.
+    pub channels: Vec<ChannelId>,
+    /// Words and phrases of the content, each a list of lowercase tokens
+    /// (one token: a word), all required.
+    pub terms: Vec<Vec<String>>,
+    /// By any of these authors.
+    pub authors: Vec<UserId>,
+    /// Mentioning each of these users.
+    pub mentions: Vec<UserId>,
+    pub has: Vec<Has>,
+    pub min_id: Option<MessageId>,
+    pub max_id: Option<MessageId>,
+    pub pinned: Option<bool>,
+    /// Best match first (with terms); otherwise by id.
+    pub by_relevance: bool,
+    /// Oldest (or least relevant) first.
+    pub ascending: bool,
+    pub offset: u32,
+    pub limit: u32,
+}
+
 #[async_trait]
 pub trait CommunityStore: Send + Sync {
+    /// The messages `q` finds, in its order, from its offset; and how many
+    /// it finds in all.
+    async fn search_messages(&self, q: &SearchQuery) -> Result<(u64, Vec<MessageRecord>)>;
     /// A guild's audit log entries: newest first, or with only `after`,
     /// oldest first from it (as Discord pages them).
     async fn audit_log(&self, guild: GuildId, q: &AuditQuery) -> Result<Vec<AuditRecord>>;

@@ -14,6 +14,7 @@ mod emojis;
 mod pins;
 mod reactions;
 mod roles;
+mod search;
 mod threads;
 
 fn user(id: u64, name: &str, bot: bool) -> UserRecord {
@@ -86,6 +87,7 @@ pub async fn run_all(s: &dyn Store) {
     threads::threads(s).await;
     commands::commands(s).await;
     audit::audit_log(s).await;
+    search::search(s).await;
     invites(s).await;
     // Tokens, passwords, OAuth2, managed roles, session starts:
     accounts::run(s).await;

@@ -1,11 +1,14 @@
-//! [`CommunityStore`] for every [`Backend`]: the audit log.
+//! [`CommunityStore`] for every [`Backend`]: the audit log and message
+//! search.
 
 use async_trait::async_trait;
 use protocol::{GuildId, Snowflake, UserId};
 
-use super::{i, query, Backend, Tx};
-use crate::community::{AuditQuery, AuditRecord, CommunityStore};
-use crate::Result;
+use super::query::Arg;
+use super::rows::{qualified, MessageRow, MESSAGE_COLS};
+use super::{i, query, Backend, Dialect, Tx};
+use crate::community::{AuditQuery, AuditRecord, CommunityStore, Has, SearchQuery};
+use crate::{MessageRecord, Result};
 
 /// Writes one entry (inside the transaction of the change it records).
 pub(super) async fn add_entry(tx: &mut Tx, e: &AuditRecord) -> Result<u64> {
@@ -21,6 +24,41 @@ pub(super) async fn add_entry(tx: &mut Tx, e: &AuditRecord) -> Result<u64> {
 
 #[async_trait]
 impl<B: Backend> CommunityStore for B {
+    async fn search_messages(&self, q: &SearchQuery) -> Result<(u64, Vec<MessageRecord>)> {
+        if q.channels.is_empty() || q.limit == 0 {
+            return Ok((0, Vec::new()));
+        }
+        let db = self.reader();
+        let d = db.dialect();
+        let (cond, args) = search_where(d, q);
+        let mut count = query(format!("SELECT COUNT(*) FROM messages m WHERE {cond}"));
+        for a in args {
+            count = count.bind(a);
+        }
+        let (total,): (i64,) = count.fetch_one(db).await?;
+        let (cond, args) = search_where(d, q);
+        let n = args.len();
+        let (by_id, best_first) = if q.ascending { ("ASC", "DESC") } else { ("DESC", "ASC") };
+        // With terms, the text is parameter $2 (after the channels).
+        let order = if q.by_relevance && !q.terms.is_empty() {
+            format!("{} {best_first}, m.id {by_id}", relevance(d, "$2"))
+        } else {
+            format!("m.id {by_id}")
+        };
+        let sql = format!(
+            "SELECT {} FROM messages m WHERE {cond} ORDER BY {order} LIMIT ${} OFFSET ${}",
+            qualified("m", MESSAGE_COLS),
+            n + 1,
+            n + 2
+        );
+        let mut page = query(sql);
+        for a in args {
+            page = page.bind(a);
+        }
+        let rows: Vec<MessageRow> = page.bind(q.limit).bind(q.offset).fetch_all(db).await?;
+        Ok((total as u64, rows.into_iter().map(TryInto::try_into).collect::<Result<_>>()?))
+    }
+
     async fn audit_log(&self, guild: GuildId, q: &AuditQuery) -> Result<Vec<AuditRecord>> {
         // With only `after`: oldest first from it; otherwise newest first.
         let ascending = q.after.is_some() && q.before.is_none();
@@ -55,4 +93,90 @@ impl<B: Backend> CommunityStore for B {
     async fn prune_audit_log(&self, before: Snowflake) -> Result<u64> {
         query("DELETE FROM audit_log WHERE id < $1").bind(before).execute(self.writer()).await
     }
+}
+
+/// The full-text condition on `m` for `terms`, as each backend writes it,
+/// and its bound query text. Tokens are letters and digits only, so they
+/// need no escaping inside the quotes.
+fn text_match(d: Dialect, terms: &[Vec<String>], param: &str) -> (String, String) {
+    match d {
+        Dialect::Sqlite => (
+            format!("m.id IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH {param})"),
+            terms.iter().map(|p| format!("\"{}\"", p.join(" "))).collect::<Vec<_>>().join(" "),
+        ),
+        Dialect::Postgres => (
+            format!("m.search @@ to_tsquery('simple', {param})"),
+            terms.iter().map(|p| p.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(" <-> ")).collect::<Vec<_>>().join(" & "),
+        ),
+    }
+}
+
+/// Relevance, best first, for `ORDER BY` (with [`text_match`]'s parameter).
+fn relevance(d: Dialect, param: &str) -> String {
+    match d {
+        // bm25: lower is better.
+        Dialect::Sqlite => format!("(SELECT bm25(messages_fts) FROM messages_fts WHERE messages_fts MATCH {param} AND rowid = m.id)"),
+        Dialect::Postgres => format!("-ts_rank(m.search, to_tsquery('simple', {param}))"),
+    }
+}
+
+/// `m.mentions` (a JSON array of ids) holds the id bound as `param`.
+fn mentions(d: Dialect, param: &str) -> String {
+    match d {
+        Dialect::Sqlite => format!("EXISTS (SELECT 1 FROM json_each(m.mentions) WHERE value = {param})"),
+        Dialect::Postgres => format!("m.mentions::jsonb @> jsonb_build_array({param}::bigint)"),
+    }
+}
+
+fn has(h: Has) -> &'static str {
+    match h {
+        Has::Link => "(m.content LIKE '%http://%' OR m.content LIKE '%https://%')",
+        // `extra` is compact JSON (serde_json): a non-empty list starts `[{`.
+        Has::Embed => "m.extra LIKE '%\"embeds\":[{%'",
+        Has::Sticker => "m.extra LIKE '%\"sticker_items\":[{%'",
+        Has::File => "EXISTS (SELECT 1 FROM attachments a WHERE a.message_id = m.id)",
+        Has::Image => "EXISTS (SELECT 1 FROM attachments a WHERE a.message_id = m.id AND a.content_type LIKE 'image/%')",
+        Has::Video => "EXISTS (SELECT 1 FROM attachments a WHERE a.message_id = m.id AND a.content_type LIKE 'video/%')",
+        Has::Sound => "EXISTS (SELECT 1 FROM attachments a WHERE a.message_id = m.id AND a.content_type LIKE 'audio/%')",
+    }
+}
+
+/// The `WHERE` of a search and its bound values, in order.
+fn search_where<'q>(d: Dialect, q: &'q SearchQuery) -> (String, Vec<Arg<'q>>) {
+    let mut args: Vec<Arg<'q>> = Vec::new();
+    fn param<'q>(a: Arg<'q>, args: &mut Vec<Arg<'q>>) -> String {
+        args.push(a);
+        format!("${}", args.len())
+    }
+    let mut conds = Vec::new();
+    let p = param(q.channels.iter().map(|&c| i(c)).collect::<Vec<_>>().into(), &mut args);
+    conds.push(format!("m.channel_id {}", d.in_ids(&p)));
+    if !q.terms.is_empty() {
+        let (_, text) = text_match(d, &q.terms, "");
+        let p = param(text.into(), &mut args);
+        conds.push(text_match(d, &q.terms, &p).0);
+    }
+    if !q.authors.is_empty() {
+        let p = param(q.authors.iter().map(|&u| i(u)).collect::<Vec<_>>().into(), &mut args);
+        conds.push(format!("m.author_id {}", d.in_ids(&p)));
+    }
+    for &u in &q.mentions {
+        let p = param(u.into(), &mut args);
+        conds.push(mentions(d, &p));
+    }
+    conds.extend(q.has.iter().map(|&h| has(h).to_string()));
+    if let Some(min) = q.min_id {
+        let p = param(min.into(), &mut args);
+        conds.push(format!("m.id > {p}"));
+    }
+    if let Some(max) = q.max_id {
+        let p = param(max.into(), &mut args);
+        conds.push(format!("m.id < {p}"));
+    }
+    match q.pinned {
+        Some(true) => conds.push("EXISTS (SELECT 1 FROM pins p WHERE p.message_id = m.id)".into()),
+        Some(false) => conds.push("NOT EXISTS (SELECT 1 FROM pins p WHERE p.message_id = m.id)".into()),
+        None => {}
+    }
+    (conds.join(" AND "), args)
 }

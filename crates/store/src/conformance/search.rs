@@ -1,0 +1,74 @@
+//! Conformance of message search: words and phrases, authors, mentions,
+//! links, id ranges, pins, pages and relevance, only in the channels asked
+//! for; an edit changes what finds a message and a delete removes it.
+
+use protocol::{ChannelId, MessageId, UserId};
+
+use super::reactions::rows;
+use super::{channel, message};
+use crate::*;
+
+fn words(s: &str) -> Vec<Vec<String>> {
+    s.split(' ').map(|w| vec![w.to_string()]).collect()
+}
+
+pub(super) async fn search(s: &dyn Store) {
+    assert_eq!(
+        rows(s, vec![Change::CreateChannel(channel(150, Some(100), 0, None)), Change::CreateChannel(channel(151, Some(100), 0, None))])
+            .await,
+        vec![1, 1]
+    );
+    let texts = [
+        (9_001, 150, 1, "Hello brave new world", vec![2]),
+        (9_002, 150, 2, "the world is brave", vec![]),
+        (9_003, 151, 1, "hello from another channel", vec![]),
+        (9_004, 150, 3, "see https://example.com/brave", vec![2, 3]),
+    ];
+    for (id, c, author, text, mentioned) in &texts {
+        let mut m = message(*id, *c, *author, text);
+        m.mentions = mentioned.iter().map(|&u| UserId(u)).collect();
+        s.create_message(&m).await.unwrap();
+    }
+    let both = vec![ChannelId(150), ChannelId(151)];
+    let q = |f: &dyn Fn(&mut SearchQuery)| {
+        let mut q = SearchQuery { channels: both.clone(), limit: 25, ..Default::default() };
+        f(&mut q);
+        q
+    };
+    let found = |q: SearchQuery| async move {
+        let (total, ms) = s.search_messages(&q).await.unwrap();
+        (total, ms.into_iter().map(|m| m.id.0).collect::<Vec<_>>())
+    };
+    assert_eq!(found(q(&|q| q.terms = words("brave"))).await, (3, vec![9_004, 9_002, 9_001]), "a word, newest first");
+    assert_eq!(found(q(&|q| q.terms = words("BRAVE world"))).await, (2, vec![9_002, 9_001]), "every word, any case");
+    assert_eq!(found(q(&|q| q.terms = vec![vec!["brave".into(), "new".into()]])).await, (1, vec![9_001]), "a phrase");
+    assert_eq!(found(q(&|q| q.terms = vec![vec!["world".into(), "brave".into()]])).await.0, 0, "a phrase's order counts");
+    assert_eq!(
+        found(q(&|q| (q.terms, q.channels) = (words("hello"), vec![ChannelId(150)]))).await,
+        (1, vec![9_001]),
+        "only the channels asked"
+    );
+    assert_eq!(found(q(&|q| q.channels = vec![])).await, (0, vec![]), "no channels, nothing");
+    assert_eq!(found(q(&|q| q.authors = vec![UserId(1)])).await, (2, vec![9_003, 9_001]));
+    assert_eq!(found(q(&|q| q.mentions = vec![UserId(2)])).await, (2, vec![9_004, 9_001]));
+    assert_eq!(found(q(&|q| q.mentions = vec![UserId(2), UserId(3)])).await, (1, vec![9_004]), "every mention asked");
+    assert_eq!(found(q(&|q| q.has = vec![Has::Link])).await, (1, vec![9_004]));
+    assert_eq!(found(q(&|q| (q.min_id, q.max_id) = (Some(MessageId(9_001)), Some(MessageId(9_004))))).await, (2, vec![9_003, 9_002]));
+    assert_eq!(found(q(&|q| (q.terms, q.ascending) = (words("hello"), true))).await, (2, vec![9_001, 9_003]));
+    assert_eq!(found(q(&|q| (q.terms, q.limit, q.offset) = (words("brave"), 1, 1))).await, (3, vec![9_002]), "a page, the total of all");
+    let (_, by_relevance) = found(q(&|q| (q.terms, q.by_relevance) = (words("brave"), true))).await;
+    assert_eq!(by_relevance.len(), 3);
+    assert_eq!(rows(s, vec![Change::PinMessage { channel: ChannelId(150), message: MessageId(9_002), at: 1, max: 50 }]).await, vec![1]);
+    assert_eq!(found(q(&|q| q.pinned = Some(true))).await, (1, vec![9_002]));
+    assert_eq!(found(q(&|q| q.pinned = Some(false))).await.0, 3);
+
+    // An edit: found by its new words only. A delete: found no more.
+    let mut edited = message(9_002, 150, 2, "rewritten entirely");
+    edited.mentions = vec![];
+    assert_eq!(rows(s, vec![Change::UpdateMessage(edited)]).await, vec![1]);
+    assert_eq!(found(q(&|q| q.terms = words("rewritten"))).await, (1, vec![9_002]));
+    assert_eq!(found(q(&|q| q.terms = words("brave"))).await, (2, vec![9_004, 9_001]));
+    assert_eq!(rows(s, vec![Change::DeleteMessage { channel: ChannelId(150), id: MessageId(9_001) }]).await, vec![1]);
+    assert_eq!(found(q(&|q| q.terms = words("brave"))).await, (1, vec![9_004]));
+    assert_eq!(found(q(&|q| q.terms = words("hello"))).await, (1, vec![9_003]));
+}
