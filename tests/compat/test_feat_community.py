@@ -2,7 +2,8 @@
 (see features/dpy_community.py, features/djs_community.js). Member search by
 name prefix over the gateway (op 8) and REST, with a nickname the bot set;
 `with_counts` as every library sends it. The audit log read through each
-library's own call, with filters and pages, and its live event."""
+library's own call, with filters and pages, and its live event. Message
+search through each library's REST client."""
 
 import pytest
 
@@ -31,6 +32,9 @@ def test_member_search_and_counts(lib):
         # The server's own view agrees.
         _, found = world.api("GET", f"/guilds/{world.guild}/members/search?query=zephyr&limit=5")
         assert [m["user"]["id"] for m in found] == [world.member2_id]
+
+        found = r.step("search")
+        assert (found["total"], found["ids"]) == (1, [found["sent"]]), found
 
         kick, role_create, member_update = (("AuditLogAction.kick", "AuditLogAction.role_create", "AuditLogAction.member_update")
                                             if lib == "dpy" else (20, 30, 24))

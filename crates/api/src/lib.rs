@@ -26,6 +26,7 @@ pub mod pins;
 pub mod ratelimit;
 pub mod reactions;
 pub mod roles;
+pub mod search;
 pub mod shapes;
 pub mod threads;
 pub mod users;
@@ -368,6 +369,20 @@ pub fn api_table() -> Api {
             op("listGuildMembers", "Members", "A page of members by ascending user id.")
                 .query::<guilds::ListMembers>()
                 .ok::<List<Member>>(),
+        )
+        .get(
+            "/guilds/{guild_id}/messages/search",
+            search::in_guild,
+            op("searchGuildMessages", "Search", "Messages of the guild's channels the caller may read, found by content and filters.")
+                .query::<search::SearchParams>()
+                .ok::<shapes::SearchResults>(),
+        )
+        .get(
+            "/channels/{channel_id}/messages/search",
+            search::in_channel,
+            op("searchChannelMessages", "Search", "Messages of one channel (a DM) found by content and filters.")
+                .query::<search::SearchParams>()
+                .ok::<shapes::SearchResults>(),
         )
         .get(
             "/guilds/{guild_id}/audit-logs",

@@ -72,7 +72,7 @@ pub(crate) fn parse_mentions(content: &str) -> Vec<UserId> {
 }
 
 /// Resolves authors, mentions and replied-to messages and renders stored messages.
-pub(super) async fn render(node: &Node, msgs: &[MessageRecord]) -> ApiResult<Vec<model::Message>> {
+pub(crate) async fn render(node: &Node, msgs: &[MessageRecord]) -> ApiResult<Vec<model::Message>> {
     let mut out = render_plain(node, msgs).await?;
     // Replies carry the message they answer (one level deep, as on Discord),
     // or null once it is gone.

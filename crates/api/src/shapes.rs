@@ -358,3 +358,13 @@ pub struct AuditLog {
     auto_moderation_rules: Vec<Value>,
     guild_scheduled_events: Vec<Value>,
 }
+
+/// `GET /guilds/{g}/messages/search` and `GET /channels/{c}/messages/search`.
+#[derive(Serialize, JsonSchema)]
+pub struct SearchResults {
+    total_results: u64,
+    /// Each hit as a list of one message.
+    messages: Vec<Vec<Message>>,
+    analytics_id: String,
+    doing_deep_historical_index: bool,
+}

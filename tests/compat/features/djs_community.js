@@ -33,6 +33,12 @@ run(
     const raw = await client.rest.get(djs.Routes.guild(ctx.guild), { query: new URLSearchParams({ with_counts: '1' }) });
     step('with_counts', { members: counted.approximateMemberCount, raw_members: raw.approximate_member_count });
 
+    const sent = await guild.channels.cache.get(ctx.channel).send('searchable zebra crossing');
+    const hits = await client.rest.get(`/guilds/${ctx.guild}/messages/search`, {
+      query: new URLSearchParams({ content: 'zebra', author_id: client.user.id }),
+    });
+    step('search', { total: hits.total_results, ids: hits.messages.map(h => h[0].id), sent: sent.id });
+
     const { AuditLogEvent, Events } = djs;
     const heard = waitFor(client, Events.GuildAuditLogEntryCreate, e => e.action === AuditLogEvent.MemberKick);
     const role = await guild.roles.create({ name: 'djs-audited', reason: 'compat: a role' });

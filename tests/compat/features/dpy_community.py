@@ -44,6 +44,12 @@ async def scenario(client: discord.Client, ctx, step):
     raw = await client.http.request(Route("GET", "/guilds/{guild_id}", guild_id=guild.id), params={"with_counts": 1})
     step("with_counts", members=counted.approximate_member_count, raw_members=raw.get("approximate_member_count"))
 
+    general = guild.get_channel(int(ctx["channel"]))
+    sent = await general.send("searchable zebra crossing")
+    hits = await client.http.request(Route("GET", "/guilds/{guild_id}/messages/search", guild_id=guild.id),
+                                     params={"content": "zebra", "author_id": client.user.id})
+    step("search", total=hits["total_results"], ids=[h[0]["id"] for h in hits["messages"]], sent=str(sent.id))
+
     heard = client.wait_for("audit_log_entry_create", check=lambda e: e.action == discord.AuditLogAction.kick, timeout=15)
     role = await guild.create_role(name="dpy-audited", reason="compat: a role")
     await guild.kick(m1, reason="compat: a kick")

@@ -14,6 +14,7 @@ mod postgres;
 mod reactions;
 mod rest;
 mod roles;
+mod search;
 // The security suite (issue 25); scripts/test.sh runs it as its own step.
 mod security;
 mod write_failures;
