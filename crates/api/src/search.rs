@@ -52,9 +52,8 @@ pub struct SearchParams {
 /// `content` as the stores take it: "quoted phrases" and single words,
 /// each a list of lowercase runs of letters and digits.
 pub fn terms(content: &str) -> Vec<Vec<String>> {
-    let tokens = |s: &str| -> Vec<String> {
-        s.split(|c: char| !c.is_alphanumeric()).filter(|t| !t.is_empty()).map(str::to_lowercase).collect()
-    };
+    let tokens =
+        |s: &str| -> Vec<String> { s.split(|c: char| !c.is_alphanumeric()).filter(|t| !t.is_empty()).map(str::to_lowercase).collect() };
     let mut out = Vec::new();
     for (k, part) in content.split('"').enumerate() {
         if k % 2 == 1 {
@@ -121,9 +120,11 @@ fn parse(pairs: &[(String, String)]) -> ApiResult<(SearchQuery, Vec<ChannelId>)>
                 }
             }
             "offset" => {
-                q.offset = v.parse().ok().filter(|o| *o <= OFFSET_MAX).ok_or_else(|| {
-                    ApiError::field("offset", "NUMBER_TYPE_MAX", &format!("Must be between 0 and {OFFSET_MAX}."))
-                })?
+                q.offset = v
+                    .parse()
+                    .ok()
+                    .filter(|o| *o <= OFFSET_MAX)
+                    .ok_or_else(|| ApiError::field("offset", "NUMBER_TYPE_MAX", &format!("Must be between 0 and {OFFSET_MAX}.")))?
             }
             "limit" => {
                 q.limit = v
@@ -154,7 +155,10 @@ pub async fn in_guild(
     let a = guild_access(&node, gid, u.id).await?;
     let (mut q, only) = parse(&pairs)?;
     let channels = node.store.channels_of_guild(gid).await?;
-    let readable = |c: &store::ChannelRecord| a.in_channel(c) & (permission::VIEW_CHANNEL | permission::READ_MESSAGE_HISTORY) == (permission::VIEW_CHANNEL | permission::READ_MESSAGE_HISTORY);
+    let readable = |c: &store::ChannelRecord| {
+        a.in_channel(c) & (permission::VIEW_CHANNEL | permission::READ_MESSAGE_HISTORY)
+            == (permission::VIEW_CHANNEL | permission::READ_MESSAGE_HISTORY)
+    };
     let mut visible = Vec::new();
     for c in &channels {
         if !store::is_thread(c.kind) {

@@ -8,7 +8,7 @@ pub mod dm;
 mod fenced;
 mod interact;
 pub mod list;
-mod names;
+pub mod names;
 mod ops;
 pub mod remote;
 pub mod threads;

@@ -29,11 +29,10 @@ fn keys(m: &MemberRecord, u: &UserRecord) -> impl Iterator<Item = Box<str>> {
 
 impl Names {
     pub fn build<'a>(members: impl Iterator<Item = (&'a MemberRecord, &'a UserRecord)>) -> Names {
-        let mut n = Names::default();
-        for (m, u) in members {
-            n.add(m, u);
-        }
-        n
+        // Collected, then built in one go (sorted, then laid out), which is
+        // several times faster than one insert at a time.
+        let keys: Vec<(Box<str>, UserId)> = members.flat_map(|(m, u)| keys(m, u).map(move |k| (k, u.id))).collect();
+        Names { set: keys.into_iter().collect() }
     }
 
     pub fn add(&mut self, m: &MemberRecord, u: &UserRecord) {

@@ -38,11 +38,17 @@ async fn search_finds_by_content_and_filters_in_readable_channels_only() {
     let m2 = t.say(&alice, &w.channel, &format!("a brown bear for <@{}>", w.owner_id)).await;
     let hidden = t.say(&w.owner, &secret, "brown secret plans").await;
     let m3 = t.say(&w.owner, &w.channel, "see https://example.com for foxes").await;
-    let (s, m4) = upload(&t, &format!("/channels/{}/messages", w.channel), Some(&alice), json!({"content": "a brown file"}), &[("f.txt", b"hi")]).await;
+    let (s, m4) =
+        upload(&t, &format!("/channels/{}/messages", w.channel), Some(&alice), json!({"content": "a brown file"}), &[("f.txt", b"hi")])
+            .await;
     assert_eq!(s, 200, "{m4}");
     let base = format!("/guilds/{g}/messages/search");
 
-    assert_eq!(search(&t, &format!("{base}?content=brown"), &alice).await, (3, vec![id(&m4), id(&m2), id(&m1)]), "never the hidden channel");
+    assert_eq!(
+        search(&t, &format!("{base}?content=brown"), &alice).await,
+        (3, vec![id(&m4), id(&m2), id(&m1)]),
+        "never the hidden channel"
+    );
     assert_eq!(search(&t, &format!("{base}?content=brown"), &w.owner).await.0, 4, "the owner sees it");
     assert_eq!(search(&t, &format!("{base}?content=%22quick%20brown%22"), &alice).await.1, vec![id(&m1)], "a phrase");
     assert_eq!(search(&t, &format!("{base}?content=BROWN%20fox"), &alice).await.1, vec![id(&m1)], "every word, any case");
@@ -67,8 +73,14 @@ async fn search_finds_by_content_and_filters_in_readable_channels_only() {
     }
 
     // An edit changes what finds it; a delete removes it.
-    let (s, _, _) =
-        t.req(Method::PATCH, &format!("/channels/{}/messages/{}", w.channel, id(&m1)), Some(&w.owner), Some(json!({"content": "slow green turtle"}))).await;
+    let (s, _, _) = t
+        .req(
+            Method::PATCH,
+            &format!("/channels/{}/messages/{}", w.channel, id(&m1)),
+            Some(&w.owner),
+            Some(json!({"content": "slow green turtle"})),
+        )
+        .await;
     assert_eq!(s, 200);
     assert_eq!(search(&t, &format!("{base}?content=turtle"), &alice).await.1, vec![id(&m1)]);
     assert_eq!(search(&t, &format!("{base}?content=brown"), &alice).await.1, vec![id(&m4), id(&m2)]);
