@@ -214,6 +214,15 @@ pub(super) async fn apply(tx: &mut Tx, change: &Change) -> Result<u64> {
             .execute(&mut *tx)
             .await?;
             if n > 0 {
+                // SQLite's search index takes new messages from the
+                // statement that inserts them (migration 0012).
+                if tx.dialect() == super::Dialect::Sqlite {
+                    query("INSERT INTO messages_fts (rowid, content) VALUES ($1, $2)")
+                        .bind(m.id)
+                        .bind(&m.content)
+                        .execute(&mut *tx)
+                        .await?;
+                }
                 raise_last_message_id(tx, m.channel_id, m.id).await?;
             }
             n

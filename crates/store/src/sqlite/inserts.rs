@@ -137,6 +137,11 @@ pub(crate) async fn messages(conn: &mut SqliteConnection, rows: &[&MessageRecord
             .push_bind(extra);
     })
     .await?;
+    // The search index, in the same transaction (see migration 0012).
+    insert(conn, "INSERT INTO messages_fts (rowid, content) ", "", rows, |mut b, m| {
+        b.push_bind(i(m.id)).push_bind(&m.content);
+    })
+    .await?;
     for m in rows {
         let files: Vec<i64> = attachment_ids(m).collect();
         if !files.is_empty() {
