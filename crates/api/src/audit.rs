@@ -84,12 +84,9 @@ pub fn invite_note(action: u16, i: &store::InviteRecord) -> AuditNote {
         ("max_age", i.max_age.into()),
         ("temporary", false.into()),
     ];
-    let created = action == audit_kind::INVITE_CREATE;
-    let changes = fields
-        .into_iter()
-        .map(|(k, v)| if created { serde_json::json!({"key": k, "new_value": v}) } else { serde_json::json!({"key": k, "old_value": v}) })
-        .collect();
-    AuditNote { action, target: None, changes, options: None }
+    let changes =
+        if action == audit_kind::INVITE_CREATE { AuditNote::diff(None, Some(&fields)) } else { AuditNote::diff(Some(&fields), None) };
+    AuditNote::new(action, None).with(changes)
 }
 
 #[derive(schemars::JsonSchema, Deserialize, Default)]
@@ -107,10 +104,7 @@ pub struct AuditLogQuery {
 }
 
 fn id_field(v: &Option<String>, field: &str) -> ApiResult<Option<u64>> {
-    v.as_deref()
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<u64>().map_err(|_| ApiError::field(field, "NUMBER_TYPE_COERCE", &format!("Value \"{s}\" is not snowflake."))))
-        .transpose()
+    v.as_deref().filter(|s| !s.is_empty()).map(|s| super::snowflake_param(field, s)).transpose()
 }
 
 /// `GET /guilds/{guild_id}/audit-logs` (VIEW_AUDIT_LOG): entries with the
@@ -152,19 +146,13 @@ pub async fn list(
     named.sort_unstable();
     named.dedup();
     let users = node.store.get_users(&named.iter().map(|&n| UserId(n)).collect::<Vec<_>>()).await?;
-    let webhooks: Vec<_> = node
-        .store
-        .webhooks_of_guild(gid)
-        .await?
-        .into_iter()
-        .filter(|w| named.binary_search(&w.id.0).is_ok())
-        .map(|w| {
-            serde_json::json!({
-                "id": w.id, "type": w.kind, "guild_id": w.guild_id, "channel_id": w.channel_id,
-                "name": w.name, "avatar": w.avatar, "application_id": w.application_id.map(|a| a.to_string()),
-            })
-        })
-        .collect();
+    let names_webhooks = entries.iter().any(|e| (audit_kind::WEBHOOK_CREATE..=audit_kind::WEBHOOK_DELETE).contains(&e.action_type));
+    let webhooks: Vec<_> = if names_webhooks {
+        let hooks = node.store.webhooks_of_guild(gid).await?;
+        hooks.iter().filter(|w| named.binary_search(&w.id.0).is_ok()).map(super::webhooks::public_json).collect()
+    } else {
+        Vec::new()
+    };
     let body = serde_json::json!({
         "audit_log_entries": raw,
         "users": users.iter().map(convert::user).collect::<Vec<_>>(),

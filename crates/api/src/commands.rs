@@ -15,6 +15,7 @@ use serde_json::{json, Map, Value};
 use store::{CommandRecord, StoreError};
 
 use super::{json_bytes, parse_id, parse_json, ApiError, ApiResult, Caller};
+use node::route::ops::AuditNote;
 use node::Node;
 
 /// Command types: slash commands, and the user and message context menus.
@@ -633,32 +634,21 @@ pub async fn edit_command_permissions(
 
 /// APPLICATION_COMMAND_PERMISSION_UPDATE: one change per override target,
 /// its old and new override.
-fn permissions_note(
-    app: ApplicationId,
-    p: &store::CommandPermissions,
-    before: Vec<store::CommandPermission>,
-) -> node::route::ops::AuditNote {
+fn permissions_note(app: ApplicationId, p: &store::CommandPermissions, before: Vec<store::CommandPermission>) -> AuditNote {
     let json = |o: &store::CommandPermission| json!({"id": o.id.to_string(), "type": o.kind, "permission": o.permission});
     let mut changes = Vec::new();
     for o in &p.permissions {
         let old = before.iter().find(|b| b.id == o.id && b.kind == o.kind);
         if old != Some(o) {
-            let mut c = json!({"key": o.id.to_string(), "new_value": json(o)});
-            if let Some(old) = old {
-                c["old_value"] = json(old);
-            }
-            changes.push(c);
+            changes.push(AuditNote::change(&o.id.to_string(), old.map(json), Some(json(o))));
         }
     }
     for b in before.iter().filter(|b| !p.permissions.iter().any(|o| o.id == b.id && o.kind == b.kind)) {
-        changes.push(json!({"key": b.id.to_string(), "old_value": json(b)}));
+        changes.push(AuditNote::change(&b.id.to_string(), Some(json(b)), None));
     }
-    node::route::ops::AuditNote {
-        action: node::route::ops::audit_kind::APPLICATION_COMMAND_PERMISSION_UPDATE,
-        target: Some(p.command_id),
-        changes,
-        options: Some(json!({"application_id": app.0.to_string()})),
-    }
+    AuditNote::new(node::route::ops::audit_kind::APPLICATION_COMMAND_PERMISSION_UPDATE, p.command_id)
+        .with(changes)
+        .options(json!({"application_id": app.0.to_string()}))
 }
 
 #[cfg(test)]

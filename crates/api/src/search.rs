@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use store::{Has, SearchQuery};
 
-use super::{channel_access, guild_access, json_bytes, parse_id, ApiError, ApiResult, Caller, Query};
+use super::{channel_access, guild_access, json_bytes, parse_id, snowflake_param, ApiError, ApiResult, Caller, Query};
 use node::Node;
 
 /// Discord's bounds: 25 results a page, offsets up to 9,975, 1,024
@@ -72,10 +72,6 @@ fn bad(field: &str, message: &str) -> ApiError {
     ApiError::field(field, "BASE_TYPE_INVALID", message)
 }
 
-fn snowflake(field: &str, v: &str) -> ApiResult<u64> {
-    v.parse().map_err(|_| ApiError::field(field, "NUMBER_TYPE_COERCE", &format!("Value \"{v}\" is not snowflake.")))
-}
-
 /// The query from the request's pairs; `channels` still empty.
 fn parse(pairs: &[(String, String)]) -> ApiResult<(SearchQuery, Vec<ChannelId>)> {
     let mut q = SearchQuery { limit: PAGE_DEFAULT, ..Default::default() };
@@ -89,11 +85,11 @@ fn parse(pairs: &[(String, String)]) -> ApiResult<(SearchQuery, Vec<ChannelId>)>
                 }
                 content = Some(v.clone());
             }
-            "author_id" => q.authors.push(UserId(snowflake(k, v)?)),
-            "mentions" => q.mentions.push(UserId(snowflake(k, v)?)),
-            "channel_id" => only.push(ChannelId(snowflake(k, v)?)),
-            "min_id" => q.min_id = Some(MessageId(snowflake(k, v)?)),
-            "max_id" => q.max_id = Some(MessageId(snowflake(k, v)?)),
+            "author_id" => q.authors.push(UserId(snowflake_param(k, v)?)),
+            "mentions" => q.mentions.push(UserId(snowflake_param(k, v)?)),
+            "channel_id" => only.push(ChannelId(snowflake_param(k, v)?)),
+            "min_id" => q.min_id = Some(MessageId(snowflake_param(k, v)?)),
+            "max_id" => q.max_id = Some(MessageId(snowflake_param(k, v)?)),
             "has" => q.has.push(match v.as_str() {
                 "link" => Has::Link,
                 "embed" => Has::Embed,

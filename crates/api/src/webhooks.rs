@@ -43,12 +43,19 @@ const SETTABLE_FLAGS: u64 = 1 << 2 | 1 << 12;
 /// The routes, under the API prefixes.
 /// The webhook object as Discord documents it; `user` (its creator) only
 /// for callers with a user token.
-fn webhook_json(node: &Node, w: &WebhookRecord, creator: Option<&UserRecord>) -> Value {
-    let mut v = json!({
+/// A webhook without its secret (token, URL): what anyone who may see it
+/// in the audit log gets.
+pub(crate) fn public_json(w: &WebhookRecord) -> Value {
+    json!({
         "id": w.id, "type": w.kind, "guild_id": w.guild_id, "channel_id": w.channel_id, "name": w.name,
-        "avatar": w.avatar, "token": w.token, "application_id": w.application_id.map(|a| a.to_string()),
-        "url": format!("{}/api/webhooks/{}/{}", http_base(&node.config), w.id, w.token),
-    });
+        "avatar": w.avatar, "application_id": w.application_id.map(|a| a.to_string()),
+    })
+}
+
+fn webhook_json(node: &Node, w: &WebhookRecord, creator: Option<&UserRecord>) -> Value {
+    let mut v = public_json(w);
+    v["token"] = w.token.clone().into();
+    v["url"] = format!("{}/api/webhooks/{}/{}", http_base(&node.config), w.id, w.token).into();
     if let Some(u) = creator {
         v["user"] = serde_json::to_value(convert::user(u)).unwrap_or(Value::Null);
     }

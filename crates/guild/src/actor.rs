@@ -323,9 +323,10 @@ impl GuildActor {
     /// the GUILD_MODERATION intent.
     fn audit_created(&mut self, st: &State, records: &[store::AuditRecord]) {
         for r in records {
-            let Ok(Value::Object(mut e)) = serde_json::from_str::<Value>(&r.entry) else { continue };
-            e.insert("guild_id".into(), self.id.0.to_string().into());
-            let event = FanEvent::new("GUILD_AUDIT_LOG_ENTRY_CREATE", encode(&e), Filter::Intent(Intents::GUILD_MODERATION));
+            // The stored entry is a JSON object with keys (`audit::record`):
+            // the event is it with `guild_id` first, without a re-parse.
+            let body = format!("{{\"guild_id\":\"{}\",{}", self.id.0, &r.entry[1..]);
+            let event = FanEvent::new("GUILD_AUDIT_LOG_ENTRY_CREATE", Bytes::from(body), Filter::Intent(Intents::GUILD_MODERATION));
             self.publish_to(event, &|u| audit::reads_log(st, u));
         }
     }
@@ -598,8 +599,9 @@ impl GuildActor {
                 let mut m = convert::member(&member, Some(&user));
                 m.guild_id = Some(gid);
                 let p = st.presences.report(uid, self.core.node.id.0, self.core.node.presences.get(uid));
-                let old = st.members.remove(&uid);
-                st.rename(old.as_ref(), Some((&member, &user)));
+                if let Some(names) = st.names.get_mut() {
+                    names.replace(st.members.get(&uid).map(|(m, u)| (m, &**u)), Some((&member, &user)));
+                }
                 st.members.insert(uid, (member, self.core.node.users.intern(user)));
                 self.hidden.clear();
                 if p.status != Status::Offline {
@@ -626,9 +628,10 @@ impl GuildActor {
                 let uid = member.user_id;
                 // New roles may show or hide channels: what the member saw before.
                 let seen = st.members.get(&uid).filter(|(old, _)| old.roles != member.roles).map(|_| self.seen_by(st, uid));
-                let Some(before) = st.members.remove(&uid) else { return true };
-                st.rename(Some(&before), Some((&member, &*before.1)));
-                let (old, user) = st.members.entry(uid).or_insert(before);
+                let Some((old, user)) = st.members.get_mut(&uid) else { return true };
+                if let Some(names) = st.names.get_mut() {
+                    names.replace(Some((old, user)), Some((&member, user)));
+                }
                 *old = member;
                 self.hidden.clear();
                 let mut m = convert::member(old, Some(user));
@@ -641,9 +644,10 @@ impl GuildActor {
             }
             GuildEvent::UserUpdate(user) => {
                 let uid = user.id;
-                let Some(before) = st.members.remove(&uid) else { return true };
-                st.rename(Some(&before), Some((&before.0, &user)));
-                let (member, held) = st.members.entry(uid).or_insert(before);
+                let Some((member, held)) = st.members.get_mut(&uid) else { return true };
+                if let Some(names) = st.names.get_mut() {
+                    names.replace(Some((member, held)), Some((member, &user)));
+                }
                 *held = self.core.node.users.intern(user);
                 let mut m = convert::member(member, Some(held));
                 m.guild_id = Some(gid);
@@ -651,9 +655,10 @@ impl GuildActor {
                 self.lists.member_changed(&st.view(), uid);
             }
             GuildEvent::MemberRemove(uid) => {
-                let Some(gone) = st.members.remove(&uid) else { return true };
-                st.rename(Some(&gone), None);
-                let (_, user) = gone;
+                let Some((member, user)) = st.members.remove(&uid) else { return true };
+                if let Some(names) = st.names.get_mut() {
+                    names.replace(Some((&member, &user)), None);
+                }
                 self.hidden.clear();
                 st.online.remove(&uid);
                 st.presences.forget(uid);
@@ -686,7 +691,9 @@ impl GuildActor {
     fn request_members(&mut self, st: &State, s: &Sink, req: RequestGuildMembers) {
         let query = req.query.unwrap_or_default();
         let limit = req.limit.unwrap_or(0) as usize;
-        let by_ids = req.user_ids.is_some();
+        // A name prefix goes through the index, in its order and bound;
+        // ids and the whole list are sorted by id and cut at `limit`.
+        let by_name = req.user_ids.is_none() && !query.is_empty();
         let mut not_found = Vec::new();
         let mut found: Vec<&(MemberRecord, Arc<UserRecord>)> = match req.user_ids {
             Some(ids) => ids
@@ -700,18 +707,11 @@ impl GuildActor {
                     m
                 })
                 .collect(),
-            None if query.is_empty() => {
-                let mut all: Vec<_> = st.members.values().collect();
-                all.sort_by_key(|(m, _)| m.user_id);
-                if limit > 0 {
-                    all.truncate(limit);
-                }
-                all
-            }
-            // A name prefix: Discord sends at most 100 (and 100 for limit 0).
-            None => st.search_members(&query, if limit == 0 { QUERY_MAX } else { limit.min(QUERY_MAX) }),
+            // Discord sends at most 100 for a prefix (and 100 for limit 0).
+            None if by_name => st.search_members(&query, if limit == 0 { QUERY_MAX } else { limit.min(QUERY_MAX) }),
+            None => st.members.values().collect(),
         };
-        if by_ids {
+        if !by_name {
             found.sort_by_key(|(m, _)| m.user_id);
             if limit > 0 {
                 found.truncate(limit);
@@ -778,19 +778,6 @@ impl State {
     pub(crate) fn search_members(&self, query: &str, limit: usize) -> Vec<&(MemberRecord, Arc<UserRecord>)> {
         let names = self.names.get_or_init(|| Names::build(self.members.values().map(|(m, u)| (m, &**u))));
         names.search(query, limit).iter().filter_map(|id| self.members.get(id)).collect()
-    }
-
-    /// Keeps the name index (if built) in step: `before` is the member as
-    /// the index has it, `after` as it is now (`None`: gone).
-    fn rename(&mut self, before: Option<&(MemberRecord, Arc<UserRecord>)>, after: Option<(&MemberRecord, &UserRecord)>) {
-        if let Some(n) = self.names.get_mut() {
-            if let Some((m, u)) = before {
-                n.remove(m, u);
-            }
-            if let Some((m, u)) = after {
-                n.add(m, u);
-            }
-        }
     }
 
     /// GUILD_CREATE for one session. Large guilds list only online members

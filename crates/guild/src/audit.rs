@@ -43,33 +43,8 @@ impl Hint {
     }
 }
 
-/// One entry before it has an id ([`AuditNote`]), built here.
-pub(crate) type Entry = AuditNote;
-
-trait Build: Sized {
-    fn new(action: u16, target: impl Into<Option<u64>>) -> Self;
-    fn with(self, changes: Vec<Value>) -> Self;
-    fn options(self, o: Value) -> Self;
-}
-
-impl Build for Entry {
-    fn new(action: u16, target: impl Into<Option<u64>>) -> Entry {
-        AuditNote { action, target: target.into(), changes: Vec::new(), options: None }
-    }
-
-    fn with(mut self, changes: Vec<Value>) -> Entry {
-        self.changes = changes;
-        self
-    }
-
-    fn options(mut self, o: Value) -> Entry {
-        self.options = Some(o);
-        self
-    }
-}
-
 /// The stored record of `e`: `id` new, by `user` (0: the system).
-pub(crate) fn record(e: Entry, id: Snowflake, guild: GuildId, user: UserId, reason: Option<&str>) -> AuditRecord {
+pub(crate) fn record(e: AuditNote, id: Snowflake, guild: GuildId, user: UserId, reason: Option<&str>) -> AuditRecord {
     let mut m = Map::new();
     m.insert("id".into(), id.0.to_string().into());
     m.insert("user_id".into(), if user.0 == 0 { Value::Null } else { user.0.to_string().into() });
@@ -87,32 +62,6 @@ pub(crate) fn record(e: Entry, id: Snowflake, guild: GuildId, user: UserId, reas
     AuditRecord { id, guild_id: guild, user_id: (user.0 != 0).then_some(user), action_type: e.action, entry: Value::Object(m).to_string() }
 }
 
-/// A change's key with its value before (`None`: none) and after.
-fn change(key: &str, old: Option<Value>, new: Option<Value>) -> Value {
-    let mut c = Map::new();
-    c.insert("key".into(), key.into());
-    if let Some(o) = old {
-        c.insert("old_value".into(), o);
-    }
-    if let Some(n) = new {
-        c.insert("new_value".into(), n);
-    }
-    Value::Object(c)
-}
-
-/// The keys whose values differ between `old` and `new` (`None` on one
-/// side: created or deleted, every key with a value).
-fn diff(old: Option<&[(&str, Value)]>, new: Option<&[(&str, Value)]>) -> Vec<Value> {
-    let keys = old.or(new).map(|f| f.iter().map(|(k, _)| *k).collect::<Vec<_>>()).unwrap_or_default();
-    let get = |f: Option<&[(&str, Value)]>, k: &str| f.and_then(|f| f.iter().find(|(x, _)| *x == k)).map(|(_, v)| v.clone());
-    keys.into_iter()
-        .filter_map(|k| {
-            let (o, n) = (get(old, k).filter(|v| !v.is_null()), get(new, k).filter(|v| !v.is_null()));
-            (o != n).then(|| change(k, o, n))
-        })
-        .collect()
-}
-
 fn id_str(v: Option<impl ToString>) -> Value {
     v.map_or(Value::Null, |v| v.to_string().into())
 }
@@ -126,6 +75,17 @@ fn channel_fields(c: &ChannelRecord) -> Vec<(&'static str, Value)> {
         ("nsfw", c.nsfw.into()),
         ("rate_limit_per_user", c.rate_limit_per_user.into()),
         ("parent_id", id_str(c.parent_id.map(|p| p.0))),
+    ]
+}
+
+fn thread_fields(c: &ChannelRecord, t: &store::ThreadRecord) -> Vec<(&'static str, Value)> {
+    vec![
+        ("name", c.name.clone().into()),
+        ("archived", t.archived.into()),
+        ("locked", t.locked.into()),
+        ("auto_archive_duration", t.auto_archive_duration.into()),
+        ("rate_limit_per_user", c.rate_limit_per_user.into()),
+        ("invitable", t.invitable.into()),
     ]
 }
 
@@ -145,7 +105,7 @@ fn role_fields(r: &RoleRecord) -> Vec<(&'static str, Value)> {
 
 /// The entries `user`'s `changes` make, judged against `st` as it is
 /// before they apply.
-pub(crate) fn entries(st: &State, user: UserId, hint: Hint, changes: &[Change]) -> Vec<Entry> {
+pub(crate) fn entries(st: &State, user: UserId, hint: Hint, changes: &[Change]) -> Vec<AuditNote> {
     if user.0 == 0 {
         return Vec::new();
     }
@@ -166,43 +126,45 @@ pub(crate) fn entries(st: &State, user: UserId, hint: Hint, changes: &[Change]) 
                         ("system_channel_id", id_str(g.system_channel_id.map(|c| c.0))),
                     ]
                 };
-                let d = diff(Some(&fields(&st.guild)), Some(&fields(g)));
+                let d = AuditNote::diff(Some(&fields(&st.guild)), Some(&fields(g)));
                 if !d.is_empty() {
-                    out.push(Entry::new(kind::GUILD_UPDATE, g.id.0).with(d));
+                    out.push(AuditNote::new(kind::GUILD_UPDATE, g.id.0).with(d));
                 }
             }
             Change::CreateChannel(ch) => {
-                let mut d = diff(None, Some(&channel_fields(ch)));
-                d.push(change("permission_overwrites", None, Some(ch.overwrites.iter().map(overwrite_json).collect())));
-                out.push(Entry::new(kind::CHANNEL_CREATE, ch.id.0).with(d));
+                let mut d = AuditNote::diff(None, Some(&channel_fields(ch)));
+                d.push(AuditNote::change("permission_overwrites", None, Some(ch.overwrites.iter().map(overwrite_json).collect())));
+                out.push(AuditNote::new(kind::CHANNEL_CREATE, ch.id.0).with(d));
             }
             Change::UpdateChannel(ch) => {
                 let Some(old) = st.channels.iter().find(|o| o.id == ch.id) else { continue };
-                let d = diff(Some(&channel_fields(old)), Some(&channel_fields(ch)));
+                let d = AuditNote::diff(Some(&channel_fields(old)), Some(&channel_fields(ch)));
                 if !d.is_empty() {
-                    out.push(Entry::new(kind::CHANNEL_UPDATE, ch.id.0).with(d));
+                    out.push(AuditNote::new(kind::CHANNEL_UPDATE, ch.id.0).with(d));
                 }
                 overwrites(st, old, ch, &mut out);
             }
             Change::DeleteChannel(id) => {
                 if let Some(old) = st.channels.iter().find(|o| o.id == *id) {
-                    let mut d = diff(Some(&channel_fields(old)), None);
-                    d.push(change("permission_overwrites", Some(old.overwrites.iter().map(overwrite_json).collect()), None));
-                    out.push(Entry::new(kind::CHANNEL_DELETE, id.0).with(d));
+                    let mut d = AuditNote::diff(Some(&channel_fields(old)), None);
+                    d.push(AuditNote::change("permission_overwrites", Some(old.overwrites.iter().map(overwrite_json).collect()), None));
+                    out.push(AuditNote::new(kind::CHANNEL_DELETE, id.0).with(d));
                 } else if let Some(t) = st.threads.map.get(id) {
-                    let d =
-                        vec![change("name", Some(t.channel.name.clone().into()), None), change("type", Some(t.channel.kind.into()), None)];
-                    out.push(Entry::new(kind::THREAD_DELETE, id.0).with(d));
+                    let d = vec![
+                        AuditNote::change("name", Some(t.channel.name.clone().into()), None),
+                        AuditNote::change("type", Some(t.channel.kind.into()), None),
+                    ];
+                    out.push(AuditNote::new(kind::THREAD_DELETE, id.0).with(d));
                 }
             }
             Change::AddMember(m) | Change::AddMemberUnlessBanned(m) if matches!(hint, Hint::BotAdd) => {
-                out.push(Entry::new(kind::BOT_ADD, m.user_id.0));
+                out.push(AuditNote::new(kind::BOT_ADD, m.user_id.0));
             }
             Change::UpdateMember(m) => {
                 let Some((old, _)) = st.members.get(&m.user_id) else { continue };
                 if old.nick != m.nick {
-                    let d = vec![change("nick", old.nick.clone().map(Into::into), m.nick.clone().map(Into::into))];
-                    out.push(Entry::new(kind::MEMBER_UPDATE, m.user_id.0).with(d));
+                    let d = vec![AuditNote::change("nick", old.nick.clone().map(Into::into), m.nick.clone().map(Into::into))];
+                    out.push(AuditNote::new(kind::MEMBER_UPDATE, m.user_id.0).with(d));
                 }
                 let partial = |ids: Vec<&protocol::RoleId>| -> Value {
                     ids.iter()
@@ -216,107 +178,88 @@ pub(crate) fn entries(st: &State, user: UserId, hint: Hint, changes: &[Change]) 
                 let removed: Vec<_> = old.roles.iter().filter(|r| !m.roles.contains(r)).collect();
                 let mut d = Vec::new();
                 if !added.is_empty() {
-                    d.push(change("$add", None, Some(partial(added))));
+                    d.push(AuditNote::change("$add", None, Some(partial(added))));
                 }
                 if !removed.is_empty() {
-                    d.push(change("$remove", None, Some(partial(removed))));
+                    d.push(AuditNote::change("$remove", None, Some(partial(removed))));
                 }
                 if !d.is_empty() {
-                    out.push(Entry::new(kind::MEMBER_ROLE_UPDATE, m.user_id.0).with(d));
+                    out.push(AuditNote::new(kind::MEMBER_ROLE_UPDATE, m.user_id.0).with(d));
                 }
             }
             Change::RemoveMember { user: target, .. } if *target != user && !banning.contains(target) => {
-                out.push(Entry::new(kind::MEMBER_KICK, target.0));
+                out.push(AuditNote::new(kind::MEMBER_KICK, target.0));
             }
-            Change::CreateRole(r) => out.push(Entry::new(kind::ROLE_CREATE, r.id.0).with(diff(None, Some(&role_fields(r))))),
+            Change::CreateRole(r) => out.push(AuditNote::new(kind::ROLE_CREATE, r.id.0).with(AuditNote::diff(None, Some(&role_fields(r))))),
             Change::UpdateRole(r) => {
                 let Some(old) = st.roles.iter().find(|o| o.id == r.id) else { continue };
-                let d = diff(Some(&role_fields(old)), Some(&role_fields(r)));
+                let d = AuditNote::diff(Some(&role_fields(old)), Some(&role_fields(r)));
                 if !d.is_empty() {
-                    out.push(Entry::new(kind::ROLE_UPDATE, r.id.0).with(d));
+                    out.push(AuditNote::new(kind::ROLE_UPDATE, r.id.0).with(d));
                 }
             }
             Change::DeleteRole { role, .. } => {
                 if let Some(old) = st.roles.iter().find(|o| o.id == *role) {
-                    out.push(Entry::new(kind::ROLE_DELETE, role.0).with(diff(Some(&role_fields(old)), None)));
+                    out.push(AuditNote::new(kind::ROLE_DELETE, role.0).with(AuditNote::diff(Some(&role_fields(old)), None)));
                 }
             }
-            Change::AddBan(b) => out.push(Entry::new(kind::MEMBER_BAN_ADD, b.user_id.0)),
-            Change::RemoveBan { user: target, .. } => out.push(Entry::new(kind::MEMBER_BAN_REMOVE, target.0)),
+            Change::AddBan(b) => out.push(AuditNote::new(kind::MEMBER_BAN_ADD, b.user_id.0)),
+            Change::RemoveBan { user: target, .. } => out.push(AuditNote::new(kind::MEMBER_BAN_REMOVE, target.0)),
             Change::DeleteMessage { channel, .. } => {
                 if let Hint::MessageBy(author) = hint {
                     if author != user {
                         let o = json!({"channel_id": channel.0.to_string(), "count": "1"});
-                        out.push(Entry::new(kind::MESSAGE_DELETE, author.0).options(o));
+                        out.push(AuditNote::new(kind::MESSAGE_DELETE, author.0).options(o));
                     }
                 }
             }
             Change::DeleteMessages { channel, ids } => {
-                out.push(Entry::new(kind::MESSAGE_BULK_DELETE, channel.0).options(json!({"count": ids.len().to_string()})));
+                out.push(AuditNote::new(kind::MESSAGE_BULK_DELETE, channel.0).options(json!({"count": ids.len().to_string()})));
             }
             Change::PinMessage { channel, message, .. } | Change::UnpinMessage { channel, message } => {
                 let action = if matches!(c, Change::PinMessage { .. }) { kind::MESSAGE_PIN } else { kind::MESSAGE_UNPIN };
                 let target = if let Hint::MessageBy(a) = hint { Some(a.0) } else { None };
                 let o = json!({"channel_id": channel.0.to_string(), "message_id": message.0.to_string()});
-                out.push(Entry::new(action, target).options(o));
+                out.push(AuditNote::new(action, target).options(o));
             }
             Change::CreateEmoji(e) => {
-                out.push(Entry::new(kind::EMOJI_CREATE, e.id.0).with(vec![change("name", None, Some(e.name.clone().into()))]));
+                out.push(AuditNote::new(kind::EMOJI_CREATE, e.id.0).with(vec![AuditNote::change(
+                    "name",
+                    None,
+                    Some(e.name.clone().into()),
+                )]));
             }
             Change::UpdateEmoji(e) => {
                 let old = st.emojis.iter().find(|o| o.id == e.id);
                 if let Some(old) = old.filter(|o| o.name != e.name) {
-                    let d = vec![change("name", Some(old.name.clone().into()), Some(e.name.clone().into()))];
-                    out.push(Entry::new(kind::EMOJI_UPDATE, e.id.0).with(d));
+                    let d = vec![AuditNote::change("name", Some(old.name.clone().into()), Some(e.name.clone().into()))];
+                    out.push(AuditNote::new(kind::EMOJI_UPDATE, e.id.0).with(d));
                 }
             }
             Change::DeleteEmoji { id, .. } => {
                 let name = st.emojis.iter().find(|o| o.id == *id).map(|o| o.name.clone());
-                out.push(Entry::new(kind::EMOJI_DELETE, id.0).with(vec![change("name", name.map(Into::into), None)]));
+                out.push(AuditNote::new(kind::EMOJI_DELETE, id.0).with(vec![AuditNote::change("name", name.map(Into::into), None)]));
             }
             Change::CreateWebhook(w) => {
-                let d = vec![
-                    change("name", None, Some(w.name.clone().into())),
-                    change("type", None, Some(w.kind.into())),
-                    change("channel_id", None, Some(w.channel_id.0.to_string().into())),
-                ];
-                out.push(Entry::new(kind::WEBHOOK_CREATE, w.id.0).with(d));
+                let fields = [("name", w.name.clone().into()), ("type", w.kind.into()), ("channel_id", w.channel_id.0.to_string().into())];
+                out.push(AuditNote::new(kind::WEBHOOK_CREATE, w.id.0).with(AuditNote::diff(None, Some(&fields))));
             }
+            // The actor does not hold webhooks: the new values only.
             Change::UpdateWebhook(w) => {
-                let d = vec![
-                    change("name", None, Some(w.name.clone().into())),
-                    change("channel_id", None, Some(w.channel_id.0.to_string().into())),
-                ];
-                out.push(Entry::new(kind::WEBHOOK_UPDATE, w.id.0).with(d));
+                let fields = [("name", w.name.clone().into()), ("channel_id", w.channel_id.0.to_string().into())];
+                out.push(AuditNote::new(kind::WEBHOOK_UPDATE, w.id.0).with(AuditNote::diff(None, Some(&fields))));
             }
-            Change::DeleteWebhook(id) => out.push(Entry::new(kind::WEBHOOK_DELETE, id.0)),
+            Change::DeleteWebhook(id) => out.push(AuditNote::new(kind::WEBHOOK_DELETE, id.0)),
             Change::CreateThread { channel, thread, .. } => {
-                let d = vec![
-                    change("name", None, Some(channel.name.clone().into())),
-                    change("type", None, Some(channel.kind.into())),
-                    change("archived", None, Some(thread.archived.into())),
-                    change("locked", None, Some(thread.locked.into())),
-                    change("auto_archive_duration", None, Some(thread.auto_archive_duration.into())),
-                    change("rate_limit_per_user", None, Some(channel.rate_limit_per_user.into())),
-                    change("invitable", None, Some(thread.invitable.into())),
-                ];
-                out.push(Entry::new(kind::THREAD_CREATE, channel.id.0).with(d));
+                let mut fields = thread_fields(channel, thread);
+                fields.insert(1, ("type", channel.kind.into()));
+                out.push(AuditNote::new(kind::THREAD_CREATE, channel.id.0).with(AuditNote::diff(None, Some(&fields))));
             }
             Change::UpdateThread { channel, thread } => {
                 let Some(old) = st.threads.map.get(&channel.id) else { continue };
-                let fields = |c: &ChannelRecord, t: &store::ThreadRecord| {
-                    vec![
-                        ("name", c.name.clone().into()),
-                        ("archived", t.archived.into()),
-                        ("locked", t.locked.into()),
-                        ("auto_archive_duration", t.auto_archive_duration.into()),
-                        ("rate_limit_per_user", c.rate_limit_per_user.into()),
-                        ("invitable", t.invitable.into()),
-                    ]
-                };
-                let d = diff(Some(&fields(&old.channel, &old.meta)), Some(&fields(channel, thread)));
+                let d = AuditNote::diff(Some(&thread_fields(&old.channel, &old.meta)), Some(&thread_fields(channel, thread)));
                 if !d.is_empty() {
-                    out.push(Entry::new(kind::THREAD_UPDATE, channel.id.0).with(d));
+                    out.push(AuditNote::new(kind::THREAD_UPDATE, channel.id.0).with(d));
                 }
             }
             _ => {}
@@ -327,7 +270,7 @@ pub(crate) fn entries(st: &State, user: UserId, hint: Hint, changes: &[Change]) 
 
 /// CHANNEL_OVERWRITE_CREATE / UPDATE / DELETE between a channel's old and
 /// new overwrites.
-fn overwrites(st: &State, old: &ChannelRecord, new: &ChannelRecord, out: &mut Vec<Entry>) {
+fn overwrites(st: &State, old: &ChannelRecord, new: &ChannelRecord, out: &mut Vec<AuditNote>) {
     let options = |o: &OverwriteRecord| {
         let mut v = json!({"id": o.id.to_string(), "type": o.kind.to_string()});
         if o.kind == 0 {
@@ -347,16 +290,20 @@ fn overwrites(st: &State, old: &ChannelRecord, new: &ChannelRecord, out: &mut Ve
     };
     for n in &new.overwrites {
         match old.overwrites.iter().find(|o| o.id == n.id) {
-            None => out.push(Entry::new(kind::CHANNEL_OVERWRITE_CREATE, new.id.0).with(diff(None, Some(&fields(n)))).options(options(n))),
+            None => out.push(
+                AuditNote::new(kind::CHANNEL_OVERWRITE_CREATE, new.id.0).with(AuditNote::diff(None, Some(&fields(n)))).options(options(n)),
+            ),
             Some(o) if (o.allow, o.deny) != (n.allow, n.deny) => {
-                let d = diff(Some(&fields(o)[2..]), Some(&fields(n)[2..]));
-                out.push(Entry::new(kind::CHANNEL_OVERWRITE_UPDATE, new.id.0).with(d).options(options(n)));
+                let d = AuditNote::diff(Some(&fields(o)[2..]), Some(&fields(n)[2..]));
+                out.push(AuditNote::new(kind::CHANNEL_OVERWRITE_UPDATE, new.id.0).with(d).options(options(n)));
             }
             Some(_) => {}
         }
     }
     for o in old.overwrites.iter().filter(|o| !new.overwrites.iter().any(|n| n.id == o.id)) {
-        out.push(Entry::new(kind::CHANNEL_OVERWRITE_DELETE, new.id.0).with(diff(Some(&fields(o)), None)).options(options(o)));
+        out.push(
+            AuditNote::new(kind::CHANNEL_OVERWRITE_DELETE, new.id.0).with(AuditNote::diff(Some(&fields(o)), None)).options(options(o)),
+        );
     }
 }
 

@@ -35,15 +35,18 @@ impl Names {
         Names { set: keys.into_iter().collect() }
     }
 
-    pub fn add(&mut self, m: &MemberRecord, u: &UserRecord) {
-        for k in keys(m, u) {
-            self.set.insert((k, u.id));
+    /// A member changed: `before` as the index has them (`None`: new),
+    /// `after` as they are now (`None`: gone).
+    pub fn replace(&mut self, before: Option<(&MemberRecord, &UserRecord)>, after: Option<(&MemberRecord, &UserRecord)>) {
+        if let Some((m, u)) = before {
+            for k in keys(m, u) {
+                self.set.remove(&(k, u.id));
+            }
         }
-    }
-
-    pub fn remove(&mut self, m: &MemberRecord, u: &UserRecord) {
-        for k in keys(m, u) {
-            self.set.remove(&(k, u.id));
+        if let Some((m, u)) = after {
+            for k in keys(m, u) {
+                self.set.insert((k, u.id));
+            }
         }
     }
 
@@ -104,12 +107,11 @@ mod tests {
         assert_eq!(n.search("", 10).len(), 4, "the empty prefix matches everyone");
         // Bob's nickname changes: found by the new one only.
         let (m3, u3) = &people[2];
-        n.remove(m3, u3);
         let renamed = MemberRecord { nick: Some("Zed".into()), ..m3.clone() };
-        n.add(&renamed, u3);
+        n.replace(Some((m3, u3)), Some((&renamed, u3)));
         assert_eq!(n.search("zed", 10), vec![UserId(3)]);
         assert!(n.search("bobb", 10).is_empty());
-        n.remove(&renamed, u3);
+        n.replace(Some((&renamed, u3)), None);
         assert!(!n.search("al", 10).contains(&UserId(3)), "gone with the member");
     }
 }

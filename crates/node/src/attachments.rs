@@ -504,7 +504,7 @@ pub fn content_type_of(filename: &str, head: &[u8], declared: Option<String>) ->
     }
     match declared {
         Some(t) if !t.eq_ignore_ascii_case(OPAQUE) => Some(t),
-        d => guess_content_type(filename, head).map(str::to_string).or(d),
+        d => by_name(filename).map(str::to_string).or(d),
     }
 }
 
@@ -525,12 +525,8 @@ fn sniff(head: &[u8]) -> Option<&'static str> {
     None
 }
 
-/// A content type for a file sent without one (or as octet-stream), from
-/// what the file starts with, then from its name.
-pub fn guess_content_type(filename: &str, head: &[u8]) -> Option<&'static str> {
-    if let Some(t) = sniff(head) {
-        return Some(t);
-    }
+/// A content type from a file's name (its extension).
+fn by_name(filename: &str) -> Option<&'static str> {
     let ext = filename.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase())?;
     Some(match ext.as_str() {
         "txt" | "log" | "md" => "text/plain; charset=utf-8",

@@ -232,6 +232,49 @@ pub struct AuditNote {
     pub options: Option<Value>,
 }
 
+impl AuditNote {
+    pub fn new(action: u16, target: impl Into<Option<u64>>) -> AuditNote {
+        AuditNote { action, target: target.into(), changes: Vec::new(), options: None }
+    }
+
+    pub fn with(mut self, changes: Vec<Value>) -> AuditNote {
+        self.changes = changes;
+        self
+    }
+
+    pub fn options(mut self, o: Value) -> AuditNote {
+        self.options = Some(o);
+        self
+    }
+
+    /// One change: `key` with its value before (`None`: none) and after.
+    pub fn change(key: &str, old: Option<Value>, new: Option<Value>) -> Value {
+        let mut c = serde_json::Map::new();
+        c.insert("key".into(), key.into());
+        if let Some(o) = old {
+            c.insert("old_value".into(), o);
+        }
+        if let Some(n) = new {
+            c.insert("new_value".into(), n);
+        }
+        Value::Object(c)
+    }
+
+    /// The changes between two sets of fields: the keys whose values differ
+    /// (`None` on one side: created or deleted, every key with a value;
+    /// a null counts as no value).
+    pub fn diff(old: Option<&[(&str, Value)]>, new: Option<&[(&str, Value)]>) -> Vec<Value> {
+        let keys = old.or(new).map(|f| f.iter().map(|(k, _)| *k).collect::<Vec<_>>()).unwrap_or_default();
+        let get = |f: Option<&[(&str, Value)]>, k: &str| f.and_then(|f| f.iter().find(|(x, _)| *x == k)).map(|(_, v)| v.clone());
+        keys.into_iter()
+            .filter_map(|k| {
+                let (o, n) = (get(old, k).filter(|v| !v.is_null()), get(new, k).filter(|v| !v.is_null()));
+                (o != n).then(|| AuditNote::change(k, o, n))
+            })
+            .collect()
+    }
+}
+
 /// The actor's answer, as the REST handler turns it into a response.
 #[derive(Serialize, Deserialize)]
 pub enum OpReply {

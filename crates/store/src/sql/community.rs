@@ -32,11 +32,10 @@ impl<B: Backend> CommunityStore for B {
         let d = db.dialect();
         let (cond, args) = search_where(d, q);
         let mut count = query(format!("SELECT COUNT(*) FROM messages m WHERE {cond}"));
-        for a in args {
+        for a in args.iter().cloned() {
             count = count.bind(a);
         }
         let (total,): (i64,) = count.fetch_one(db).await?;
-        let (cond, args) = search_where(d, q);
         let n = args.len();
         let (by_id, best_first) = if q.ascending { ("ASC", "DESC") } else { ("DESC", "ASC") };
         // With terms, the text is parameter $2 (after the channels).
@@ -95,19 +94,23 @@ impl<B: Backend> CommunityStore for B {
     }
 }
 
-/// The full-text condition on `m` for `terms`, as each backend writes it,
-/// and its bound query text. Tokens are letters and digits only, so they
-/// need no escaping inside the quotes.
-fn text_match(d: Dialect, terms: &[Vec<String>], param: &str) -> (String, String) {
+/// The full-text query for `terms` in each backend's syntax (every word
+/// and phrase required). Tokens are letters and digits only, so they need
+/// no escaping inside the quotes.
+fn text_query(d: Dialect, terms: &[Vec<String>]) -> String {
     match d {
-        Dialect::Sqlite => (
-            format!("m.id IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH {param})"),
-            terms.iter().map(|p| format!("\"{}\"", p.join(" "))).collect::<Vec<_>>().join(" "),
-        ),
-        Dialect::Postgres => (
-            format!("m.search @@ to_tsquery('simple', {param})"),
-            terms.iter().map(|p| p.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(" <-> ")).collect::<Vec<_>>().join(" & "),
-        ),
+        Dialect::Sqlite => terms.iter().map(|p| format!("\"{}\"", p.join(" "))).collect::<Vec<_>>().join(" "),
+        Dialect::Postgres => {
+            terms.iter().map(|p| p.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(" <-> ")).collect::<Vec<_>>().join(" & ")
+        }
+    }
+}
+
+/// The full-text condition on `m`, the query bound as `param`.
+fn text_match(d: Dialect, param: &str) -> String {
+    match d {
+        Dialect::Sqlite => format!("m.id IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH {param})"),
+        Dialect::Postgres => format!("m.search @@ to_tsquery('simple', {param})"),
     }
 }
 
@@ -152,9 +155,8 @@ fn search_where<'q>(d: Dialect, q: &'q SearchQuery) -> (String, Vec<Arg<'q>>) {
     let p = param(q.channels.iter().map(|&c| i(c)).collect::<Vec<_>>().into(), &mut args);
     conds.push(format!("m.channel_id {}", d.in_ids(&p)));
     if !q.terms.is_empty() {
-        let (_, text) = text_match(d, &q.terms, "");
-        let p = param(text.into(), &mut args);
-        conds.push(text_match(d, &q.terms, &p).0);
+        let p = param(text_query(d, &q.terms).into(), &mut args);
+        conds.push(text_match(d, &p));
     }
     if !q.authors.is_empty() {
         let p = param(q.authors.iter().map(|&u| i(u)).collect::<Vec<_>>().into(), &mut args);

@@ -48,6 +48,7 @@ impl<T> FromDbRow for T where T: for<'r> FromRow<'r, SqliteRow> + for<'r> FromRo
 
 /// A bound value. A NULL keeps its type: PostgreSQL checks it against the
 /// column's.
+#[derive(Clone)]
 pub(crate) enum Arg<'q> {
     Int(Option<i64>),
     Bool(bool),
