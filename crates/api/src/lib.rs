@@ -25,6 +25,7 @@ pub mod openapi;
 pub mod pins;
 pub mod ratelimit;
 pub mod reactions;
+pub mod read_states;
 pub mod roles;
 pub mod search;
 pub mod shapes;
@@ -471,6 +472,13 @@ pub fn api_table() -> Api {
             "/channels/{channel_id}/messages/{message_id}",
             messages::delete,
             op("deleteMessage", "Messages", "Deletes a message (its author, or MANAGE_MESSAGES).").no_content(),
+        )
+        .post(
+            "/channels/{channel_id}/messages/{message_id}/ack",
+            read_states::ack,
+            op("ackMessage", "Read states", "Marks the channel read up to the message (any channel the caller sees); MESSAGE_ACK to the caller's sessions.")
+                .body::<read_states::AckBody>()
+                .ok::<shapes::AckToken>(),
         )
         .post(
             "/channels/{channel_id}/typing",

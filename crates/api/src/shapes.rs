@@ -368,3 +368,9 @@ pub struct SearchResults {
     analytics_id: String,
     doing_deep_historical_index: bool,
 }
+
+/// The answer to an ack: `{"token": null}`, as Discord's.
+#[derive(Serialize, JsonSchema)]
+pub struct AckToken {
+    pub token: Option<String>,
+}

@@ -44,6 +44,7 @@ pub struct Config {
     pub attachments: AttachmentsConfig,
     pub threads: ThreadsConfig,
     pub audit: AuditConfig,
+    pub read_states: ReadStatesConfig,
     pub http: HttpConfig,
     pub auth: AuthConfig,
     pub oauth2: OAuth2Config,
@@ -265,6 +266,24 @@ impl Default for AuditConfig {
     }
 }
 
+/// Read states (`[read_states]`): acks and mention counts, written by each
+/// node's read-state writer in batches.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReadStatesConfig {
+    /// Writes waiting for the writer; beyond it an ack is 503 and a mention
+    /// count is dropped (logged).
+    pub queue: usize,
+    /// Most writes one transaction carries.
+    pub batch_max: usize,
+}
+
+impl Default for ReadStatesConfig {
+    fn default() -> Self {
+        Self { queue: 65_536, batch_max: 2_048 }
+    }
+}
+
 /// Timings and bounds of a cluster (used only with `nats`).
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
@@ -463,6 +482,7 @@ impl Default for Config {
             attachments: AttachmentsConfig::default(),
             threads: ThreadsConfig::default(),
             audit: AuditConfig::default(),
+            read_states: ReadStatesConfig::default(),
             http: HttpConfig::default(),
             auth: AuthConfig::default(),
             oauth2: OAuth2Config::default(),
@@ -734,6 +754,8 @@ impl Config {
             || self.limits.guild_mailbox_capacity == 0
             || self.limits.write_queue == 0
             || self.limits.write_batch_max == 0
+            || self.read_states.queue == 0
+            || self.read_states.batch_max == 0
         {
             return bad("queue bounds must be positive");
         }

@@ -233,6 +233,18 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
     } else {
         Vec::new()
     };
+    // People's clients get their read states (bots have none).
+    let read_state = if user.bot {
+        None
+    } else {
+        match node.read_state_lookups.get(user.id).await {
+            Ok(states) => Some(node::read_states::ready_json(&states.unwrap_or_default(), node::auth::now_ms())),
+            Err(e) => {
+                tracing::error!(error = %e, "identify: read state lookup failed");
+                return Err(CloseCode::UnknownError);
+            }
+        }
+    };
     let session_id = new_session_id(node.id);
     let mut ready = json!({
         "v": 10,
@@ -255,6 +267,9 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
     }
     if let Some(shard) = ident.shard {
         ready["shard"] = json!(shard);
+    }
+    if let Some(r) = read_state {
+        ready["read_state"] = r;
     }
     // The session subscribes to its DMs' actors as to its guilds.
     let mut actors: Vec<ActorKey> = guilds.iter().map(|&g| ActorKey::guild(g)).collect();

@@ -71,6 +71,8 @@ impl Fenced for GuildActor {
     fn committed(&mut self, st: &mut State, done: Done<Self::Then>) -> bool {
         match done {
             Done::Message { message, body, reply } => {
+                let pinged = st.pinged(&message);
+                self.core.node.read_states.mentioned(message.channel_id, message.id, pinged);
                 self.fan_out_message(st, "MESSAGE_CREATE", message, &body);
                 self.core.node.guilds.reply(reply, PostReply::ok_bytes(&body));
             }
@@ -253,6 +255,17 @@ impl GuildActor {
         }
         let Some((member, author)) = st.members.get(&p.author) else { return self.refuse(reply, PostReply::MissingAccess) };
         let (mentions, mention_members) = st.mentioned(&p.mentions);
+        let may_ping_all = bits & permission::MENTION_EVERYONE != 0;
+        let mut extra = p.extra;
+        let roles = role_mentions(&p.content, &st.roles, may_ping_all);
+        if !roles.is_empty() {
+            if extra.is_null() {
+                extra = json!({});
+            }
+            if let Some(o) = extra.as_object_mut() {
+                o.insert("mention_roles".into(), json!(roles));
+            }
+        }
         let rec = MessageRecord {
             id: self.core.node.ids.next().into(),
             channel_id: p.channel,
@@ -262,10 +275,10 @@ impl GuildActor {
             kind: if p.reference.is_some() { 19 } else { 0 },
             flags: p.flags,
             tts: p.tts,
-            mention_everyone: p.content.contains("@everyone") && bits & permission::MENTION_EVERYONE != 0,
+            mention_everyone: may_ping_all && (p.content.contains("@everyone") || p.content.contains("@here")),
             mentions: mentions.iter().map(|u| u.id).collect(),
             reference: p.reference.as_ref().and_then(|r| serde_json::to_value(r).ok()),
-            extra: p.extra,
+            extra,
             content: p.content,
         };
         let mut message = convert::message(&rec, author, &mentions, Some(convert::member(member, None)));
@@ -744,7 +757,54 @@ impl GuildActor {
     }
 }
 
+/// The roles `<@&id>` in `content` mentions: those of this guild that are
+/// mentionable, or any of them for an author who may mention everyone.
+fn role_mentions(content: &str, roles: &[RoleRecord], may_ping_all: bool) -> Vec<protocol::RoleId> {
+    let mut found = Vec::new();
+    for part in content.split("<@&").skip(1) {
+        let Some(id) = part.split('>').next().and_then(|d| d.parse::<u64>().ok()) else { continue };
+        if let Some(r) = roles.iter().find(|r| r.id.0 == id && r.bot_id.is_none() && (r.mentionable || may_ping_all)) {
+            if !found.contains(&r.id) {
+                found.push(r.id);
+            }
+        }
+    }
+    found
+}
+
 impl State {
+    /// Who a new message counts as a mention for (read states): the
+    /// members it names, those holding a role it mentions, everyone
+    /// (`@everyone`) or everyone online (`@here`); never its author, and
+    /// only those who may see its channel.
+    pub(super) fn pinged(&self, m: &model::Message) -> Vec<UserId> {
+        let here_only = m.mention_everyone && !m.content.contains("@everyone");
+        let mut who: Vec<UserId> = if m.mention_everyone {
+            self.members.keys().filter(|u| !here_only || self.online.contains_key(u)).copied().collect()
+        } else {
+            let mut v: Vec<UserId> = m.mentions.iter().map(|u| u.id).filter(|u| self.members.contains_key(u)).collect();
+            if !m.mention_roles.is_empty() {
+                v.extend(
+                    self.members.values().filter(|(mm, _)| mm.roles.iter().any(|r| m.mention_roles.contains(r))).map(|(mm, _)| mm.user_id),
+                );
+                v.sort_unstable();
+                v.dedup();
+            }
+            v
+        };
+        who.retain(|u| *u != m.author.id);
+        if who.is_empty() {
+            return who;
+        }
+        // A channel everyone may see needs no check per member.
+        let open =
+            self.channels.iter().find(|c| c.id == m.channel_id).is_some_and(|c| perm::everyone_can_view(self.guild.id, &self.roles, c));
+        if !open {
+            who.retain(|u| self.bits_in(m.channel_id, *u).is_some_and(|b| b != 0));
+        }
+        who
+    }
+
     /// The members among `ids` (others are left out, as Discord does):
     /// their users for the message, their partial members for its events.
     pub(super) fn mentioned(&self, ids: &[UserId]) -> (Vec<UserRecord>, Vec<protocol::model::Member>) {

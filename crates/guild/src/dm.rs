@@ -261,6 +261,8 @@ impl DmActor {
                 }
             }
             _ if !recipient => refuse(&self.core.node, OpReply::forbidden(ErrorCode::MissingAccess)),
+            // A recipient may mark the DM read.
+            Action::Message(MessageAction::Ack { .. }) => refuse(&self.core.node, OpReply::no_content()),
             Action::Message(MessageAction::Typing { .. }) => {
                 let body = encode(&json!({ "channel_id": self.id, "user_id": user, "timestamp": now_ms() / 1000 }));
                 self.publish(FanEvent::new("TYPING_START", body, Filter::Intent(Intents::DIRECT_MESSAGE_TYPING)), None);
@@ -468,6 +470,9 @@ impl Fenced for DmActor {
     fn committed(&mut self, st: &mut DmState, done: Done<Then>) -> bool {
         match done {
             Done::Message { message, body, reply } => {
+                // Every message of a DM counts as a mention for the others.
+                let others: Vec<UserId> = st.dm.recipients.iter().map(|u| u.id).filter(|u| *u != message.author.id).collect();
+                self.core.node.read_states.mentioned(message.channel_id, message.id, others);
                 self.message_created(st, message, &body);
                 self.core.node.guilds.reply(reply, PostReply::ok_bytes(&body));
             }

@@ -139,6 +139,18 @@ impl State {
         bits
     }
 
+    /// `user`'s bits in `channel`, a channel or a thread of this guild
+    /// (`None`: no such channel; 0: they may not see it).
+    pub(crate) fn bits_in(&self, channel: ChannelId, user: UserId) -> Option<u64> {
+        if let Some(t) = self.threads.get(channel) {
+            return Some(self.thread_bits(t, user));
+        }
+        let c = self.channels.iter().find(|c| c.id == channel)?;
+        let Some((m, _)) = self.members.get(&user) else { return Some(0) };
+        let bits = perm::in_channel(perm::base(self.guild.id, self.guild.owner_id, &self.roles, m), self.guild.id, m, c);
+        Some(if bits & permission::VIEW_CHANNEL == 0 { 0 } else { bits })
+    }
+
     /// The parent channel of thread `id` (for a message's permission check).
     pub(crate) fn thread_parent(&self, id: ChannelId) -> Option<&ChannelRecord> {
         let p = self.threads.get(id)?.channel.parent_id?;

@@ -157,6 +157,14 @@ pub fn dm_lookups(store: Arc<dyn store::Store>) -> Batcher<UserId, Vec<DmChannel
     })
 }
 
+/// READY's `read_state` for IDENTIFYs arriving together, in one statement.
+pub fn read_state_lookups(store: Arc<dyn store::Store>) -> Batcher<UserId, Vec<store::ReadState>> {
+    Batcher::start(DM_LOOKUP_BATCH, move |users: Vec<UserId>| {
+        let store = store.clone();
+        async move { store.read_states_of(&users).await.map_err(BatchError::from) }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,6 +14,7 @@ pub mod lookups;
 pub mod perm;
 pub mod presence;
 pub mod ratelimit;
+pub mod read_states;
 pub mod route;
 pub mod signing;
 pub mod users;
@@ -78,6 +79,10 @@ pub struct Node {
     pub guild_loads: Batcher<GuildId, GuildSnapshot>,
     /// READY's DM channels, batched with concurrent IDENTIFYs (see `batch`).
     pub dm_lookups: Batcher<protocol::UserId, Vec<store::DmChannel>>,
+    /// READY's `read_state` (people only), batched the same way.
+    pub read_state_lookups: Batcher<protocol::UserId, Vec<store::ReadState>>,
+    /// Acks and mention counts, written in batches (see `read_states`).
+    pub read_states: crate::read_states::ReadStates,
     /// Bounds IDENTIFYs in flight; `try_acquire` or the client gets op 9 `d:true`.
     pub identify_permits: Semaphore,
     /// Live gateway sockets of this process (see `limits.max_gateway_connections`).
@@ -104,6 +109,8 @@ pub enum Notice {
     ForgetTokens(Vec<String>),
     /// A user's own account changed: USER_UPDATE to every session of theirs.
     UserUpdate { user: protocol::UserId, body: Box<serde_json::value::RawValue> },
+    /// A user read a channel: MESSAGE_ACK to every session of theirs.
+    MessageAck { user: protocol::UserId, body: Box<serde_json::value::RawValue> },
 }
 
 impl Notice {
@@ -158,6 +165,8 @@ impl Node {
                 identify_lookups: batch::identify_lookups(store.clone()),
                 guild_loads: batch::guild_loads(store.clone()),
                 dm_lookups: crate::batch::dm_lookups(store.clone()),
+                read_state_lookups: crate::batch::read_state_lookups(store.clone()),
+                read_states: crate::read_states::ReadStates::start(store.clone(), config.read_states.queue, config.read_states.batch_max),
                 guild_claims: batch::guild_claims(store.clone(), config.node_id),
                 writer: crate::group_commit::Writer::start(store.clone(), config.limits.write_queue, config.limits.write_batch_max),
                 channel_actors: Default::default(),
@@ -210,12 +219,20 @@ impl Node {
                     hashes.iter().filter_map(|h| hex::decode(h).ok().and_then(|b| <[u8; 32]>::try_from(b).ok())).collect();
                 self.auth.forget(&hashes);
             }
-            Notice::UserUpdate { user, body } => {
-                let body = bytes::Bytes::copy_from_slice(body.get().as_bytes());
-                for s in self.sessions.of_user(*user) {
-                    self.delivery.one(s, fanout::Dispatch { name: "USER_UPDATE", body: body.clone() });
-                }
-            }
+            Notice::UserUpdate { user, body } => self.to_user(*user, "USER_UPDATE", body),
+            Notice::MessageAck { user, body } => self.to_user(*user, "MESSAGE_ACK", body),
+        }
+    }
+
+    /// `name` with `body` to every session of `user` on this node.
+    fn to_user(&self, user: protocol::UserId, name: &'static str, body: &serde_json::value::RawValue) {
+        let sessions = self.sessions.of_user(user);
+        if sessions.is_empty() {
+            return;
+        }
+        let body = bytes::Bytes::copy_from_slice(body.get().as_bytes());
+        for s in sessions {
+            self.delivery.one(s, fanout::Dispatch { name, body: body.clone() });
         }
     }
 

@@ -1,5 +1,5 @@
-//! What a community needs beyond chat: the audit log (migration 0011) and
-//! message search (0012).
+//! What a community needs beyond chat: the audit log (migration 0011),
+//! message search (0012) and read states (0013).
 //!
 //! Both backends run the same SQL for them (`sql/community.rs`), but for
 //! the full-text match: SQLite's FTS5 table, PostgreSQL's `tsvector`
@@ -88,4 +88,35 @@ pub trait CommunityStore: Send + Sync {
     /// Deletes entries with ids below `before` (older than the retention);
     /// how many went.
     async fn prune_audit_log(&self, before: Snowflake) -> Result<u64>;
+    /// Every read state of each of `users` (READY's `read_state`), from
+    /// IDENTIFY's own reader; a user without any is left out.
+    async fn read_states_of(&self, users: &[UserId]) -> Result<Vec<(UserId, Vec<ReadState>)>>;
+    /// Applies `writes` in order, in one transaction. A write naming a
+    /// channel that no longer exists is skipped.
+    async fn write_read_states(&self, writes: &[ReadStateWrite]) -> Result<()>;
+}
+
+/// Where one person is in one channel.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReadState {
+    pub channel_id: ChannelId,
+    /// The last message read (0: none).
+    pub last_message_id: MessageId,
+    /// Mentions of the person after it.
+    pub mention_count: u32,
+    /// Milliseconds since the epoch of the last pin they saw, if any.
+    pub last_pin_timestamp: Option<u64>,
+}
+
+/// A change to read states.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ReadStateWrite {
+    /// `user` read `channel` up to `message`, with `mention_count` mentions
+    /// still unread after it (0 for a plain ack). An ack of an older message
+    /// than the one recorded changes nothing unless `manual` (a person
+    /// marking a message unread).
+    Ack { user: UserId, channel: ChannelId, message: MessageId, mention_count: u32, manual: bool },
+    /// `message` in `channel` mentions each of `users`: one more mention
+    /// for each who has not read past it.
+    Mention { channel: ChannelId, message: MessageId, users: Vec<UserId> },
 }

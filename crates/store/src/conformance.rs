@@ -13,6 +13,7 @@ mod dms;
 mod emojis;
 mod pins;
 mod reactions;
+mod read_states;
 mod roles;
 mod search;
 mod threads;
@@ -88,6 +89,7 @@ pub async fn run_all(s: &dyn Store) {
     commands::commands(s).await;
     audit::audit_log(s).await;
     search::search(s).await;
+    read_states::read_states(s).await;
     invites(s).await;
     // Tokens, passwords, OAuth2, managed roles, session starts:
     accounts::run(s).await;

@@ -27,6 +27,11 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MessageAct
                 OpReply::no_content()
             }))
         }
+        MessageAction::Ack { channel } => match st.bits_in(channel, user) {
+            None => Err(OpReply::not_found(ErrorCode::UnknownChannel)),
+            Some(0) => Err(OpReply::forbidden(ErrorCode::MissingAccess)),
+            Some(_) => Ok(Plan::now(|_, _| OpReply::no_content())),
+        },
         MessageAction::Edit { message, referenced, pinned } => {
             let c = st.channel(message.channel_id)?;
             caller.view(st, c)?;

@@ -94,6 +94,10 @@ impl<T> From<Option<T>> for Set<T> {
 pub enum MessageAction {
     /// TYPING_START in a channel (SEND_MESSAGES).
     Typing { channel: ChannelId },
+    /// May the caller mark `channel` read (they can see it: a guild
+    /// channel they may view, a thread they may see, a DM of theirs)?
+    /// Answered 204; the ack itself is written by the node.
+    Ack { channel: ChannelId },
     /// The author edits a message: `message` is its row with the edit
     /// applied (content, embeds, `edited_at`; `mentions` as parsed from the
     /// content: the actor keeps the members among them).

@@ -182,6 +182,8 @@ const ROWS: &[Row] = &[
     row("PATCH", "/channels/{channel_id}/messages/{message_id}", ANY, "ok 50005 50005 50001 50005 401 401"),
     row("DELETE", "/channels/{channel_id}/messages/{message_id}", p::MANAGE_MESSAGES, NEEDS_PERM),
     row("POST", "/channels/{channel_id}/typing", p::SEND_MESSAGES, NEEDS_PERM),
+    // Read states: anyone who sees the channel marks it read.
+    row("POST", "/channels/{channel_id}/messages/{message_id}/ack", ANY, ANY_MEMBER),
     row("POST", "/channels/{channel_id}/invites", p::CREATE_INSTANT_INVITE, NEEDS_PERM),
     row("GET", "/invites/{code}", ANY, PUBLIC),
     row("POST", "/invites/{code}", ANY, "ok ok ok ok 20001 401 401"),

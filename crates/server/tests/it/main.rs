@@ -12,6 +12,7 @@ mod member_list;
 mod openapi;
 mod postgres;
 mod reactions;
+mod read_states;
 mod rest;
 mod roles;
 mod search;

@@ -2,12 +2,12 @@
 //! search.
 
 use async_trait::async_trait;
-use protocol::{GuildId, Snowflake, UserId};
+use protocol::{ChannelId, GuildId, MessageId, Snowflake, UserId};
 
 use super::query::Arg;
 use super::rows::{qualified, MessageRow, MESSAGE_COLS};
 use super::{i, query, Backend, Dialect, Tx};
-use crate::community::{AuditQuery, AuditRecord, CommunityStore, Has, SearchQuery};
+use crate::community::{AuditQuery, AuditRecord, CommunityStore, Has, ReadState, ReadStateWrite, SearchQuery};
 use crate::{MessageRecord, Result};
 
 /// Writes one entry (inside the transaction of the change it records).
@@ -91,6 +91,90 @@ impl<B: Backend> CommunityStore for B {
 
     async fn prune_audit_log(&self, before: Snowflake) -> Result<u64> {
         query("DELETE FROM audit_log WHERE id < $1").bind(before).execute(self.writer()).await
+    }
+
+    async fn read_states_of(&self, users: &[UserId]) -> Result<Vec<(UserId, Vec<ReadState>)>> {
+        if users.is_empty() {
+            return Ok(Vec::new());
+        }
+        // READY's reads: IDENTIFY's own reader.
+        let db = self.lookup();
+        let ids: Vec<i64> = users.iter().map(|&u| i(u)).collect();
+        let sql = format!(
+            "SELECT user_id, channel_id, last_message_id, mention_count, last_pin_timestamp FROM read_states
+             WHERE user_id {} ORDER BY user_id, channel_id",
+            db.dialect().in_ids("$1")
+        );
+        let rows: Vec<(i64, i64, i64, i64, Option<i64>)> = query(sql).bind(&ids[..]).fetch_all(db).await?;
+        let mut out: Vec<(UserId, Vec<ReadState>)> = Vec::new();
+        for (u, c, m, n, pin) in rows {
+            let (user, state) = (
+                UserId(u as u64),
+                ReadState {
+                    channel_id: ChannelId(c as u64),
+                    last_message_id: MessageId(m as u64),
+                    mention_count: n.clamp(0, u32::MAX as i64) as u32,
+                    last_pin_timestamp: pin.map(|p| p as u64),
+                },
+            );
+            match out.last_mut() {
+                Some((x, v)) if *x == user => v.push(state),
+                _ => out.push((user, vec![state])),
+            }
+        }
+        Ok(out)
+    }
+
+    async fn write_read_states(&self, writes: &[ReadStateWrite]) -> Result<()> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.writer().begin().await?;
+        let each = match tx.dialect() {
+            Dialect::Sqlite => "SELECT value AS id FROM json_each($1)",
+            Dialect::Postgres => "SELECT unnest($1::bigint[]) AS id",
+        };
+        for w in writes {
+            match w {
+                // The channel must still exist (a row of a deleted channel
+                // would fail the batch on its foreign key). An older
+                // message moves the mark back only when asked to.
+                ReadStateWrite::Ack { user, channel, message, mention_count, manual } => {
+                    query(
+                        "INSERT INTO read_states (user_id, channel_id, last_message_id, mention_count)
+                         SELECT $1, id, $3, $4 FROM channels WHERE id = $2
+                         ON CONFLICT (user_id, channel_id) DO UPDATE
+                           SET last_message_id = excluded.last_message_id, mention_count = excluded.mention_count
+                           WHERE $5 OR read_states.last_message_id <= excluded.last_message_id",
+                    )
+                    .bind(*user)
+                    .bind(*channel)
+                    .bind(*message)
+                    .bind(*mention_count)
+                    .bind(*manual)
+                    .execute(&mut tx)
+                    .await?;
+                }
+                // One statement for every person mentioned (an @everyone
+                // of a large guild is one statement, not one per member).
+                ReadStateWrite::Mention { channel, message, users } => {
+                    let ids: Vec<i64> = users.iter().map(|&u| i(u)).collect();
+                    query(format!(
+                        "INSERT INTO read_states (user_id, channel_id, last_message_id, mention_count)
+                         SELECT u.id, $2, 0, 1 FROM ({each}) AS u WHERE EXISTS (SELECT 1 FROM channels WHERE id = $2)
+                         ON CONFLICT (user_id, channel_id) DO UPDATE
+                           SET mention_count = read_states.mention_count + 1
+                           WHERE read_states.last_message_id < $3"
+                    ))
+                    .bind(&ids[..])
+                    .bind(*channel)
+                    .bind(*message)
+                    .execute(&mut tx)
+                    .await?;
+                }
+            }
+        }
+        tx.commit().await
     }
 }
 
