@@ -59,8 +59,9 @@ ack = common + """
 request = function()
   n = n + 1
   local p = pairs_[(n % #pairs_) + 1]
-  -- A new message id each time (a snowflake-sized number), so each ack moves the mark.
-  local mid = 1500000000000000000 + n
+  -- A new message id each time (a snowflake-sized number, built as text:
+  -- LuaJIT's numbers are doubles), so each ack moves the mark.
+  local mid = "1500000" .. string.format("%012d", n)
   return wrk.format("POST", "/api/v10/channels/" .. p[2] .. "/messages/" .. mid .. "/ack",
     {["Authorization"] = p[1], ["Content-Type"] = "application/json"}, '{"token":null}')
 end
