@@ -81,6 +81,9 @@ pub struct SearchFixture {
     pub queries: Vec<SearchQuery>,
 }
 
+/// A query kind's name, URL parameters and what it asks, for one variant.
+type Kind = (&'static str, Vec<(&'static str, String)>, Want);
+
 /// What a query asks of a message, for counting.
 #[derive(Clone, Debug)]
 struct Want {
@@ -186,7 +189,7 @@ impl MessageGen {
             let channel = g.channels[v % g.channels.len()];
             let linked = 100 + v as u16;
             let w = |r: u16| g.words[r as usize].clone();
-            let kinds: [(&'static str, Vec<(&'static str, String)>, Want); 7] = [
+            let kinds: [Kind; 7] = [
                 ("common_word", vec![("content", w(common))], Want { words: vec![common], ..plain.clone() }),
                 ("medium_word", vec![("content", w(medium))], Want { words: vec![medium], ..plain.clone() }),
                 ("rare_word", vec![("content", w(rare))], Want { words: vec![rare], ..plain.clone() }),
