@@ -9,10 +9,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::common::*;
-
-#[path = "../../../store/tests/support/scratch.rs"]
-mod scratch;
-use scratch::with_scratch;
+use crate::postgres::scratch::with_scratch;
 
 /// Seeds into `data_dir` (or `database`), serves it, and checks every query.
 async fn seed_and_search(data_dir: &Path, database: Option<String>) {
