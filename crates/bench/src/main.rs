@@ -10,7 +10,7 @@
 //! - [`wire`]: the JSON-lines protocol between coordinator and workers.
 //! - [`fleet`]: the coordinator's handle on its workers; merging, sampling.
 //! - [`scenario`]: connect, chat, broadcast, storm, capacity; [`slow`]: slow consumers;
-//!   [`ingest`]: the write path at full speed.
+//!   [`ingest`]: the write path at full speed; [`search`]: message search latency.
 //! - [`report`]: JSON, Markdown and PNG output (`plot` redraws a report's
 //!   PNGs); [`progress`]: live output; [`procfs`]: server RSS, CPU, socket queues.
 //! - [`setup`]: builds a fixture through REST; [`fixture`]: its format.
@@ -28,6 +28,7 @@ mod progress;
 mod report;
 mod rest;
 mod scenario;
+mod search;
 mod session;
 mod setup;
 mod slow;
@@ -73,6 +74,9 @@ enum Cmd {
     /// Slash commands at full speed: people invoke, a trivial bot answers
     /// (type 4), readers receive; interactions/s and the latencies of both legs.
     Interactions(interactions::InteractionsArgs),
+    /// Message search latency per query kind (a word, a rare word, a phrase,
+    /// filtered queries) over the messages of a `throng seed --messages` fixture.
+    Search(search::SearchArgs),
     /// After an `ingest --kill-after` run and a restart: every acknowledged
     /// message is in history.
     HistoryCheck(ingest::HistoryCheckArgs),
@@ -91,6 +95,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Setup(a) => runtime().and_then(|rt| rt.block_on(setup::run(a))).map(|()| 0),
         Cmd::Ingest(a) => runtime().and_then(|rt| rt.block_on(ingest::run(a))).map(|()| 0),
         Cmd::Interactions(a) => runtime().and_then(|rt| rt.block_on(interactions::run(a))).map(|()| 0),
+        Cmd::Search(a) => runtime().and_then(|rt| rt.block_on(search::run(a))).map(|()| 0),
         Cmd::HistoryCheck(a) => runtime().and_then(|rt| rt.block_on(ingest::history_check(a))).map(|()| 0),
         Cmd::Connect(a) => run(Scenario::Connect, a),
         Cmd::Chat(a) => run(Scenario::Chat, a),

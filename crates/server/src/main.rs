@@ -94,6 +94,12 @@ enum Cmd {
         /// guild, in the fixture as `bot` (for `throng-bench interactions`).
         #[arg(long)]
         bot: Option<String>,
+        /// Also N messages, all in one guild (the huge one with
+        /// --huge-guild-members, else the first), spread over its channels
+        /// and members, with the search benchmark's queries in the fixture
+        /// (`throng-bench search`; see server::seed::messages).
+        #[arg(long, default_value_t = 0)]
+        messages: u64,
         /// Where to write the fixture JSON.
         #[arg(long)]
         out: PathBuf,
@@ -198,7 +204,19 @@ async fn main() -> anyhow::Result<()> {
             tracing::info!("shutting down: sending RECONNECT to sessions");
             server.shutdown().await;
         }
-        Cmd::Seed { common, users, guilds, memberships_per_user, huge_guild_members, channels_per_guild, rng_seed, pairs, bot, out } => {
+        Cmd::Seed {
+            common,
+            users,
+            guilds,
+            memberships_per_user,
+            huge_guild_members,
+            channels_per_guild,
+            rng_seed,
+            pairs,
+            bot,
+            messages,
+            out,
+        } => {
             if guilds == 0 && huge_guild_members == 0 && !pairs {
                 anyhow::bail!("--guilds must be at least 1 (or give --huge-guild-members)");
             }
@@ -226,6 +244,32 @@ async fn main() -> anyhow::Result<()> {
                     store.add_member(&m).await.context("adding the bot")?;
                 }
                 fixture.bot = Some(server::seed::FixtureBot { id: user.id, token, application_id: user.id });
+            }
+            if messages > 0 {
+                let g = fixture.guilds.iter().find(|g| g.huge).or(fixture.guilds.first()).context("no guild for the messages")?;
+                anyhow::ensure!(!g.member_ids.is_empty(), "the messages' guild {} has no members", g.id);
+                let mut gen = server::seed::messages::MessageGen::new(
+                    g.id,
+                    g.channel_ids.clone(),
+                    g.member_ids.clone(),
+                    messages,
+                    node::auth::now_ms(),
+                    c.worker_id,
+                    rng_seed,
+                );
+                let began = std::time::Instant::now();
+                let mut shown = 0;
+                let search = server::seed::messages::load(&*store, &mut gen, |n| {
+                    if n >= shown + 1_000_000 || n == messages {
+                        shown = n;
+                        let s = began.elapsed().as_secs_f64();
+                        eprintln!("{n} messages in {s:.0} s ({:.0}/s)", n as f64 / s);
+                    }
+                })
+                .await
+                .context("inserting messages")?;
+                println!("seeded {messages} messages in {:.1} s", began.elapsed().as_secs_f64());
+                fixture.search = Some(search);
             }
             let file = std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?;
             serde_json::to_writer(std::io::BufWriter::new(file), &fixture).context("writing the fixture")?;

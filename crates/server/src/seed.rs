@@ -4,7 +4,10 @@
 //!
 //! Fixture shape (other tools read it; extra keys allowed):
 //! `{"users":[{"id","token"}],"guilds":[{"id","channel_ids":[...],"member_ids":[...]}]}`,
-//! and with `--bot` a `"bot":{"id","token","application_id"}` in every guild.
+//! and with `--bot` a `"bot":{"id","token","application_id"}` in every guild;
+//! with `--messages N`, a `"search"` object ([`messages`]).
+
+pub mod messages;
 
 use std::collections::HashSet;
 
@@ -51,6 +54,9 @@ pub struct Fixture {
     pub guilds: Vec<FixtureGuild>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bot: Option<FixtureBot>,
+    /// The guild holding `--messages` and the search benchmark's queries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub search: Option<messages::SearchFixture>,
 }
 
 /// A bot (with its application) that is a member of every guild.
@@ -66,7 +72,7 @@ pub fn build(spec: &SeedSpec, ids: &SnowflakeGen) -> (BulkLoad, Fixture) {
     let mut rng = StdRng::seed_from_u64(spec.rng_seed);
     let now = now_ms();
     let mut load = BulkLoad::default();
-    let mut fixture = Fixture { users: Vec::with_capacity(spec.users), guilds: Vec::new(), bot: None };
+    let mut fixture = Fixture { users: Vec::with_capacity(spec.users), guilds: Vec::new(), bot: None, search: None };
     for n in 0..spec.users {
         let id = UserId::from(ids.next());
         let (token, hash) = new_token(id);

@@ -113,9 +113,14 @@ async fn bulk(s: &dyn Store) {
         .iter()
         .map(|u| MemberRecord { guild_id: GuildId(9_000), user_id: u.id, nick: None, roles: vec![], joined_at: 1, flags: 0 })
         .collect();
-    s.bulk_load(&BulkLoad { users: users.clone(), tokens, guilds: vec![NewGuild { guild: g, roles: vec![], channels: vec![], members }] })
-        .await
-        .unwrap();
+    s.bulk_load(&BulkLoad {
+        users: users.clone(),
+        tokens,
+        guilds: vec![NewGuild { guild: g, roles: vec![], channels: vec![], members }],
+        messages: vec![],
+    })
+    .await
+    .unwrap();
     assert_eq!(load_one(s, 9_000).await.unwrap().members.len(), 5000);
     assert_eq!(s.user_by_token(&[(10_000u64 % 251) as u8; 32]).await.unwrap().unwrap().id, UserId(10_000));
     assert_eq!(s.guilds_of_user(UserId(14_999)).await.unwrap(), vec![GuildId(9_000)]);
@@ -214,6 +219,7 @@ async fn batched_guild_loads(s: &dyn Store) {
         users: vec![odd.clone(), plain.clone()],
         tokens: vec![],
         guilds: vec![new_guild(&a), new_guild(&b), new_guild(&empty)],
+        messages: vec![],
     })
     .await
     .unwrap();

@@ -128,7 +128,7 @@ pub trait Store: DmThreadCommandStore + AccountStore + CommunityStore + Send + S
     /// looked up together).
     async fn identify_lookup(&self, hashes: &[[u8; 32]]) -> Result<Vec<([u8; 32], IdentifyRecord)>>;
 
-    /// Inserts users, tokens and whole guilds in one transaction (seeding).
+    /// Inserts users, tokens, whole guilds and messages in one transaction (seeding).
     async fn bulk_load(&self, b: &BulkLoad) -> Result<()>;
 
     // Guilds.

@@ -179,6 +179,11 @@ pub struct BulkLoad {
     /// (token hash, user).
     pub tokens: Vec<([u8; 32], UserId)>,
     pub guilds: Vec<NewGuild>,
+    /// Messages of those guilds (or of guilds loaded before), inserted as
+    /// the server inserts posted ones: the same rows, in the search index,
+    /// channels' `last_message_id` raised. The seeding tool loads millions
+    /// in batches, one `BulkLoad` of messages only per transaction.
+    pub messages: Vec<MessageRecord>,
 }
 
 /// A user banned from a guild.

@@ -16,6 +16,8 @@ mod read_states;
 mod rest;
 mod roles;
 mod search;
+// #29: `throng seed --messages`, the search benchmark's data
+mod seed_messages;
 // The security suite (issue 25); scripts/test.sh runs it as its own step.
 mod security;
 mod write_failures;

@@ -16,7 +16,7 @@ use serde_json::json;
 use crate::common::*;
 
 #[path = "../../../store/tests/support/scratch.rs"]
-mod scratch;
+pub(crate) mod scratch;
 use scratch::with_scratch;
 
 #[tokio::test]

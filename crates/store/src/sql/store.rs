@@ -128,6 +128,9 @@ impl<B: Backend> Store for B {
         tx.insert_users(&b.users).await?;
         tx.insert_tokens(&b.tokens).await?;
         guilds::insert(&mut tx, &b.guilds.iter().collect::<Vec<_>>()).await?;
+        if !b.messages.is_empty() {
+            tx.insert_messages(&b.messages.iter().collect::<Vec<_>>()).await?;
+        }
         tx.commit().await
     }
 
