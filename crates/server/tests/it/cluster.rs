@@ -878,3 +878,48 @@ async fn a_user_on_two_nodes_is_offline_only_when_both_are_gone() {
     let (s, v) = a.get(&format!("/guilds/{}?with_counts=true", w.guild), &w.bot_auth).await;
     assert_eq!((s, v["approximate_presence_count"].as_u64()), (200, Some(1)), "{v}");
 }
+
+/// Issue #29 from any node: an ack taken on one node reaches the person's
+/// sessions on the others (MESSAGE_ACK), a mention counted by the actor's
+/// node shows in READY on another; member search, the audit log and
+/// message search answer from a node that does not run the guild.
+#[tokio::test]
+async fn read_states_search_and_the_audit_log_work_from_any_node() {
+    let c = Three::start().await;
+    let w = &c.w;
+    let (o, a, b) = c.by_role();
+    let mut on_a = Gw::connect(&a.ws).await;
+    on_a.identify(&w.owner, ALL_INTENTS).await;
+    let mut on_o = Gw::connect(&o.ws).await;
+    on_o.identify(&w.owner, ALL_INTENTS).await;
+    let (alice, alice_id) = crate::dms::member(&b, w, "alice").await;
+
+    // A mention, posted through a, counted by the owner node's actor.
+    let m = a.say(&alice, &w.channel, &format!("<@{}> findable words", w.owner_id)).await;
+    let mid = m["id"].as_str().unwrap().to_string();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let mut g = Gw::connect(&b.ws).await;
+        let ready = g.identify(&w.owner, ALL_INTENTS).await;
+        let entries = ready["d"]["read_state"]["entries"].as_array().unwrap().clone();
+        if entries.iter().any(|e| e["id"] == w.channel.as_str() && e["mention_count"] == 1) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the mention never showed in READY: {entries:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // The ack on b: MESSAGE_ACK on a and on the owner node.
+    let (s, v, _) = b.req(reqwest::Method::POST, &format!("/channels/{}/messages/{mid}/ack", w.channel), Some(&w.owner), None).await;
+    assert_eq!((s, v), (200, json!({"token": null})));
+    for g in [&mut on_a, &mut on_o] {
+        let ev = g.until("MESSAGE_ACK").await;
+        assert_eq!(ev["d"]["message_id"], mid.as_str(), "{ev}");
+    }
+    // Member search, the audit log and message search from a and b.
+    let (s, v) = a.get(&format!("/guilds/{}/members/search?query=ali&limit=5", w.guild), &w.owner).await;
+    assert_eq!((s, v[0]["user"]["id"].as_str()), (200, Some(alice_id.as_str())), "{v}");
+    let (s, v) = b.get(&format!("/guilds/{}/audit-logs?action_type=28", w.guild), &w.owner).await;
+    assert_eq!((s, v["audit_log_entries"][0]["target_id"].as_str()), (200, Some(w.bot_id.as_str())), "the bot's addition: {v}");
+    let (s, v) = a.get(&format!("/guilds/{}/messages/search?content=findable", w.guild), &alice).await;
+    assert_eq!((s, v["total_results"].as_u64(), v["messages"][0][0]["id"].as_str()), (200, Some(1), Some(mid.as_str())), "{v}");
+}
