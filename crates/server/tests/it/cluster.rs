@@ -892,7 +892,7 @@ async fn read_states_search_and_the_audit_log_work_from_any_node() {
     on_a.identify(&w.owner, ALL_INTENTS).await;
     let mut on_o = Gw::connect(&o.ws).await;
     on_o.identify(&w.owner, ALL_INTENTS).await;
-    let (alice, alice_id) = crate::dms::member(&b, w, "alice").await;
+    let (alice, alice_id) = crate::dms::member(b, w, "alice").await;
 
     // A mention, posted through a, counted by the owner node's actor.
     let m = a.say(&alice, &w.channel, &format!("<@{}> findable words", w.owner_id)).await;
