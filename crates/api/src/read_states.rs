@@ -14,7 +14,7 @@ use protocol::{ChannelId, ErrorCode, MessageId};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{actor_of, ask_actor_reply, json_bytes, parse_id, parse_json, reply_response, ApiError, ApiResult, Caller};
+use super::{actor_of, ask_actor_reply, json_bytes, parse_id, reply_response, ApiError, ApiResult, Caller, JsonBody};
 use node::read_states::AckError;
 use node::route::ops::MessageAction;
 use node::route::{Action, OpReply};
@@ -50,14 +50,8 @@ pub async fn ack(
         OpReply::Done { .. } => {}
         refused => return reply_response(refused),
     }
-    let bytes = axum::body::Bytes::from_request(req, &()).await.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::Code(StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::EntityTooLarge)
-        } else {
-            ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::InvalidJson)
-        }
-    })?;
-    let body: AckBody = parse_json(&bytes)?;
+    // Read only now, after the check (an empty body is `{}`).
+    let JsonBody(body) = JsonBody::<AckBody>::from_request(req, &()).await?;
     let manual = body.manual.unwrap_or(false);
     let mention_count = if manual { body.mention_count.unwrap_or(0) } else { 0 };
     match node.read_states.ack(u.id, channel, message, mention_count, manual).await {

@@ -153,12 +153,10 @@ pub(crate) async fn messages(conn: &mut SqliteConnection, rows: &[&MessageRecord
         }
     }
     // Each channel's newest id once (a seeded batch holds thousands of one channel's).
-    let mut newest: Vec<(ChannelId, MessageId)> = Vec::new();
+    let mut newest: std::collections::BTreeMap<ChannelId, MessageId> = std::collections::BTreeMap::new();
     for m in rows {
-        match newest.iter_mut().find(|(c, _)| *c == m.channel_id) {
-            Some((_, id)) => *id = (*id).max(m.id),
-            None => newest.push((m.channel_id, m.id)),
-        }
+        let id = newest.entry(m.channel_id).or_insert(m.id);
+        *id = (*id).max(m.id);
     }
     for (channel, id) in newest {
         crate::sql::raise_last_message_id(On::Sqlite(&mut *conn), channel, id).await?;
