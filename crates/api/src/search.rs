@@ -178,11 +178,16 @@ pub async fn in_guild(
         }
         visible.push(c.id);
     }
-    if !only.is_empty() {
+    if only.is_empty() {
+        // The whole guild less what the caller may not read: the index can
+        // match the guild (see `store::index_scope`).
+        q.guild = Some(gid);
+        q.hidden = channels.iter().map(|c| c.id).filter(|c| !visible.contains(c)).collect();
+    } else {
         visible.retain(|c| only.contains(c));
     }
     q.channels = visible;
-    answer(&node, u.id, &q).await
+    answer(&node, u.id, &mut q).await
 }
 
 /// `GET /channels/{channel_id}/messages/search`: one DM, or one guild
@@ -205,10 +210,11 @@ pub async fn in_channel(
     if readable {
         q.channels = vec![cid];
     }
-    answer(&node, u.id, &q).await
+    answer(&node, u.id, &mut q).await
 }
 
-async fn answer(node: &Node, viewer: UserId, q: &SearchQuery) -> ApiResult<Response> {
+async fn answer(node: &Node, viewer: UserId, q: &mut SearchQuery) -> ApiResult<Response> {
+    q.count_max = node.config.search.count_max;
     let (total, found) = node.store.search_messages(q).await?;
     let mut msgs = super::messages::render(node, &found).await?;
     super::reactions::decorate(node, &mut msgs, viewer).await?;

@@ -45,6 +45,7 @@ pub struct Config {
     pub threads: ThreadsConfig,
     pub audit: AuditConfig,
     pub read_states: ReadStatesConfig,
+    pub search: SearchConfig,
     pub http: HttpConfig,
     pub auth: AuthConfig,
     pub oauth2: OAuth2Config,
@@ -284,6 +285,22 @@ impl Default for ReadStatesConfig {
     }
 }
 
+/// Message search (`[search]`).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SearchConfig {
+    /// `total_results` is exact up to this many matches; beyond, it is this
+    /// (or one past the page asked for, so the next page is announced).
+    /// Counting is most of a search's work on a common word.
+    pub count_max: u32,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        Self { count_max: 1_000 }
+    }
+}
+
 /// Timings and bounds of a cluster (used only with `nats`).
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
@@ -483,6 +500,7 @@ impl Default for Config {
             threads: ThreadsConfig::default(),
             audit: AuditConfig::default(),
             read_states: ReadStatesConfig::default(),
+            search: SearchConfig::default(),
             http: HttpConfig::default(),
             auth: AuthConfig::default(),
             oauth2: OAuth2Config::default(),
@@ -756,6 +774,7 @@ impl Config {
             || self.limits.write_batch_max == 0
             || self.read_states.queue == 0
             || self.read_states.batch_max == 0
+            || self.search.count_max == 0
         {
             return bad("queue bounds must be positive");
         }

@@ -1,11 +1,12 @@
 //! What a community needs beyond chat: the audit log (migration 0011),
-//! message search (0012) and read states (0013).
+//! message search (0012, scope tokens 0014) and read states (0013).
 //!
 //! Both backends run the same SQL for them (`sql/community.rs`), but for
 //! the full-text match: SQLite's FTS5 table, PostgreSQL's `tsvector`
 //! column. Audit entries are written as [`crate::Change::AddAuditEntry`],
 //! in the transaction of the change they record; the search index follows
-//! the messages table by itself (triggers, a generated column).
+//! edits and deletes by itself (triggers, a generated column), and SQLite's
+//! takes new messages from the statements that insert them.
 
 use async_trait::async_trait;
 use protocol::{ChannelId, GuildId, MessageId, Snowflake, UserId};
@@ -58,6 +59,11 @@ pub enum Has {
 pub struct SearchQuery {
     /// The channels searched (those the caller may read); none: no results.
     pub channels: Vec<ChannelId>,
+    /// When `channels` are the readable ones among all of a guild's: the
+    /// guild, and its channels the caller may not read. The index can then
+    /// match the guild less these, when that list is the shorter one.
+    pub guild: Option<GuildId>,
+    pub hidden: Vec<ChannelId>,
     /// Words and phrases of the content, each a list of lowercase tokens
     /// (one token: a word), all required.
     pub terms: Vec<Vec<String>>,
@@ -75,6 +81,36 @@ pub struct SearchQuery {
     pub ascending: bool,
     pub offset: u32,
     pub limit: u32,
+    /// `total_results` counts at most this many matches (at least
+    /// `offset + limit + 1`, so the next page is always announced).
+    pub count_max: u32,
+}
+
+/// The index's scope tokens of a message (SQLite's `messages_fts.scope`;
+/// PostgreSQL's generated `search` column makes the same from the row):
+/// `g<guild>` (guild messages), `c<channel>`, `a<author>`, and `hlink` when
+/// the content holds `http://` or `https://` (ASCII case ignored, as SQL's
+/// `LIKE`). With them a search narrows to a guild, channels, authors and
+/// links inside the full-text index, without reading a message row.
+/// Migration 0014's triggers compute the same from SQL; the conformance
+/// suite checks that the two agree.
+pub fn index_scope(m: &MessageRecord) -> String {
+    let mut s = String::with_capacity(64);
+    if let Some(g) = m.guild_id {
+        s.push_str(&format!("g{} ", g.0));
+    }
+    s.push_str(&format!("c{} a{}", m.channel_id.0, m.author_id.0));
+    if has_link(&m.content) {
+        s.push_str(" hlink");
+    }
+    s
+}
+
+/// `http://` or `https://` anywhere, ASCII case ignored.
+pub fn has_link(content: &str) -> bool {
+    let b = content.as_bytes();
+    let lower = |i: usize, w: &[u8]| b[i..i + w.len()].eq_ignore_ascii_case(w);
+    (0..b.len()).any(|i| (i + 7 <= b.len() && lower(i, b"http://")) || (i + 8 <= b.len() && lower(i, b"https://")))
 }
 
 #[async_trait]

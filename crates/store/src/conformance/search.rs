@@ -2,7 +2,7 @@
 //! links, id ranges, pins, pages and relevance, only in the channels asked
 //! for; an edit changes what finds a message and a delete removes it.
 
-use protocol::{ChannelId, MessageId, UserId};
+use protocol::{ChannelId, GuildId, MessageId, UserId};
 
 use super::reactions::rows;
 use super::{channel, message};
@@ -62,6 +62,52 @@ pub(super) async fn search(s: &dyn Store) {
     assert_eq!(found(q(&|q| (q.min_id, q.max_id) = (Some(MessageId(9_001)), Some(MessageId(9_004))))).await, (2, vec![9_003, 9_002]));
     assert_eq!(found(q(&|q| (q.terms, q.ascending) = (words("hello"), true))).await, (2, vec![9_001, 9_003]));
     assert_eq!(found(q(&|q| (q.terms, q.limit, q.offset) = (words("brave"), 1, 1))).await, (3, vec![9_002]), "a page, the total of all");
+    assert_eq!(
+        found(q(&|q| (q.terms, q.limit, q.count_max) = (words("brave"), 1, 1))).await,
+        (2, vec![9_004]),
+        "the count stops at count_max, but one past the page"
+    );
+    assert_eq!(found(q(&|q| (q.terms, q.count_max) = (words("brave"), 2))).await.0, 3, "never below the page");
+    assert_eq!(found(q(&|q| (q.terms, q.authors) = (words("brave"), vec![UserId(2), UserId(3)]))).await, (2, vec![9_004, 9_002]));
+    assert_eq!(found(q(&|q| (q.terms, q.has) = (words("brave"), vec![Has::Link]))).await, (1, vec![9_004]));
+
+    // A guild searched as the API does: the guild less its hidden
+    // channels (as index scope). A same-word message in another guild,
+    // and one in the hidden channel, are not found or counted.
+    let other = GuildRecord {
+        id: GuildId(9_160),
+        name: "s".into(),
+        icon: None,
+        description: None,
+        owner_id: UserId(1),
+        system_channel_id: None,
+        created_at: 1,
+    };
+    s.create_guild(&NewGuild { guild: other, roles: vec![], channels: vec![channel(9_161, Some(9_160), 0, None)], members: vec![] })
+        .await
+        .unwrap();
+    let mut elsewhere = message(9_005, 9_161, 1, "hello brave world");
+    elsewhere.guild_id = Some(GuildId(9_160));
+    s.create_message(&elsewhere).await.unwrap();
+    let all: Vec<ChannelId> = s.channels_of_guild(GuildId(100)).await.unwrap().into_iter().map(|c| c.id).collect();
+    let scoped = |hidden: Vec<ChannelId>, f: &dyn Fn(&mut SearchQuery)| {
+        q(&|q| {
+            q.guild = Some(GuildId(100));
+            q.channels = all.iter().copied().filter(|c| !hidden.contains(c)).collect();
+            q.hidden = hidden.clone();
+            f(q)
+        })
+    };
+    assert_eq!(found(scoped(vec![], &|q| q.terms = words("brave"))).await, (3, vec![9_004, 9_002, 9_001]), "the whole guild");
+    assert_eq!(found(scoped(vec![ChannelId(150)], &|q| q.terms = words("hello"))).await, (1, vec![9_003]), "less a hidden channel");
+    assert_eq!(
+        found(scoped(vec![], &|q| (q.authors, q.min_id, q.max_id) = (vec![UserId(1)], Some(MessageId(9_000)), Some(MessageId(9_010)))))
+            .await,
+        (2, vec![9_003, 9_001]),
+        "scope alone, no words"
+    );
+    assert_eq!(found(q(&|q| (q.terms, q.channels) = (words("brave"), vec![ChannelId(9_161)]))).await, (1, vec![9_005]));
+
     let (_, by_relevance) = found(q(&|q| (q.terms, q.by_relevance) = (words("brave"), true))).await;
     assert_eq!(by_relevance.len(), 3);
     assert_eq!(rows(s, vec![Change::PinMessage { channel: ChannelId(150), message: MessageId(9_002), at: 1, max: 50 }]).await, vec![1]);
@@ -73,6 +119,14 @@ pub(super) async fn search(s: &dyn Store) {
     edited.mentions = vec![];
     assert_eq!(rows(s, vec![Change::UpdateMessage(edited)]).await, vec![1]);
     assert_eq!(found(q(&|q| q.terms = words("rewritten"))).await, (1, vec![9_002]));
+    // The edit's scope tokens (made by SQL on SQLite) match the insert's
+    // (made by `index_scope`): author, guild, and a link the edit adds.
+    assert_eq!(found(q(&|q| (q.terms, q.authors) = (words("rewritten"), vec![UserId(2)]))).await, (1, vec![9_002]));
+    assert_eq!(found(scoped(vec![], &|q| q.terms = words("rewritten"))).await, (1, vec![9_002]));
+    let mut linked = message(9_003, 151, 1, "hello from HTTPS://example.org");
+    linked.mentions = vec![];
+    assert_eq!(rows(s, vec![Change::UpdateMessage(linked)]).await, vec![1]);
+    assert_eq!(found(q(&|q| (q.terms, q.has) = (words("hello"), vec![Has::Link]))).await, (1, vec![9_003]));
     assert_eq!(found(q(&|q| q.terms = words("brave"))).await, (2, vec![9_004, 9_001]));
     assert_eq!(rows(s, vec![Change::DeleteMessage { channel: ChannelId(150), id: MessageId(9_001) }]).await, vec![1]);
     assert_eq!(found(q(&|q| q.terms = words("brave"))).await, (1, vec![9_004]));

@@ -215,11 +215,12 @@ pub(super) async fn apply(tx: &mut Tx, change: &Change) -> Result<u64> {
             .await?;
             if n > 0 {
                 // SQLite's search index takes new messages from the
-                // statement that inserts them (migration 0012).
+                // statement that inserts them (migrations 0012, 0014).
                 if tx.dialect() == super::Dialect::Sqlite {
-                    query("INSERT INTO messages_fts (rowid, content) VALUES ($1, $2)")
+                    query("INSERT INTO messages_fts (rowid, content, scope) VALUES ($1, $2, $3)")
                         .bind(m.id)
                         .bind(&m.content)
+                        .bind(crate::index_scope(m))
                         .execute(&mut *tx)
                         .await?;
                 }

@@ -31,16 +31,27 @@ impl<B: Backend> CommunityStore for B {
         let db = self.reader();
         let d = db.dialect();
         let (cond, args) = search_where(d, q);
-        let mut count = query(format!("SELECT COUNT(*) FROM messages m WHERE {cond}"));
+        // Count no further than needed: `count_max`, or one past this page.
+        let cap = i64::from(q.count_max.max(q.offset.saturating_add(q.limit).saturating_add(1)));
+        let n = args.len();
+        let count_sql = match d {
+            // Everything but a row-only filter is in the index: count there,
+            // without reading a message row.
+            Dialect::Sqlite if index_only(q) => format!(
+                "SELECT COUNT(*) FROM (SELECT 1 FROM messages_fts WHERE {} LIMIT ${})",
+                fts_where(q, "$1", "messages_fts.rowid"),
+                n + 1
+            ),
+            _ => format!("SELECT COUNT(*) FROM (SELECT 1 FROM messages m WHERE {cond} LIMIT ${}) c", n + 1),
+        };
+        let mut count = query(count_sql);
         for a in args.iter().cloned() {
             count = count.bind(a);
         }
-        let (total,): (i64,) = count.fetch_one(db).await?;
-        let n = args.len();
+        let (total,): (i64,) = count.bind(cap).fetch_one(db).await?;
         let (by_id, best_first) = if q.ascending { ("ASC", "DESC") } else { ("DESC", "ASC") };
-        // With terms, the text is parameter $2 (after the channels).
         let order = if q.by_relevance && !q.terms.is_empty() {
-            format!("{} {best_first}, m.id {by_id}", relevance(d, "$2"))
+            format!("{} {best_first}, m.id {by_id}", relevance(d))
         } else {
             format!("m.id {by_id}")
         };
@@ -178,35 +189,101 @@ impl<B: Backend> CommunityStore for B {
     }
 }
 
-/// The full-text query for `terms` in each backend's syntax (every word
-/// and phrase required). Tokens are letters and digits only, so they need
-/// no escaping inside the quotes.
-fn text_query(d: Dialect, terms: &[Vec<String>]) -> String {
-    match d {
-        Dialect::Sqlite => terms.iter().map(|p| format!("\"{}\"", p.join(" "))).collect::<Vec<_>>().join(" "),
-        Dialect::Postgres => {
-            terms.iter().map(|p| p.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(" <-> ")).collect::<Vec<_>>().join(" & ")
+/// What the index matches, in each backend's syntax: the words and
+/// phrases (all required) in the content, and the scope tokens of
+/// [`crate::index_scope`]: the guild less its hidden channels or the
+/// channels themselves (whichever list is shorter), the authors, a link.
+/// Tokens are letters and digits only, so they need no escaping.
+fn index_query(d: Dialect, q: &SearchQuery) -> (Option<String>, String) {
+    let any = |prefix: &str, ids: &mut dyn Iterator<Item = u64>, or: &str| -> String {
+        let v: Vec<String> = ids.map(|id| scope_token(d, prefix, id)).collect();
+        format!("({})", v.join(or))
+    };
+    let (or, and, not) = match d {
+        Dialect::Sqlite => (" OR ", " AND ", " NOT "),
+        Dialect::Postgres => (" | ", " & ", " & !"),
+    };
+    let mut scope = Vec::new();
+    match q.guild {
+        Some(g) if q.hidden.len() < q.channels.len() => {
+            let g = scope_token(d, "g", g.0);
+            if q.hidden.is_empty() {
+                scope.push(g);
+            } else {
+                scope.push(format!("({g}{not}{})", any("c", &mut q.hidden.iter().map(|c| c.0), or)));
+            }
         }
+        _ => scope.push(any("c", &mut q.channels.iter().map(|c| c.0), or)),
     }
-}
-
-/// The full-text condition on `m`, the query bound as `param`.
-fn text_match(d: Dialect, param: &str) -> String {
+    if !q.authors.is_empty() {
+        scope.push(any("a", &mut q.authors.iter().map(|u| u.0), or));
+    }
+    if q.has.contains(&Has::Link) {
+        scope.push(match d {
+            Dialect::Sqlite => "hlink".into(),
+            Dialect::Postgres => "'h:link'".into(),
+        });
+    }
+    let scope = scope.join(and);
+    let text = (!q.terms.is_empty()).then(|| match d {
+        Dialect::Sqlite => q.terms.iter().map(|p| format!("\"{}\"", p.join(" "))).collect::<Vec<_>>().join(" "),
+        Dialect::Postgres => {
+            q.terms.iter().map(|p| p.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(" <-> ")).collect::<Vec<_>>().join(" & ")
+        }
+    });
     match d {
-        Dialect::Sqlite => format!("m.id IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH {param})"),
-        Dialect::Postgres => format!("m.search @@ to_tsquery('simple', {param})"),
+        // One FTS5 expression: column filters keep a typed `g1` from
+        // matching a scope token.
+        Dialect::Sqlite => {
+            let scope = format!("scope : ({scope})");
+            (
+                None,
+                match text {
+                    Some(t) => format!("content : ({t}) AND {scope}"),
+                    None => scope,
+                },
+            )
+        }
+        // The words go through the text's own parser (`to_tsquery`); the
+        // scope lexemes are taken as they are (`::tsquery`).
+        Dialect::Postgres => (text, scope),
     }
 }
 
-/// Relevance, best first, for `ORDER BY` (with [`text_match`]'s parameter).
-fn relevance(d: Dialect, param: &str) -> String {
+fn scope_token(d: Dialect, prefix: &str, id: u64) -> String {
     match d {
-        // bm25: lower is better.
-        Dialect::Sqlite => format!("(SELECT bm25(messages_fts) FROM messages_fts WHERE messages_fts MATCH {param} AND rowid = m.id)"),
-        Dialect::Postgres => format!("-ts_rank(m.search, to_tsquery('simple', {param}))"),
+        Dialect::Sqlite => format!("{prefix}{id}"),
+        Dialect::Postgres => format!("'{prefix}:{id}'"),
     }
 }
 
+/// SQLite: the `messages_fts` condition, its expression bound as `param`,
+/// with the id range (`rowid`, which FTS5 applies while it reads).
+fn fts_where(q: &SearchQuery, param: &str, rowid: &str) -> String {
+    let mut w = format!("messages_fts MATCH {param}");
+    if let Some(min) = q.min_id {
+        w.push_str(&format!(" AND {rowid} > {}", min.0 as i64));
+    }
+    if let Some(max) = q.max_id {
+        w.push_str(&format!(" AND {rowid} < {}", max.0 as i64));
+    }
+    w
+}
+
+/// SQLite: whether the index alone answers `q` (no filter that needs the
+/// message's row).
+fn index_only(q: &SearchQuery) -> bool {
+    q.mentions.is_empty() && q.pinned.is_none() && q.has.iter().all(|&h| h == Has::Link)
+}
+
+/// Relevance, best first, for `ORDER BY` (the index query is `$1`).
+fn relevance(d: Dialect) -> String {
+    match d {
+        // bm25: lower is better; the scope column weighs nothing.
+        Dialect::Sqlite => "(SELECT bm25(messages_fts, 1.0, 0.0) FROM messages_fts WHERE messages_fts MATCH $1 AND rowid = m.id)".into(),
+        Dialect::Postgres => "-ts_rank(m.search, to_tsquery('simple', $1))".into(),
+    }
+}
 /// `m.mentions` (a JSON array of ids) holds the id bound as `param`.
 fn mentions(d: Dialect, param: &str) -> String {
     match d {
@@ -228,7 +305,11 @@ fn has(h: Has) -> &'static str {
     }
 }
 
-/// The `WHERE` of a search and its bound values, in order.
+/// The `WHERE` of a search and its bound values, in order: `$1` is the
+/// index query (PostgreSQL: its words, then `$2` its scope, when there are
+/// words). The channels are checked on the row as well: the guild's list
+/// was read before the search, and a channel made since is not the
+/// caller's to read until its permissions are known.
 fn search_where<'q>(d: Dialect, q: &'q SearchQuery) -> (String, Vec<Arg<'q>>) {
     let mut args: Vec<Arg<'q>> = Vec::new();
     fn param<'q>(a: Arg<'q>, args: &mut Vec<Arg<'q>>) -> String {
@@ -236,28 +317,40 @@ fn search_where<'q>(d: Dialect, q: &'q SearchQuery) -> (String, Vec<Arg<'q>>) {
         format!("${}", args.len())
     }
     let mut conds = Vec::new();
+    let (text, scope) = index_query(d, q);
+    match d {
+        Dialect::Sqlite => {
+            let p = param(scope.into(), &mut args);
+            conds.push(format!("m.id IN (SELECT rowid FROM messages_fts WHERE {})", fts_where(q, &p, "rowid")));
+        }
+        Dialect::Postgres => match text {
+            Some(t) => {
+                let t = param(t.into(), &mut args);
+                let s = param(scope.into(), &mut args);
+                conds.push(format!("m.search @@ (to_tsquery('simple', {t}) && {s}::tsquery)"));
+            }
+            None => {
+                let s = param(scope.into(), &mut args);
+                conds.push(format!("m.search @@ {s}::tsquery"));
+            }
+        },
+    }
     let p = param(q.channels.iter().map(|&c| i(c)).collect::<Vec<_>>().into(), &mut args);
     conds.push(format!("m.channel_id {}", d.in_ids(&p)));
-    if !q.terms.is_empty() {
-        let p = param(text_query(d, &q.terms).into(), &mut args);
-        conds.push(text_match(d, &p));
-    }
-    if !q.authors.is_empty() {
-        let p = param(q.authors.iter().map(|&u| i(u)).collect::<Vec<_>>().into(), &mut args);
-        conds.push(format!("m.author_id {}", d.in_ids(&p)));
-    }
     for &u in &q.mentions {
         let p = param(u.into(), &mut args);
         conds.push(mentions(d, &p));
     }
-    conds.extend(q.has.iter().map(|&h| has(h).to_string()));
-    if let Some(min) = q.min_id {
-        let p = param(min.into(), &mut args);
-        conds.push(format!("m.id > {p}"));
-    }
-    if let Some(max) = q.max_id {
-        let p = param(max.into(), &mut args);
-        conds.push(format!("m.id < {p}"));
+    conds.extend(q.has.iter().filter(|&&h| h != Has::Link).map(|&h| has(h).to_string()));
+    if d == Dialect::Postgres {
+        if let Some(min) = q.min_id {
+            let p = param(min.into(), &mut args);
+            conds.push(format!("m.id > {p}"));
+        }
+        if let Some(max) = q.max_id {
+            let p = param(max.into(), &mut args);
+            conds.push(format!("m.id < {p}"));
+        }
     }
     match q.pinned {
         Some(true) => conds.push("EXISTS (SELECT 1 FROM pins p WHERE p.message_id = m.id)".into()),

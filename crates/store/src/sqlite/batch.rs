@@ -96,8 +96,8 @@ fn write(conn: &mut Connection, batch: &[(u64, MessageRecord)]) -> Result<Vec<bo
             "INSERT INTO messages (id, channel_id, guild_id, author_id, content, edited_at, kind, flags, tts, mention_everyone, mentions, reference, extra) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
         )?;
-        // The search index, in the same transaction (see migration 0012).
-        let mut index = tx.prepare_cached("INSERT INTO messages_fts (rowid, content) VALUES (?1, ?2)")?;
+        // The search index, in the same transaction (see migrations 0012, 0014).
+        let mut index = tx.prepare_cached("INSERT INTO messages_fts (rowid, content, scope) VALUES (?1, ?2, ?3)")?;
         for ((_, m), _) in batch.iter().zip(&ok).filter(|(_, ok)| **ok) {
             let reference = m.reference.as_ref().map(serde_json::to_string).transpose()?;
             let extra = serde_json::to_string(&m.extra)?;
@@ -117,7 +117,7 @@ fn write(conn: &mut Connection, batch: &[(u64, MessageRecord)]) -> Result<Vec<bo
                 reference,
                 extra,
             ])?;
-            index.execute(params![m.id.0 as i64, m.content])?;
+            index.execute(params![m.id.0 as i64, m.content, crate::index_scope(m)])?;
             link(&tx, m)?;
             let v = last.entry(m.channel_id.0 as i64).or_insert(0);
             *v = (*v).max(m.id.0 as i64);

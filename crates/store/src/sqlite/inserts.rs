@@ -137,9 +137,9 @@ pub(crate) async fn messages(conn: &mut SqliteConnection, rows: &[&MessageRecord
             .push_bind(extra);
     })
     .await?;
-    // The search index, in the same transaction (see migration 0012).
-    insert(conn, "INSERT INTO messages_fts (rowid, content) ", "", rows, |mut b, m| {
-        b.push_bind(i(m.id)).push_bind(&m.content);
+    // The search index, in the same transaction (see migrations 0012, 0014).
+    insert(conn, "INSERT INTO messages_fts (rowid, content, scope) ", "", rows, |mut b, m| {
+        b.push_bind(i(m.id)).push_bind(&m.content).push_bind(crate::index_scope(m));
     })
     .await?;
     for m in rows {
