@@ -181,12 +181,12 @@ pub async fn in_guild(
     if only.is_empty() {
         // The whole guild less what the caller may not read: the index can
         // match the guild (see `store::index_scope`).
-        q.guild = Some(gid);
-        q.hidden = channels.iter().map(|c| c.id).filter(|c| !visible.contains(c)).collect();
+        q.hidden = Some(channels.iter().map(|c| c.id).filter(|c| !visible.contains(c)).collect());
     } else {
         visible.retain(|c| only.contains(c));
     }
     q.channels = visible;
+    q.guild = Some(gid);
     answer(&node, u.id, &mut q).await
 }
 
@@ -199,14 +199,15 @@ pub async fn in_channel(
     Query(pairs): Query<Vec<(String, String)>>,
 ) -> ApiResult<Response> {
     let cid: ChannelId = parse_id(&id, ErrorCode::UnknownChannel)?;
-    let readable = match super::dms::readable(&node, cid, u.id).await? {
-        Some(_) => true,
+    let (readable, guild) = match super::dms::readable(&node, cid, u.id).await? {
+        Some(_) => (true, None),
         None => {
             let (c, a) = channel_access(&node, cid, u.id).await?;
-            a.in_channel(&c) & permission::READ_MESSAGE_HISTORY != 0
+            (a.in_channel(&c) & permission::READ_MESSAGE_HISTORY != 0, c.guild_id)
         }
     };
     let (mut q, _) = parse(&pairs)?;
+    q.guild = guild;
     if readable {
         q.channels = vec![cid];
     }

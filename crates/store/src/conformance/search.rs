@@ -37,7 +37,7 @@ pub(super) async fn search(s: &dyn Store) {
     }
     let both = vec![ChannelId(150), ChannelId(151)];
     let q = |f: &dyn Fn(&mut SearchQuery)| {
-        let mut q = SearchQuery { channels: both.clone(), limit: 25, ..Default::default() };
+        let mut q = SearchQuery { channels: both.clone(), guild: Some(GuildId(100)), limit: 25, ..Default::default() };
         f(&mut q);
         q
     };
@@ -92,9 +92,8 @@ pub(super) async fn search(s: &dyn Store) {
     let all: Vec<ChannelId> = s.channels_of_guild(GuildId(100)).await.unwrap().into_iter().map(|c| c.id).collect();
     let scoped = |hidden: Vec<ChannelId>, f: &dyn Fn(&mut SearchQuery)| {
         q(&|q| {
-            q.guild = Some(GuildId(100));
             q.channels = all.iter().copied().filter(|c| !hidden.contains(c)).collect();
-            q.hidden = hidden.clone();
+            q.hidden = Some(hidden.clone());
             f(q)
         })
     };
@@ -107,6 +106,26 @@ pub(super) async fn search(s: &dyn Store) {
         "scope alone, no words"
     );
     assert_eq!(found(q(&|q| (q.terms, q.channels) = (words("brave"), vec![ChannelId(9_161)]))).await, (1, vec![9_005]));
+    assert_eq!(
+        found(scoped(vec![], &|q| (q.terms, q.has) = (words("brave"), vec![Has::Link]))).await,
+        (1, vec![9_004]),
+        "a link, whole guild"
+    );
+    assert_eq!(
+        found(scoped(vec![ChannelId(150)], &|q| (q.terms, q.authors) = (words("hello"), vec![UserId(1)]))).await,
+        (1, vec![9_003]),
+        "an author, less a hidden channel"
+    );
+    assert_eq!(
+        found(q(&|q| (q.terms, q.channels, q.authors) = (words("brave"), vec![ChannelId(9_161)], vec![UserId(1)]))).await,
+        (0, vec![]),
+        "an author in another guild is not this guild's"
+    );
+    // A DM (`dms::run`'s): the author within the channel.
+    let dm =
+        |author: UserId| q(&|q| (q.guild, q.channels, q.terms, q.authors) = (None, vec![ChannelId(70_100)], words("hi"), vec![author]));
+    assert_eq!(found(dm(super::dms::A)).await, (1, vec![70_110]));
+    assert_eq!(found(dm(super::dms::B)).await.0, 0);
 
     let (_, by_relevance) = found(q(&|q| (q.terms, q.by_relevance) = (words("brave"), true))).await;
     assert_eq!(by_relevance.len(), 3);

@@ -31,18 +31,22 @@ impl<B: Backend> CommunityStore for B {
         let db = self.reader();
         let d = db.dialect();
         let (cond, args) = search_where(d, q);
+        // SQLite reads the index first, in id order, and each match's row
+        // only as it goes: a page or a capped count stops early.
+        let (from, id) = match d {
+            Dialect::Sqlite => ("messages_fts f JOIN messages m ON m.id = f.rowid", "f.rowid"),
+            Dialect::Postgres => ("messages m", "m.id"),
+        };
         // Count no further than needed: `count_max`, or one past this page.
         let cap = i64::from(q.count_max.max(q.offset.saturating_add(q.limit).saturating_add(1)));
         let n = args.len();
         let count_sql = match d {
             // Everything but a row-only filter is in the index: count there,
             // without reading a message row.
-            Dialect::Sqlite if index_only(q) => format!(
-                "SELECT COUNT(*) FROM (SELECT 1 FROM messages_fts WHERE {} LIMIT ${})",
-                fts_where(q, "$1", "messages_fts.rowid"),
-                n + 1
-            ),
-            _ => format!("SELECT COUNT(*) FROM (SELECT 1 FROM messages m WHERE {cond} LIMIT ${}) c", n + 1),
+            Dialect::Sqlite if index_only(q) => {
+                format!("SELECT COUNT(*) FROM (SELECT 1 FROM messages_fts WHERE {} LIMIT ${})", fts_where(q, "messages_fts", "$1"), n + 1)
+            }
+            _ => format!("SELECT COUNT(*) FROM (SELECT 1 FROM {from} WHERE {cond} LIMIT ${}) c", n + 1),
         };
         let mut count = query(count_sql);
         for a in args.iter().cloned() {
@@ -51,16 +55,12 @@ impl<B: Backend> CommunityStore for B {
         let (total,): (i64,) = count.bind(cap).fetch_one(db).await?;
         let (by_id, best_first) = if q.ascending { ("ASC", "DESC") } else { ("DESC", "ASC") };
         let order = if q.by_relevance && !q.terms.is_empty() {
-            format!("{} {best_first}, m.id {by_id}", relevance(d))
+            format!("{} {best_first}, {id} {by_id}", relevance(d))
         } else {
-            format!("m.id {by_id}")
+            format!("{id} {by_id}")
         };
-        let sql = format!(
-            "SELECT {} FROM messages m WHERE {cond} ORDER BY {order} LIMIT ${} OFFSET ${}",
-            qualified("m", MESSAGE_COLS),
-            n + 1,
-            n + 2
-        );
+        let sql =
+            format!("SELECT {} FROM {from} WHERE {cond} ORDER BY {order} LIMIT ${} OFFSET ${}", qualified("m", MESSAGE_COLS), n + 1, n + 2);
         let mut page = query(sql);
         for a in args {
             page = page.bind(a);
@@ -191,40 +191,59 @@ impl<B: Backend> CommunityStore for B {
 
 /// What the index matches, in each backend's syntax: the words and
 /// phrases (all required) in the content, and the scope tokens of
-/// [`crate::index_scope`]: the guild less its hidden channels or the
-/// channels themselves (whichever list is shorter), the authors, a link.
-/// Tokens are letters and digits only, so they need no escaping.
+/// [`crate::index_scope`]. A whole guild is its guild token, or the
+/// guild's author or link tokens when asked for (each implies the guild:
+/// intersecting with the guild's token, as long as all its messages, would
+/// cost more than the rest of the search), less the hidden channels; chosen
+/// channels are their channel (or link) tokens. Tokens are letters, digits
+/// and colons only, so they need no escaping.
 fn index_query(d: Dialect, q: &SearchQuery) -> (Option<String>, String) {
-    let any = |prefix: &str, ids: &mut dyn Iterator<Item = u64>, or: &str| -> String {
-        let v: Vec<String> = ids.map(|id| scope_token(d, prefix, id)).collect();
-        format!("({})", v.join(or))
-    };
     let (or, and, not) = match d {
         Dialect::Sqlite => (" OR ", " AND ", " NOT "),
         Dialect::Postgres => (" | ", " & ", " & !"),
     };
+    let tok = |kind: &str, id: u64| match d {
+        Dialect::Sqlite => format!("{kind}{id}"),
+        Dialect::Postgres => format!("'{kind}:{id}'"),
+    };
+    let author = |a: u64, place: u64| match d {
+        Dialect::Sqlite => format!("a{a}p{place}"),
+        Dialect::Postgres => format!("'a:{a}:{place}'"),
+    };
+    let any = |v: Vec<String>| if v.len() == 1 { v.into_iter().next().unwrap_or_default() } else { format!("({})", v.join(or)) };
+    let link = q.has.contains(&Has::Link);
     let mut scope = Vec::new();
-    match q.guild {
-        Some(g) if q.hidden.len() < q.channels.len() => {
-            let g = scope_token(d, "g", g.0);
-            if q.hidden.is_empty() {
-                scope.push(g);
-            } else {
-                scope.push(format!("({g}{not}{})", any("c", &mut q.hidden.iter().map(|c| c.0), or)));
+    let mut hidden = &[][..];
+    match (q.guild, &q.hidden) {
+        (Some(g), Some(h)) if h.len() < q.channels.len() => {
+            if !q.authors.is_empty() {
+                scope.push(any(q.authors.iter().map(|a| author(a.0, g.0)).collect()));
+            }
+            if link {
+                scope.push(tok("l", g.0));
+            }
+            if scope.is_empty() {
+                scope.push(tok("g", g.0));
+            }
+            hidden = h;
+        }
+        _ => {
+            scope.push(any(q.channels.iter().map(|c| tok(if link { "l" } else { "c" }, c.0)).collect()));
+            if !q.authors.is_empty() {
+                // The place: the guild, or each DM's channel.
+                let places: Vec<u64> = match q.guild {
+                    Some(g) => vec![g.0],
+                    None => q.channels.iter().map(|c| c.0).collect(),
+                };
+                scope.push(any(q.authors.iter().flat_map(|a| places.iter().map(|&p| author(a.0, p))).collect()));
             }
         }
-        _ => scope.push(any("c", &mut q.channels.iter().map(|c| c.0), or)),
     }
-    if !q.authors.is_empty() {
-        scope.push(any("a", &mut q.authors.iter().map(|u| u.0), or));
+    let mut scope = scope.join(and);
+    if !hidden.is_empty() {
+        let h: Vec<String> = hidden.iter().map(|c| tok("c", c.0)).collect();
+        scope = format!("({scope}){not}({})", h.join(or));
     }
-    if q.has.contains(&Has::Link) {
-        scope.push(match d {
-            Dialect::Sqlite => "hlink".into(),
-            Dialect::Postgres => "'h:link'".into(),
-        });
-    }
-    let scope = scope.join(and);
     let text = (!q.terms.is_empty()).then(|| match d {
         Dialect::Sqlite => q.terms.iter().map(|p| format!("\"{}\"", p.join(" "))).collect::<Vec<_>>().join(" "),
         Dialect::Postgres => {
@@ -250,17 +269,15 @@ fn index_query(d: Dialect, q: &SearchQuery) -> (Option<String>, String) {
     }
 }
 
-fn scope_token(d: Dialect, prefix: &str, id: u64) -> String {
-    match d {
-        Dialect::Sqlite => format!("{prefix}{id}"),
-        Dialect::Postgres => format!("'{prefix}:{id}'"),
-    }
-}
-
 /// SQLite: the `messages_fts` condition, its expression bound as `param`,
 /// with the id range (`rowid`, which FTS5 applies while it reads).
-fn fts_where(q: &SearchQuery, param: &str, rowid: &str) -> String {
-    let mut w = format!("messages_fts MATCH {param}");
+/// `table` is `messages_fts` or its alias.
+fn fts_where(q: &SearchQuery, table: &str, param: &str) -> String {
+    let (column, rowid) = match table {
+        "messages_fts" => ("messages_fts".to_string(), "messages_fts.rowid".to_string()),
+        alias => (format!("{alias}.messages_fts"), format!("{alias}.rowid")),
+    };
+    let mut w = format!("{column} MATCH {param}");
     if let Some(min) = q.min_id {
         w.push_str(&format!(" AND {rowid} > {}", min.0 as i64));
     }
@@ -321,7 +338,7 @@ fn search_where<'q>(d: Dialect, q: &'q SearchQuery) -> (String, Vec<Arg<'q>>) {
     match d {
         Dialect::Sqlite => {
             let p = param(scope.into(), &mut args);
-            conds.push(format!("m.id IN (SELECT rowid FROM messages_fts WHERE {})", fts_where(q, &p, "rowid")));
+            conds.push(fts_where(q, "f", &p));
         }
         Dialect::Postgres => match text {
             Some(t) => {
