@@ -89,8 +89,9 @@ pub struct SearchQuery {
 
 /// The index's scope tokens of a message (SQLite's `messages_fts.scope`;
 /// PostgreSQL's generated `search` column makes the same from the row, as
-/// `g:<guild>` and so on). Ids are snowflakes from one generator, so a
-/// guild's never equals a channel's.
+/// `c:<channel>` and so on, but for the guild's, which it finds by its
+/// b-tree). Ids are snowflakes from one generator, so a guild's never
+/// equals a channel's.
 ///
 /// - `g<guild>` (guild messages) and `c<channel>`;
 /// - `a<author>p<place>`: the author within the place, the guild or, for

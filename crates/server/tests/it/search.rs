@@ -99,3 +99,17 @@ async fn search_finds_by_content_and_filters_in_readable_channels_only() {
     assert!(s == 403 || s == 404, "{s}");
     assert_eq!(search(&t, &format!("/channels/{}/messages/search?content=brown", w.channel), &alice).await.1, vec![id(&m4)]);
 }
+
+#[tokio::test]
+async fn total_results_stops_at_search_count_max_but_announces_the_next_page() {
+    let t = TestServer::start_with(|c| c.search.count_max = 1).await;
+    let w = t.world().await;
+    let mut ids = Vec::new();
+    for k in 0..3 {
+        ids.push(id(&t.say(&w.owner, &w.channel, &format!("brown {k}")).await));
+    }
+    let base = format!("/guilds/{}/messages/search?content=brown", w.guild);
+    assert_eq!(search(&t, &format!("{base}&limit=1"), &w.owner).await, (2, vec![ids[2].clone()]), "one past the page");
+    assert_eq!(search(&t, &format!("{base}&limit=1&offset=1"), &w.owner).await, (3, vec![ids[1].clone()]));
+    assert_eq!(search(&t, &base, &w.owner).await.0, 3, "never more than there are");
+}

@@ -105,7 +105,9 @@ pub(super) async fn search(s: &dyn Store) {
         (2, vec![9_003, 9_001]),
         "scope alone, no words"
     );
-    assert_eq!(found(q(&|q| (q.terms, q.channels) = (words("brave"), vec![ChannelId(9_161)]))).await, (1, vec![9_005]));
+    let there = |f: &dyn Fn(&mut SearchQuery)| q(&|q| ((q.guild, q.channels) = (Some(GuildId(9_160)), vec![ChannelId(9_161)]), f(q)).1);
+    assert_eq!(found(there(&|q| q.terms = words("brave"))).await, (1, vec![9_005]));
+    assert_eq!(found(there(&|q| q.authors = vec![UserId(1)])).await, (1, vec![9_005]));
     assert_eq!(
         found(scoped(vec![], &|q| (q.terms, q.has) = (words("brave"), vec![Has::Link]))).await,
         (1, vec![9_004]),
@@ -117,9 +119,9 @@ pub(super) async fn search(s: &dyn Store) {
         "an author, less a hidden channel"
     );
     assert_eq!(
-        found(q(&|q| (q.terms, q.channels, q.authors) = (words("brave"), vec![ChannelId(9_161)], vec![UserId(1)]))).await,
-        (0, vec![]),
-        "an author in another guild is not this guild's"
+        found(scoped(vec![], &|q| (q.terms, q.authors) = (words("brave"), vec![UserId(1)]))).await,
+        (1, vec![9_001]),
+        "an author's messages in another guild are not this guild's"
     );
     // A DM (`dms::run`'s): the author within the channel.
     let dm =
