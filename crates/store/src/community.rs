@@ -106,26 +106,27 @@ pub struct SearchQuery {
 /// 0014's edit trigger computes the same in SQL; the conformance suite
 /// checks that the two agree.
 pub fn index_scope(m: &MessageRecord) -> String {
+    use std::fmt::Write;
     let c = m.channel_id.0;
     let place = m.guild_id.map_or(c, |g| g.0);
-    let mut s = match m.guild_id {
-        Some(g) => format!("g{} c{c} a{}p{place}", g.0, m.author_id.0),
-        None => format!("c{c} a{}p{place}", m.author_id.0),
-    };
+    let mut s = String::with_capacity(96);
+    if let Some(g) = m.guild_id {
+        let _ = write!(s, "g{} ", g.0);
+    }
+    let _ = write!(s, "c{c} a{}p{place}", m.author_id.0);
     if has_link(&m.content) {
-        s.push_str(&format!(" l{c}"));
+        let _ = write!(s, " l{c}");
         if let Some(g) = m.guild_id {
-            s.push_str(&format!(" l{}", g.0));
+            let _ = write!(s, " l{}", g.0);
         }
     }
     s
 }
 
-/// `http://` or `https://` anywhere, ASCII case ignored.
-pub fn has_link(content: &str) -> bool {
+/// `http://` or `https://` anywhere, ASCII case ignored (as SQL's `LIKE`).
+fn has_link(content: &str) -> bool {
     let b = content.as_bytes();
-    let lower = |i: usize, w: &[u8]| b[i..i + w.len()].eq_ignore_ascii_case(w);
-    (0..b.len()).any(|i| (i + 7 <= b.len() && lower(i, b"http://")) || (i + 8 <= b.len() && lower(i, b"https://")))
+    b.windows(7).any(|w| w.eq_ignore_ascii_case(b"http://")) || b.windows(8).any(|w| w.eq_ignore_ascii_case(b"https://"))
 }
 
 #[async_trait]
@@ -170,4 +171,33 @@ pub enum ReadStateWrite {
     /// `message` in `channel` mentions each of `users`: one more mention
     /// for each who has not read past it.
     Mention { channel: ChannelId, message: MessageId, users: Vec<UserId> },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use protocol::{ChannelId, MessageId};
+
+    #[test]
+    fn scope_tokens_name_guild_channel_author_and_links() {
+        let mut m = MessageRecord {
+            id: MessageId(1),
+            channel_id: ChannelId(20),
+            guild_id: Some(GuildId(10)),
+            author_id: UserId(30),
+            content: "see HTTPS://x.y".into(),
+            edited_at: None,
+            kind: 0,
+            flags: 0,
+            tts: false,
+            mention_everyone: false,
+            mentions: vec![],
+            reference: None,
+            extra: serde_json::json!({}),
+        };
+        assert_eq!(index_scope(&m), "g10 c20 a30p10 l20 l10");
+        (m.guild_id, m.content) = (None, "http:/ not a link".into());
+        assert_eq!(index_scope(&m), "c20 a30p20");
+        assert!(has_link("Http://a") && has_link("xhttps://") && !has_link("https:/") && !has_link("htt"));
+    }
 }

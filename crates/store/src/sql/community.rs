@@ -273,16 +273,12 @@ fn index_query(d: Dialect, q: &SearchQuery) -> (Option<String>, String) {
 /// with the id range (`rowid`, which FTS5 applies while it reads).
 /// `table` is `messages_fts` or its alias.
 fn fts_where(q: &SearchQuery, table: &str, param: &str) -> String {
-    let (column, rowid) = match table {
-        "messages_fts" => ("messages_fts".to_string(), "messages_fts.rowid".to_string()),
-        alias => (format!("{alias}.messages_fts"), format!("{alias}.rowid")),
-    };
-    let mut w = format!("{column} MATCH {param}");
+    let mut w = format!("{table}.messages_fts MATCH {param}");
     if let Some(min) = q.min_id {
-        w.push_str(&format!(" AND {rowid} > {}", min.0 as i64));
+        w.push_str(&format!(" AND {table}.rowid > {}", min.0 as i64));
     }
     if let Some(max) = q.max_id {
-        w.push_str(&format!(" AND {rowid} < {}", max.0 as i64));
+        w.push_str(&format!(" AND {table}.rowid < {}", max.0 as i64));
     }
     w
 }
@@ -290,7 +286,7 @@ fn fts_where(q: &SearchQuery, table: &str, param: &str) -> String {
 /// SQLite: whether the index alone answers `q` (no filter that needs the
 /// message's row).
 fn index_only(q: &SearchQuery) -> bool {
-    q.mentions.is_empty() && q.pinned.is_none() && q.has.iter().all(|&h| h == Has::Link) && !phrase_by_rows(q)
+    q.mentions.is_empty() && q.pinned.is_none() && q.has.iter().all(|&h| has(h).is_none()) && !phrase_by_rows(q)
 }
 
 /// SQLite: a phrase over a whole guild is matched without the guild's
@@ -324,9 +320,11 @@ fn mentions(d: Dialect, param: &str) -> String {
     }
 }
 
-fn has(h: Has) -> &'static str {
-    match h {
-        Has::Link => "(m.content LIKE '%http://%' OR m.content LIKE '%https://%')",
+/// The row condition for `h`; none for a link, which the index's link
+/// tokens match.
+fn has(h: Has) -> Option<&'static str> {
+    Some(match h {
+        Has::Link => return None,
         // `extra` is compact JSON (serde_json): a non-empty list starts `[{`.
         Has::Embed => "m.extra LIKE '%\"embeds\":[{%'",
         Has::Sticker => "m.extra LIKE '%\"sticker_items\":[{%'",
@@ -334,7 +332,7 @@ fn has(h: Has) -> &'static str {
         Has::Image => "EXISTS (SELECT 1 FROM attachments a WHERE a.message_id = m.id AND a.content_type LIKE 'image/%')",
         Has::Video => "EXISTS (SELECT 1 FROM attachments a WHERE a.message_id = m.id AND a.content_type LIKE 'video/%')",
         Has::Sound => "EXISTS (SELECT 1 FROM attachments a WHERE a.message_id = m.id AND a.content_type LIKE 'audio/%')",
-    }
+    })
 }
 
 /// The `WHERE` of a search and its bound values, in order: `$1` is the
@@ -390,7 +388,7 @@ fn search_where<'q>(d: Dialect, q: &'q SearchQuery) -> (String, Vec<Arg<'q>>) {
         let p = param(u.into(), &mut args);
         conds.push(mentions(d, &p));
     }
-    conds.extend(q.has.iter().filter(|&&h| h != Has::Link).map(|&h| has(h).to_string()));
+    conds.extend(q.has.iter().filter_map(|&h| has(h)).map(str::to_string));
     if d == Dialect::Postgres {
         if let Some(min) = q.min_id {
             let p = param(min.into(), &mut args);
