@@ -52,8 +52,7 @@ pub struct SearchParams {
 /// `content` as the stores take it: "quoted phrases" and single words,
 /// each a list of lowercase runs of letters and digits.
 pub fn terms(content: &str) -> Vec<Vec<String>> {
-    let tokens =
-        |s: &str| -> Vec<String> { s.split(|c: char| !c.is_alphanumeric()).filter(|t| !t.is_empty()).map(str::to_lowercase).collect() };
+    let tokens = |s: &str| -> Vec<String> { store::search_words(s).map(str::to_lowercase).collect() };
     let mut out = Vec::new();
     for (k, part) in content.split('"').enumerate() {
         if k % 2 == 1 {

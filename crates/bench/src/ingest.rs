@@ -51,6 +51,11 @@ pub struct IngestArgs {
     /// Bytes of each message's content.
     #[arg(long, default_value_t = 64)]
     pub message_size: usize,
+    /// Content of 5 to 20 words instead, drawn with a Zipf distribution
+    /// (exponent 1) from 5,000 made-up words, as `throng seed --messages`
+    /// writes them: what a search index sees in a chat.
+    #[arg(long)]
+    pub words: bool,
     /// Report directory (ingest.json and README.md).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -183,10 +188,10 @@ pub async fn run(a: IngestArgs) -> anyhow::Result<()> {
         acked: Mutex::new(Vec::new()),
         hist: Mutex::new(Histogram::new_with_bounds(1, 60_000_000, 3)?),
     });
-    let body = "x".repeat(a.message_size.max(1));
+    let bodies = Arc::new(if a.words { word_bodies(4096) } else { vec!["x".repeat(a.message_size.max(1))] });
     let mut tasks = Vec::new();
     for i in 0..a.connections.max(1) {
-        let (sh, base, body) = (shared.clone(), a.servers[i % a.servers.len()].clone(), body.clone());
+        let (sh, base, body) = (shared.clone(), a.servers[i % a.servers.len()].clone(), bodies.clone());
         tasks.push(tokio::spawn(async move { poster(sh, base, body).await }));
     }
     tokio::time::sleep(a.warmup).await;
@@ -417,10 +422,49 @@ pub async fn history_check(a: HistoryCheckArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `n` message texts for `--words`: 5 to 20 words each, the word of rank
+/// r (0: the most common) with probability proportional to 1/(r+1), among
+/// 5,000 spelled as consonant-vowel syllables (shortest first), from a
+/// fixed seed.
+fn word_bodies(n: usize) -> Vec<String> {
+    use rand::{Rng, SeedableRng};
+    const SYLLABLES: usize = 14 * 5;
+    let spell = |mut r: usize| {
+        let mut len = 1;
+        while r >= SYLLABLES.pow(len) {
+            r -= SYLLABLES.pow(len);
+            len += 1;
+        }
+        (0..len)
+            .map(|k| {
+                let s = r / SYLLABLES.pow(k) % SYLLABLES;
+                format!("{}{}", b"bdfgklmnprstvz"[s / 5] as char, b"aeiou"[s % 5] as char)
+            })
+            .collect::<String>()
+    };
+    let vocabulary: Vec<String> = (0..5_000).map(spell).collect();
+    let mut cdf: Vec<f64> = (0..vocabulary.len()).map(|r| 1.0 / (r + 1) as f64).collect();
+    let mut sum = 0.0;
+    for w in &mut cdf {
+        sum += *w;
+        *w = sum;
+    }
+    let mut rng = rand::rngs::StdRng::seed_from_u64(29);
+    (0..n)
+        .map(|_| {
+            let words = rng.gen_range(5..=20);
+            (0..words)
+                .map(|_| vocabulary[cdf.partition_point(|&c| c < rng.gen::<f64>() * sum).min(vocabulary.len() - 1)].as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
 /// One keep-alive connection posting in a loop (hyper's HTTP/1 connection
 /// directly: reqwest's pool, URL parsing and timers cost the load generator
 /// about as much CPU per request as the server spends, on the same cores).
-async fn poster(sh: Arc<Shared>, base: String, body: String) {
+async fn poster(sh: Arc<Shared>, base: String, bodies: Arc<Vec<String>>) {
     let host = base.trim_end_matches('/').trim_start_matches("http://").to_string();
     let mut n = 0u64;
     while !sh.stop.load(Ordering::Relaxed) {
@@ -438,7 +482,7 @@ async fn poster(sh: Arc<Shared>, base: String, body: String) {
                 .header(http::header::HOST, &host)
                 .header(http::header::AUTHORIZATION, &slot.token)
                 .header(http::header::CONTENT_TYPE, "application/json")
-                .body(format!(r#"{{"content":"{n} {body}"}}"#))
+                .body(format!(r#"{{"content":"{n} {}"}}"#, bodies[n as usize % bodies.len()]))
                 .expect("valid request");
             let answer = match send.send_request(req).await {
                 Ok(r) => {
@@ -585,4 +629,20 @@ async fn reader(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn word_bodies_are_5_to_20_zipf_words() {
+        let bodies = super::word_bodies(2_000);
+        let words: Vec<&str> = bodies.iter().flat_map(|b| b.split(' ')).collect();
+        assert!(bodies.iter().all(|b| (5..=20).contains(&b.split(' ').count())));
+        let count = |w: &str| words.iter().filter(|&&x| x == w).count() as f64;
+        // Rank 0 (`ba`) is 1/H(5000) = 11% of words and twice rank 1 (`be`).
+        let (first, second) = (count("ba"), count("be"));
+        assert!((1.6..2.5).contains(&(first / second)), "{first} {second}");
+        assert!((0.09..0.13).contains(&(first / words.len() as f64)), "{first}");
+        assert_eq!(super::word_bodies(3), super::word_bodies(3), "from a fixed seed");
+    }
 }

@@ -35,7 +35,10 @@ pub use accounts::{AccountStore, GrantKind, GrantRecord, OAuthApp, SessionStart,
 pub use attachments::{AttachmentRecord, WebhookRecord};
 pub use change::Change;
 pub use commands::*;
-pub use community::{index_scope, AuditQuery, AuditRecord, CommunityStore, Has, ReadState, ReadStateWrite, SearchQuery};
+pub use community::{
+    index_scope, pair_token, pairs_word, scope_tokens, search_words, word_pairs, AuditQuery, AuditRecord, CommunityStore, Has, ReadState,
+    ReadStateWrite, SearchQuery,
+};
 pub use reactions::*;
 pub use records::*;
 pub use threads::*;

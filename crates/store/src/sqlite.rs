@@ -108,6 +108,10 @@ impl SqliteStore {
             .connect_with(connect.clone())
             .await?;
         sqlx::migrate!("./migrations/sqlite").run(&writer).await?;
+        let rebuild = path.clone();
+        tokio::task::spawn_blocking(move || rebuild_search(&rebuild))
+            .await
+            .map_err(|e| StoreError::Db(sqlx::Error::Io(std::io::Error::other(e))))??;
         let reader = SqlitePoolOptions::new()
             .test_before_acquire(false)
             .max_connections(opts.readers.max(1))
@@ -174,6 +178,33 @@ extern "C" fn busy_retry(limit: *mut std::ffi::c_void, tries: std::ffi::c_int) -
 }
 
 /// How many tries of [`busy_retry`] fill `timeout`: 100 of 200 µs, then 1 ms each.
+/// Fills the search index from the messages when a migration emptied it
+/// for that (0015: the word pairs are made in Rust), in one transaction,
+/// so an interrupted rebuild starts over at the next start.
+fn rebuild_search(path: &Path) -> Result<()> {
+    use rusqlite::{params, Connection, TransactionBehavior};
+    let mut conn = Connection::open(path)?;
+    let pending: bool = conn.query_row("SELECT EXISTS (SELECT 1 FROM search_rebuild)", [], |r| r.get(0))?;
+    if !pending {
+        return Ok(());
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    {
+        let mut read = tx.prepare("SELECT id, guild_id, channel_id, author_id, content FROM messages")?;
+        let mut write = tx.prepare("INSERT INTO messages_fts (rowid, content, scope) VALUES (?1, ?2, ?3)")?;
+        let mut rows = read.query([])?;
+        while let Some(r) = rows.next()? {
+            let (id, guild, channel, author, content): (i64, Option<i64>, i64, i64, String) =
+                (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
+            let scope = crate::scope_tokens(guild.map(|g| g as u64), channel as u64, author as u64, &content);
+            write.execute(params![id, content, scope])?;
+        }
+    }
+    tx.execute("DELETE FROM search_rebuild", [])?;
+    tx.commit()?;
+    Ok(())
+}
+
 fn busy_tries(timeout: Duration) -> usize {
     let ms = timeout.as_millis() as usize;
     if ms <= 20 {

@@ -135,13 +135,37 @@ pub(super) async fn search(s: &dyn Store) {
     assert_eq!(found(q(&|q| q.pinned = Some(true))).await, (1, vec![9_002]));
     assert_eq!(found(q(&|q| q.pinned = Some(false))).await.0, 3);
 
+    // Phrases of short words (one index token each pair, as
+    // `word_pairs`): adjacency and order count, across punctuation and
+    // case as for any phrase; a longer phrase is its pairs and positions.
+    let phrase = |p: &str| vec![p.split(' ').map(str::to_string).collect::<Vec<_>>()];
+    s.create_message(&message(9_006, 150, 3, "so it is. Is it SO?")).await.unwrap();
+    assert_eq!(found(q(&|q| q.terms = phrase("it is"))).await, (1, vec![9_006]), "a pair");
+    assert_eq!(found(q(&|q| q.terms = phrase("is is"))).await, (1, vec![9_006]), "a pair across a full stop, any case");
+    assert_eq!(found(q(&|q| q.terms = phrase("so is"))).await.0, 0, "a pair's words must be adjacent");
+    assert_eq!(found(q(&|q| q.terms = phrase("is so"))).await.0, 0);
+    assert_eq!(found(q(&|q| q.terms = phrase("it is is it"))).await, (1, vec![9_006]), "a longer phrase");
+    assert_eq!(found(q(&|q| q.terms = phrase("it is it"))).await.0, 0, "every pair there, not in a row");
+    assert_eq!(found(q(&|q| q.terms = phrase("the world is"))).await, (1, vec![9_002]), "a phrase with a long word");
+    assert_eq!(found(q(&|q| (q.terms, q.by_relevance) = (phrase("it is"), true))).await, (1, vec![9_006]), "by relevance");
+    assert_eq!(found(scoped(vec![], &|q| q.terms = phrase("it is"))).await, (1, vec![9_006]), "a pair over the whole guild");
+    assert_eq!(found(scoped(vec![ChannelId(150)], &|q| q.terms = phrase("it is"))).await.0, 0, "less a hidden channel");
+    assert_eq!(found(q(&|q| (q.terms, q.channels) = (phrase("it is"), vec![ChannelId(151)]))).await.0, 0, "another channel");
+    let mut edited = message(9_006, 150, 3, "so it was");
+    edited.mentions = vec![];
+    assert_eq!(rows(s, vec![Change::UpdateMessage(edited)]).await, vec![1]);
+    assert_eq!(found(q(&|q| q.terms = phrase("it is"))).await.0, 0, "an edit drops its old pairs");
+    assert_eq!(found(q(&|q| q.terms = phrase("it was"))).await, (1, vec![9_006]), "and has its new ones");
+    assert_eq!(rows(s, vec![Change::DeleteMessage { channel: ChannelId(150), id: MessageId(9_006) }]).await, vec![1]);
+    assert_eq!(found(q(&|q| q.terms = phrase("it was"))).await.0, 0);
+
     // An edit: found by its new words only. A delete: found no more.
     let mut edited = message(9_002, 150, 2, "rewritten entirely");
     edited.mentions = vec![];
     assert_eq!(rows(s, vec![Change::UpdateMessage(edited)]).await, vec![1]);
     assert_eq!(found(q(&|q| q.terms = words("rewritten"))).await, (1, vec![9_002]));
-    // The edit's scope tokens (made by SQL on SQLite) match the insert's
-    // (made by `index_scope`): author, guild, and a link the edit adds.
+    // The edit's scope tokens match the insert's: author, guild, and a
+    // link the edit adds.
     assert_eq!(found(q(&|q| (q.terms, q.authors) = (words("rewritten"), vec![UserId(2)]))).await, (1, vec![9_002]));
     assert_eq!(found(scoped(vec![], &|q| q.terms = words("rewritten"))).await, (1, vec![9_002]));
     let mut linked = message(9_003, 151, 1, "hello from HTTPS://example.org");
@@ -152,4 +176,50 @@ pub(super) async fn search(s: &dyn Store) {
     assert_eq!(rows(s, vec![Change::DeleteMessage { channel: ChannelId(150), id: MessageId(9_001) }]).await, vec![1]);
     assert_eq!(found(q(&|q| q.terms = words("brave"))).await, (1, vec![9_004]));
     assert_eq!(found(q(&|q| q.terms = words("hello"))).await, (1, vec![9_003]));
+}
+
+/// A guild's message to search for after a rebuild of the index
+/// ([`rebuilt_index_finds`]; SQLite rebuilds when a migration asks).
+pub async fn rebuild_sample(s: &dyn Store) {
+    let g = GuildRecord {
+        id: GuildId(9_170),
+        name: "r".into(),
+        icon: None,
+        description: None,
+        owner_id: UserId(1),
+        system_channel_id: None,
+        created_at: 1,
+    };
+    s.create_guild(&NewGuild { guild: g, roles: vec![], channels: vec![channel(9_171, Some(9_170), 0, None)], members: vec![] })
+        .await
+        .unwrap();
+    let mut m = message(9_172, 9_171, 4, "and so it is, see http://x.y");
+    m.guild_id = Some(GuildId(9_170));
+    s.create_message(&m).await.unwrap();
+}
+
+/// [`rebuild_sample`]'s message is found by its words, a pair, its author
+/// in its guild, its link and its guild's token.
+pub async fn rebuilt_index_finds(s: &dyn Store) {
+    let q = |f: &dyn Fn(&mut SearchQuery)| {
+        let mut q = SearchQuery {
+            channels: vec![ChannelId(9_171)],
+            guild: Some(GuildId(9_170)),
+            hidden: Some(vec![]),
+            limit: 25,
+            ..Default::default()
+        };
+        f(&mut q);
+        q
+    };
+    for (what, q) in [
+        ("a word", q(&|q| q.terms = words("see"))),
+        ("a pair", q(&|q| q.terms = vec![vec!["it".into(), "is".into()]])),
+        ("an author", q(&|q| q.authors = vec![UserId(4)])),
+        ("a link", q(&|q| q.has = vec![Has::Link])),
+        ("the guild", q(&|q| q.terms = words("and"))),
+    ] {
+        let (total, ms) = s.search_messages(&q).await.unwrap();
+        assert_eq!((total, ms.iter().map(|m| m.id.0).collect::<Vec<_>>()), (1, vec![9_172]), "{what}");
+    }
 }

@@ -59,18 +59,32 @@ pub(super) async fn apply(tx: &mut Tx, change: &Change) -> Result<u64> {
         Change::RemoveMember { guild, user } => {
             query("DELETE FROM members WHERE guild_id = $1 AND user_id = $2").bind(*guild).bind(*user).execute(tx).await?
         }
-        Change::UpdateMessage(m) => query(
-            "UPDATE messages SET content = $1, edited_at = $2, flags = $3, mention_everyone = $4, mentions = $5, extra = $6 WHERE id = $7",
-        )
-        .bind(&m.content)
-        .bind(m.edited_at)
-        .bind(m.flags)
-        .bind(m.mention_everyone)
-        .bind(ids_json(m.mentions.iter().map(|u| u.0)))
-        .bind(serde_json::to_string(&m.extra)?)
-        .bind(m.id)
-        .execute(tx)
-        .await?,
+        Change::UpdateMessage(m) => {
+            let n = query(
+                "UPDATE messages SET content = $1, edited_at = $2, flags = $3, mention_everyone = $4, mentions = $5, extra = $6 WHERE id = $7",
+            )
+            .bind(&m.content)
+            .bind(m.edited_at)
+            .bind(m.flags)
+            .bind(m.mention_everyone)
+            .bind(ids_json(m.mentions.iter().map(|u| u.0)))
+            .bind(serde_json::to_string(&m.extra)?)
+            .bind(m.id)
+            .execute(&mut *tx)
+            .await?;
+            // SQLite re-indexes an edited message here, as it indexes a new
+            // one (migration 0015: its word pairs are made in Rust).
+            if n > 0 && tx.dialect() == super::Dialect::Sqlite {
+                query("DELETE FROM messages_fts WHERE rowid = $1").bind(m.id).execute(&mut *tx).await?;
+                query("INSERT INTO messages_fts (rowid, content, scope) VALUES ($1, $2, $3)")
+                    .bind(m.id)
+                    .bind(&m.content)
+                    .bind(crate::index_scope(m))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            n
+        }
         Change::DeleteMessage { channel, id } => {
             query("DELETE FROM messages WHERE id = $1 AND channel_id = $2").bind(*id).bind(*channel).execute(tx).await?
         }

@@ -249,10 +249,18 @@ fn index_query(d: Dialect, q: &SearchQuery) -> (Option<String>, String) {
         let h: Vec<String> = hidden.iter().map(|c| tok("c", c.0)).collect();
         scope = format!("({scope}){not}({})", h.join(or));
     }
-    let text = (!q.terms.is_empty()).then(|| match d {
-        Dialect::Sqlite => q.terms.iter().map(|p| format!("\"{}\"", p.join(" "))).collect::<Vec<_>>().join(" "),
+    let (terms, pairs) = split_terms(q);
+    if !pairs.is_empty() {
+        let pairs = pairs.iter().map(|(a, b)| match d {
+            Dialect::Sqlite => crate::pair_token(a, b),
+            Dialect::Postgres => format!("'{a} {b}'"),
+        });
+        scope = [(!scope.is_empty()).then(|| format!("({scope})"))].into_iter().flatten().chain(pairs).collect::<Vec<_>>().join(and);
+    }
+    let text = (!terms.is_empty()).then(|| match d {
+        Dialect::Sqlite => terms.iter().map(|p| format!("\"{}\"", p.join(" "))).collect::<Vec<_>>().join(" "),
         Dialect::Postgres => {
-            q.terms.iter().map(|p| p.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(" <-> ")).collect::<Vec<_>>().join(" & ")
+            terms.iter().map(|p| p.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(" <-> ")).collect::<Vec<_>>().join(" & ")
         }
     });
     match d {
@@ -267,6 +275,25 @@ fn index_query(d: Dialect, q: &SearchQuery) -> (Option<String>, String) {
         // scope lexemes are taken as they are (`::tsquery`).
         Dialect::Postgres => (text, scope),
     }
+}
+
+/// The words and phrases the index matches by their positions, and the
+/// pairs of short words it matches as one token each
+/// ([`crate::word_pairs`]): a phrase of two such words is its pair alone;
+/// a longer phrase keeps its words and adds its pairs, which narrow what
+/// the positions are compared for. A relevance sort keeps every phrase (it
+/// ranks by the words).
+fn split_terms(q: &SearchQuery) -> (Vec<&[String]>, Vec<(String, String)>) {
+    let (mut terms, mut pairs) = (Vec::new(), Vec::new());
+    for t in &q.terms {
+        let words: Vec<&str> = t.iter().map(String::as_str).collect();
+        let found = if q.by_relevance { Vec::new() } else { crate::word_pairs(&words) };
+        pairs.extend(found.iter().map(|&(a, b)| (a.to_ascii_lowercase(), b.to_ascii_lowercase())));
+        if !(t.len() == 2 && found.len() == 1) {
+            terms.push(&t[..]);
+        }
+    }
+    (terms, pairs)
 }
 
 /// SQLite: the `messages_fts` condition, its expression bound as `param`,
@@ -301,7 +328,7 @@ fn phrase_by_rows(q: &SearchQuery) -> bool {
         && q.hidden.as_ref().is_some_and(|h| h.len() < q.channels.len())
         && q.authors.is_empty()
         && !q.has.contains(&Has::Link)
-        && q.terms.iter().any(|t| t.len() > 1)
+        && split_terms(q).0.iter().any(|t| t.len() > 1)
 }
 
 /// Relevance, best first, for `ORDER BY` (the index query is `$1`).
