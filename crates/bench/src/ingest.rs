@@ -454,7 +454,10 @@ fn word_bodies(n: usize) -> Vec<String> {
         .map(|_| {
             let words = rng.gen_range(5..=20);
             (0..words)
-                .map(|_| vocabulary[cdf.partition_point(|&c| c < rng.gen::<f64>() * sum).min(vocabulary.len() - 1)].as_str())
+                .map(|_| {
+                    let x = rng.gen::<f64>() * sum;
+                    vocabulary[cdf.partition_point(|&c| c < x).min(vocabulary.len() - 1)].as_str()
+                })
                 .collect::<Vec<_>>()
                 .join(" ")
         })
