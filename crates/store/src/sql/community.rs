@@ -69,9 +69,8 @@ impl<B: Backend> CommunityStore for B {
         // longer one rather than both (a word in a date range: 22 and
         // 41 ms). Each sees its own snapshot; a message committed between
         // them can be in one and not the other, as with any paging.
-        // SQLite one after the other: its page is ~1 ms, and at once the
-        // two cost more CPU (a phrase: 12 against 8-9 ms a request; each
-        // connection has its own page cache).
+        // SQLite one after the other: its page is ~1 ms, and at once
+        // measured no better.
         let count = async { count.bind(cap).fetch_one(db).await.map(|(total,): (i64,)| total) };
         let page = async { page.bind(q.limit).bind(q.offset).fetch_all(db).await };
         let (total, rows): (i64, Vec<MessageRow>) = match d {
