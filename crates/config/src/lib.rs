@@ -464,12 +464,19 @@ pub struct StorageConfig {
     pub sqlite_readers: u32,
     /// PostgreSQL connections of one node (with `database`).
     pub postgres_connections: u32,
+    /// How long a PostgreSQL query waits for a connection (all busy, or
+    /// the server unreachable: a restart) before it fails as transient
+    /// (503 with `Retry-After`). While the server is away the pool retries
+    /// with a backoff of up to a fifth of this, so it also bounds how long
+    /// writes take to flow again once the server is back.
+    pub postgres_acquire_timeout_ms: u64,
     /// `synchronous=FULL` (survives power loss, slower) instead of NORMAL
     /// (survives process crashes).
     pub sqlite_synchronous_full: bool,
     /// How long SQLite's writer waits for a lock another process holds (a
     /// cluster node on the same data directory, a backup) before the write
-    /// fails; every request of that group commit then gets a 500.
+    /// fails; every request of that group commit then gets a 503 with
+    /// `Retry-After`.
     pub sqlite_busy_timeout_ms: u64,
     /// How often a thread of its own checkpoints SQLite's WAL into the
     /// database (PASSIVE: it waits for no reader or writer). Commits never
@@ -568,6 +575,7 @@ impl Default for StorageConfig {
         Self {
             sqlite_readers: 4,
             postgres_connections: 8,
+            postgres_acquire_timeout_ms: 2_500,
             sqlite_synchronous_full: false,
             sqlite_busy_timeout_ms: 20_000,
             sqlite_checkpoint_ms: 100,

@@ -199,6 +199,14 @@ impl<T: Send + 'static> Core<T> {
                 self.rx.close();
                 None
             }
+            // A store that cannot commit just now (a lock held past the
+            // busy timeout, a PostgreSQL restart, a lost connection): "retry",
+            // which the client gets as 503 with `Retry-After`, as every
+            // other route answers a transient store error.
+            Outcome::Failed(e) if e.is_transient() => {
+                tracing::warn!(actor = %self.key, error = &*e as &dyn std::error::Error, "change not committed; the client may retry");
+                None
+            }
             Outcome::Failed(e) => {
                 tracing::error!(actor = %self.key, error = &*e as &dyn std::error::Error, "change not committed");
                 Some(e.to_string())

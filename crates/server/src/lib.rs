@@ -64,7 +64,11 @@ pub enum StartError {
 pub async fn open_store(config: &Config) -> Result<Arc<dyn store::Store>, store::StoreError> {
     Ok(match &config.database {
         Some(url) => {
-            let opts = store::postgres::PostgresOptions { max_connections: config.storage.postgres_connections, ..Default::default() };
+            let opts = store::postgres::PostgresOptions {
+                max_connections: config.storage.postgres_connections,
+                acquire_timeout: std::time::Duration::from_millis(config.storage.postgres_acquire_timeout_ms.max(1)),
+                ..Default::default()
+            };
             Arc::new(store::postgres::PostgresStore::open(url, &opts).await?)
         }
         None => {

@@ -85,10 +85,15 @@ impl StoreError {
             StoreError::Db(sqlx::Error::Database(d)) => {
                 // SQLite: 5 BUSY, 6 LOCKED and their extended codes (low byte);
                 // PostgreSQL: 40001 serialization failure, 40P01 deadlock,
-                // 53300 too many connections, 57P03 cannot connect now.
+                // 53300 too many connections, 57P01 admin shutdown and
+                // 57P02 crash shutdown (a server stopping or restarting
+                // ends its sessions with these), 57P03 cannot connect now
+                // (starting up or shutting down), and class 08, a lost or
+                // refused connection. The pool opens new connections for
+                // the next try.
                 let code = d.code().unwrap_or_default();
                 let sqlite = code.parse::<u32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6));
-                sqlite || matches!(code.as_ref(), "40001" | "40P01" | "53300" | "57P03")
+                sqlite || matches!(code.as_ref(), "40001" | "40P01" | "53300" | "57P01" | "57P02" | "57P03") || code.starts_with("08")
             }
             StoreError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => {
                 matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)

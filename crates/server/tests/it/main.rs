@@ -10,6 +10,7 @@ mod gateway;
 mod logs;
 mod member_list;
 mod openapi;
+mod pg_restart;
 mod postgres;
 mod reactions;
 mod read_states;
