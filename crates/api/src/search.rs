@@ -154,6 +154,9 @@ pub async fn in_guild(
         a.in_channel(c) & (permission::VIEW_CHANNEL | permission::READ_MESSAGE_HISTORY)
             == (permission::VIEW_CHANNEL | permission::READ_MESSAGE_HISTORY)
     };
+    // Parents and the readable set by id: a guild may hold thousands of
+    // threads and channels.
+    let by_id: std::collections::HashMap<ChannelId, &store::ChannelRecord> = channels.iter().map(|c| (c.id, c)).collect();
     let mut visible = Vec::new();
     for c in &channels {
         if !store::is_thread(c.kind) {
@@ -164,7 +167,7 @@ pub async fn in_guild(
         }
         // A thread: its parent's permissions; a private one, membership too
         // (or MANAGE_THREADS).
-        let Some(parent) = c.parent_id.and_then(|p| channels.iter().find(|x| x.id == p)) else { continue };
+        let Some(&parent) = c.parent_id.and_then(|p| by_id.get(&p)) else { continue };
         if !readable(parent) {
             continue;
         }
@@ -180,8 +183,10 @@ pub async fn in_guild(
     if only.is_empty() {
         // The whole guild less what the caller may not read: the index can
         // match the guild (see `store::index_scope`).
-        q.hidden = Some(channels.iter().map(|c| c.id).filter(|c| !visible.contains(c)).collect());
+        let seen: std::collections::HashSet<ChannelId> = visible.iter().copied().collect();
+        q.hidden = Some(channels.iter().map(|c| c.id).filter(|c| !seen.contains(c)).collect());
     } else {
+        let only: std::collections::HashSet<ChannelId> = only.into_iter().collect();
         visible.retain(|c| only.contains(c));
     }
     q.channels = visible;
