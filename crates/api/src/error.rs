@@ -61,6 +61,20 @@ impl From<store::StoreError> for ApiError {
     }
 }
 
+impl From<node::batch::BatchError> for ApiError {
+    /// As a store error: 503 with `Retry-After` when the store could not
+    /// answer just now, else 500.
+    fn from(e: node::batch::BatchError) -> Self {
+        match e {
+            node::batch::BatchError::Store(s) if s.is_transient() => {
+                tracing::warn!(error = %s, "store busy: answered 503");
+                ApiError::Busy
+            }
+            other => ApiError::internal(other),
+        }
+    }
+}
+
 impl From<AuthError> for ApiError {
     fn from(e: AuthError) -> Self {
         match e {

@@ -57,10 +57,9 @@ pub async fn ack(
     match node.read_states.ack(u.id, channel, message, mention_count, manual).await {
         Ok(()) => {}
         Err(AckError::Busy) => return Err(ApiError::Busy),
-        // The store could not write just now (a PostgreSQL restart): the
-        // ack was not saved, and the client may send it again.
-        Err(AckError::Failed(node::batch::BatchError::Store(e))) if e.is_transient() => return Err(ApiError::Busy),
-        Err(AckError::Failed(e)) => return Err(ApiError::internal(e)),
+        // Not saved; a store that could not write just now (a PostgreSQL
+        // restart) is 503, and the client may send it again.
+        Err(AckError::Failed(e)) => return Err(e.into()),
     }
     let mut event = json!({
         "channel_id": channel,

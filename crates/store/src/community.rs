@@ -127,9 +127,9 @@ pub fn scope_tokens(guild: Option<u64>, channel: u64, author: u64, content: &str
             let _ = write!(s, " l{g}");
         }
     }
-    let words: Vec<&str> = search_words(content).collect();
-    for (a, b) in word_pairs(&words) {
-        let _ = write!(s, " {}", pair_token(a, b));
+    for (a, b) in word_pairs(search_words(content)) {
+        s.push(' ');
+        s.push_str(&pair_token(a, b));
     }
     s
 }
@@ -157,15 +157,17 @@ pub fn pairs_word(w: &str) -> bool {
 /// as one token each; a phrase with a longer word is found through that
 /// word's shorter list. Only ASCII, so that PostgreSQL's generated column
 /// (migration 0015's `search_pairs`) makes the same pairs.
-pub fn word_pairs<'a>(words: &[&'a str]) -> Vec<(&'a str, &'a str)> {
-    words.windows(2).filter(|p| pairs_word(p[0]) && pairs_word(p[1])).map(|p| (p[0], p[1])).collect()
+pub fn word_pairs<'a>(words: impl IntoIterator<Item = &'a str>) -> impl Iterator<Item = (&'a str, &'a str)> {
+    let mut prev: Option<&'a str> = None;
+    words.into_iter().filter_map(move |w| prev.replace(w).filter(|p| pairs_word(p) && pairs_word(w)).map(|p| (p, w)))
 }
 
-/// SQLite's token for the pair `a b` (any case; FTS5 folds it): `p`, the
-/// length of `a`, then both. It starts with `p` and a digit, as no other
-/// scope token does, and the length keeps `ab c` apart from `a bc`.
+/// SQLite's token for the pair `a b`: `p`, the length of `a`, then both,
+/// in any case (FTS5 folds ASCII case, in the index and in a query alike).
+/// It starts with `p` and a digit, as no other scope token does, and the
+/// length keeps `ab c` apart from `a bc`.
 pub fn pair_token(a: &str, b: &str) -> String {
-    format!("p{}{}{}", a.len(), a.to_ascii_lowercase(), b.to_ascii_lowercase())
+    format!("p{}{a}{b}", a.len())
 }
 
 /// `http://` or `https://` anywhere, ASCII case ignored (as SQL's `LIKE`).
@@ -221,28 +223,11 @@ pub enum ReadStateWrite {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use protocol::{ChannelId, MessageId};
 
     #[test]
     fn scope_tokens_name_guild_channel_author_and_links() {
-        let mut m = MessageRecord {
-            id: MessageId(1),
-            channel_id: ChannelId(20),
-            guild_id: Some(GuildId(10)),
-            author_id: UserId(30),
-            content: "see HTTPS://x.y".into(),
-            edited_at: None,
-            kind: 0,
-            flags: 0,
-            tts: false,
-            mention_everyone: false,
-            mentions: vec![],
-            reference: None,
-            extra: serde_json::json!({}),
-        };
-        assert_eq!(index_scope(&m), "g10 c20 a30p10 l20 l10 p1xy");
-        (m.guild_id, m.content) = (None, "http:/ not a link".into());
-        assert_eq!(index_scope(&m), "c20 a30p20 p3nota");
+        assert_eq!(scope_tokens(Some(10), 20, 30, "see HTTPS://x.y"), "g10 c20 a30p10 l20 l10 p1xy");
+        assert_eq!(scope_tokens(None, 20, 30, "http:/ not a link"), "c20 a30p20 p3nota");
         assert!(has_link("Http://a") && has_link("xhttps://") && !has_link("https:/") && !has_link("htt"));
     }
 
@@ -252,11 +237,11 @@ mod tests {
         assert_eq!(words, ["Of", "THE", "end", "of", "3", "a", "bc", "café", "ab", "cd", "x"]);
         // `café` is not ASCII and pairs with nothing; `a-bc` is two words.
         assert_eq!(
-            word_pairs(&words),
+            word_pairs(words.iter().copied()).collect::<Vec<_>>(),
             [("Of", "THE"), ("THE", "end"), ("end", "of"), ("of", "3"), ("3", "a"), ("a", "bc"), ("ab", "cd"), ("cd", "x")]
         );
         assert!(!pairs_word("four") && !pairs_word("é") && !pairs_word(""));
-        assert_eq!(pair_token("Of", "THE"), "p2ofthe");
+        assert_eq!(pair_token("of", "the"), "p2ofthe");
         assert_ne!(pair_token("ab", "c"), pair_token("a", "bc"));
     }
 }

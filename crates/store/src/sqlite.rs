@@ -177,7 +177,6 @@ extern "C" fn busy_retry(limit: *mut std::ffi::c_void, tries: std::ffi::c_int) -
     1
 }
 
-/// How many tries of [`busy_retry`] fill `timeout`: 100 of 200 µs, then 1 ms each.
 /// Fills the search index from the messages when a migration emptied it
 /// for that (0015: the word pairs are made in Rust), in one transaction,
 /// so an interrupted rebuild starts over at the next start.
@@ -205,6 +204,7 @@ fn rebuild_search(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// How many tries of [`busy_retry`] fill `timeout`: 100 of 200 µs, then 1 ms each.
 fn busy_tries(timeout: Duration) -> usize {
     let ms = timeout.as_millis() as usize;
     if ms <= 20 {

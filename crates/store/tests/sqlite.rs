@@ -43,7 +43,7 @@ async fn open_rebuilds_the_search_index_when_a_migration_asks() {
     }
     {
         let db = rusqlite::Connection::open(dir.path().join("throng.db")).unwrap();
-        db.execute_batch("DELETE FROM messages_fts; INSERT INTO search_rebuild VALUES (1);").unwrap();
+        db.execute_batch("INSERT INTO messages_fts (messages_fts) VALUES ('delete-all'); INSERT INTO search_rebuild VALUES (1);").unwrap();
     }
     let s = SqliteStore::open(dir.path(), &SqliteOptions::default()).await.unwrap();
     store::conformance::rebuilt_index_finds(&s).await;

@@ -18,9 +18,10 @@ use serde_json::json;
 use crate::common::*;
 use crate::postgres::scratch;
 
+const POSTGRES_SH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/postgres.sh");
+
 fn postgres_sh(args: &[&str]) -> String {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/postgres.sh");
-    let out = Command::new(script).args(args).output().expect("scripts/postgres.sh runs");
+    let out = Command::new(POSTGRES_SH).args(args).output().expect("scripts/postgres.sh runs");
     assert!(out.status.success(), "postgres.sh {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().to_string()
 }
@@ -32,9 +33,7 @@ struct Private {
 
 impl Drop for Private {
     fn drop(&mut self) {
-        let _ = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/postgres.sh"))
-            .args(["stop", &self.dir.path().to_string_lossy()])
-            .output();
+        let _ = Command::new(POSTGRES_SH).args(["stop", &self.dir.path().to_string_lossy()]).output();
     }
 }
 

@@ -5,23 +5,13 @@
 -- phrase is one token's list. The pairs are made in Rust, which SQL here
 -- cannot split as the server does, so:
 --
--- - the index is emptied here and filled again by `SqliteStore::open`
---   (every message through `store::index_scope`) while `search_rebuild`
---   holds a row, before the server serves;
+-- - the index is emptied here (FTS5's `delete-all`, the table stays as
+--   0014 made it) and filled again by `SqliteStore::open` (every message
+--   through `store::index_scope`) while `search_rebuild` holds a row,
+--   before the server serves;
 -- - an edit is re-indexed by the statement that edits
 --   (`sql/changes.rs`), not by a trigger. Deletes keep their trigger.
-DROP TRIGGER messages_fts_delete;
 DROP TRIGGER messages_fts_update;
-DROP TABLE messages_fts;
-CREATE VIRTUAL TABLE messages_fts USING fts5(
-    content,
-    scope,
-    content = '',
-    contentless_delete = 1,
-    tokenize = 'unicode61 remove_diacritics 2'
-);
-CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
-    DELETE FROM messages_fts WHERE rowid = old.id;
-END;
+INSERT INTO messages_fts (messages_fts) VALUES ('delete-all');
 CREATE TABLE search_rebuild (pending INTEGER NOT NULL);
 INSERT INTO search_rebuild VALUES (1);

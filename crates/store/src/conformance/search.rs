@@ -74,21 +74,7 @@ pub(super) async fn search(s: &dyn Store) {
     // A guild searched as the API does: the guild less its hidden
     // channels (as index scope). A same-word message in another guild,
     // and one in the hidden channel, are not found or counted.
-    let other = GuildRecord {
-        id: GuildId(9_160),
-        name: "s".into(),
-        icon: None,
-        description: None,
-        owner_id: UserId(1),
-        system_channel_id: None,
-        created_at: 1,
-    };
-    s.create_guild(&NewGuild { guild: other, roles: vec![], channels: vec![channel(9_161, Some(9_160), 0, None)], members: vec![] })
-        .await
-        .unwrap();
-    let mut elsewhere = message(9_005, 9_161, 1, "hello brave world");
-    elsewhere.guild_id = Some(GuildId(9_160));
-    s.create_message(&elsewhere).await.unwrap();
+    guild_with_message(s, (9_160, 9_161), message(9_005, 9_161, 1, "hello brave world")).await;
     let all: Vec<ChannelId> = s.channels_of_guild(GuildId(100)).await.unwrap().into_iter().map(|c| c.id).collect();
     let scoped = |hidden: Vec<ChannelId>, f: &dyn Fn(&mut SearchQuery)| {
         q(&|q| {
@@ -181,20 +167,24 @@ pub(super) async fn search(s: &dyn Store) {
 /// A guild's message to search for after a rebuild of the index
 /// ([`rebuilt_index_finds`]; SQLite rebuilds when a migration asks).
 pub async fn rebuild_sample(s: &dyn Store) {
+    guild_with_message(s, (9_170, 9_171), message(9_172, 9_171, 4, "and so it is, see http://x.y")).await;
+}
+
+/// A guild of its own with one channel, and `m` posted there.
+async fn guild_with_message(s: &dyn Store, (guild, channel_id): (u64, u64), mut m: MessageRecord) {
     let g = GuildRecord {
-        id: GuildId(9_170),
-        name: "r".into(),
+        id: GuildId(guild),
+        name: format!("g{guild}"),
         icon: None,
         description: None,
         owner_id: UserId(1),
         system_channel_id: None,
         created_at: 1,
     };
-    s.create_guild(&NewGuild { guild: g, roles: vec![], channels: vec![channel(9_171, Some(9_170), 0, None)], members: vec![] })
+    s.create_guild(&NewGuild { guild: g, roles: vec![], channels: vec![channel(channel_id, Some(guild), 0, None)], members: vec![] })
         .await
         .unwrap();
-    let mut m = message(9_172, 9_171, 4, "and so it is, see http://x.y");
-    m.guild_id = Some(GuildId(9_170));
+    m.guild_id = Some(GuildId(guild));
     s.create_message(&m).await.unwrap();
 }
 

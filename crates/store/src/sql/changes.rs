@@ -5,7 +5,7 @@
 
 use super::rows::{ids_json, MESSAGE_COLS};
 use super::{i, query, raise_last_message_id, Dialect, Tx};
-use crate::{Change, Result, ThreadMemberRecord};
+use crate::{Change, MessageRecord, Result, ThreadMemberRecord};
 
 /// Applies one change; the rows it touched.
 pub(super) async fn apply(tx: &mut Tx, change: &Change) -> Result<u64> {
@@ -76,12 +76,7 @@ pub(super) async fn apply(tx: &mut Tx, change: &Change) -> Result<u64> {
             // one (migration 0015: its word pairs are made in Rust).
             if n > 0 && tx.dialect() == super::Dialect::Sqlite {
                 query("DELETE FROM messages_fts WHERE rowid = $1").bind(m.id).execute(&mut *tx).await?;
-                query("INSERT INTO messages_fts (rowid, content, scope) VALUES ($1, $2, $3)")
-                    .bind(m.id)
-                    .bind(&m.content)
-                    .bind(crate::index_scope(m))
-                    .execute(&mut *tx)
-                    .await?;
+                index_message(tx, m).await?;
             }
             n
         }
@@ -231,12 +226,7 @@ pub(super) async fn apply(tx: &mut Tx, change: &Change) -> Result<u64> {
                 // SQLite's search index takes new messages from the
                 // statement that inserts them (migrations 0012, 0014).
                 if tx.dialect() == super::Dialect::Sqlite {
-                    query("INSERT INTO messages_fts (rowid, content, scope) VALUES ($1, $2, $3)")
-                        .bind(m.id)
-                        .bind(&m.content)
-                        .bind(crate::index_scope(m))
-                        .execute(&mut *tx)
-                        .await?;
+                    index_message(tx, m).await?;
                 }
                 raise_last_message_id(tx, m.channel_id, m.id).await?;
             }
@@ -368,4 +358,15 @@ async fn add_thread_member(tx: &mut Tx, m: &ThreadMemberRecord) -> Result<u64> {
     .bind(m.flags)
     .execute(tx)
     .await
+}
+
+/// SQLite: `m` into the search index (its words and `index_scope`), in
+/// `tx` with the statement that wrote it (migrations 0012, 0014, 0015).
+async fn index_message(tx: &mut Tx, m: &MessageRecord) -> Result<u64> {
+    query("INSERT INTO messages_fts (rowid, content, scope) VALUES ($1, $2, $3)")
+        .bind(m.id)
+        .bind(&m.content)
+        .bind(crate::index_scope(m))
+        .execute(tx)
+        .await
 }

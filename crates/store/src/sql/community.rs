@@ -294,13 +294,16 @@ fn index_query(d: Dialect, q: &SearchQuery) -> (Option<String>, String) {
 /// a longer phrase keeps its words and adds its pairs, which narrow what
 /// the positions are compared for. A relevance sort keeps every phrase (it
 /// ranks by the words).
-fn split_terms(q: &SearchQuery) -> (Vec<&[String]>, Vec<(String, String)>) {
+/// The terms' tokens are lowercase already ([`SearchQuery::terms`]), as
+/// PostgreSQL's pair lexemes are.
+fn split_terms(q: &SearchQuery) -> (Vec<&[String]>, Vec<(&str, &str)>) {
     let (mut terms, mut pairs) = (Vec::new(), Vec::new());
     for t in &q.terms {
-        let words: Vec<&str> = t.iter().map(String::as_str).collect();
-        let found = if q.by_relevance { Vec::new() } else { crate::word_pairs(&words) };
-        pairs.extend(found.iter().map(|&(a, b)| (a.to_ascii_lowercase(), b.to_ascii_lowercase())));
-        if !(t.len() == 2 && found.len() == 1) {
+        let before = pairs.len();
+        if !q.by_relevance {
+            pairs.extend(crate::word_pairs(t.iter().map(String::as_str)));
+        }
+        if !(t.len() == 2 && pairs.len() > before) {
             terms.push(&t[..]);
         }
     }
