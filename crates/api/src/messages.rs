@@ -50,7 +50,106 @@ pub struct MessageBody {
     components: Option<Vec<Value>>,
     message_reference: Option<MessageReference>,
     flags: Option<u64>,
-    // Accepted and ignored: enforce_nonce, allowed_mentions, sticker_ids, attachments metadata.
+    /// With a `nonce`: a repeat of this post within `limits.nonce_window_ms`
+    /// returns the first message instead of creating another.
+    #[serde(default, deserialize_with = "protocol::de::null_default")]
+    enforce_nonce: bool,
+    // Accepted and ignored: allowed_mentions, sticker_ids, attachments metadata.
+}
+
+/// Discord's longest `nonce`, in characters.
+const MAX_NONCE: usize = 25;
+
+/// A post's deduplication key (see `store::DEDUP_FIELD`): `n` and the
+/// client's nonce when it asks to enforce it; in a cluster otherwise `r` and
+/// a new snowflake, so the node may send the post again; else none.
+fn post_key(node: &Node, nonce: Option<&Value>, enforce: bool) -> ApiResult<Option<String>> {
+    let nonce = match nonce {
+        Some(Value::String(s)) if s.chars().count() > MAX_NONCE => {
+            return Err(ApiError::field("nonce", "BASE_TYPE_MAX_LENGTH", &format!("Must be {MAX_NONCE} or fewer in length.")))
+        }
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    Ok(match nonce {
+        Some(n) if enforce => Some(format!("n{n}")),
+        _ => node.cluster().map(|_| format!("r{}", node.ids.next().0)),
+    })
+}
+
+/// How a post handed to its actor ended.
+enum Delivered {
+    /// The actor's answer.
+    Answer(Bytes),
+    /// No answer in time, or the post could not be handed over: whether it
+    /// may have been committed all the same (files are then kept).
+    Failed(ApiError, bool),
+}
+
+/// Hands `post` to its actor and waits for the answer, up to
+/// `limits.write_timeout_ms`. In a cluster a post with a key is held for its
+/// guild's owner: sent again (the key keeps it from being committed twice)
+/// when the owner changes, when the owner answered "retry" and
+/// `cluster.post_resend_ms` has passed or the owner changed, and after
+/// `cluster.post_resend_ms` without an answer (a message lost with its
+/// owner, or with a NATS server).
+async fn deliver(node: &Arc<Node>, actor: protocol::ActorKey, mut post: Post) -> Delivered {
+    use tokio::time::{sleep, timeout_at, Instant};
+    let deadline = Instant::now() + std::time::Duration::from_millis(node.config.limits.write_timeout_ms);
+    let Some(cluster) = node.cluster().filter(|_| post.key.is_some()) else {
+        let (reply, answer) = node.replies.register();
+        post.reply = reply;
+        if let Err(e) = node.guilds.send(actor, GuildMsg::Post(Box::new(post))) {
+            return Delivered::Failed(e.into(), false);
+        }
+        return match timeout_at(deadline, answer).await {
+            Ok(Ok(b)) => Delivered::Answer(b),
+            _ => Delivered::Failed(ApiError::Busy, true),
+        };
+    };
+    let resend = std::time::Duration::from_millis(node.config.cluster.post_resend_ms.max(10));
+    let tick = std::time::Duration::from_millis(20);
+    let mut sent_any = false;
+    loop {
+        let owner = cluster.owner_of(actor);
+        let (reply, answer) = node.replies.register();
+        post.reply = reply;
+        let mut answer = match node.guilds.send(actor, GuildMsg::Post(Box::new(post.clone()))) {
+            Ok(()) => {
+                sent_any = true;
+                Some(answer)
+            }
+            // A full mailbox or queue, or this node off the bus: fail
+            // fast, as without a cluster (a balancer may try another node).
+            Err(e) => return Delivered::Failed(e.into(), sent_any),
+        };
+        let sent = Instant::now();
+        loop {
+            if let Some(a) = answer.as_mut() {
+                tokio::select! {
+                    got = a => {
+                        answer = None;
+                        // "Retry" (not committed: fenced, or the writer
+                        // full) waits for a new owner or the resend time.
+                        if let Some(b) = got.ok().filter(|b| &b[..] != PostReply::RETRY) {
+                            return Delivered::Answer(b);
+                        }
+                    }
+                    _ = sleep(tick) => {}
+                }
+            } else {
+                sleep(tick).await;
+            }
+            if Instant::now() >= deadline {
+                return Delivered::Failed(ApiError::Busy, sent_any);
+            }
+            let moved = cluster.owner_of(actor) != owner;
+            if moved || sent.elapsed() >= resend {
+                break;
+            }
+        }
+    }
 }
 
 /// `<@id>` and `<@!id>` mentions in `content`.
@@ -184,7 +283,7 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
     }
     let mut mentions = parse_mentions(&content);
     mentions.truncate(MAX_MENTIONS);
-    let (reply, answer) = node.replies.register();
+    let key = post_key(&node, b.nonce.as_ref(), b.enforce_nonce)?;
     let post = Post {
         author: u.id,
         channel: cid,
@@ -200,15 +299,20 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
         reference,
         referenced,
         content,
-        reply,
+        key,
+        reply: node::route::ReplyTo { node: node.id, id: 0 },
     };
-    node.guilds.send(actor, GuildMsg::Post(Box::new(post)))?;
-    let wait = std::time::Duration::from_millis(node.config.limits.write_timeout_ms);
-    // No answer in time (the owner died or lost the bus): the message may
-    // or may not be committed; the client may retry.
-    let Ok(Ok(answer)) = tokio::time::timeout(wait, answer).await else {
-        uploads.keep();
-        return Err(ApiError::Busy);
+    let answer = match deliver(&node, actor, post).await {
+        Delivered::Answer(b) => b,
+        // No answer in time (the owner died or lost the bus): the message
+        // may or may not be committed; the client may retry (with
+        // `enforce_nonce`, safely).
+        Delivered::Failed(e, maybe_committed) => {
+            if maybe_committed {
+                uploads.keep();
+            }
+            return Err(e);
+        }
     };
     if let Some(body) = PostReply::ok_body(&answer) {
         uploads.keep();
@@ -221,6 +325,13 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
         PostReply::MissingPermissions => Err(ApiError::forbidden(ErrorCode::MissingPermissions)),
         PostReply::Retry => Err(ApiError::Busy),
         PostReply::Failed(e) => Err(ApiError::internal(e)),
+        // A repeat: the message its first post created (these files are
+        // not part of it and go).
+        PostReply::Duplicate(id) => {
+            let rec = node.store.get_message(cid, id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownMessage))?;
+            let m = render(&node, std::slice::from_ref(&rec)).await?.pop().ok_or_else(|| ApiError::internal("message not rendered"))?;
+            Ok(json_bytes(StatusCode::OK, encode_message(&m)?))
+        }
     }
 }
 

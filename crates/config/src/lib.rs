@@ -316,13 +316,26 @@ pub struct ClusterConfig {
     /// fast (REST answers 503) instead of waiting.
     pub outbound_queue: usize,
     /// How long a RESUME that reached another node waits for the session's
-    /// node to hand it over before answering op 9 `false`.
+    /// node to hand it over before answering op 9 `false` (at once if that
+    /// node leaves the ring meanwhile).
     pub takeover_timeout_ms: u64,
+    /// A post held for its guild's owner (up to `limits.write_timeout_ms`)
+    /// is sent again, with its deduplication key, when the owner changes,
+    /// when the owner answers "retry", and after this long without an
+    /// answer (a message lost with a NATS server).
+    pub post_resend_ms: u64,
 }
 
 impl Default for ClusterConfig {
     fn default() -> Self {
-        Self { heartbeat_ms: 500, node_timeout_ms: 3_000, vnodes: 128, outbound_queue: 65_536, takeover_timeout_ms: 5_000 }
+        Self {
+            heartbeat_ms: 100,
+            node_timeout_ms: 1_000,
+            vnodes: 128,
+            outbound_queue: 65_536,
+            takeover_timeout_ms: 5_000,
+            post_resend_ms: 1_000,
+        }
     }
 }
 
@@ -453,8 +466,16 @@ pub struct LimitsConfig {
     /// Most messages one transaction commits (group commit).
     pub write_batch_max: usize,
     /// How long a REST create waits for its guild's owner to commit it
-    /// before answering 503 (the owner may be another node).
+    /// before answering 503 (the owner may be another node; in a cluster
+    /// the post is held for a new owner meanwhile: `cluster.post_resend_ms`).
     pub write_timeout_ms: u64,
+    /// How long an actor remembers a post's deduplication key (a
+    /// `nonce` sent with `enforce_nonce`): a repeat within it is answered
+    /// with the first message, as Discord does "for a few minutes".
+    pub nonce_window_ms: u64,
+    /// Most keys one actor remembers (the oldest go first), and most it
+    /// reads back from the store when it starts.
+    pub nonce_keys_max: usize,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -564,6 +585,8 @@ impl Default for LimitsConfig {
             write_queue: 16_384,
             write_batch_max: 1_024,
             write_timeout_ms: 10_000,
+            nonce_window_ms: 300_000,
+            nonce_keys_max: 10_000,
             max_guilds_per_user: 200,
             max_avatar_bytes: 1 << 20,
         }

@@ -320,6 +320,17 @@ async fn take_over(node: &Arc<Node>, holder: fanout::NodeId, r: &Resume, user: p
     if !node.cluster().is_some_and(|c| c.take_over(holder, req)) {
         return false;
     }
-    let wait = Duration::from_millis(node.config.cluster.takeover_timeout_ms);
-    matches!(tokio::time::timeout(wait, answer).await, Ok(Ok(b)) if &b[..] == b"true")
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(node.config.cluster.takeover_timeout_ms);
+    let mut answer = std::pin::pin!(answer);
+    // A holder that dies meanwhile leaves the ring (`cluster.node_timeout_ms`):
+    // the answer is op 9 then, not at the timeout.
+    loop {
+        tokio::select! {
+            got = &mut answer => return matches!(got, Ok(b) if &b[..] == b"true"),
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
+        if tokio::time::Instant::now() >= deadline || !node.cluster_nodes().contains(&holder.0) {
+            return false;
+        }
+    }
 }

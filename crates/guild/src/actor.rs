@@ -147,6 +147,13 @@ impl GuildActor {
             match Box::pin(node.guild_loads.get(id)).await {
                 Ok(Some(snap)) => {
                     let mut state = State::from_snapshot(snap, &node.users);
+                    let channels: Vec<ChannelId> = state.channels.iter().map(|c| c.id).chain(state.threads.map.keys().copied()).collect();
+                    if !self.core.load_keys(&channels).await {
+                        let key = self.key();
+                        drop(self);
+                        node.guilds.actor_stopped(key);
+                        return;
+                    }
                     // This node's sessions; other nodes' come with their
                     // sessions' subscriptions and presence updates.
                     let uids: Vec<UserId> = state.members.keys().copied().collect();
@@ -253,6 +260,9 @@ impl GuildActor {
                 return self.refuse(reply, r);
             }
         }
+        if !self.core.first_post(p.author, p.key.as_deref(), reply) {
+            return;
+        }
         let Some((member, author)) = st.members.get(&p.author) else { return self.refuse(reply, PostReply::MissingAccess) };
         let (mentions, mention_members) = st.mentioned(&p.mentions);
         let may_ping_all = bits & permission::MENTION_EVERYONE != 0;
@@ -266,6 +276,7 @@ impl GuildActor {
                 o.insert("mention_roles".into(), json!(roles));
             }
         }
+        fenced::keep_key(&mut extra, p.key.as_deref());
         let rec = MessageRecord {
             id: self.core.node.ids.next().into(),
             channel_id: p.channel,
@@ -291,7 +302,8 @@ impl GuildActor {
         if in_thread {
             Self::thread_posted(st, p.channel, rec.id);
         }
-        self.core.submit_message(rec, Job::Message { message, body, reply });
+        let key = p.key.map(|k| (p.author, k));
+        self.core.submit_message(rec, Job::Message { message, body, reply, key });
     }
 
     fn refuse(&self, reply: ReplyTo, r: PostReply) {

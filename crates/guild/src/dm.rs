@@ -90,7 +90,10 @@ impl DmActor {
         let node = self.core.node.clone();
         if self.core.claim().await {
             match node.store.get_dm(self.id).await {
-                Ok(Some(dm)) => fenced::serve(&mut self, &mut DmState { dm, interactions: Interactions::default() }).await,
+                Ok(Some(dm)) if self.core.load_keys(&[self.id]).await => {
+                    fenced::serve(&mut self, &mut DmState { dm, interactions: Interactions::default() }).await
+                }
+                Ok(Some(_)) => {}
                 Ok(None) => self.core.refuse_all(PostReply::UnknownChannel, OpReply::not_found(ErrorCode::UnknownChannel)).await,
                 Err(e) => tracing::error!(dm = %self.id, error = %e, "DM load failed"),
             }
@@ -198,7 +201,12 @@ impl DmActor {
         let Some(author) = dm.recipients.iter().find(|u| u.id == p.author) else {
             return refuse(&self.core.node, PostReply::MissingAccess);
         };
+        if !self.core.first_post(p.author, p.key.as_deref(), reply) {
+            return;
+        }
         let mentions: Vec<UserRecord> = dm.recipients.iter().filter(|u| p.mentions.contains(&u.id)).cloned().collect();
+        let mut extra = p.extra;
+        fenced::keep_key(&mut extra, p.key.as_deref());
         let rec = MessageRecord {
             id: self.core.node.ids.next().into(),
             channel_id: self.id,
@@ -211,7 +219,7 @@ impl DmActor {
             mention_everyone: false,
             mentions: mentions.iter().map(|u| u.id).collect(),
             reference: p.reference.as_ref().and_then(|r| serde_json::to_value(r).ok()),
-            extra: p.extra,
+            extra,
             content: p.content,
         };
         let mut message = node::convert::message(&rec, author, &mentions, None);
@@ -220,7 +228,8 @@ impl DmActor {
         }
         let message = Arc::new(message);
         let body = encode(&*message);
-        self.core.submit_changes(vec![Change::CreateDmMessage(rec)], Job::Message { message, body, reply });
+        let key = p.key.map(|k| (p.author, k));
+        self.core.submit_changes(vec![Change::CreateDmMessage(rec)], Job::Message { message, body, reply, key });
     }
 
     fn op(&mut self, st: &mut DmState, op: Op) {

@@ -11,20 +11,33 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use protocol::{model, ActorKey};
+use protocol::{model, ActorKey, ChannelId, UserId};
 use store::{Change, MessageRecord};
 use tokio::sync::mpsc;
 
+use super::keys::{Check, Keys};
 use super::GuildMsg;
 use fanout::encode;
 use node::group_commit::{Full, Outcome};
 use node::route::{OpReply, PostReply, ReplyTo};
 use node::Node;
 
+/// Stores a post's deduplication key in its message's `extra` (never shown).
+pub(crate) fn keep_key(extra: &mut serde_json::Value, key: Option<&str>) {
+    let Some(key) = key else { return };
+    if extra.is_null() {
+        *extra = serde_json::json!({});
+    }
+    if let Some(o) = extra.as_object_mut() {
+        o.insert(store::DEDUP_FIELD.into(), key.into());
+    }
+}
+
 /// What an actor handed the writer, and whom to answer.
 pub(crate) enum Job<T> {
-    /// A new message, encoded once, fanned out once committed.
-    Message { message: Arc<model::Message>, body: Bytes, reply: ReplyTo },
+    /// A new message, encoded once, fanned out once committed; with its
+    /// author and deduplication key, if it has one.
+    Message { message: Arc<model::Message>, body: Bytes, reply: ReplyTo, key: Option<(UserId, String)> },
     /// Changes, and what to do in commit order once they are committed.
     Op { then: T, reply: ReplyTo },
 }
@@ -45,6 +58,13 @@ pub(crate) enum Done<T> {
 }
 
 impl<T> Job<T> {
+    fn key(&self) -> Option<(UserId, String)> {
+        match self {
+            Job::Message { key, .. } => key.clone(),
+            Job::Op { .. } => None,
+        }
+    }
+
     fn reply(&self) -> ReplyTo {
         match self {
             Job::Message { reply, .. } | Job::Op { reply, .. } => *reply,
@@ -76,6 +96,8 @@ pub(crate) struct Core<T> {
     answers_tx: mpsc::UnboundedSender<(Outcome, Job<T>)>,
     answers_rx: mpsc::UnboundedReceiver<(Outcome, Job<T>)>,
     inflight: usize,
+    /// Posts' deduplication keys (see `keys`).
+    keys: Keys,
 }
 
 /// What an accepted action of actor `A` with state `S` does: `changes`
@@ -136,7 +158,55 @@ enum Next<T> {
 impl<T: Send + 'static> Core<T> {
     pub(crate) fn new(node: Arc<Node>, key: ActorKey, rx: mpsc::Receiver<GuildMsg>) -> Self {
         let (answers_tx, answers_rx) = mpsc::unbounded_channel();
-        Core { node, key, rx, epoch: 0, answers_tx, answers_rx, inflight: 0 }
+        let keys = Keys::new(node.config.limits.nonce_window_ms, node.config.limits.nonce_keys_max);
+        Core { node, key, rx, epoch: 0, answers_tx, answers_rx, inflight: 0, keys }
+    }
+
+    /// Reads back the deduplication keys of the posts committed in
+    /// `channels` within the window (by a previous owner, or before a
+    /// restart). False if the store could not say: the actor does not
+    /// start (a post could be committed twice).
+    pub(crate) async fn load_keys(&mut self, channels: &[ChannelId]) -> bool {
+        let limits = &self.node.config.limits;
+        let since = self.keys.since(node::auth::now_ms());
+        let max = u32::try_from(limits.nonce_keys_max).unwrap_or(u32::MAX);
+        match self.node.store.recent_message_keys(channels, since, max).await {
+            Ok(rows) => {
+                self.keys.load(rows);
+                true
+            }
+            Err(e) => {
+                tracing::error!(actor = %self.key, error = %e, "deduplication keys not read; actor stops");
+                false
+            }
+        }
+    }
+
+    /// Whether a post of `author` with `key` (answered at `reply`) is to
+    /// be committed. If not, it is answered here: with the committed
+    /// message's id, or with the first post's answer once it comes.
+    pub(crate) fn first_post(&mut self, author: UserId, key: Option<&str>, reply: ReplyTo) -> bool {
+        let Some(key) = key else { return true };
+        match self.keys.check(author, key, reply) {
+            Check::New => true,
+            Check::Waiting => false,
+            Check::Committed(id) => {
+                self.node.guilds.reply(reply, encode(&PostReply::Duplicate(id)));
+                false
+            }
+        }
+    }
+
+    /// A message committed: the repeats of its post waiting for it get its answer.
+    fn message_committed(&mut self, key: Option<(UserId, String)>, message: &model::Message, body: &Bytes) {
+        let Some((author, key)) = key else { return };
+        let waiting = self.keys.committed(author, &key, message.id);
+        if !waiting.is_empty() {
+            let answer = PostReply::ok_bytes(body);
+            for r in waiting {
+                self.node.guilds.reply(r, answer.clone());
+            }
+        }
     }
 
     /// In a cluster, takes the key over in the store: from now on writes of
@@ -165,27 +235,37 @@ impl<T: Send + 'static> Core<T> {
 
     /// Hands a new message to the writer, fenced by the epoch.
     pub(crate) fn submit_message(&mut self, rec: MessageRecord, job: Job<T>) {
-        let (tx, reply, refusal) = (self.answers_tx.clone(), job.reply(), job.refusal(None));
+        let (tx, reply, refusal, key) = (self.answers_tx.clone(), job.reply(), job.refusal(None), job.key());
         let done = move |outcome| {
             // The actor waits for every job it handed over before it ends.
             let _ = tx.send((outcome, job));
         };
         match self.node.writer.submit(self.epoch, rec, done) {
             Ok(()) => self.inflight += 1,
-            Err(Full) => self.node.guilds.reply(reply, refusal),
+            Err(Full) => self.refused(reply, key, refusal),
         }
     }
 
     /// Hands changes to the writer (in one transaction), fenced by the epoch.
     pub(crate) fn submit_changes(&mut self, changes: Vec<Change>, job: Job<T>) {
-        let (tx, reply, refusal) = (self.answers_tx.clone(), job.reply(), job.refusal(None));
+        let (tx, reply, refusal, key) = (self.answers_tx.clone(), job.reply(), job.refusal(None), job.key());
         let done = move |outcome| {
             let _ = tx.send((outcome, job));
         };
         match self.node.writer.submit_changes(self.epoch, self.key, changes, done) {
             Ok(()) => self.inflight += 1,
-            Err(Full) => self.node.guilds.reply(reply, refusal),
+            Err(Full) => self.refused(reply, key, refusal),
         }
+    }
+
+    /// A job the writer did not take: answered, with the repeats of its post.
+    fn refused(&mut self, reply: ReplyTo, key: Option<(UserId, String)>, refusal: Bytes) {
+        if let Some((author, key)) = key {
+            for r in self.keys.failed(author, &key) {
+                self.node.guilds.reply(r, refusal.clone());
+            }
+        }
+        self.node.guilds.reply(reply, refusal);
     }
 
     /// A job the writer did not commit: answered, and a fenced actor stops
@@ -214,7 +294,7 @@ impl<T: Send + 'static> Core<T> {
             Outcome::Committed | Outcome::Applied(_) => Some("writer answered the wrong kind of job".to_string()),
         };
         let body = job.refusal(error);
-        self.node.guilds.reply(job.reply(), body);
+        self.refused(job.reply(), job.key(), body);
     }
 
     /// The key has no actor's state (a guild or DM that does not exist):
@@ -253,7 +333,8 @@ pub(crate) async fn serve<A: Fenced>(actor: &mut A, st: &mut A::State) {
             Next::Answer(outcome, job) => {
                 actor.core().inflight -= 1;
                 match (outcome, job) {
-                    (Outcome::Committed | Outcome::Applied(_), Job::Message { message, body, reply }) => {
+                    (Outcome::Committed | Outcome::Applied(_), Job::Message { message, body, reply, key }) => {
+                        actor.core().message_committed(key, &message, &body);
                         actor.committed(st, Done::Message { message, body, reply })
                     }
                     (Outcome::Applied(rows), Job::Op { then, reply }) => actor.committed(st, Done::Op { rows, then, reply }),

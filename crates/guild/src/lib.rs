@@ -7,6 +7,7 @@ mod audit;
 pub mod dm;
 mod fenced;
 mod interact;
+mod keys;
 pub mod list;
 pub mod names;
 mod ops;

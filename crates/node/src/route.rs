@@ -94,7 +94,7 @@ pub struct ListSubscription {
 /// length); the actor checks the author's permissions from its own state,
 /// commits it through the node's writer, fans it out, then answers `reply`
 /// with a [`PostReply`].
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub struct Post {
     pub author: UserId,
     pub channel: ChannelId,
@@ -108,6 +108,11 @@ pub struct Post {
     /// A reply: its `message_reference` and the message it answers, rendered.
     pub reference: Option<model::MessageReference>,
     pub referenced: Option<Box<model::Message>>,
+    /// Its deduplication key (see `store::DEDUP_FIELD`): one post with a
+    /// key is committed at most once by its author in an actor within
+    /// `limits.nonce_window_ms`; a repeat is answered with the first.
+    #[serde(default)]
+    pub key: Option<String>,
     pub reply: ReplyTo,
 }
 
@@ -123,10 +128,16 @@ pub enum PostReply {
     /// This actor no longer owns the guild, or the writer is full: the
     /// caller may retry (503).
     Retry,
+    /// The author's post with the same key was committed before: this
+    /// message (the answer is it, read from the store).
+    Duplicate(MessageId),
     Failed(String),
 }
 
 impl PostReply {
+    /// `PostReply::Retry` as serde_json writes it.
+    pub const RETRY: &'static [u8] = b"\"Retry\"";
+
     /// `PostReply::Ok(body)` exactly as serde_json writes it (`{"Ok":…}`),
     /// built with two copies instead of a UTF-8 check, a copy into a
     /// `RawValue` and a serialisation: the answer to every message posted.
@@ -445,6 +456,11 @@ pub fn broadcast_presence(router: &dyn Router, node: u64, user: UserId, keys: &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_is_what_serde_writes() {
+        assert_eq!(serde_json::to_vec(&PostReply::Retry).unwrap(), PostReply::RETRY);
+    }
 
     #[test]
     fn ok_bytes_are_what_serde_writes_and_ok_body_slices_them_back() {

@@ -428,7 +428,45 @@ async fn group_commit_and_fencing(s: &dyn Store) {
     assert_eq!(many, vec![(g.into(), e2 + 1), (GuildId(4_242).into(), 1)]);
     assert_eq!(s.guild_owner(ActorKey::from(GuildId(4_242))).await.unwrap(), Some((9, 1)));
     assert_eq!(s.create_messages(&[(e2, m(1_009))]).await.unwrap(), vec![false], "the batch claim fenced the old epoch");
+    recent_message_keys(s, e2 + 1).await;
     for id in 1_001..=1_006 {
+        s.delete_message(ChannelId(101), MessageId(id)).await.unwrap();
+    }
+}
+
+/// `recent_message_keys`: the keyed messages of the channels asked for,
+/// from `since` on, newest first, at most `limit`; a key that only looks
+/// like one in the text is not one.
+async fn recent_message_keys(s: &dyn Store, epoch: u64) {
+    let g = GuildId(100);
+    let keyed = |id: u64, author: u64, key: &str| MessageRecord {
+        guild_id: Some(g),
+        author_id: UserId(author),
+        extra: serde_json::json!({"nonce": "x", crate::DEDUP_FIELD: key}),
+        ..message(id, 101, 1, "k")
+    };
+    let lookalike = MessageRecord {
+        guild_id: Some(g),
+        extra: serde_json::json!({"embeds": [{"description": "\"dedup\":\"no\""}]}),
+        ..message(1_013, 101, 1, "\"dedup\":")
+    };
+    let rows = [keyed(1_010, 1, "n1"), keyed(1_011, 2, "r5"), keyed(1_012, 1, "n2"), lookalike, message(1_014, 101, 1, "plain")];
+    let batch: Vec<(u64, MessageRecord)> = rows.iter().cloned().map(|m| (epoch, m)).collect();
+    assert_eq!(s.create_messages(&batch).await.unwrap(), vec![true; 5]);
+    let keys = |since: u64, limit: u32, channels: Vec<ChannelId>| async move {
+        s.recent_message_keys(&channels, MessageId(since), limit).await.unwrap()
+    };
+    let all = vec![
+        (MessageId(1_012), UserId(1), "n2".to_string()),
+        (MessageId(1_011), UserId(2), "r5".into()),
+        (MessageId(1_010), UserId(1), "n1".into()),
+    ];
+    assert_eq!(keys(1_000, 10, vec![ChannelId(101), ChannelId(999)]).await, all);
+    assert_eq!(keys(1_011, 10, vec![ChannelId(101)]).await, all[..2], "from `since` on");
+    assert_eq!(keys(1_000, 1, vec![ChannelId(101)]).await, all[..1], "at most `limit`");
+    assert!(keys(1_000, 10, vec![ChannelId(999)]).await.is_empty(), "only the channels asked for");
+    assert!(keys(1_000, 10, vec![]).await.is_empty());
+    for id in 1_010..=1_014 {
         s.delete_message(ChannelId(101), MessageId(id)).await.unwrap();
     }
 }

@@ -100,6 +100,11 @@ pub struct DmChannel {
     pub recipients: Vec<UserRecord>,
 }
 
+/// The field of a message's `extra` holding its deduplication key: a
+/// client's `nonce` sent with `enforce_nonce`, or a key a cluster node gave
+/// a post it may send again. Stored, never shown to clients.
+pub const DEDUP_FIELD: &str = "dedup";
+
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MessageRecord {
     pub id: MessageId,

@@ -447,3 +447,44 @@ async fn a_send_right_after_a_role_is_removed_is_refused() {
     let got: Vec<&str> = h.as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap()).collect();
     assert_eq!(got, ["try 2", "try 0"]);
 }
+
+/// `enforce_nonce`, as Discord: a repeat of an author's post with the same
+/// nonce returns the first message and creates none (also after a restart,
+/// when a new actor reads the keys back); another author's nonce, or a
+/// nonce without `enforce_nonce`, is another message; a nonce over 25
+/// characters is 400.
+#[tokio::test]
+async fn a_post_repeated_with_enforce_nonce_is_created_once() {
+    let mut t = TestServer::start().await;
+    let w = t.world().await;
+    let path = format!("/channels/{}/messages", w.channel);
+    let body = |c: &str, nonce: serde_json::Value, enforce: bool| json!({"content": c, "nonce": nonce, "enforce_nonce": enforce});
+    let (s, first) = t.post(&path, &w.owner, body("a", json!("n-1"), true)).await;
+    assert_eq!((s, &first["nonce"]), (200, &json!("n-1")), "{first}");
+    let (s, again) = t.post(&path, &w.owner, body("a, sent again", json!("n-1"), true)).await;
+    assert_eq!((s, &again["id"], &again["content"], &again["nonce"]), (200, &first["id"], &json!("a"), &json!("n-1")), "{again}");
+    assert!(again.get("dedup").is_none(), "the key is never shown: {again}");
+    let (_, other) = t.post(&path, &w.bot_auth, body("b", json!("n-1"), true)).await;
+    assert_ne!(other["id"], first["id"], "another author's nonce");
+    let (_, int1) = t.post(&path, &w.owner, body("i", json!(42), true)).await;
+    let (_, int2) = t.post(&path, &w.owner, body("i", json!(42), true)).await;
+    assert_eq!((int1["id"].is_string(), &int1["id"]), (true, &int2["id"]), "an integer nonce");
+    let (_, x) = t.post(&path, &w.owner, body("x", json!("n-2"), false)).await;
+    let (_, y) = t.post(&path, &w.owner, body("x", json!("n-2"), false)).await;
+    assert_ne!(x["id"], y["id"], "without enforce_nonce");
+    let (s, v) = t.post(&path, &w.owner, body("z", json!("x".repeat(26)), true)).await;
+    assert_eq!((s, v["code"].as_u64()), (400, Some(50035)), "{v}");
+    let (_, listed) = t.get(&format!("{path}?limit=100"), &w.owner).await;
+    let contents: Vec<&str> = listed.as_array().unwrap().iter().rev().map(|m| m["content"].as_str().unwrap()).collect();
+    assert_eq!(contents, ["a", "b", "i", "x", "x"]);
+    assert!(listed.as_array().unwrap().iter().all(|m| m.get("dedup").is_none()));
+
+    // A restart: the new actor knows the keys committed before it.
+    let dir = t.data_dir().to_path_buf();
+    t.shutdown().await;
+    let t2 = TestServer::start_with(|c| c.data_dir = dir).await;
+    let (s, after) = t2.post(&path, &w.owner, body("a, after a restart", json!("n-1"), true)).await;
+    assert_eq!((s, &after["id"]), (200, &first["id"]), "{after}");
+    let (_, listed) = t2.get(&format!("{path}?limit=100"), &w.owner).await;
+    assert_eq!(listed.as_array().unwrap().len(), 5);
+}

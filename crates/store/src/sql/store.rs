@@ -253,6 +253,34 @@ impl<B: Backend> Store for B {
         query(q).bind(id).bind(channel).fetch_optional::<MessageRow>(self.reader()).await?.map(TryInto::try_into).transpose()
     }
 
+    async fn recent_message_keys(&self, channels: &[ChannelId], since: MessageId, limit: u32) -> Result<Vec<(MessageId, UserId, String)>> {
+        if channels.is_empty() {
+            return Ok(Vec::new());
+        }
+        let db = self.reader();
+        // `extra` is JSON text as serde_json writes it: the LIKE keeps the
+        // rows read to those that may have a key; the parse below decides.
+        let q = format!(
+            "SELECT id, author_id, extra FROM messages WHERE channel_id {} AND id >= $2 AND extra LIKE $3 ORDER BY id DESC LIMIT $4",
+            db.dialect().in_ids("$1")
+        );
+        let rows: Vec<(i64, i64, String)> = query(q)
+            .bind(channels.iter().map(|&c| i(c)).collect::<Vec<_>>())
+            .bind(since)
+            .bind(format!("%\"{DEDUP_FIELD}\":%"))
+            .bind(i64::from(limit))
+            .fetch_all(db)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(id, author, extra)| {
+                let v: serde_json::Value = serde_json::from_str(&extra).ok()?;
+                let key = v.get(DEDUP_FIELD)?.as_str()?.to_string();
+                Some((MessageId(id as u64), UserId(author as u64), key))
+            })
+            .collect())
+    }
+
     async fn list_messages(&self, channel: ChannelId, window: MessageWindow, limit: u32) -> Result<Vec<MessageRecord>> {
         let limit = i64::from(limit);
         let fetch = |cond: &str, order: &str, from: i64, limit: i64| {
