@@ -6,6 +6,8 @@ mod cluster;
 mod common;
 mod compat;
 mod durability;
+// #30: kill -9 of cluster nodes under load
+mod failover;
 mod gateway;
 mod logs;
 mod member_list;
