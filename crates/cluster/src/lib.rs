@@ -205,6 +205,13 @@ impl ClusterLink for ClusterRouter {
     }
 }
 
+/// The NATS servers of `nats`: one URL, or several separated by commas
+/// (the servers of one NATS cluster; a node connects to one and moves to
+/// another when it fails).
+pub(crate) fn nats_servers(nats: &str) -> Vec<&str> {
+    nats.split(',').map(str::trim).filter(|u| !u.is_empty()).collect()
+}
+
 /// Why a node could not join its cluster.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -232,7 +239,7 @@ pub async fn start_node(
     let client = async_nats::ConnectOptions::new()
         .name(format!("throng-node-{}", config.node_id))
         .retry_on_initial_connect()
-        .connect(url.as_str())
+        .connect(nats_servers(&url))
         .await
         .map_err(|source| ClusterError::Connect { url: url.clone(), source })?;
     let me = NodeId(config.node_id);

@@ -39,7 +39,12 @@ pub(crate) fn start_membership(
         .name("throng-membership".into())
         .spawn(move || {
             rt.block_on(async move {
-                let client = match async_nats::ConnectOptions::new().name(name).retry_on_initial_connect().connect(url.as_str()).await {
+                let client = match async_nats::ConnectOptions::new()
+                    .name(name)
+                    .retry_on_initial_connect()
+                    .connect(crate::nats_servers(&url))
+                    .await
+                {
                     Ok(c) => c,
                     Err(e) => {
                         tracing::error!(error = %e, "membership: cannot connect to NATS");
@@ -53,11 +58,44 @@ pub(crate) fn start_membership(
                         return;
                     }
                 };
+                // Others ask here whether this node lives (see `probe`).
+                match client.subscribe(alive_subject(node.id)).await {
+                    Ok(mut asks) => {
+                        let c = client.clone();
+                        tokio::spawn(async move {
+                            while let Some(m) = asks.next().await {
+                                if let Some(to) = m.reply {
+                                    let _ = c.publish(to, Bytes::new()).await;
+                                }
+                            }
+                        });
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "membership: cannot subscribe to liveness probes");
+                        return;
+                    }
+                }
                 membership(node, r, main, client, hb, cc, main_rt).await;
             })
         })
         .map_err(ClusterError::Membership)?;
     Ok(())
+}
+
+/// Where node `n` answers liveness probes (its membership connection).
+fn alive_subject(n: NodeId) -> String {
+    format!("throng.n.{n}.alive")
+}
+
+/// Asks `n` whether it lives; true only when NATS says nobody listens at
+/// its probe subject: its connection is closed, so its process is gone (or
+/// cut off). A slow or silent answer proves nothing (false): the heartbeat
+/// timeout decides then.
+async fn gone(client: &async_nats::Client, n: NodeId, wait: Duration) -> bool {
+    match tokio::time::timeout(wait, client.request(alive_subject(n), Bytes::new())).await {
+        Ok(Err(e)) => e.kind() == async_nats::RequestErrorKind::NoResponders,
+        _ => false,
+    }
 }
 
 /// Announces this node, tracks the others, and rebuilds the ring when the
@@ -76,6 +114,12 @@ pub(crate) async fn membership(
 ) {
     let me = r.me;
     let timeout = Duration::from_millis(cc.node_timeout_ms);
+    // A node silent for `probe_after_ms` is asked whether it lives; if
+    // NATS has nobody at its probe subject, it leaves at once rather than
+    // at the timeout (a killed process: its connection closed with it).
+    let probe_after = (cc.probe_after_ms > 0).then(|| Duration::from_millis(cc.probe_after_ms));
+    let (dead_tx, mut dead_rx) = tokio::sync::mpsc::unbounded_channel::<(NodeId, Instant)>();
+    let mut probed: HashMap<NodeId, Instant> = HashMap::new();
     let mut seen: HashMap<NodeId, Instant> = HashMap::new();
     let mut tick = tokio::time::interval(Duration::from_millis(cc.heartbeat_ms.max(10)));
     let beat = serde_json::to_vec(&Heartbeat { node: me, url: node.config.gateway_url() }).expect("heartbeat encodes");
@@ -94,10 +138,32 @@ pub(crate) async fn membership(
                     seen.insert(h.node, Instant::now());
                 }
             }
+            Some((n, last)) = dead_rx.recv() => {
+                // Unless it beat again meanwhile.
+                if seen.get(&n) == Some(&last) {
+                    tracing::info!(node = %n, "node gone: nobody at its probe subject");
+                    seen.remove(&n);
+                }
+            }
         }
         let connected = [&main, &client].iter().all(|c| matches!(c.connection_state(), async_nats::connection::State::Connected));
         let now = Instant::now();
         seen.retain(|_, t| now.duration_since(*t) < timeout);
+        if let (Some(after), true) = (probe_after, connected) {
+            for (&n, &last) in seen.iter().filter(|(&n, &t)| n != me && now.duration_since(t) >= after) {
+                if probed.get(&n).is_some_and(|&p| p >= last) {
+                    continue; // asked since its last heartbeat
+                }
+                probed.insert(n, now);
+                let (c, tx) = (client.clone(), dead_tx.clone());
+                tokio::spawn(async move {
+                    if gone(&c, n, after).await {
+                        let _ = tx.send((n, last));
+                    }
+                });
+            }
+            probed.retain(|n, _| seen.contains_key(n));
+        }
         let mut next: Vec<u64> = if connected && seen.contains_key(&me) { seen.keys().map(|n| n.0).collect() } else { Vec::new() };
         next.sort_unstable();
         if next != live {

@@ -31,8 +31,10 @@ pub struct Config {
     /// Snowflake worker and process ids (0-31) of this node.
     pub worker_id: u8,
     pub process_id: u8,
-    /// The NATS server a cluster meets through (`nats://HOST:PORT`). Unset:
-    /// a single node, exactly as without a cluster.
+    /// The NATS server a cluster meets through (`nats://HOST:PORT`), or
+    /// the servers of a NATS cluster separated by commas (a node moves to
+    /// another when its server fails). Unset: a single node, exactly as
+    /// without a cluster.
     pub nats: Option<String>,
     /// Log lines on stderr: `text` (for people) or `json` (one object a
     /// line: timestamp, level, target, message and fields, for collectors).
@@ -310,6 +312,10 @@ pub struct ClusterConfig {
     /// A node not heard from for this long leaves the ring: its guilds
     /// move to their next owners.
     pub node_timeout_ms: u64,
+    /// A node not heard from for this long is asked whether it lives; if
+    /// NATS has nobody listening for it (its process died and its
+    /// connection closed), it leaves the ring at once. 0: only the timeout.
+    pub probe_after_ms: u64,
     /// Virtual nodes per node on the consistent-hash ring.
     pub vnodes: u32,
     /// Messages queued for NATS beyond which sends to other nodes fail
@@ -331,6 +337,7 @@ impl Default for ClusterConfig {
         Self {
             heartbeat_ms: 100,
             node_timeout_ms: 1_000,
+            probe_after_ms: 300,
             vnodes: 128,
             outbound_queue: 65_536,
             takeover_timeout_ms: 5_000,
