@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
-# A throng cluster on one host: nats-server, N throng nodes sharing one
-# SQLite data dir, and HAProxy in front of them on one public port.
+# A throng cluster on one host: a NATS cluster (3 servers by default), N
+# throng nodes sharing one SQLite data dir, and HAProxy in front of them on
+# one public port.
 # Everything listens on 127.0.0.1.
 #
 #   scripts/cluster.sh install
 #       make sure nats-server (scripts/nats.sh install) and HAProxy (Debian
 #       package `haproxy`, apt-get as root) are present
 #   scripts/cluster.sh start N [--base-port P] [--data-dir D] [--run-dir R]
-#                              [--stats-port S] [--nats-port Q] [-- SERVE_ARGS...]
+#                              [--stats-port S] [--nats-port Q] [--nats-servers K]
+#                              [-- SERVE_ARGS...]
 #       public REST + gateway on P (default 8080), node i on P+i (i = 1..N),
-#       HAProxy stats on S (default P+N+1), NATS on Q (default P+N+2);
+#       HAProxy stats on S (default P+N+1), K NATS servers (default 3; 1: no
+#       NATS cluster) for clients on Q..Q+K-1 (default Q = P+N+2) and routes
+#       on Q+K..Q+2K-1, every node given every server's URL;
 #       data dir D (default R/data); SERVE_ARGS go to every `throng serve`
 #       (e.g. --config cluster.toml, --heartbeat-interval-ms 5000);
 #       returns once every node and HAProxy say healthy, then prints the URLs
 #   scripts/cluster.sh stop [--run-dir R]
 #       stop what `start` started (nodes drain first, then HAProxy, then NATS)
+#   scripts/cluster.sh kill-nats K [--run-dir R]
+#       kill -9 NATS server K (1-based): a failure drill
 #   scripts/cluster.sh status [--run-dir R]
 #       each node's process and GET /health, HAProxy's view of each server
 #
@@ -40,7 +46,7 @@ say() {
 }
 
 usage() {
-  sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -179,9 +185,10 @@ cmd_stop() {
   if pid=$(stop_pidfile "$RUN/haproxy.pid" "haproxy" haproxy) && [ -n "$pid" ]; then
     wait_gone haproxy "$pid" "$RUN/haproxy.pid"
   fi
-  if [ -d "$RUN/nats" ]; then
-    "$ROOT/scripts/nats.sh" stop "$RUN/nats" || true
-  fi
+  for f in "$RUN"/nats "$RUN"/nats-*; do
+    [ -d "$f" ] || continue
+    "$ROOT/scripts/nats.sh" stop "$f" || true
+  done
   rm -f "$RUN/haproxy.sock"
 }
 
@@ -191,7 +198,9 @@ cmd_status() {
   . "$RUN/cluster.env"
   local i pid rc=0 h
   echo "cluster in $RUN: $NODES nodes, public http://127.0.0.1:$PUBLIC_PORT, stats http://127.0.0.1:$STATS_PORT/stats, NATS $NATS_URL"
-  if pid=$(pid_of "$RUN/nats/nats.pid" nats-server); then echo "nats-server  pid $pid  up"; else echo "nats-server  DOWN"; rc=1; fi
+  for ((i = 1; i <= ${NATS_SERVERS:-1}; i++)); do
+    if pid=$(pid_of "$RUN/nats-$i/nats.pid" nats-server); then echo "nats-server $i  pid $pid  up"; else echo "nats-server $i  DOWN"; rc=1; fi
+  done
   for ((i = 1; i <= NODES; i++)); do
     h=$(health $((PUBLIC_PORT + i)))
     if pid=$(pid_of "$RUN/node-$i.pid" serve); then
@@ -217,7 +226,7 @@ cmd_status() {
 
 cmd_start() {
   [ $# -ge 1 ] || usage
-  local n="$1" base=8080 data="" stats="" natsport="" serve_args=()
+  local n="$1" base=8080 data="" stats="" natsport="" nservers=3 serve_args=()
   shift
   [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 64 ] || die "N must be 1-64, got $n"
   while [ $# -gt 0 ]; do
@@ -227,10 +236,12 @@ cmd_start() {
       --run-dir) RUN="$2"; shift 2 ;;
       --stats-port) stats="$2"; shift 2 ;;
       --nats-port) natsport="$2"; shift 2 ;;
+      --nats-servers) nservers="$2"; shift 2 ;;
       --) shift; serve_args=("$@"); break ;;
       *) usage ;;
     esac
   done
+  [[ "$nservers" =~ ^[0-9]+$ ]] && [ "$nservers" -ge 1 ] && [ "$nservers" -le 9 ] || die "--nats-servers must be 1-9"
   stats=${stats:-$((base + n + 1))}
   natsport=${natsport:-$((base + n + 2))}
   local bin i pid hap
@@ -240,7 +251,7 @@ cmd_start() {
 
   mkdir -p "$RUN"
   RUN=$(cd "$RUN" && pwd)
-  for f in "$RUN"/node-*.pid "$RUN/haproxy.pid" "$RUN/nats/nats.pid"; do
+  for f in "$RUN"/node-*.pid "$RUN/haproxy.pid" "$RUN"/nats*/nats.pid; do
     [ -e "$f" ] || continue
     if pid=$(pid_of "$f" "serve\|haproxy\|nats-server"); then
       die "a cluster is already running from $RUN ($(basename "$f") = pid $pid): scripts/cluster.sh stop --run-dir $RUN"
@@ -252,7 +263,7 @@ cmd_start() {
   data=$(cd "$data" && pwd)
   for ((i = 0; i <= n; i++)); do check_port $((base + i)); done
   check_port "$stats"
-  check_port "$natsport"
+  for ((i = 0; i < 2 * nservers; i++)); do check_port $((natsport + i)); done
 
   cmd_install
   hap=$(find_haproxy)
@@ -269,8 +280,18 @@ cmd_start() {
     (umask 077 && echo "$token" >"$RUN/admin-token")
   fi
 
-  local nats_url
-  nats_url=$("$ROOT/scripts/nats.sh" start "$RUN/nats" "$natsport" | tail -n 1)
+  # NATS: one server, or a cluster of them (each dials every route; a
+  # node takes every client URL and moves to another server if its own fails).
+  local nats_url="" routes="" u
+  for ((i = 0; i < nservers; i++)); do routes+="${routes:+,}nats://127.0.0.1:$((natsport + nservers + i))"; done
+  for ((i = 1; i <= nservers; i++)); do
+    if [ "$nservers" -eq 1 ]; then
+      u=$("$ROOT/scripts/nats.sh" start "$RUN/nats-1" "$natsport" | tail -n 1)
+    else
+      u=$("$ROOT/scripts/nats.sh" start "$RUN/nats-$i" $((natsport + i - 1)) $((natsport + nservers + i - 1)) "$routes" | tail -n 1)
+    fi
+    nats_url+="${nats_url:+,}$u"
+  done
 
   # File descriptors: HAProxy needs two per proxied connection.
   local hard maxconn per_server
@@ -286,6 +307,7 @@ NODES=$n
 PUBLIC_PORT=$base
 STATS_PORT=$stats
 NATS_PORT=$natsport
+NATS_SERVERS=$nservers
 NATS_URL=$nats_url
 DATA_DIR=$data
 THRONG_BIN=$bin
@@ -359,7 +381,7 @@ throng cluster: $n nodes, NATS, HAProxy (run dir $RUN)
   nodes      $(for ((i = 1; i <= n; i++)); do printf 'http://127.0.0.1:%s ' $((base + i)); done)
   data dir   $data (shared SQLite)
   admin      X-Throng-Admin-Token from $RUN/admin-token
-  logs       $RUN/node-*.log $RUN/haproxy.log $RUN/nats/nats.log
+  logs       $RUN/node-*.log $RUN/haproxy.log $RUN/nats-*/nats.log
   stop       scripts/cluster.sh stop --run-dir $RUN
 EOF
 }
@@ -370,6 +392,20 @@ shift
 case "$command" in
   install) [ $# -eq 0 ] || usage; cmd_install ;;
   start) cmd_start "$@" ;;
+  kill-nats)
+    [ $# -ge 1 ] || usage
+    k="$1"
+    shift
+    while [ $# -gt 0 ]; do
+      case "$1" in
+        --run-dir) RUN="$2"; shift 2 ;;
+        *) usage ;;
+      esac
+    done
+    pid=$(pid_of "$RUN/nats-$k/nats.pid" nats-server) || die "no NATS server $k running in $RUN"
+    kill -KILL "$pid"
+    say "killed NATS server $k (pid $pid)"
+    ;;
   stop | status)
     while [ $# -gt 0 ]; do
       case "$1" in

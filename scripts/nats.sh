@@ -3,8 +3,12 @@
 #
 #   scripts/nats.sh install          make sure nats-server v2.15.2 is available;
 #                                    prints its path on the last line
-#   scripts/nats.sh start DIR PORT   start one on 127.0.0.1:PORT, JetStream store
+#   scripts/nats.sh start DIR PORT [CLUSTER_PORT ROUTES]
+#                                    start one on 127.0.0.1:PORT, JetStream store
 #                                    in DIR, log DIR/nats.log, pid DIR/nats.pid;
+#                                    with CLUSTER_PORT, a member of the NATS
+#                                    cluster "throng" that takes routes there
+#                                    and dials ROUTES (nats://HOST:PORT,...);
 #                                    returns once the port answers (<= ~10 s)
 #   scripts/nats.sh stop DIR         stop it: TERM, then KILL after ~10 s
 #
@@ -25,7 +29,7 @@ die() {
 }
 
 usage() {
-  sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -104,8 +108,14 @@ running_pid() {
 }
 
 cmd_start() {
-  [ $# -eq 2 ] || usage
-  local dir="$1" port="$2" bin pid deadline
+  [ $# -eq 2 ] || [ $# -eq 4 ] || usage
+  local dir="$1" port="$2" bin pid deadline cluster=()
+  if [ $# -eq 4 ]; then
+    [[ "$3" =~ ^[0-9]+$ ]] || die "bad cluster port: $3"
+    # A cluster needs each server named (JetStream's meta group); routes to
+    # itself among ROUTES are ignored by nats-server.
+    cluster=(--name "nats-$port" --cluster_name throng --cluster "nats://127.0.0.1:$3" --routes "$4")
+  fi
   if ! [[ "$port" =~ ^[0-9]+$ ]] || [ "$port" -lt 1 ] || [ "$port" -gt 65535 ]; then
     die "bad port: $port"
   fi
@@ -118,7 +128,7 @@ cmd_start() {
   bin=$(cmd_install 2>/dev/null | tail -n 1) || die "nats-server v$NATS_VERSION is not available: run scripts/nats.sh install"
 
   # setsid + nohup: the server outlives this script and its terminal.
-  setsid nohup "$bin" -a 127.0.0.1 -p "$port" -js -sd "$dir" </dev/null >>"$dir/nats.log" 2>&1 &
+  setsid nohup "$bin" -a 127.0.0.1 -p "$port" -js -sd "$dir" "${cluster[@]}" </dev/null >>"$dir/nats.log" 2>&1 &
   pid=$!
   echo "$pid" >"$dir/nats.pid"
 

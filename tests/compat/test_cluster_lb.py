@@ -79,7 +79,8 @@ class LB:
         self.workdir = workdir
         self.run = workdir / "run"
         self.bin = throng_bin
-        self.base_port = _free_range(NODES + 3)
+        # Public, N nodes, stats, then 3 NATS servers (client and route ports).
+        self.base_port = _free_range(NODES + 2 + 6)
         self.base = f"http://127.0.0.1:{self.base_port}"
         self.stats = self.base_port + NODES + 1
         self.rest_log: list = []

@@ -90,10 +90,10 @@ enum Delivered {
 /// Hands `post` to its actor and waits for the answer, up to
 /// `limits.write_timeout_ms`. In a cluster a post with a key is held for its
 /// guild's owner: sent again (the key keeps it from being committed twice)
-/// when the owner changes, when the owner answered "retry" and
-/// `cluster.post_resend_ms` has passed or the owner changed, and after
-/// `cluster.post_resend_ms` without an answer (a message lost with its
-/// owner, or with a NATS server).
+/// when the owner changes, when a node reconnected to NATS (a NATS server
+/// failed: the post or its answer may be lost with it), and after
+/// `cluster.post_resend_ms` without an answer; "retry" (not committed)
+/// waits for one of these.
 async fn deliver(node: &Arc<Node>, actor: protocol::ActorKey, mut post: Post) -> Delivered {
     use tokio::time::{sleep, timeout_at, Instant};
     let deadline = Instant::now() + std::time::Duration::from_millis(node.config.limits.write_timeout_ms);
@@ -112,7 +112,7 @@ async fn deliver(node: &Arc<Node>, actor: protocol::ActorKey, mut post: Post) ->
     let tick = std::time::Duration::from_millis(20);
     let mut sent_any = false;
     loop {
-        let owner = cluster.owner_of(actor);
+        let (owner, bus) = (cluster.owner_of(actor), cluster.bus_epoch());
         let (reply, answer) = node.replies.register();
         post.reply = reply;
         let mut answer = match node.guilds.send(actor, GuildMsg::Post(Box::new(post.clone()))) {
@@ -145,7 +145,9 @@ async fn deliver(node: &Arc<Node>, actor: protocol::ActorKey, mut post: Post) ->
                 return Delivered::Failed(ApiError::Busy, sent_any);
             }
             let moved = cluster.owner_of(actor) != owner;
-            if moved || sent.elapsed() >= resend {
+            // A node reconnected to NATS: the post or its answer may be lost.
+            let reconnected = cluster.bus_epoch() != bus;
+            if moved || reconnected || sent.elapsed() >= resend {
                 break;
             }
         }

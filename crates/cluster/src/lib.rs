@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures_util::StreamExt;
 use hashring::{Ring, SharedRing};
 use protocol::{ActorKey, GuildId, UserId};
 use tokio::sync::mpsc;
@@ -57,6 +58,8 @@ pub struct ClusterRouter {
     received: AtomicU64,
     /// Guild events refused because a newer owner of the guild was seen.
     stale: AtomicU64,
+    /// Reconnections to NATS seen, this node's and others' (`bus_epoch`).
+    reconnects: AtomicU64,
 }
 
 impl ClusterRouter {
@@ -149,12 +152,17 @@ impl ClusterLink for ClusterRouter {
             "sent_guild_events": self.sent_fan.load(Ordering::Relaxed),
             "received": self.received.load(Ordering::Relaxed),
             "stale_dropped": self.stale.load(Ordering::Relaxed),
+            "reconnects_seen": self.reconnects.load(Ordering::Relaxed),
             "outbound_queued": self.out.max_capacity() - self.out.capacity(),
         })
     }
 
     fn owner_of(&self, guild: ActorKey) -> Option<NodeId> {
         self.owner(guild).ok()
+    }
+
+    fn bus_epoch(&self) -> u64 {
+        self.reconnects.load(Ordering::Acquire)
     }
 
     fn fan(&self, node: NodeId, guild: ActorKey, epoch: u64, event: &Arc<FanEvent>, only: Option<Vec<Arc<str>>>) {
@@ -205,6 +213,9 @@ impl ClusterLink for ClusterRouter {
     }
 }
 
+/// Where a node announces that it (re)connected to NATS.
+const RECONNECTED: &str = "throng.reconnected";
+
 /// The NATS servers of `nats`: one URL, or several separated by commas
 /// (the servers of one NATS cluster; a node connects to one and moves to
 /// another when it fails).
@@ -236,8 +247,19 @@ pub async fn start_node(
     sessions: Arc<gateway::Sessions>,
 ) -> Result<Arc<Node>, ClusterError> {
     let url = config.nats.clone().unwrap_or_default();
+    // Every (re)connection of this node's main client: told to the others
+    // (`RECONNECTED`), which count it as this node does (`bus_epoch`).
+    let (connected_tx, mut connected_rx) = mpsc::unbounded_channel::<()>();
     let client = async_nats::ConnectOptions::new()
         .name(format!("throng-node-{}", config.node_id))
+        .event_callback(move |e| {
+            let tx = connected_tx.clone();
+            async move {
+                if matches!(e, async_nats::Event::Connected) {
+                    let _ = tx.send(());
+                }
+            }
+        })
         .retry_on_initial_connect()
         .connect(nats_servers(&url))
         .await
@@ -264,6 +286,7 @@ pub async fn start_node(
             published: AtomicU64::new(0),
             received: AtomicU64::new(0),
             stale: AtomicU64::new(0),
+            reconnects: AtomicU64::new(0),
         });
         built = Some(r.clone());
         (r.clone() as Arc<dyn Router>, Some(r as Arc<dyn ClusterLink>))
@@ -272,6 +295,31 @@ pub async fn start_node(
     let guild_sub = client.subscribe(format!("throng.n.{me}.g")).await?;
     let deliver_sub = client.subscribe(format!("throng.n.{me}.d")).await?;
     let notice_sub = client.subscribe(NOTICES).await?;
+    let mut reconnected_sub = client.subscribe(RECONNECTED).await?;
+    {
+        let (r, client) = (r.clone(), client.clone());
+        node.tasks.spawn(async move {
+            loop {
+                tokio::select! {
+                    c = connected_rx.recv() => {
+                        if c.is_none() {
+                            break;
+                        }
+                        r.reconnects.fetch_add(1, Ordering::AcqRel);
+                        if let Err(e) = client.publish(RECONNECTED, Bytes::new()).await {
+                            tracing::warn!(error = %e, "reconnection not announced");
+                        }
+                    }
+                    m = reconnected_sub.next() => {
+                        if m.is_none() {
+                            break;
+                        }
+                        r.reconnects.fetch_add(1, Ordering::AcqRel);
+                    }
+                }
+            }
+        });
+    }
     node.on_notice(Box::new(move |n| match serde_json::to_vec(&(me, n)) {
         Ok(v) => {
             if let Err(e) = notices_out.try_send((NOTICES.to_string(), Bytes::from(v))) {

@@ -343,6 +343,10 @@ pub trait ClusterLink: Send + Sync {
 
     /// The node whose actor runs `guild`.
     fn owner_of(&self, key: ActorKey) -> Option<NodeId>;
+    /// Goes up whenever a node of the cluster (this one or another)
+    /// reconnected to NATS: what was in flight to or from it may be lost,
+    /// so a post held for its owner is sent again at once.
+    fn bus_epoch(&self) -> u64;
 
     /// One event to `node`'s subscribers of `guild` (all of them, or `only`
     /// these), from the actor that claimed `epoch`: a node takes no event of

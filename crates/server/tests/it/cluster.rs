@@ -17,7 +17,7 @@ pub struct Nats {
     pub url: String,
 }
 
-fn nats_bin() -> PathBuf {
+pub(crate) fn nats_bin() -> PathBuf {
     if let Ok(p) = std::env::var("THRONG_NATS_SERVER") {
         return p.into();
     }

@@ -289,3 +289,133 @@ async fn kill_9_of_a_sessions_node_is_ready_elsewhere_within_2_s() {
     let missed: Vec<&String> = posted.iter().filter(|(sent, _)| *sent > ready_at).map(|(_, c)| c).filter(|c| !got.contains(c)).collect();
     assert!(missed.is_empty(), "posted after READY and never received: {missed:?}");
 }
+
+/// A `nats-server` of a NATS cluster of three on loopback (killed on drop).
+struct NatsMember {
+    child: std::process::Child,
+    url: String,
+    monitor: u16,
+}
+
+impl Drop for NatsMember {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Three `nats-server`s routed to each other, each answering clients once
+/// the cluster's routes are up.
+async fn nats_cluster(http: &reqwest::Client) -> Vec<Option<NatsMember>> {
+    let port = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let ports: Vec<(u16, u16, u16)> = (0..3).map(|_| (port(), port(), port())).collect();
+    let routes: Vec<String> = ports.iter().map(|p| format!("nats://127.0.0.1:{}", p.1)).collect();
+    let routes = routes.join(",");
+    let mut out = Vec::new();
+    for (i, &(client, route, monitor)) in ports.iter().enumerate() {
+        let child = std::process::Command::new(crate::cluster::nats_bin())
+            .args(["-a", "127.0.0.1", "-p", &client.to_string(), "-m", &monitor.to_string(), "--name", &format!("n{i}")])
+            .args(["--cluster_name", "throng", "--cluster", &format!("nats://127.0.0.1:{route}"), "--routes", &routes])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("nats-server starts");
+        out.push(Some(NatsMember { child, url: format!("nats://127.0.0.1:{client}"), monitor }));
+    }
+    // Routed: each server sees the two others.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    for m in out.iter().flatten() {
+        loop {
+            let v: Option<Value> = match http.get(format!("http://127.0.0.1:{}/routez", m.monitor)).send().await {
+                Ok(r) => r.json().await.ok(),
+                Err(_) => None,
+            };
+            let peers: std::collections::HashSet<&str> = v
+                .as_ref()
+                .and_then(|v| v["routes"].as_array())
+                .map(|a| a.iter().filter_map(|r| r["remote_name"].as_str()).collect())
+                .unwrap_or_default();
+            if peers.len() == 2 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "NATS cluster not routed: {v:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    out
+}
+
+/// `kill -9` of one of three NATS servers (the one most throng
+/// connections use) while three clients post 20 messages a second each:
+/// nodes move to the other servers, no send fails, history has every
+/// message once in each sender's order, and no client waits over 1 s
+/// between acknowledgements.
+#[tokio::test]
+async fn kill_9_of_a_nats_server_fails_no_send_and_stalls_under_a_second() {
+    let http = reqwest::Client::new();
+    let mut nats = nats_cluster(&http).await;
+    let urls: Vec<String> = nats.iter().flatten().map(|m| m.url.clone()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let procs = three(&urls.join(","), dir.path(), &http).await;
+    let bases: Vec<String> = procs.iter().flatten().map(|p| p.base.clone()).collect();
+    let (owner_token, gid, channel) = user_with_guild(&http, &bases[0], "owner").await;
+    let mut tokens = vec![owner_token.clone()];
+    for name in ["second", "third"] {
+        tokens.push(member(&http, &bases[0], &owner_token, &channel, name).await);
+    }
+    let run = Duration::from_secs(5);
+    let writers: Vec<_> = (0..3)
+        .map(|i| tokio::spawn(writer(http.clone(), bases.clone(), i, channel.clone(), tokens[i].clone(), format!("c{i}"), run)))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The server with the most clients (throng nodes connect at random).
+    let mut busiest = (0, 0u64);
+    for (i, m) in nats.iter().flatten().enumerate() {
+        let v: Value = http.get(format!("http://127.0.0.1:{}/connz", m.monitor)).send().await.unwrap().json().await.unwrap();
+        let n = v["num_connections"].as_u64().unwrap_or(0);
+        if n > busiest.1 {
+            busiest = (i, n);
+        }
+    }
+    assert!(busiest.1 > 0, "no throng connection on any NATS server");
+    nats[busiest.0] = None; // SIGKILL
+    let killed_at = Instant::now();
+    let mut sent = Vec::new();
+    for w in writers {
+        sent.push(w.await.unwrap());
+    }
+    let not_ok: Vec<&String> = sent.iter().flat_map(|s| &s.not_ok).collect();
+    assert!(not_ok.is_empty(), "sends answered other than 200: {not_ok:?}");
+    let mut worst = Duration::ZERO;
+    for s in &sent {
+        for p in s.acked.windows(2) {
+            worst = worst.max(p[1].2.duration_since(p[0].2));
+        }
+    }
+    let total: usize = sent.iter().map(|s| s.acked.len()).sum();
+    eprintln!(
+        "kill -9 of a NATS server ({} connections) {:?} in: {total} acknowledged; largest gap {worst:?}",
+        busiest.1,
+        killed_at.elapsed()
+    );
+    assert!(worst <= Duration::from_secs(1), "a client waited {worst:?} between acknowledgements");
+    // Still one cluster of three nodes, and the guild has an owner.
+    wait_for_cluster(&http, &procs.iter().flatten().collect::<Vec<_>>(), &[1, 2, 3]).await;
+    assert!(owner_of(&http, &bases[0], &gid).await.is_some());
+    let mut history: Vec<(u64, String)> = Vec::new();
+    let mut after = 0u64;
+    loop {
+        let url = format!("{}/channels/{channel}/messages?after={after}&limit=100", bases[0]);
+        let page: Value = http.get(url).header("authorization", &owner_token).send().await.unwrap().json().await.unwrap();
+        let page = page.as_array().unwrap().clone();
+        let Some(max) = page.iter().map(|m| m["id"].as_str().unwrap().parse::<u64>().unwrap()).max() else { break };
+        history.extend(page.iter().map(|m| (m["id"].as_str().unwrap().parse().unwrap(), m["content"].as_str().unwrap().to_string())));
+        after = max;
+    }
+    history.sort();
+    for (i, s) in sent.iter().enumerate() {
+        let mine: Vec<&str> = history.iter().map(|(_, c)| c.as_str()).filter(|c| c.starts_with(&format!("c{i}-"))).collect();
+        let want: Vec<String> = s.acked.iter().map(|a| format!("c{i}-{}", a.0)).collect();
+        assert_eq!(mine, want, "client {i}: its messages once each, in its order");
+    }
+}
