@@ -21,6 +21,10 @@
 #       stop what `start` started (nodes drain first, then HAProxy, then NATS)
 #   scripts/cluster.sh kill-nats K [--run-dir R]
 #       kill -9 NATS server K (1-based): a failure drill
+#   scripts/cluster.sh kill-node I [--run-dir R]
+#   scripts/cluster.sh start-node I [--run-dir R]
+#       kill -9 node I; start it again as `start` did (returns once the
+#       cluster is whole and healthy)
 #   scripts/cluster.sh status [--run-dir R]
 #       each node's process and GET /health, HAProxy's view of each server
 #
@@ -46,7 +50,7 @@ say() {
 }
 
 usage() {
-  sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -224,6 +228,57 @@ cmd_status() {
   return $rc
 }
 
+# Starts node I of a cluster in the background (pid in R/node-I.pid):
+# launch_node I PUBLIC_PORT DATA_DIR NATS_URL BIN TOKEN NOFILE [SERVE_ARGS...]
+launch_node() {
+  local i="$1" base="$2" data="$3" nats_url="$4" bin="$5" token="$6" hard="$7" port=$(($2 + $1))
+  shift 7
+  (
+    ulimit -n "$hard" 2>/dev/null || true
+    # HAProxy (on this host) says who the client is in X-Forwarded-For:
+    # limits keyed on the client's address (logins, registrations) use it.
+    export THRONG_HTTP__TRUSTED_PROXIES="${THRONG_HTTP__TRUSTED_PROXIES:-127.0.0.1}"
+    echo "$bin serve --listen 127.0.0.1:$port --data-dir $data --nats $nats_url --node-id $i --public-url ws://127.0.0.1:$base --admin-token <token> $*"
+    exec setsid "$bin" serve --listen "127.0.0.1:$port" --data-dir "$data" --nats "$nats_url" \
+      --node-id "$i" --public-url "ws://127.0.0.1:$base" --admin-token "$token" "$@" </dev/null
+  ) >>"$RUN/node-$i.log" 2>&1 &
+  echo $! >"$RUN/node-$i.pid"
+}
+
+# kill -9 of node I (a failure drill; `start-node I` brings it back).
+cmd_kill_node() {
+  local i="$1" pid
+  pid=$(pid_of "$RUN/node-$i.pid" serve) || die "node $i is not running in $RUN"
+  kill -KILL "$pid"
+  say "killed node $i (pid $pid)"
+}
+
+# Starts node I again as `start` did; returns once every node is healthy
+# and sees the whole cluster again.
+cmd_start_node() {
+  local i="$1" args=() token deadline=$((SECONDS + START_TIMEOUT_S)) want h j
+  [ -f "$RUN/cluster.env" ] || die "no cluster in $RUN (no cluster.env)"
+  # shellcheck disable=SC1091
+  . "$RUN/cluster.env"
+  [[ "$i" =~ ^[0-9]+$ ]] && [ "$i" -ge 1 ] && [ "$i" -le "$NODES" ] || die "node must be 1-$NODES"
+  ! pid_of "$RUN/node-$i.pid" serve >/dev/null || die "node $i is running"
+  [ -f "$RUN/serve-args" ] && mapfile -d '' args <"$RUN/serve-args"
+  token=$(<"$RUN/admin-token")
+  launch_node "$i" "$PUBLIC_PORT" "$DATA_DIR" "$NATS_URL" "$THRONG_BIN" "$token" "${HARD_NOFILE:-20000}" "${args[@]}"
+  want=$(seq -s, 1 "$NODES")
+  for ((j = 1; j <= NODES; j++)); do
+    while :; do
+      h=$(health $((PUBLIC_PORT + j)))
+      if [[ "$h" == *" 200" ]] && [ "$(echo "${h% *}" | jq -c '.cluster_nodes' 2>/dev/null | tr -d '[]')" = "$want" ]; then
+        break
+      fi
+      [ "$SECONDS" -lt "$deadline" ] || die "node $j not healthy in a cluster of 1..$NODES within ${START_TIMEOUT_S}s: $h"
+      sleep 0.1
+    done
+  done
+  say "started node $i again (pid $(<"$RUN/node-$i.pid"))"
+}
+
 cmd_start() {
   [ $# -ge 1 ] || usage
   local n="$1" base=8080 data="" stats="" natsport="" nservers=3 serve_args=()
@@ -313,19 +368,10 @@ DATA_DIR=$data
 THRONG_BIN=$bin
 EOF
 
-  start_node() { # i
-    local i="$1" port=$((base + $1))
-    (
-      ulimit -n "$hard" 2>/dev/null || true
-      # HAProxy (on this host) says who the client is in X-Forwarded-For:
-      # limits keyed on the client's address (logins, registrations) use it.
-      export THRONG_HTTP__TRUSTED_PROXIES="${THRONG_HTTP__TRUSTED_PROXIES:-127.0.0.1}"
-      echo "$bin serve --listen 127.0.0.1:$port --data-dir $data --nats $nats_url --node-id $i --public-url ws://127.0.0.1:$base --admin-token <token> ${serve_args[*]}"
-      exec setsid "$bin" serve --listen "127.0.0.1:$port" --data-dir "$data" --nats "$nats_url" \
-        --node-id "$i" --public-url "ws://127.0.0.1:$base" --admin-token "$token" "${serve_args[@]}" </dev/null
-    ) >>"$RUN/node-$i.log" 2>&1 &
-    echo $! >"$RUN/node-$i.pid"
-  }
+  # What `start-node` needs to start a node again as this start did.
+  if [ ${#serve_args[@]} -gt 0 ]; then printf '%s\0' "${serve_args[@]}" >"$RUN/serve-args"; else : >"$RUN/serve-args"; fi
+  echo "HARD_NOFILE=$hard" >>"$RUN/cluster.env"
+  start_node() { launch_node "$1" "$base" "$data" "$nats_url" "$bin" "$token" "$hard" "${serve_args[@]}"; }
 
   # Node 1 first: it creates (migrates) the shared SQLite store; then the rest at once.
   local deadline=$((SECONDS + START_TIMEOUT_S))
@@ -392,6 +438,18 @@ shift
 case "$command" in
   install) [ $# -eq 0 ] || usage; cmd_install ;;
   start) cmd_start "$@" ;;
+  kill-node | start-node)
+    [ $# -ge 1 ] || usage
+    k="$1"
+    shift
+    while [ $# -gt 0 ]; do
+      case "$1" in
+        --run-dir) RUN="$2"; shift 2 ;;
+        *) usage ;;
+      esac
+    done
+    if [ "$command" = kill-node ]; then cmd_kill_node "$k"; else cmd_start_node "$k"; fi
+    ;;
   kill-nats)
     [ $# -ge 1 ] || usage
     k="$1"

@@ -640,12 +640,40 @@ async function send(e: Event) {
   input.value = "";
   lastTypingSent = 0;
   const cid = channelId;
+  // Sends leave one after another, in the order typed, each with its own
+  // nonce and `enforce_nonce`: a send that meets a lost connection or a 5xx
+  // (a node failing over) goes again as the same message, never twice.
+  const body = { content, nonce: newNonce(), enforce_nonce: true };
+  const sent = sendQueue.then(() => postWithRetry(`/channels/${cid}/messages`, body));
+  sendQueue = sent.catch(() => undefined);
   try {
-    const m = await api.post(`/channels/${cid}/messages`, { content, nonce: String(Date.now()) });
-    messageCreate(m);
+    messageCreate(await sent);
   } catch (err) {
-    input.value = content;
+    // Back into the composer only if it is empty: never over a new draft.
+    if (!input.value) input.value = content;
     flashError(err);
+  }
+}
+
+/** The tail of the sends in flight (see `send`). */
+let sendQueue: Promise<unknown> = Promise.resolve();
+
+/** A nonce Discord accepts (at most 25 characters), unique per send. */
+function newNonce(): string {
+  return `${Date.now()}${Math.floor(Math.random() * 1e6)}`;
+}
+
+/** POSTs `body`, again on a lost connection or a 5xx (for up to 30 s, backing off). */
+async function postWithRetry(path: string, body: unknown): Promise<any> {
+  const deadline = Date.now() + 30_000;
+  for (let wait = 250; ; wait = Math.min(wait * 2, 4_000)) {
+    try {
+      return await api.post(path, body);
+    } catch (err) {
+      const again = !(err instanceof ApiError) || err.status >= 500;
+      if (!again || Date.now() + wait > deadline) throw err;
+      await new Promise((r) => setTimeout(r, wait));
+    }
   }
 }
 

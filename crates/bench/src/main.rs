@@ -18,6 +18,7 @@
 //! Invariants: the tool only talks to the addresses it is given, every phase
 //! has a deadline, and it depends on no server crate (only `protocol`).
 
+mod failover;
 mod fixture;
 mod fleet;
 mod hub;
@@ -77,6 +78,10 @@ enum Cmd {
     /// Message search latency per query kind (a word, a rare word, a phrase,
     /// filtered queries) over the messages of a `throng seed --messages` fixture.
     Search(search::SearchArgs),
+    /// Repeated kill -9 of cluster nodes under chat load through the
+    /// balancer: write gaps of the dead node's guilds and time until its
+    /// sessions are READY elsewhere (scripts/cluster.sh kills and restarts).
+    Failover(failover::FailoverArgs),
     /// After an `ingest --kill-after` run and a restart: every acknowledged
     /// message is in history.
     HistoryCheck(ingest::HistoryCheckArgs),
@@ -96,6 +101,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Ingest(a) => runtime().and_then(|rt| rt.block_on(ingest::run(a))).map(|()| 0),
         Cmd::Interactions(a) => runtime().and_then(|rt| rt.block_on(interactions::run(a))).map(|()| 0),
         Cmd::Search(a) => runtime().and_then(|rt| rt.block_on(search::run(a))).map(|()| 0),
+        Cmd::Failover(a) => runtime().and_then(|rt| rt.block_on(failover::run(a))).map(|()| 0),
         Cmd::HistoryCheck(a) => runtime().and_then(|rt| rt.block_on(ingest::history_check(a))).map(|()| 0),
         Cmd::Connect(a) => run(Scenario::Connect, a),
         Cmd::Chat(a) => run(Scenario::Chat, a),
