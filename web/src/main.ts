@@ -55,6 +55,9 @@ let read: Record<string, string> = {};
 let guildId: string | null = null;
 let channelId: string | null = null;
 let pendingGuild: string | null = null;
+/** The server and channel the address names (`#/channels/<guild>/<channel>`),
+ *  opened when that server arrives instead of whichever arrives first. */
+let wanted: { guild: string; channel: string | null } | null = null;
 let lastTypingSent = 0;
 let readyCount = 0;
 let interactiveMarked = false;
@@ -136,6 +139,7 @@ async function logout() {
   read = {};
   readyCount = 0;
   guildId = channelId = null;
+  wanted = null;
   members.close();
   clear($("guild-list"));
   clear($("channel-list"));
@@ -166,6 +170,7 @@ async function start(token: string) {
     return;
   }
   read = JSON.parse(localStorage.getItem(`throng.read.${me.id}`) || "{}");
+  wanted = routeOf(location.hash);
   names.set(me.id, me.global_name || me.username);
   $("me-name").textContent = me.global_name || me.username;
   $("auth").hidden = true;
@@ -200,6 +205,8 @@ function dispatch(t: string, d: any) {
         members.resubscribe();
         if (channelId) loadHistory(channelId, true);
       }
+      // A server in the address that this user is not in: forget it.
+      if (wanted && !d.guilds.some((g: any) => g.id === wanted!.guild)) wanted = null;
       if (!d.guilds.length) {
         renderGuilds();
         selectGuild(null);
@@ -275,10 +282,29 @@ function guildCreate(d: any) {
   for (const m of d.members ?? []) if (m.user) names.set(m.user.id, displayName(m));
   for (const p of d.presences ?? []) presence.set(p.user.id, p.status);
   renderGuilds();
-  if (pendingGuild === d.id || guildId === null || guildId === d.id) {
+  const want = wanted;
+  if (want && want.guild === d.id) {
+    const c = want.channel;
+    wanted = pendingGuild = null;
+    selectGuild(d.id, c);
+  } else if (pendingGuild === d.id || (guildId === null && !wanted) || guildId === d.id) {
     pendingGuild = null;
     selectGuild(d.id, guildId === d.id ? channelId : null);
   }
+}
+
+/** The server and channel of an address's `#/channels/<guild>/<channel>`. */
+function routeOf(hash: string): { guild: string; channel: string | null } | null {
+  const m = hash.match(/^#\/channels\/(\d+)(?:\/(\d+))?$/);
+  return m ? { guild: m[1], channel: m[2] ?? null } : null;
+}
+
+/** Puts the open channel in the address (replacing it: no history entry per
+ *  click), unless the address carries an invite still to be offered. */
+function showRoute(c: Channel | null | undefined) {
+  if (location.hash.startsWith("#/invite/")) return;
+  const want = c?.guild_id ? `#/channels/${c.guild_id}/${c.id}` : "";
+  if (location.hash !== want) window.history.replaceState(null, "", location.pathname + location.search + want);
 }
 
 function addChannel(c: any) {
@@ -386,6 +412,7 @@ function selectGuild(id: string | null, channel: string | null = null) {
 function selectChannel(id: string | null) {
   channelId = id;
   const c = id ? channels.get(id) : null;
+  showRoute(c);
   $("channel-name").textContent = c ? `# ${c.name}` : "";
   $("channel-topic").textContent = c?.topic ?? "";
   const input = $<HTMLTextAreaElement>("input");
@@ -634,10 +661,12 @@ async function send(e: Event) {
     if (r === "invalid") return;
     if (r === "sent") {
       input.value = "";
+      autosize(input);
       return;
     }
   }
   input.value = "";
+  autosize(input);
   lastTypingSent = 0;
   const cid = channelId;
   // Sends leave one after another, in the order typed, each with its own
@@ -650,7 +679,10 @@ async function send(e: Event) {
     messageCreate(await sent);
   } catch (err) {
     // Back into the composer only if it is empty: never over a new draft.
-    if (!input.value) input.value = content;
+    if (!input.value) {
+      input.value = content;
+      autosize(input);
+    }
     flashError(err);
   }
 }
@@ -692,6 +724,10 @@ function startEdit(li: HTMLElement) {
   const ta = h("textarea", { class: "edit-box", "aria-label": "Edit message (Enter saves, Escape cancels)" });
   ta.value = m.content;
   clear(box, ta);
+  // As tall as the text (up to 40% of the window), and in view.
+  autosize(ta);
+  ta.addEventListener("input", () => autosize(ta));
+  ta.scrollIntoView({ block: "nearest" });
   ta.focus();
   const done = () => li.replaceWith(messageEl(m));
   ta.onkeydown = async (e) => {
@@ -736,6 +772,13 @@ function renderTyping() {
     else who.push(names.get(u) ?? "Someone");
   }
   el.textContent = !who.length ? "" : who.length === 1 ? `${who[0]} is typing…` : who.length < 4 ? `${who.join(", ")} are typing…` : "Several people are typing…";
+}
+
+/** Grows a textarea with its text, up to 40% of the window (then it
+ *  scrolls); set through the CSSOM, which the page's policy allows. */
+function autosize(ta: HTMLTextAreaElement) {
+  ta.style.height = "auto";
+  ta.style.height = `${Math.min(ta.scrollHeight + 2, Math.round(window.innerHeight * 0.4))}px`;
 }
 
 function typed() {
@@ -841,6 +884,7 @@ function wire() {
     }
   });
   input.addEventListener("input", typed);
+  input.addEventListener("input", () => autosize(input));
   // Right click: the "Apps" menu of a user (an author, a member) or a message.
   document.addEventListener("contextmenu", (e) => {
     const t = e.target as HTMLElement;
@@ -957,6 +1001,11 @@ async function main() {
     });
   };
   window.addEventListener("hashchange", offerInvite);
+  // An address edited by hand (or a link followed) to a channel.
+  window.addEventListener("hashchange", () => {
+    const r = routeOf(location.hash);
+    if (r && guilds.has(r.guild) && (r.guild !== guildId || (r.channel && r.channel !== channelId))) selectGuild(r.guild, r.channel);
+  });
   if (invite && token) offerInvite();
   else if (invite) {
     const once = () => {

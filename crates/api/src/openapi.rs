@@ -425,9 +425,9 @@ fn status_text(status: u16) -> &'static str {
 
 /// `GET /api/v10/docs`: the document as a page, with its script and style
 /// beside it (`docs.js`, `docs.css`), nothing from elsewhere.
-pub const DOCS_PAGE: Asset = Asset { body: include_bytes!("openapi.html"), kind: "text/html; charset=utf-8" };
-pub const DOCS_JS: Asset = Asset { body: include_bytes!("openapi.js"), kind: "text/javascript; charset=utf-8" };
-pub const DOCS_CSS: Asset = Asset { body: include_bytes!("openapi.css"), kind: "text/css; charset=utf-8" };
+pub static DOCS_PAGE: Asset = Asset::new(include_bytes!("openapi.html"), "text/html; charset=utf-8");
+pub static DOCS_JS: Asset = Asset::new(include_bytes!("openapi.js"), "text/javascript; charset=utf-8");
+pub static DOCS_CSS: Asset = Asset::new(include_bytes!("openapi.css"), "text/css; charset=utf-8");
 
 /// The reference page's own policy: the client's, less what it does not
 /// use (it only fetches `openapi.json` beside it, and has no form).
@@ -435,6 +435,6 @@ pub const DOCS_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 
                                base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /// A handler that answers with a file of the reference page under its policy.
-pub fn docs_file(a: &'static Asset) -> impl Fn() -> std::future::Ready<axum::response::Response> + Clone + Send + Sync + 'static {
+pub fn docs_file(a: &'static Asset) -> impl Fn(axum::http::HeaderMap) -> std::future::Ready<axum::response::Response> + Clone + Send + Sync + 'static {
     super::web::file(a, &axum::http::HeaderValue::from_static(DOCS_POLICY))
 }

@@ -18,15 +18,43 @@ use axum::Router;
 
 use config::Config;
 
-/// One embedded file: its bytes and content type.
+/// One embedded file: its bytes, content type, and its gzip form (made at
+/// the first request that accepts it, then kept).
 pub struct Asset {
     pub body: &'static [u8],
     pub kind: &'static str,
+    pub gzipped: std::sync::OnceLock<Vec<u8>>,
 }
 
-const INDEX: Asset = Asset { body: include_bytes!("../../../web/dist/index.html"), kind: "text/html; charset=utf-8" };
-const APP_JS: Asset = Asset { body: include_bytes!("../../../web/dist/app.js"), kind: "text/javascript; charset=utf-8" };
-const APP_CSS: Asset = Asset { body: include_bytes!("../../../web/dist/app.css"), kind: "text/css; charset=utf-8" };
+impl Asset {
+    pub const fn new(body: &'static [u8], kind: &'static str) -> Asset {
+        Asset { body, kind, gzipped: std::sync::OnceLock::new() }
+    }
+
+    /// The gzip form (level 9: made once per process).
+    fn gzip(&self) -> &[u8] {
+        self.gzipped.get_or_init(|| {
+            use std::io::Write;
+            let mut e = flate2::write::GzEncoder::new(Vec::with_capacity(self.body.len() / 3), flate2::Compression::best());
+            e.write_all(self.body).expect("writing to a Vec");
+            e.finish().expect("writing to a Vec")
+        })
+    }
+}
+
+static INDEX: Asset = Asset::new(include_bytes!("../../../web/dist/index.html"), "text/html; charset=utf-8");
+static APP_JS: Asset = Asset::new(include_bytes!("../../../web/dist/app.js"), "text/javascript; charset=utf-8");
+static APP_CSS: Asset = Asset::new(include_bytes!("../../../web/dist/app.css"), "text/css; charset=utf-8");
+
+/// Whether the request's `Accept-Encoding` takes gzip (not with `q=0`).
+fn accepts_gzip(h: &HeaderMap) -> bool {
+    h.get_all(header::ACCEPT_ENCODING).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).any(|e| {
+        let mut parts = e.split(';').map(str::trim);
+        let name = parts.next().unwrap_or_default();
+        let q0 = parts.any(|p| p.strip_prefix("q=").is_some_and(|q| q.parse::<f32>().is_ok_and(|q| q == 0.0)));
+        (name.eq_ignore_ascii_case("gzip") || name == "*") && !q0
+    })
+}
 
 /// The client's Content-Security-Policy. `connect-src` holds 'self' (which
 /// covers ws:// and wss:// to the page's own host and port) and the origin
@@ -71,10 +99,16 @@ pub fn harden(h: &mut HeaderMap, policy: &HeaderValue) {
     h.insert(HeaderName::from_static("cross-origin-opener-policy"), HeaderValue::from_static("same-origin"));
 }
 
-/// An embedded file with its type and `policy`.
-pub fn serve(a: &'static Asset, policy: &HeaderValue) -> Response {
-    let mut r = (StatusCode::OK, a.body).into_response();
+/// An embedded file with its type and `policy`, gzipped if the request
+/// (`req`) takes it.
+pub fn serve(a: &'static Asset, policy: &HeaderValue, req: &HeaderMap) -> Response {
+    let gzip = accepts_gzip(req);
+    let mut r = (StatusCode::OK, if gzip { a.gzip() } else { a.body }).into_response();
     let h = r.headers_mut();
+    if gzip {
+        h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    }
+    h.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(a.kind));
     // Revalidate each load: the bundle changes with the binary.
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -83,9 +117,9 @@ pub fn serve(a: &'static Asset, policy: &HeaderValue) -> Response {
 }
 
 /// A handler that answers with `a` under `policy`.
-pub fn file(a: &'static Asset, policy: &HeaderValue) -> impl Fn() -> std::future::Ready<Response> + Clone + Send + Sync + 'static {
+pub fn file(a: &'static Asset, policy: &HeaderValue) -> impl Fn(HeaderMap) -> std::future::Ready<Response> + Clone + Send + Sync + 'static {
     let policy = policy.clone();
-    move || std::future::ready(serve(a, &policy))
+    move |req: HeaderMap| std::future::ready(serve(a, &policy, &req))
 }
 
 /// `/` and the client's two assets, and `/oauth2/authorize` (any query):
@@ -104,6 +138,32 @@ pub fn routes<S: Clone + Send + Sync + 'static>(config: &Config) -> Router<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn assets_go_gzipped_to_whoever_takes_gzip() {
+        let h = |v: &str| {
+            let mut m = HeaderMap::new();
+            m.insert(header::ACCEPT_ENCODING, HeaderValue::from_str(v).unwrap());
+            m
+        };
+        for yes in ["gzip", "gzip, deflate, br", "br;q=1.0, GZIP;q=0.5", "*"] {
+            assert!(accepts_gzip(&h(yes)), "{yes}");
+        }
+        for no in ["br", "identity", "gzip;q=0", "deflate, gzip; q=0.0"] {
+            assert!(!accepts_gzip(&h(no)), "{no}");
+        }
+        assert!(!accepts_gzip(&HeaderMap::new()));
+        let policy = HeaderValue::from_static("default-src 'none'");
+        let r = serve(&APP_JS, &policy, &h("gzip, br"));
+        assert_eq!(r.headers()[header::CONTENT_ENCODING], "gzip");
+        assert_eq!(r.headers()[header::VARY], "accept-encoding");
+        // The gzip form is the file, and much smaller.
+        let mut back = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(APP_JS.gzip()), &mut back).unwrap();
+        assert_eq!(back, APP_JS.body);
+        assert!(APP_JS.gzip().len() * 2 < APP_JS.body.len());
+        assert!(serve(&APP_JS, &policy, &HeaderMap::new()).headers().get(header::CONTENT_ENCODING).is_none());
+    }
 
     #[test]
     fn the_page_loads_the_embedded_bundle() {
