@@ -45,9 +45,17 @@ test("the address holds the open channel across reloads", async () => {
   await page.locator("#guild-name").filter({ hasText: "Beta" }).waitFor();
   assert.ok(page.url().endsWith(`#/channels/${beta.id}/${beta.general}`));
 
-  // A server this person is not in: their first server opens instead.
-  await page.goto(`${base}/#/channels/${elsewhere.id}/${elsewhere.general}`);
-  await page.locator("#channel-name").filter({ hasText: "# general" }).waitFor();
+  // A server this person is not in: followed, the address goes back to
+  // the open channel; loaded, their first server opens instead.
+  const away = `#/channels/${elsewhere.id}/${elsewhere.general}`;
+  await page.evaluate((h) => (location.hash = h), away);
+  await page.waitForFunction((id) => location.hash.endsWith(id), beta.general);
+  assert.equal(await page.locator("#guild-name").textContent(), "Beta");
+  await page.evaluate((h) => {
+    history.replaceState(null, "", h);
+    location.reload();
+  }, away);
+  await page.waitForFunction(() => /^#\/channels\/\d+\/\d+$/.test(location.hash) && document.querySelector("#channel-name")?.textContent);
   const shown = await page.locator("#guild-name").textContent();
   assert.ok(["Alpha", "Beta"].includes(shown), shown);
   assert.ok(!page.url().includes(elsewhere.id), page.url());

@@ -1004,7 +1004,10 @@ async function main() {
   // An address edited by hand (or a link followed) to a channel.
   window.addEventListener("hashchange", () => {
     const r = routeOf(location.hash);
-    if (r && guilds.has(r.guild) && (r.guild !== guildId || (r.channel && r.channel !== channelId))) selectGuild(r.guild, r.channel);
+    if (!r) return;
+    if (guilds.has(r.guild) && (r.guild !== guildId || (r.channel && r.channel !== channelId))) selectGuild(r.guild, r.channel);
+    // Not a server of theirs (or no such channel): the address shows what is open.
+    else showRoute(channelId ? channels.get(channelId) : null);
   });
   if (invite && token) offerInvite();
   else if (invite) {

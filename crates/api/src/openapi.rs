@@ -435,6 +435,8 @@ pub const DOCS_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 
                                base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /// A handler that answers with a file of the reference page under its policy.
-pub fn docs_file(a: &'static Asset) -> impl Fn(axum::http::HeaderMap) -> std::future::Ready<axum::response::Response> + Clone + Send + Sync + 'static {
+pub fn docs_file(
+    a: &'static Asset,
+) -> impl Fn(axum::http::HeaderMap) -> std::future::Ready<axum::response::Response> + Clone + Send + Sync + 'static {
     super::web::file(a, &axum::http::HeaderValue::from_static(DOCS_POLICY))
 }
