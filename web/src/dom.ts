@@ -15,13 +15,13 @@ export type Props = Record<string, string | number | boolean | null | undefined 
 /// iframe, object, embed, style, link, base, meta) is absent on purpose.
 const TAGS = new Set([
   "a", "button", "div", "footer", "form", "h1", "h2", "h3", "header", "img", "input", "label", "li", "ol",
-  "option", "p", "section", "select", "span", "strong", "textarea", "time", "ul", "code",
+  "option", "p", "section", "select", "span", "strong", "textarea", "time", "ul", "code", "em", "s", "u",
 ]);
 
 /// Plain attributes that carry no URL and no script.
 const ATTRS = new Set([
   "class", "id", "title", "role", "tabindex", "type", "name", "value", "for", "datetime", "alt",
-  "placeholder", "autocomplete", "rel", "target", "width", "height",
+  "placeholder", "autocomplete", "rel", "target", "width", "height", "start",
 ]);
 
 /// Boolean attributes, set when true and left out otherwise.

@@ -4,9 +4,10 @@
 import { Api, ApiError } from "./api";
 import { isAuthorizePage, showAuthorize } from "./authorize";
 import { Commands, interactionNotes } from "./commands";
-import { Child, clear, h, safeHref } from "./dom";
+import { clear, h } from "./dom";
 import { Gateway, LinkState } from "./gateway";
 import { MemberList, displayName } from "./memberlist";
+import { markdown, Names } from "./markdown";
 
 type Channel = {
   id: string;
@@ -29,6 +30,7 @@ type Message = {
   components?: any[];
   interaction_metadata?: any;
   application_id?: string;
+  mentions?: any[];
 };
 type History = { items: Message[]; hasMore: boolean; loaded: boolean; loading: boolean };
 
@@ -475,10 +477,10 @@ async function loadHistory(id: string, fresh: boolean) {
     if (fresh) {
       renderHistory();
     } else {
+      // Older messages above: drawn again whole (grouping and date lines
+      // meet where the pages join), keeping the reader's place.
       const before = ol.scrollHeight - ol.scrollTop;
-      const frag = document.createDocumentFragment();
-      for (const m of page) frag.appendChild(messageEl(m));
-      ol.insertBefore(frag, ol.firstChild);
+      renderHistory(false);
       ol.scrollTop = ol.scrollHeight - before;
     }
   } catch (err) {
@@ -488,15 +490,58 @@ async function loadHistory(id: string, fresh: boolean) {
   }
 }
 
-function renderHistory() {
+function renderHistory(toBottom = true) {
   const ol = $("messages");
   const hist = history(channelId!);
   clear(ol);
   const frag = document.createDocumentFragment();
-  for (const m of hist.items) frag.appendChild(messageEl(m));
+  let prev: Message | undefined;
+  for (const m of hist.items) {
+    appendMessage(frag, m, prev);
+    prev = m;
+  }
   ol.appendChild(frag);
-  ol.scrollTop = ol.scrollHeight;
+  if (toBottom) ol.scrollTop = ol.scrollHeight;
   markRead();
+}
+
+/** `m` after `prev`: a date line first when the day changes. */
+function appendMessage(to: Node, m: Message, prev: Message | undefined) {
+  if (!prev || day(prev.timestamp) !== day(m.timestamp)) {
+    const d = new Date(m.timestamp);
+    const label = isNaN(d.getTime()) ? "" : d.toLocaleDateString([], { year: "numeric", month: "long", day: "numeric" });
+    to.appendChild(h("li", { class: "day", role: "separator", "aria-label": label }, h("span", null, label)));
+  }
+  to.appendChild(messageEl(m, prev));
+}
+
+function day(ts: string): string {
+  return new Date(ts).toDateString();
+}
+
+/** The message before `m` in its channel's history. */
+function prevOf(m: Message): Message | undefined {
+  const items = histories.get(m.channel_id)?.items ?? [];
+  const i = items.findIndex((x) => x.id === m.id);
+  return i > 0 ? items[i - 1] : undefined;
+}
+
+/** A message that continues its author's run: same author, same day,
+ *  within 7 minutes of the one before, neither a reply nor an app's answer. */
+function continues(m: Message, prev: Message | undefined): boolean {
+  if (!prev || prev.author.id !== m.author.id || m.interaction_metadata || prev.interaction_metadata) return false;
+  const gap = Date.parse(m.timestamp) - Date.parse(prev.timestamp);
+  return gap >= 0 && gap < 7 * 60_000 && day(prev.timestamp) === day(m.timestamp);
+}
+
+/** The author's picture, or their initial on a colour of their own. */
+function avatar(u: any): HTMLElement {
+  if (u.avatar) {
+    return h("img", { class: "avatar", src: `/avatars/${u.id}/${u.avatar}.png`, alt: "", width: 40, height: 40, "aria-hidden": "true" });
+  }
+  const hue = Number(BigInt(u.id) % 5n);
+  const name = u.global_name || u.username || "?";
+  return h("span", { class: `avatar initial c${hue}`, "aria-hidden": "true" }, name.slice(0, 1).toUpperCase());
 }
 
 function time(ts: string): string {
@@ -504,42 +549,48 @@ function time(ts: string): string {
   return isNaN(d.getTime()) ? "" : d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
 }
 
-/// Message text with its http(s) addresses as links (opened elsewhere,
-/// without a referrer); everything else, markdown-looking links and
-/// `javascript:` included, stays plain text.
-function linkified(text: string): Child[] {
-  const out: Child[] = [];
-  let last = 0;
-  for (const m of text.matchAll(/\bhttps?:\/\/[^\s<>"]+/gi)) {
-    // Trailing punctuation usually ends the sentence, not the address.
-    const url = m[0].replace(/[).,;:!?'\]]+$/, "");
-    const href = safeHref(url);
-    if (!href) continue;
-    out.push(text.slice(last, m.index), h("a", { href, target: "_blank", rel: "noopener noreferrer nofollow" }, url));
-    last = m.index! + url.length;
-  }
-  out.push(text.slice(last));
-  return out;
-}
+/** Names for the mentions in messages: people, channels and roles known here. */
+const mentionNames: Names = {
+  user: (id) => names.get(id) ?? null,
+  channel: (id) => channels.get(id)?.name ?? null,
+  role: (id) => {
+    for (const g of guilds.values()) {
+      const r = g.roles.get(id);
+      if (r) return r;
+    }
+    return null;
+  },
+};
 
-function messageEl(m: Message): HTMLLIElement {
+function messageEl(m: Message, prev: Message | undefined = prevOf(m)): HTMLLIElement {
   const name = m.author.global_name || m.author.username;
+  for (const u of m.mentions ?? []) if (!names.has(u.id)) names.set(u.id, u.global_name || u.username);
   const notes = interactionNotes(m, () => messageDelete(m.channel_id, m.id));
   const status = presence.get(m.author.id) ?? "offline";
   const mine = m.author.id === me?.id;
+  const grouped = continues(m, prev);
+  const full = new Date(m.timestamp);
+  const title = isNaN(full.getTime()) ? "" : full.toLocaleString([], { dateStyle: "full", timeStyle: "short" });
+  const edited = m.edited_timestamp ? h("span", { class: "edited", title: new Date(m.edited_timestamp).toLocaleString() }, "(edited)") : null;
   return h(
     "li",
-    { class: "message", id: `m-${m.id}`, "data-id": m.id },
-    h(
-      "div",
-      { class: "meta" },
-      h("span", { class: "author", "data-uid": m.author.id }, h("span", { class: `dot ${status}`, "aria-hidden": "true" }), name),
-      " ",
-      h("time", { datetime: m.timestamp }, time(m.timestamp)),
-      m.edited_timestamp ? [" ", h("span", { class: "edited" }, "(edited)")] : null,
-    ),
+    { class: grouped ? "message grouped" : "message", id: `m-${m.id}`, "data-id": m.id, "aria-label": grouped ? `${name}, ${title}` : null },
+    grouped
+      ? h("time", { class: "hover-time", datetime: m.timestamp, title }, time(m.timestamp))
+      : [
+          avatar(m.author),
+          h(
+            "div",
+            { class: "meta" },
+            h("span", { class: "author", "data-uid": m.author.id }, h("span", { class: `dot ${status}`, "aria-hidden": "true" }), name),
+            " ",
+            h("time", { datetime: m.timestamp, title }, time(m.timestamp)),
+          ),
+        ],
     notes.before,
-    notes.loading ? h("div", { class: "content thinking" }, `${name} is thinking…`) : h("div", { class: "content" }, linkified(m.content)),
+    notes.loading
+      ? h("div", { class: "content thinking" }, `${name} is thinking…`)
+      : h("div", { class: "content" }, markdown(m.content, mentionNames, me?.id), edited ? [" ", edited] : null),
     commands?.components(m) ?? null,
     notes.after,
     mine
@@ -601,15 +652,17 @@ function flush() {
     if (m.channel_id !== channelId) continue;
     const hist = history(m.channel_id);
     if (hist.items.some((x) => x.id === m.id)) continue;
+    const prev = hist.items[hist.items.length - 1];
     hist.items.push(m);
-    frag.appendChild(messageEl(m));
+    appendMessage(frag, m, prev);
   }
   ol.appendChild(frag);
   const hist = channelId ? history(channelId) : null;
   if (hist && stick && hist.items.length > KEEP) {
     const cut = hist.items.length - KEEP;
-    for (const m of hist.items.splice(0, cut)) document.getElementById(`m-${m.id}`)?.remove();
+    hist.items.splice(0, cut);
     hist.hasMore = true;
+    renderHistory();
   }
   if (stick) ol.scrollTop = ol.scrollHeight;
   markRead();
@@ -646,9 +699,18 @@ function messageUpdate(d: any) {
 
 function messageDelete(cid: string, id: string) {
   const hist = histories.get(cid);
+  const was = hist?.items.length ?? 0;
   if (hist) hist.items = hist.items.filter((m) => m.id !== id);
   pending = pending.filter((m) => m.id !== id);
-  document.getElementById(`m-${id}`)?.remove();
+  const el = document.getElementById(`m-${id}`);
+  if (!el) return;
+  if (cid === channelId && hist && hist.items.length < was) {
+    // Its neighbours may group (or stop grouping) now: drawn again in place.
+    const ol = $("messages");
+    const before = ol.scrollHeight - ol.scrollTop;
+    renderHistory(false);
+    ol.scrollTop = ol.scrollHeight - before;
+  } else el.remove();
 }
 
 async function send(e: Event) {

@@ -1,0 +1,108 @@
+// Messages show Discord-flavoured markdown as elements built from text
+// nodes: emphasis, code (inline and blocks, highlighted), quotes, headings,
+// lists, spoilers, masked and bare links, mentions; what tries to be markup
+// or a script link stays text.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { serverAndBrowser, shot, rest, register, pageAs } from "./harness.mjs";
+
+const env = serverAndBrowser();
+
+test("markdown in messages becomes elements, never markup", async () => {
+  const base = env.server.url;
+  const alice = await register(base, "alice");
+  const bob = await register(base, "bob");
+  const g = await rest(base, "POST", "/guilds", alice.token, { name: "Marks" });
+  const [general] = await rest(base, "GET", `/guilds/${g.id}/channels`, alice.token);
+  const inv = await rest(base, "POST", `/channels/${general.id}/invites`, alice.token, {});
+  await rest(base, "POST", `/invites/${inv.code}`, bob.token);
+  const say = (content) => rest(base, "POST", `/channels/${general.id}/messages`, bob.token, { content });
+  await say("**bold** *italic* _also_ __under__ ~~gone~~ `a < b` ||secret|| snake_case_name");
+  await say("# Title\n> quoted **line**\n- one\n- two\n3. three\n4. four");
+  await say("```rust\nfn main() { let x = 42; // done\n}\n```");
+  await say(`hey <@${alice.id}> see <#${general.id}> and [the docs](https://example.com/docs) or https://example.org/x.`);
+  await say("<img src=x onerror=alert(1)> [click](javascript:alert(1)) \\*not italic\\*");
+
+  const { page } = await pageAs(env.browser, base, alice.token);
+  page.on("pageerror", (e) => assert.fail(`page error: ${e}`));
+  page.on("dialog", () => assert.fail("a dialog opened"));
+  await page.locator("#messages .content", { hasText: "not italic" }).waitFor();
+  const msg = (n) => page.locator("#messages .message .content").nth(n);
+
+  const first = msg(0);
+  assert.equal(await first.locator("strong").textContent(), "bold");
+  assert.deepEqual(await first.locator("em").allTextContents(), ["italic", "also"]);
+  assert.equal(await first.locator("u").textContent(), "under");
+  assert.equal(await first.locator("s").textContent(), "gone");
+  assert.equal(await first.locator("code").textContent(), "a < b");
+  assert.ok((await first.textContent()).includes("snake_case_name"), "underscores inside a word are not italics");
+  const spoiler = first.locator(".md-spoiler");
+  assert.equal(await spoiler.evaluate((el) => getComputedStyle(el).color), "rgba(0, 0, 0, 0)");
+  await spoiler.click();
+  assert.notEqual(await spoiler.evaluate((el) => getComputedStyle(el).color), "rgba(0, 0, 0, 0)");
+
+  const second = msg(1);
+  assert.equal(await second.locator('[role="heading"]').textContent(), "Title");
+  assert.equal(await second.locator('[role="blockquote"] strong').textContent(), "line");
+  assert.deepEqual(await second.locator("ul li").allTextContents(), ["one", "two"]);
+  assert.deepEqual(await second.locator("ol li").allTextContents(), ["three", "four"]);
+  assert.equal(await second.locator("ol").getAttribute("start"), "3");
+
+  const code = msg(2).locator(".md-pre code");
+  assert.equal(await code.textContent(), "fn main() { let x = 42; // done\n}");
+  assert.deepEqual(await code.locator(".hl-kw").allTextContents(), ["fn", "let"]);
+  assert.deepEqual(await code.locator(".hl-num").allTextContents(), ["42"]);
+  assert.deepEqual(await code.locator(".hl-com").allTextContents(), ["// done"]);
+
+  const fourth = msg(3);
+  assert.equal(await fourth.locator(".mention-me").textContent(), "@alice");
+  assert.equal(await fourth.locator('.mention[data-channel]').textContent(), "#general");
+  const links = fourth.locator("a");
+  assert.deepEqual(await links.allTextContents(), ["the docs", "https://example.org/x"]);
+  assert.equal(await links.first().getAttribute("href"), "https://example.com/docs");
+  assert.equal(await links.first().getAttribute("rel"), "noopener noreferrer nofollow");
+
+  const fifth = msg(4);
+  assert.equal(await fifth.locator("img, a").count(), 0, "no element from markup or a script link");
+  assert.equal(await fifth.textContent(), "<img src=x onerror=alert(1)> [click](javascript:alert(1)) *not italic*");
+  await shot(page, "markdown");
+});
+
+test("a run of one person's messages shows their name once, under a date line", async () => {
+  const base = env.server.url;
+  const carol = await register(base, "carol");
+  const dave = await register(base, "dave");
+  const g = await rest(base, "POST", "/guilds", carol.token, { name: "Runs" });
+  const [general] = await rest(base, "GET", `/guilds/${g.id}/channels`, carol.token);
+  const inv = await rest(base, "POST", `/channels/${general.id}/invites`, carol.token, {});
+  await rest(base, "POST", `/invites/${inv.code}`, dave.token);
+  const say = (who, content) => rest(base, "POST", `/channels/${general.id}/messages`, who.token, { content });
+  for (const [who, text] of [[dave, "one"], [dave, "two"], [dave, "three"], [carol, "four"], [dave, "five"]]) await say(who, text);
+
+  const { page } = await pageAs(env.browser, base, carol.token);
+  page.on("pageerror", (e) => assert.fail(`page error: ${e}`));
+  await page.locator("#messages .content", { hasText: "five" }).waitFor();
+  const rows = await page.locator("#messages .message").evaluateAll((els) =>
+    els.map((el) => [el.querySelector(".content").firstChild.textContent, el.classList.contains("grouped"), el.querySelector(".author")?.textContent ?? null]),
+  );
+  assert.deepEqual(rows, [
+    ["one", false, "dave"],
+    ["two", true, null],
+    ["three", true, null],
+    ["four", false, "carol"],
+    ["five", false, "dave"],
+  ]);
+  assert.equal(await page.locator("#messages .day").count(), 1, "one date line: all today");
+  assert.equal(await page.locator("#messages .avatar").count(), 3, "a picture per run");
+  // A grouped message tells its time on hover, in full in its title.
+  const two = page.locator("#messages .message.grouped").first();
+  await two.hover();
+  assert.ok(await two.locator(".hover-time").isVisible());
+  assert.match(await two.locator(".hover-time").getAttribute("title"), /\d/);
+  // Deleting the head of a run: the next message heads it.
+  const one = await page.locator("#messages .message", { hasText: "one" }).getAttribute("data-id");
+  await rest(base, "DELETE", `/channels/${general.id}/messages/${one}`, dave.token);
+  await page.locator(`#m-${one}`).waitFor({ state: "detached" });
+  assert.equal(await page.locator("#messages .message", { hasText: "two" }).evaluate((el) => el.classList.contains("grouped")), false);
+  await shot(page, "grouping");
+});
