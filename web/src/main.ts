@@ -585,12 +585,14 @@ function messageEl(m: Message, prev: Message | undefined = prevOf(m)): HTMLLIEle
             h("span", { class: "author", "data-uid": m.author.id }, h("span", { class: `dot ${status}`, "aria-hidden": "true" }), name),
             " ",
             h("time", { datetime: m.timestamp, title }, time(m.timestamp)),
+            edited ? [" ", edited] : null,
           ),
         ],
     notes.before,
     notes.loading
       ? h("div", { class: "content thinking" }, `${name} is thinking…`)
-      : h("div", { class: "content" }, markdown(m.content, mentionNames, me?.id), edited ? [" ", edited] : null),
+      : h("div", { class: "content" }, markdown(m.content, mentionNames, me?.id)),
+    grouped && edited ? h("div", { class: "edited-line" }, edited) : null,
     commands?.components(m) ?? null,
     notes.after,
     mine
