@@ -21,6 +21,12 @@ install() {
     need_root "chromium"
     apt-get update -qq && apt-get install -y -qq chromium
   fi
+  # Emoji glyphs for the screenshots (reactions, the picker); the tests
+  # themselves compare text, not pixels, so a machine without it still passes.
+  if [ ! -e /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf ] && [ "$(id -u)" = 0 ]; then
+    { apt-get install -y -qq fonts-noto-color-emoji || { apt-get update -qq && apt-get install -y -qq fonts-noto-color-emoji; }; } >/dev/null 2>&1 ||
+      echo "web.sh: fonts-noto-color-emoji not installed: emojis show as boxes in screenshots" >&2
+  fi
   # Reinstall only when the lock file changed since the last install.
   if ! cmp -s web/package-lock.json web/node_modules/.package-lock.json 2>/dev/null || [ ! -d web/node_modules/esbuild ]; then
     (cd web && npm ci --no-audit --no-fund --loglevel=error)

@@ -4,7 +4,7 @@
 import { Api, ApiError } from "./api";
 import { isAuthorizePage, showAuthorize } from "./authorize";
 import { Commands, interactionNotes } from "./commands";
-import { clear, h } from "./dom";
+import { Child, clear, h } from "./dom";
 import { Gateway, LinkState } from "./gateway";
 import { MemberList, displayName } from "./memberlist";
 import { markdown, Names } from "./markdown";
@@ -31,7 +31,9 @@ type Message = {
   interaction_metadata?: any;
   application_id?: string;
   mentions?: any[];
+  reactions?: Reaction[];
 };
+type Reaction = { emoji: { id: string | null; name: string | null; animated?: boolean }; count: number; me: boolean };
 type History = { items: Message[]; hasMore: boolean; loaded: boolean; loading: boolean };
 
 const PAGE = 50;
@@ -255,6 +257,16 @@ function dispatch(t: string, d: any) {
       break;
     case "MESSAGE_DELETE":
       messageDelete(d.channel_id, d.id);
+      break;
+    case "MESSAGE_REACTION_ADD":
+    case "MESSAGE_REACTION_REMOVE":
+      reacted(d, t === "MESSAGE_REACTION_ADD");
+      break;
+    case "MESSAGE_REACTION_REMOVE_ALL":
+    case "MESSAGE_REACTION_REMOVE_EMOJI":
+      withMessage(d.channel_id, d.message_id, (m) => {
+        m.reactions = d.emoji ? (m.reactions ?? []).filter((r) => emojiKey(r.emoji) !== emojiKey(d.emoji)) : [];
+      });
       break;
     case "TYPING_START":
       typingStart(d);
@@ -594,16 +606,146 @@ function messageEl(m: Message, prev: Message | undefined = prevOf(m)): HTMLLIEle
       : h("div", { class: "content" }, markdown(m.content, mentionNames, me?.id)),
     grouped && edited ? h("div", { class: "edited-line" }, edited) : null,
     commands?.components(m) ?? null,
+    m.reactions?.length ? h("div", { class: "reactions", role: "group", "aria-label": "Reactions" }, m.reactions.map((r) => reactionChip(m, r))) : null,
     notes.after,
-    mine
-      ? h(
-          "div",
-          { class: "actions" },
-          h("button", { type: "button", class: "edit", "aria-label": "Edit message" }, "Edit"),
-          h("button", { type: "button", class: "delete", "aria-label": "Delete message" }, "Delete"),
-        )
-      : null,
+    h(
+      "div",
+      { class: "actions" },
+      h("button", { type: "button", class: "react", "aria-label": "Add reaction", "aria-haspopup": "menu" }, "React"),
+      mine ? h("button", { type: "button", class: "edit", "aria-label": "Edit message" }, "Edit") : null,
+      mine ? h("button", { type: "button", class: "delete", "aria-label": "Delete message" }, "Delete") : null,
+    ),
   );
+}
+
+// ---------- reactions ----------
+
+/** The emojis the picker offers (custom ones come from the server's list). */
+const QUICK_EMOJIS = ["👍", "❤️", "😂", "🎉", "😮", "😢", "🙏", "👀"];
+
+/** `name:id` for a custom emoji, the character itself otherwise (the REST path's form). */
+function emojiKey(e: { id?: string | null; name?: string | null }): string {
+  return e.id ? `${e.name ?? "_"}:${e.id}` : e.name ?? "";
+}
+
+function emojiFace(e: Reaction["emoji"]): Child {
+  return e.id
+    ? h("img", { class: "md-emoji", src: `/emojis/${e.id}.${e.animated ? "gif" : "png"}`, alt: `:${e.name}:`, width: 18, height: 18 })
+    : e.name ?? "?";
+}
+
+/** One reaction under a message: its emoji and count, pressed when it is
+ *  yours; a click adds or takes back yours; who reacted in its tooltip. */
+function reactionChip(m: Message, r: Reaction): HTMLElement {
+  const label = `${r.emoji.name}: ${r.count}`;
+  const chip: HTMLButtonElement = h(
+    "button",
+    {
+      type: "button",
+      class: r.me ? "reaction mine" : "reaction",
+      "aria-pressed": r.me ? "true" : "false",
+      "aria-label": label,
+      "data-emoji": emojiKey(r.emoji),
+      onclick: () => toggleReaction(m, r.emoji, !r.me),
+      onmouseenter: () => whoReacted(m, r, chip),
+      onfocus: () => whoReacted(m, r, chip),
+    },
+    emojiFace(r.emoji),
+    h("span", { class: "count" }, r.count),
+  );
+  return chip;
+}
+
+async function whoReacted(m: Message, r: Reaction, chip: HTMLElement) {
+  if (chip.dataset.who) return;
+  chip.dataset.who = "1";
+  try {
+    const users: any[] = await api.get(`/channels/${m.channel_id}/messages/${m.id}/reactions/${encodeURIComponent(emojiKey(r.emoji))}?limit=25`);
+    const who = users.map((u) => u.global_name || u.username);
+    chip.title = `${who.join(", ")}${r.count > who.length ? ` and ${r.count - who.length} more` : ""} reacted with ${r.emoji.id ? `:${r.emoji.name}:` : r.emoji.name}`;
+  } catch {
+    delete chip.dataset.who;
+  }
+}
+
+async function toggleReaction(m: Message, emoji: Reaction["emoji"], add: boolean) {
+  const path = `/channels/${m.channel_id}/messages/${m.id}/reactions/${encodeURIComponent(emojiKey(emoji))}/@me`;
+  try {
+    if (add) await api.req("PUT", path);
+    else await api.del(path);
+  } catch (err) {
+    flashError(err);
+  }
+}
+
+/** A reaction added or taken back, by anyone: the message is drawn again. */
+function reacted(d: any, added: boolean) {
+  withMessage(d.channel_id, d.message_id, (m) => {
+    const list = (m.reactions ??= []);
+    const key = emojiKey(d.emoji);
+    let r = list.find((x) => emojiKey(x.emoji) === key);
+    const mine = d.user_id === me?.id;
+    if (added) {
+      if (!r) list.push((r = { emoji: d.emoji, count: 0, me: false }));
+      if (mine && r.me) return;
+      r.count++;
+      if (mine) r.me = true;
+    } else if (r) {
+      if (mine && !r.me) return;
+      r.count--;
+      if (mine) r.me = false;
+      if (r.count <= 0) list.splice(list.indexOf(r), 1);
+    }
+  });
+}
+
+/** Changes a message the client holds and draws it again in place. */
+function withMessage(cid: string, id: string, change: (m: Message) => void) {
+  const m = histories.get(cid)?.items.find((x) => x.id === id) ?? pending.find((x) => x.id === id);
+  if (!m) return;
+  change(m);
+  const el = document.getElementById(`m-${id}`);
+  if (el && !el.classList.contains("editing")) el.replaceWith(messageEl(m));
+}
+
+/** The quick picker under a message's React button. */
+function openPicker(li: HTMLElement, button: HTMLElement) {
+  document.querySelector(".emoji-picker")?.remove();
+  const m = history(channelId!).items.find((x) => x.id === li.dataset.id);
+  if (!m) return;
+  const close = () => {
+    picker.remove();
+    document.removeEventListener("keydown", onKey);
+  };
+  const onKey = (e: KeyboardEvent) => {
+    if (e.key === "Escape") {
+      close();
+      button.focus();
+    }
+  };
+  const picker = h(
+    "div",
+    { class: "emoji-picker", role: "menu", "aria-label": "Pick a reaction" },
+    QUICK_EMOJIS.map((e) =>
+      h(
+        "button",
+        {
+          type: "button",
+          role: "menuitem",
+          "aria-label": `React with ${e}`,
+          onclick: () => {
+            close();
+            const has = m.reactions?.find((r) => !r.emoji.id && r.emoji.name === e);
+            if (!has?.me) toggleReaction(m, { id: null, name: e }, true);
+          },
+        },
+        e,
+      ),
+    ),
+  );
+  document.addEventListener("keydown", onKey);
+  li.appendChild(picker);
+  (picker.querySelector("button") as HTMLButtonElement | null)?.focus();
 }
 
 let pending: Message[] = [];
@@ -968,7 +1110,8 @@ function wire() {
     const b = (e.target as HTMLElement).closest("button");
     const li = b?.closest<HTMLElement>(".message");
     if (!b || !li) return;
-    if (b.classList.contains("edit")) startEdit(li);
+    if (b.classList.contains("react")) openPicker(li, b);
+    else if (b.classList.contains("edit")) startEdit(li);
     else if (b.classList.contains("delete")) {
       try {
         await api.del(`/channels/${channelId}/messages/${li.dataset.id}`);
