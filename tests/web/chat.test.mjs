@@ -110,8 +110,8 @@ test("two people register, meet through an invite and chat", async () => {
   await b.locator(".message", { hasText: "hi bob, welcome to the party" }).locator(".edited").waitFor();
   // Bob cannot edit Alice's message: no edit or delete button on it (he may react).
   const hers = b.locator(".message", { hasText: "welcome to the party" });
-  assert.equal(await hers.getByRole("button", { name: /Edit message|Delete message/ }).count(), 0);
-  assert.equal(await hers.getByRole("button", { name: "Add reaction" }).count(), 1);
+  assert.equal(await hers.locator("button.edit, button.delete").count(), 0);
+  assert.equal(await hers.locator("button.react").count(), 1);
 
   // Delete: Bob deletes his; it disappears for both.
   const his = b.locator(".message", { hasText: "hello alice" });
