@@ -106,3 +106,27 @@ test("a run of one person's messages shows their name once, under a date line", 
   assert.equal(await page.locator("#messages .message", { hasText: "two" }).evaluate((el) => el.classList.contains("grouped")), false);
   await shot(page, "grouping");
 });
+
+test("when old messages leave a busy channel, the first one left heads its run under a date line", async () => {
+  const base = env.server.url;
+  const erin = await register(base, "erin");
+  const g = await rest(base, "POST", "/guilds", erin.token, { name: "Busy" });
+  const [general] = await rest(base, "GET", `/guilds/${g.id}/channels`, erin.token);
+  const { page } = await pageAs(env.browser, base, erin.token);
+  page.on("pageerror", (e) => assert.fail(`page error: ${e}`));
+  await page.locator("#channel-name").filter({ hasText: "# general" }).waitFor();
+  // More than the 300 the client keeps while at the bottom, all one run.
+  for (let i = 0; i < 320; i += 20) {
+    await Promise.all(Array.from({ length: 20 }, (_, k) => rest(base, "POST", `/channels/${general.id}/messages`, erin.token, { content: `n${i + k}` })));
+  }
+  // Every one of them arrived (the last batch's too), and the oldest 20 left.
+  await page.waitForFunction(() => {
+    const texts = [...document.querySelectorAll("#messages .message .content")].map((c) => c.textContent);
+    return texts.length === 300 && ["n300", "n319"].every((t) => texts.includes(t)) && !texts.includes("n0");
+  });
+  const shape = await page.evaluate(() => {
+    const lis = [...document.querySelectorAll("#messages > li")];
+    return { first: lis[0].className, second: lis[1].className, days: lis.filter((l) => l.classList.contains("day")).length };
+  });
+  assert.deepEqual(shape, { first: "day", second: "message", days: 1 });
+});

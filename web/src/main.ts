@@ -804,9 +804,18 @@ function flush() {
   const hist = channelId ? history(channelId) : null;
   if (hist && stick && hist.items.length > KEEP) {
     const cut = hist.items.length - KEEP;
-    hist.items.splice(0, cut);
+    for (const m of hist.items.splice(0, cut)) document.getElementById(`m-${m.id}`)?.remove();
     hist.hasMore = true;
-    renderHistory();
+    // The new first message heads its run under a date line: only it is
+    // drawn again (what stood before it goes), not the whole channel.
+    const first = hist.items[0];
+    const el = first && document.getElementById(`m-${first.id}`);
+    if (el) {
+      while (el.previousElementSibling) el.previousElementSibling.remove();
+      const head = document.createDocumentFragment();
+      appendMessage(head, first, undefined);
+      el.replaceWith(head);
+    }
   }
   if (stick) ol.scrollTop = ol.scrollHeight;
   markRead();
