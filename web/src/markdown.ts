@@ -89,8 +89,14 @@ function inline(text: string, names: Names, me?: string): Child[] {
   };
   let i = 0;
   while (i < text.length) {
-    const rest = text.slice(i);
     const c = text[i];
+    // Most characters start nothing: no slice, no pattern tried.
+    if (!SPECIAL.has(c)) {
+      plain += c;
+      i++;
+      continue;
+    }
+    const rest = text.slice(i);
     let m: RegExpMatchArray | null;
     if (c === "\\" && /^\\[\\`*_~|<>#@\[\]()-]/.test(rest)) {
       plain += rest[1];
@@ -151,6 +157,9 @@ function inline(text: string, names: Names, me?: string): Child[] {
   if (plain) out.push(plain);
   return out;
 }
+
+/** The characters an inline span may start with. */
+const SPECIAL = new Set(["\\", "`", "|", "*", "_", "~", "[", "<", "@", "h", "H"]);
 
 /** `*`/`_` italics open only where a word does not go on before them. */
 function boundary(text: string, i: number, c: string): boolean {
