@@ -2,7 +2,6 @@
 //! serve` processes over one `nats-server` and one SQLite store) under
 //! load, with the default cluster timings.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -32,6 +31,22 @@ async fn owner_of(http: &reqwest::Client, base: &str, guild: &str) -> Option<usi
         .await
         .ok()?;
     v["node"].as_u64().map(|n| n as usize)
+}
+
+/// Every message of `channel` as (id, content), oldest first.
+async fn history_of(http: &reqwest::Client, base: &str, channel: &str, token: &str) -> Vec<(u64, String)> {
+    let mut history: Vec<(u64, String)> = Vec::new();
+    let mut after = 0u64;
+    loop {
+        let url = format!("{base}/channels/{channel}/messages?after={after}&limit=100");
+        let page: Value = http.get(url).header("authorization", token).send().await.unwrap().json().await.unwrap();
+        let page = page.as_array().unwrap_or_else(|| panic!("history: {page}"));
+        let Some(max) = page.iter().map(|m| m["id"].as_str().unwrap().parse::<u64>().unwrap()).max() else { break };
+        history.extend(page.iter().map(|m| (m["id"].as_str().unwrap().parse().unwrap(), m["content"].as_str().unwrap().to_string())));
+        after = max;
+    }
+    history.sort();
+    history
 }
 
 /// Registers `name` and joins the guild of `channel` through an invite of `inviter`.
@@ -171,20 +186,7 @@ async fn kill_9_of_a_guild_owner_fails_no_send_and_loses_or_repeats_nothing() {
     // History: every message exactly once, each sender's in its order.
     let r = http.post(format!("{}/channels/{channel}/messages", bases[survivor - 1])).header("authorization", &owner_token);
     assert_eq!(r.json(&json!({"content": "after"})).send().await.unwrap().status(), 200);
-    let mut contents: HashMap<u64, String> = HashMap::new();
-    let mut after = 0u64;
-    loop {
-        let url = format!("{}/channels/{channel}/messages?after={after}&limit=100", bases[survivor - 1]);
-        let page: Value = http.get(url).header("authorization", &owner_token).send().await.unwrap().json().await.unwrap();
-        let page = page.as_array().unwrap().clone();
-        let Some(max) = page.iter().map(|m| m["id"].as_str().unwrap().parse::<u64>().unwrap()).max() else { break };
-        for m in page {
-            contents.insert(m["id"].as_str().unwrap().parse().unwrap(), m["content"].as_str().unwrap().to_string());
-        }
-        after = max;
-    }
-    let mut history: Vec<(u64, String)> = contents.into_iter().collect();
-    history.sort();
+    let history = history_of(&http, &bases[survivor - 1], &channel, &owner_token).await;
     for (i, s) in sent.iter().enumerate() {
         let mine: Vec<&str> = history.iter().map(|(_, c)| c.as_str()).filter(|c| c.starts_with(&format!("c{i}-"))).collect();
         let want: Vec<String> = s.acked.iter().map(|a| format!("c{i}-{}", a.0)).collect();
@@ -402,17 +404,7 @@ async fn kill_9_of_a_nats_server_fails_no_send_and_stalls_under_a_second() {
     // Still one cluster of three nodes, and the guild has an owner.
     wait_for_cluster(&http, &procs.iter().flatten().collect::<Vec<_>>(), &[1, 2, 3]).await;
     assert!(owner_of(&http, &bases[0], &gid).await.is_some());
-    let mut history: Vec<(u64, String)> = Vec::new();
-    let mut after = 0u64;
-    loop {
-        let url = format!("{}/channels/{channel}/messages?after={after}&limit=100", bases[0]);
-        let page: Value = http.get(url).header("authorization", &owner_token).send().await.unwrap().json().await.unwrap();
-        let page = page.as_array().unwrap().clone();
-        let Some(max) = page.iter().map(|m| m["id"].as_str().unwrap().parse::<u64>().unwrap()).max() else { break };
-        history.extend(page.iter().map(|m| (m["id"].as_str().unwrap().parse().unwrap(), m["content"].as_str().unwrap().to_string())));
-        after = max;
-    }
-    history.sort();
+    let history = history_of(&http, &bases[0], &channel, &owner_token).await;
     for (i, s) in sent.iter().enumerate() {
         let mine: Vec<&str> = history.iter().map(|(_, c)| c.as_str()).filter(|c| c.starts_with(&format!("c{i}-"))).collect();
         let want: Vec<String> = s.acked.iter().map(|a| format!("c{i}-{}", a.0)).collect();
