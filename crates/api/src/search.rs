@@ -220,6 +220,7 @@ pub async fn in_channel(
 
 async fn answer(node: &Node, viewer: UserId, q: &mut SearchQuery) -> ApiResult<Response> {
     q.count_max = node.config.search.count_max;
+    q.window = node.config.search.window_rows;
     let (total, found) = node.store.search_messages(q).await?;
     let mut msgs = super::messages::render(node, &found).await?;
     super::reactions::decorate(node, &mut msgs, viewer).await?;

@@ -295,11 +295,18 @@ pub struct SearchConfig {
     /// (or one past the page asked for, so the next page is announced).
     /// Counting is most of a search's work on a common word.
     pub count_max: u32,
+    /// PostgreSQL, a search sorted by id: the page is first looked for in
+    /// this many newest (or oldest) messages of the searched channels, read
+    /// in order, before the whole index's matches are sorted; 0: never.
+    /// A word in 1 message of 200 finds its page within ~5,000 rows
+    /// (~6 ms), where sorting all its matches took 28-41 ms in 10,000,000
+    /// messages; a rarer one pays the window (~1 µs a row) on top.
+    pub window_rows: u32,
 }
 
 impl Default for SearchConfig {
     fn default() -> Self {
-        Self { count_max: 1_000 }
+        Self { count_max: 1_000, window_rows: 8_192 }
     }
 }
 

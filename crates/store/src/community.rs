@@ -85,6 +85,11 @@ pub struct SearchQuery {
     /// `total_results` counts at most this many matches (at least
     /// `offset + limit + 1`, so the next page is always announced).
     pub count_max: u32,
+    /// PostgreSQL, sorted by id: look for the page in the first this many
+    /// messages of `channels` (in the id range, in the page's order) before
+    /// the whole index's matches; 0: never (`search.window_rows`). SQLite
+    /// reads its index in id order anyway.
+    pub window: u32,
 }
 
 /// The index's scope tokens of a message (SQLite's `messages_fts.scope`;

@@ -41,9 +41,21 @@ pub(super) async fn search(s: &dyn Store) {
         f(&mut q);
         q
     };
+    // Every query also with PostgreSQL's window (`SearchQuery::window`)
+    // of each size from none to more than every message, and with short
+    // pages (which a small window can hold): the same answers.
     let found = |q: SearchQuery| async move {
-        let (total, ms) = s.search_messages(&q).await.unwrap();
-        (total, ms.into_iter().map(|m| m.id.0).collect::<Vec<_>>())
+        let mut first = None;
+        for (limit, offset) in [(q.limit, q.offset), (1, 0), (2, 0), (1, 1)] {
+            let mut answers = Vec::new();
+            for window in [0, 1, 2, 3, 8_192] {
+                let (total, ms) = s.search_messages(&SearchQuery { window, limit, offset, ..q.clone() }).await.unwrap();
+                answers.push((total, ms.into_iter().map(|m| m.id.0).collect::<Vec<_>>()));
+            }
+            assert!(answers.windows(2).all(|w| w[0] == w[1]), "{q:?}, limit {limit}, offset {offset}: the window changed it: {answers:?}");
+            first.get_or_insert(answers.swap_remove(0));
+        }
+        first.unwrap()
     };
     assert_eq!(found(q(&|q| q.terms = words("brave"))).await, (3, vec![9_004, 9_002, 9_001]), "a word, newest first");
     assert_eq!(found(q(&|q| q.terms = words("BRAVE world"))).await, (2, vec![9_002, 9_001]), "every word, any case");

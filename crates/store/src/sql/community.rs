@@ -48,7 +48,7 @@ impl<B: Backend> CommunityStore for B {
             }
             _ => format!("SELECT COUNT(*) FROM (SELECT 1 FROM {from} WHERE {cond} LIMIT ${}) c", n + 1),
         };
-        let mut count = query(count_sql);
+        let mut count = query(count_sql).planned_each_time();
         for a in args.iter().cloned() {
             count = count.bind(a);
         }
@@ -60,7 +60,21 @@ impl<B: Backend> CommunityStore for B {
         };
         let sql =
             format!("SELECT {} FROM {from} WHERE {cond} ORDER BY {order} LIMIT ${} OFFSET ${}", qualified("m", MESSAGE_COLS), n + 1, n + 2);
-        let mut page = query(sql);
+        // PostgreSQL: the page among the first rows of the channels first.
+        let window = (d == Dialect::Postgres).then(|| window(q)).flatten().map(|rows| {
+            let sql = format!(
+                "SELECT {} FROM {rows} m WHERE {cond} ORDER BY m.id {by_id} LIMIT ${} OFFSET ${}",
+                qualified("m", MESSAGE_COLS),
+                n + 1,
+                n + 2
+            );
+            let mut page = query(sql).planned_each_time();
+            for a in args.iter().cloned() {
+                page = page.bind(a);
+            }
+            page
+        });
+        let mut page = query(sql).planned_each_time();
         for a in args {
             page = page.bind(a);
         }
@@ -72,7 +86,16 @@ impl<B: Backend> CommunityStore for B {
         // SQLite one after the other: its page is ~1 ms, and at once
         // measured no better.
         let count = async { count.bind(cap).fetch_one(db).await.map(|(total,): (i64,)| total) };
-        let page = async { page.bind(q.limit).bind(q.offset).fetch_all(db).await };
+        let page = async {
+            if let Some(w) = window {
+                let rows: Vec<MessageRow> = w.bind(q.limit).bind(q.offset).fetch_all(db).await?;
+                // A whole page there is the whole index's first page too.
+                if rows.len() == q.limit as usize {
+                    return Ok(rows);
+                }
+            }
+            page.bind(q.limit).bind(q.offset).fetch_all(db).await
+        };
         let (total, rows): (i64, Vec<MessageRow>) = match d {
             Dialect::Postgres => tokio::try_join!(count, page)?,
             Dialect::Sqlite => (count.await?, page.await?),
@@ -308,6 +331,48 @@ fn split_terms(q: &SearchQuery) -> (Vec<&[String]>, Vec<(&str, &str)>) {
         }
     }
     (terms, pairs)
+}
+
+/// Channels beyond which a search reads no window (one index scan each).
+const WINDOW_CHANNELS_MAX: usize = 64;
+
+/// PostgreSQL: the first [`SearchQuery::window`] messages of the searched
+/// channels in the id range, in the page's order, as a subquery with the
+/// `messages` columns, or `None` when the page is not looked for there
+/// (a relevance sort, no window, too many channels, an offset past it).
+///
+/// Each channel's messages in id order come from `messages_channel`
+/// (`channel_id, id`), merged (PostgreSQL's Merge Append), so the window
+/// costs about a microsecond a row and stops at the page. The whole
+/// index's way, a bitmap of every match of the words (and, with an id
+/// range, of BRIN's block ranges, lossy, each row rechecked) then a sort,
+/// costs per match: for a word in 1 message of 200, in 10,000,000
+/// messages, 28 ms, and 41-53 ms in the last 30 days, against 6-9 ms for
+/// the window. The ids are numbers, written into the text.
+fn window(q: &SearchQuery) -> Option<String> {
+    let by_relevance = q.by_relevance && !q.terms.is_empty();
+    let rows = q.window;
+    let range = q.min_id.is_some() || q.max_id.is_some();
+    if by_relevance || !range || rows == 0 || q.channels.is_empty() || q.channels.len() > WINDOW_CHANNELS_MAX {
+        return None;
+    }
+    if u64::from(q.offset) + u64::from(q.limit) > u64::from(rows) {
+        return None;
+    }
+    let dir = if q.ascending { "ASC" } else { "DESC" };
+    let mut range = String::new();
+    if let Some(min) = q.min_id {
+        range.push_str(&format!(" AND id > {}", min.0 as i64));
+    }
+    if let Some(max) = q.max_id {
+        range.push_str(&format!(" AND id < {}", max.0 as i64));
+    }
+    let each: Vec<String> = q
+        .channels
+        .iter()
+        .map(|c| format!("(SELECT * FROM messages WHERE channel_id = {}{range} ORDER BY id {dir} LIMIT {rows})", c.0 as i64))
+        .collect();
+    Some(format!("(SELECT * FROM ({}) u ORDER BY id {dir} LIMIT {rows})", each.join(" UNION ALL ")))
 }
 
 /// SQLite: the `messages_fts` condition, its expression bound as `param`,
