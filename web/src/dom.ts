@@ -16,16 +16,18 @@ export type Props = Record<string, string | number | boolean | null | undefined 
 const TAGS = new Set([
   "a", "button", "div", "footer", "form", "h1", "h2", "h3", "header", "img", "input", "label", "li", "ol",
   "option", "p", "section", "select", "span", "strong", "textarea", "time", "ul", "code", "em", "s", "u",
+  "video", "audio", "progress",
 ]);
 
 /// Plain attributes that carry no URL and no script.
 const ATTRS = new Set([
   "class", "id", "title", "role", "tabindex", "type", "name", "value", "for", "datetime", "alt",
-  "placeholder", "autocomplete", "rel", "target", "width", "height", "start",
+  "placeholder", "autocomplete", "rel", "target", "width", "height", "start", "preload", "loading",
+  "download", "max",
 ]);
 
 /// Boolean attributes, set when true and left out otherwise.
-const FLAGS = new Set(["disabled", "hidden", "readonly", "required", "selected", "checked"]);
+const FLAGS = new Set(["disabled", "hidden", "readonly", "required", "selected", "checked", "controls"]);
 
 /// `href` for a link the user may follow: http(s) anywhere, or a path or
 /// fragment of this app (resolved against the page, it stays on this
@@ -51,9 +53,12 @@ export function safeHref(raw: string): string | null {
   return u.protocol === "https:" || u.protocol === "http:" ? u.href : null;
 }
 
-/// `src` of an image: a path of this server only (img-src 'self').
+/// `src` of an image, a video or a sound: a path of this server, or a
+/// `blob:` URL this page made (a file picked for upload, before it is
+/// sent): img-src and media-src are 'self' and blob:.
 function safeSrc(raw: string): string | null {
   const s = String(raw);
+  if (s.startsWith(`blob:${location.origin}/`)) return s;
   return s.startsWith("/") && !s.startsWith("//") && !s.startsWith("/\\") ? s : null;
 }
 

@@ -8,6 +8,7 @@ import { Child, clear, h } from "./dom";
 import { Gateway, LinkState } from "./gateway";
 import { MemberList, displayName } from "./memberlist";
 import { markdown, Names } from "./markdown";
+import { attachmentsEl, loadLimits, postWithFiles, Tray } from "./uploads";
 
 type Channel = {
   id: string;
@@ -32,6 +33,7 @@ type Message = {
   application_id?: string;
   mentions?: any[];
   reactions?: Reaction[];
+  attachments?: any[];
 };
 type Reaction = { emoji: { id: string | null; name: string | null; animated?: boolean }; count: number; me: boolean };
 type History = { items: Message[]; hasMore: boolean; loaded: boolean; loading: boolean };
@@ -84,6 +86,7 @@ const members = new MemberList(
   $("members-head"),
 );
 $("members").appendChild(members.el);
+const tray = new Tray($("uploads"));
 
 // ---------- accounts ----------
 
@@ -430,7 +433,7 @@ function selectChannel(id: string | null) {
   $("channel-name").textContent = c ? `# ${c.name}` : "";
   $("channel-topic").textContent = c?.topic ?? "";
   const input = $<HTMLTextAreaElement>("input");
-  input.disabled = ($("send") as HTMLButtonElement).disabled = !c;
+  input.disabled = ($("send") as HTMLButtonElement).disabled = ($("attach") as HTMLButtonElement).disabled = !c;
   input.placeholder = c ? `Message #${c.name}` : "Message";
   renderChannels();
   renderTyping();
@@ -604,6 +607,7 @@ function messageEl(m: Message, prev: Message | undefined = prevOf(m)): HTMLLIEle
     notes.loading
       ? h("div", { class: "content thinking" }, `${name} is thinking…`)
       : h("div", { class: "content" }, markdown(m.content, mentionNames, me?.id)),
+    attachmentsEl(m.attachments),
     grouped && edited ? h("div", { class: "edited-line" }, edited) : null,
     commands?.components(m) ?? null,
     m.reactions?.length ? h("div", { class: "reactions", role: "group", "aria-label": "Reactions" }, m.reactions.map((r) => reactionChip(m, r))) : null,
@@ -870,8 +874,8 @@ async function send(e: Event) {
   e.preventDefault();
   const input = $<HTMLTextAreaElement>("input");
   const content = input.value.trim();
-  if (!content || !channelId) return;
-  if (content.startsWith("/") && commands) {
+  if ((!content && !tray.count) || !channelId) return;
+  if (content.startsWith("/") && commands && !tray.count) {
     const r = await commands.submit(content);
     if (r === "invalid") return;
     if (r === "sent") {
@@ -880,25 +884,32 @@ async function send(e: Event) {
       return;
     }
   }
+  const files = tray.take();
   input.value = "";
   autosize(input);
   lastTypingSent = 0;
-  const cid = channelId;
+  const path = `/channels/${channelId}/messages`;
   // Sends leave one after another, in the order typed, each with its own
   // nonce and `enforce_nonce`: a send that meets a lost connection or a 5xx
   // (a node failing over) goes again as the same message, never twice.
   const body = { content, nonce: newNonce(), enforce_nonce: true };
-  const sent = sendQueue.then(() => postWithRetry(`/channels/${cid}/messages`, body));
+  const post = files.length
+    ? () => postWithFiles(api.token, path, body, files, (p) => tray.setProgress(p))
+    : () => api.post(path, body);
+  const sent = sendQueue.then(() => withRetry(post));
   sendQueue = sent.catch(() => undefined);
   try {
     messageCreate(await sent);
   } catch (err) {
     // Back into the composer only if it is empty: never over a new draft.
-    if (!input.value) {
+    if (!input.value && !tray.count) {
       input.value = content;
       autosize(input);
+      if (files.length) tray.add(files);
     }
     flashError(err);
+  } finally {
+    if (files.length) tray.setProgress(null);
   }
 }
 
@@ -910,12 +921,12 @@ function newNonce(): string {
   return `${Date.now()}${Math.floor(Math.random() * 1e6)}`;
 }
 
-/** POSTs `body`, again on a lost connection or a 5xx (for up to 30 s, backing off). */
-async function postWithRetry(path: string, body: unknown): Promise<any> {
+/** Runs `post`, again on a lost connection or a 5xx (for up to 30 s, backing off). */
+async function withRetry(post: () => Promise<any>): Promise<any> {
   const deadline = Date.now() + 30_000;
   for (let wait = 250; ; wait = Math.min(wait * 2, 4_000)) {
     try {
-      return await api.post(path, body);
+      return await post();
     } catch (err) {
       const again = !(err instanceof ApiError) || err.status >= 500;
       if (!again || Date.now() + wait > deadline) throw err;
@@ -1100,6 +1111,36 @@ function wire() {
   });
   input.addEventListener("input", typed);
   input.addEventListener("input", () => autosize(input));
+  // Files: the button, a drop anywhere on the conversation, a paste.
+  const picker = $<HTMLInputElement>("file");
+  $("attach").onclick = () => picker.click();
+  picker.addEventListener("change", () => {
+    if (picker.files?.length) tray.add(picker.files);
+    picker.value = "";
+  });
+  const chat = document.querySelector<HTMLElement>("main.chat")!;
+  const carriesFiles = (e: DragEvent) => !!channelId && !!e.dataTransfer?.types.includes("Files");
+  chat.addEventListener("dragover", (e) => {
+    if (!carriesFiles(e)) return;
+    e.preventDefault();
+    chat.classList.add("drop-target");
+  });
+  chat.addEventListener("dragleave", (e) => {
+    if (!chat.contains(e.relatedTarget as Node | null)) chat.classList.remove("drop-target");
+  });
+  chat.addEventListener("drop", (e) => {
+    chat.classList.remove("drop-target");
+    if (!carriesFiles(e)) return;
+    e.preventDefault();
+    tray.add(e.dataTransfer!.files);
+    input.focus();
+  });
+  input.addEventListener("paste", (e) => {
+    const files = e.clipboardData?.files;
+    if (!files?.length) return;
+    e.preventDefault();
+    tray.add(files);
+  });
   // Right click: the "Apps" menu of a user (an author, a member) or a message.
   document.addEventListener("contextmenu", (e) => {
     const t = e.target as HTMLElement;
@@ -1198,6 +1239,7 @@ async function main() {
     $("show-members").setAttribute("aria-expanded", "false");
   }
   wire();
+  loadLimits().then(() => tray.render());
   const token = localStorage.getItem(TOKEN_KEY);
   const invite = location.hash.match(/^#\/invite\/([A-Za-z0-9-]+)/)?.[1];
   if (!token) {

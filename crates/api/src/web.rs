@@ -122,17 +122,40 @@ pub fn file(a: &'static Asset, policy: &HeaderValue) -> impl Fn(HeaderMap) -> st
     move |req: HeaderMap| std::future::ready(serve(a, &policy, &req))
 }
 
-/// `/` and the client's two assets, and `/oauth2/authorize` (any query):
+/// What the client shows before an upload: this server's
+/// `[attachments]` limits (public, as the page itself is).
+pub fn client_settings(config: &Config) -> String {
+    serde_json::json!({
+        "max_file_bytes": config.attachments.max_file_bytes,
+        "max_files": config.attachments.max_files,
+    })
+    .to_string()
+}
+
+/// `/` and the client's assets, and `/oauth2/authorize` (any query):
 /// the address of a bot's invitation, as on Discord, where the client shows
-/// its "add a bot" page. Plain GETs only (the gateway upgrade on `/` never
-/// reaches the router).
+/// its "add a bot" page; `/client.json`, [`client_settings`]. Plain GETs
+/// only (the gateway upgrade on `/` never reaches the router).
 pub fn routes<S: Clone + Send + Sync + 'static>(config: &Config) -> Router<S> {
     let policy = HeaderValue::from_str(&client_policy(&config.gateway_url())).expect("the policy is ASCII");
+    let settings = client_settings(config);
+    let settings_policy = policy.clone();
     Router::new()
         .route("/", get(file(&INDEX, &policy)))
         .route("/oauth2/authorize", get(file(&INDEX, &policy)))
         .route("/app.js", get(file(&APP_JS, &policy)))
         .route("/app.css", get(file(&APP_CSS, &policy)))
+        .route(
+            "/client.json",
+            get(move || {
+                let mut r = settings.clone().into_response();
+                let h = r.headers_mut();
+                h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+                harden(h, &settings_policy);
+                std::future::ready(r)
+            }),
+        )
 }
 
 #[cfg(test)]
@@ -202,6 +225,15 @@ mod tests {
         }
     }
 
+    #[test]
+    fn client_settings_are_the_upload_limits() {
+        let mut c = Config::default();
+        c.attachments.max_file_bytes = 1234;
+        c.attachments.max_files = 3;
+        let v: serde_json::Value = serde_json::from_str(&client_settings(&c)).unwrap();
+        assert_eq!(v, serde_json::json!({ "max_file_bytes": 1234, "max_files": 3 }));
+    }
+
     #[tokio::test]
     async fn routes_serve_each_asset_with_its_type_and_policy() {
         use tower::ServiceExt;
@@ -211,6 +243,7 @@ mod tests {
             ("/oauth2/authorize?client_id=1&scope=bot&permissions=8", "text/html"),
             ("/app.js", "text/javascript"),
             ("/app.css", "text/css"),
+            ("/client.json", "application/json"),
         ] {
             let req = axum::http::Request::get(path).body(axum::body::Body::empty()).unwrap();
             let r = app.clone().oneshot(req).await.unwrap();

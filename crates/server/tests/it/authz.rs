@@ -90,6 +90,8 @@ const ROWS: &[Row] = &[
     page("/"),
     page("/app.js"),
     page("/app.css"),
+    // The upload limits the client shows.
+    page("/client.json"),
     // The page of a bot's invitation link (the client's; the API route of that path, under /api, is another row).
     page("/oauth2/authorize"),
     row("GET", "/health", ANY, PUBLIC),
