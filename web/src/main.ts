@@ -8,6 +8,7 @@ import { Child, clear, h } from "./dom";
 import { Gateway, LinkState } from "./gateway";
 import { MemberList, displayName } from "./memberlist";
 import { markdown, Names } from "./markdown";
+import { SearchPanel } from "./search";
 import { attachmentsEl, loadLimits, postWithFiles, Tray } from "./uploads";
 
 type Channel = {
@@ -63,7 +64,7 @@ let channelId: string | null = null;
 let pendingGuild: string | null = null;
 /** The server and channel the address names (`#/channels/<guild>/<channel>`),
  *  opened when that server arrives instead of whichever arrives first. */
-let wanted: { guild: string; channel: string | null } | null = null;
+let wanted: { guild: string; channel: string | null; message: string | null } | null = null;
 let lastTypingSent = 0;
 let readyCount = 0;
 let interactiveMarked = false;
@@ -86,6 +87,26 @@ const members = new MemberList(
   $("members-head"),
 );
 $("members").appendChild(members.el);
+const search = new SearchPanel({
+  api,
+  channels: (g) => {
+    const guild = guilds.get(g);
+    return guild ? textChannels(guild).map((id) => channels.get(id)!) : [];
+  },
+  names: {
+    user: (id) => names.get(id) ?? null,
+    channel: (id) => channels.get(id)?.name ?? null,
+    role: () => null,
+  },
+  me: () => me?.id,
+  jump: (c, m) => {
+    // At phone width the panel covers the conversation.
+    if (window.matchMedia("(max-width: 800px)").matches) search.close();
+    jumpTo(c, m);
+  },
+  show: (open) => document.body.classList.toggle("searching", open),
+});
+$("app").appendChild(search.el);
 const tray = new Tray($("uploads"));
 
 // ---------- accounts ----------
@@ -304,16 +325,18 @@ function guildCreate(d: any) {
     const c = want.channel;
     wanted = pendingGuild = null;
     selectGuild(d.id, c);
+    if (c && want.message) jumpTo(c, want.message);
   } else if (pendingGuild === d.id || (guildId === null && !wanted) || guildId === d.id) {
     pendingGuild = null;
     selectGuild(d.id, guildId === d.id ? channelId : null);
   }
 }
 
-/** The server and channel of an address's `#/channels/<guild>/<channel>`. */
-function routeOf(hash: string): { guild: string; channel: string | null } | null {
-  const m = hash.match(/^#\/channels\/(\d+)(?:\/(\d+))?$/);
-  return m ? { guild: m[1], channel: m[2] ?? null } : null;
+/** The server, channel and message of an address's
+ *  `#/channels/<guild>/<channel>/<message>` (the last two optional). */
+function routeOf(hash: string): { guild: string; channel: string | null; message: string | null } | null {
+  const m = hash.match(/^#\/channels\/(\d+)(?:\/(\d+)(?:\/(\d+))?)?$/);
+  return m ? { guild: m[1], channel: m[2] ?? null, message: (m[2] && m[3]) || null } : null;
 }
 
 /** Puts the open channel in the address (replacing it: no history entry per
@@ -620,6 +643,38 @@ function messageEl(m: Message, prev: Message | undefined = prevOf(m)): HTMLLIEle
       mine ? h("button", { type: "button", class: "delete", "aria-label": "Delete message" }, "Delete") : null,
     ),
   );
+}
+
+/** Opens `cid` at message `mid`: loads older pages until it is there (at
+ *  most 40, 2,000 messages back), centres and highlights it, and puts it in
+ *  the address. */
+async function jumpTo(cid: string, mid: string) {
+  const c = channels.get(cid);
+  if (!c) return;
+  if (guildId !== c.guild_id || channelId !== cid) selectGuild(c.guild_id, cid);
+  if (channelId !== cid) return;
+  const hist = history(cid);
+  const deadline = Date.now() + 30_000;
+  for (let pages = 0; pages < 40 && Date.now() < deadline; ) {
+    if (channelId !== cid) return;
+    if (hist.items.some((m) => m.id === mid) || (hist.loaded && !hist.hasMore)) break;
+    if (hist.loading) {
+      await new Promise((r) => setTimeout(r, 50));
+      continue;
+    }
+    await loadHistory(cid, !hist.loaded);
+    pages++;
+  }
+  const li = document.getElementById(`m-${mid}`);
+  if (!li) {
+    flashError(new Error("That message is no longer there."));
+    return;
+  }
+  li.scrollIntoView({ block: "center" });
+  li.classList.add("flash");
+  setTimeout(() => li.classList.remove("flash"), 2500);
+  const at = `#/channels/${c.guild_id}/${cid}/${mid}`;
+  if (location.hash !== at) window.history.replaceState(null, "", location.pathname + location.search + at);
 }
 
 // ---------- reactions ----------
@@ -1206,6 +1261,11 @@ function wire() {
       flashError(err);
     }
   };
+  $<HTMLFormElement>("search-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const text = $<HTMLInputElement>("search").value.trim();
+    if (guildId && text) search.run(guildId, text);
+  });
   $("show-nav").onclick = () => (document.body.classList.contains("nav-open") ? closeNav() : openNav());
   const showMembers = (show: boolean) => {
     document.body.classList.toggle("members-hidden", !show);
@@ -1215,6 +1275,7 @@ function wire() {
   document.addEventListener("keydown", (e) => {
     if (e.key === "Escape") {
       closeNav();
+      if (document.body.classList.contains("searching")) search.close();
       // At phone width the member list covers the chat: Escape closes it too.
       if (window.matchMedia("(max-width: 800px)").matches && !document.body.classList.contains("members-hidden")) showMembers(false);
     }
@@ -1263,7 +1324,8 @@ async function main() {
   window.addEventListener("hashchange", () => {
     const r = routeOf(location.hash);
     if (!r) return;
-    if (guilds.has(r.guild) && (r.guild !== guildId || (r.channel && r.channel !== channelId))) selectGuild(r.guild, r.channel);
+    if (guilds.has(r.guild) && r.channel && r.message) jumpTo(r.channel, r.message);
+    else if (guilds.has(r.guild) && (r.guild !== guildId || (r.channel && r.channel !== channelId))) selectGuild(r.guild, r.channel);
     // Not a server of theirs (or no such channel): the address shows what is open.
     else showRoute(channelId ? channels.get(channelId) : null);
   });
