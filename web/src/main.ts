@@ -65,6 +65,12 @@ let pendingGuild: string | null = null;
 /** The server and channel the address names (`#/channels/<guild>/<channel>`),
  *  opened when that server arrives instead of whichever arrives first. */
 let wanted: { guild: string; channel: string | null; message: string | null } | null = null;
+/** The "server" of direct messages in `guildId`, routes and `Channel.guild_id`. */
+const HOME = "@me";
+/** DM channel ids (their `Channel`s are in `channels`, `guild_id` HOME). */
+const dms: string[] = [];
+/** Messages arrived in each DM since it was last read (the badges). */
+const dmCounts = new Map<string, number>();
 let lastTypingSent = 0;
 let readyCount = 0;
 let interactiveMarked = false;
@@ -78,10 +84,10 @@ const members = new MemberList(
     roleName(g, r) {
       return guilds.get(g)?.roles.get(r);
     },
-    onActivate(_uid, name) {
-      const input = $<HTMLTextAreaElement>("input");
-      input.value += `@${name} `;
-      input.focus();
+    onActivate(uid) {
+      const row = document.querySelector(`.mrow.member[data-user-id="${CSS.escape(uid)}"]`);
+      const r = row?.getBoundingClientRect();
+      openProfile(uid, { x: r ? r.left : 100, y: r ? r.top : 100 });
     },
   },
   $("members-head"),
@@ -233,12 +239,19 @@ function dispatch(t: string, d: any) {
         members.resubscribe();
         if (channelId) loadHistory(channelId, true);
       }
+      for (const c of d.private_channels ?? []) addDm(c);
       // A server in the address that this user is not in: forget it.
-      if (wanted && !d.guilds.some((g: any) => g.id === wanted!.guild)) wanted = null;
-      if (!d.guilds.length) {
+      if (wanted && wanted.guild !== HOME && !d.guilds.some((g: any) => g.id === wanted!.guild)) wanted = null;
+      if (wanted?.guild === HOME) {
+        const want = wanted;
+        wanted = null;
+        selectGuild(HOME, want.channel);
+        if (want.channel && want.message) jumpTo(want.channel, want.message);
+      } else if (!d.guilds.length) {
         renderGuilds();
         selectGuild(null);
       }
+      renderGuilds();
       break;
     case "GUILD_CREATE":
       guildCreate(d);
@@ -263,6 +276,10 @@ function dispatch(t: string, d: any) {
       if (d.guild_id) {
         addChannel(d);
         if (d.guild_id === guildId) renderChannels();
+      } else if (d.type === 1 || d.type === 3) {
+        addDm(d);
+        renderGuilds();
+        if (guildId === HOME) renderChannels();
       }
       break;
     case "CHANNEL_DELETE": {
@@ -335,7 +352,7 @@ function guildCreate(d: any) {
 /** The server, channel and message of an address's
  *  `#/channels/<guild>/<channel>/<message>` (the last two optional). */
 function routeOf(hash: string): { guild: string; channel: string | null; message: string | null } | null {
-  const m = hash.match(/^#\/channels\/(\d+)(?:\/(\d+)(?:\/(\d+))?)?$/);
+  const m = hash.match(/^#\/channels\/(\d+|@me)(?:\/(\d+)(?:\/(\d+))?)?$/);
   return m ? { guild: m[1], channel: m[2] ?? null, message: (m[2] && m[3]) || null } : null;
 }
 
@@ -343,7 +360,7 @@ function routeOf(hash: string): { guild: string; channel: string | null; message
  *  click), unless the address carries an invite still to be offered. */
 function showRoute(c: Channel | null | undefined) {
   if (location.hash.startsWith("#/invite/")) return;
-  const want = c?.guild_id ? `#/channels/${c.guild_id}/${c.id}` : "";
+  const want = c?.guild_id ? `#/channels/${c.guild_id}` + (c.id ? `/${c.id}` : "") : "";
   if (location.hash !== want) window.history.replaceState(null, "", location.pathname + location.search + want);
 }
 
@@ -361,6 +378,119 @@ function addChannel(c: any) {
   const g = guilds.get(c.guild_id);
   if (g && !g.channels.includes(c.id)) g.channels.push(c.id);
   if (g) g.channels.sort((a, b) => channels.get(a)!.position - channels.get(b)!.position || cmpId(a, b));
+}
+
+/** A DM channel (READY's `private_channels`, CHANNEL_CREATE, or opened). */
+function addDm(d: any) {
+  const others = (d.recipients ?? []).filter((u: any) => u.id !== me?.id);
+  for (const u of others) names.set(u.id, u.global_name || u.username);
+  const prev = channels.get(d.id);
+  channels.set(d.id, {
+    id: d.id,
+    guild_id: HOME,
+    name: others.map((u: any) => u.global_name || u.username).join(", ") || "Direct message",
+    topic: null,
+    type: d.type ?? 1,
+    position: 0,
+    last_message_id: d.last_message_id ?? prev?.last_message_id ?? null,
+  });
+  if (!dms.includes(d.id)) dms.push(d.id);
+}
+
+/** DMs, the latest message first. */
+function sortedDms(): string[] {
+  const last = (id: string) => channels.get(id)?.last_message_id ?? id;
+  return [...dms].sort((a, b) => cmpId(last(b), last(a)));
+}
+
+/** What a DM's badge says: messages since it was read (at least one when
+ *  its newest message is unread). */
+function unreadCount(c: Channel): number {
+  return unread(c) ? Math.max(1, dmCounts.get(c.id) ?? 0) : 0;
+}
+
+/** The page title: "(N) throng" while N DM messages are unread. */
+function titleWithUnread(): string {
+  const n = dms.reduce((k, id) => k + unreadCount(channels.get(id)!), 0);
+  return n ? `(${n}) throng` : "throng";
+}
+
+// ---------- profiles ----------
+
+let profileEl: HTMLElement | null = null;
+
+function closeProfile() {
+  profileEl?.remove();
+  profileEl = null;
+}
+
+/** A person's card near `at`: picture, names, roles in the open server and
+ *  when they joined it, and buttons to message or mention them. */
+async function openProfile(uid: string, at: { x: number; y: number }) {
+  closeProfile();
+  const name = names.get(uid) ?? "someone";
+  const g = guildId && guildId !== HOME ? guilds.get(guildId) : null;
+  const handle = h("p", { class: "muted handle" });
+  const roles = h("ul", { class: "profile-roles", "aria-label": "Roles" });
+  const since = h("p", { class: "muted since" });
+  const el = h(
+    "div",
+    { class: "profile", role: "dialog", "aria-label": `Profile of ${name}`, tabindex: "-1" },
+    h("div", { class: "profile-top" }, avatar({ id: uid, username: name }), h("h3", null, name)),
+    handle,
+    roles,
+    since,
+    h(
+      "div",
+      { class: "row" },
+      uid !== me?.id ? h("button", { type: "button", onclick: () => openDm(uid) }, "Message") : null,
+      g
+        ? h(
+            "button",
+            {
+              type: "button",
+              class: "secondary",
+              onclick: () => {
+                const input = $<HTMLTextAreaElement>("input");
+                input.value += `@${name} `;
+                closeProfile();
+                input.focus();
+              },
+            },
+            "Mention",
+          )
+        : null,
+    ),
+  );
+  const w = 280;
+  el.style.left = `${Math.max(8, Math.min(at.x > innerWidth / 2 ? at.x - w - 12 : at.x + 12, innerWidth - w - 8))}px`;
+  el.style.top = `${Math.max(8, Math.min(at.y, innerHeight - 280))}px`;
+  document.body.appendChild(el);
+  profileEl = el;
+  el.focus();
+  if (!g) return;
+  try {
+    const m = await api.get(`/guilds/${g.id}/members/${uid}`);
+    if (profileEl !== el) return;
+    handle.textContent = `@${m.user?.username ?? name}`;
+    clear(roles, (m.roles ?? []).map((r: string) => g.roles.get(r)).filter(Boolean).map((r: string) => h("li", { class: "role" }, r)));
+    const joined = new Date(m.joined_at);
+    if (!isNaN(joined.getTime())) since.textContent = `Member of ${g.name} since ${joined.toLocaleDateString([], { dateStyle: "medium" })}`;
+  } catch {
+    // The card keeps what it knew.
+  }
+}
+
+/** Opens the DM with `uid` (made if need be). */
+async function openDm(uid: string) {
+  try {
+    const d = await api.post("/users/@me/channels", { recipient_id: uid });
+    addDm(d);
+    selectGuild(HOME, d.id);
+    closeProfile();
+  } catch (err) {
+    flashError(err);
+  }
 }
 
 function dropGuild(id: string) {
@@ -388,6 +518,19 @@ function unread(c: Channel): boolean {
 }
 
 function renderGuilds() {
+  const homeUnread = dms.reduce((n, id) => n + unreadCount(channels.get(id)!), 0);
+  const home = h(
+    "button",
+      {
+        class: "round home" + (guildId === HOME ? " current" : "") + (homeUnread ? " unread" : ""),
+        title: "Direct messages",
+        "aria-label": "Direct messages" + (homeUnread ? `, ${homeUnread} unread` : ""),
+        "aria-current": guildId === HOME ? "true" : null,
+        onclick: () => selectGuild(HOME),
+      },
+    "DM",
+    homeUnread ? h("span", { class: "badge", "aria-hidden": "true" }, String(homeUnread)) : null,
+  );
   const items = [...guilds.values()].map((g) => {
     const hasUnread = textChannels(g).some((c) => unread(channels.get(c)!));
     const current = g.id === guildId;
@@ -404,11 +547,13 @@ function renderGuilds() {
     );
     return h("li", null, b);
   });
+  clear($("home"), home);
   clear($("guild-list"), items);
 }
 
 function renderChannels() {
   const ul = $("channel-list");
+  if (guildId === HOME) return renderDms(ul);
   const g = guildId ? guilds.get(guildId) : null;
   if (!g) return clear(ul);
   const items = textChannels(g).map((id) => {
@@ -434,7 +579,51 @@ function renderChannels() {
   clear(ul, items);
 }
 
+function renderDms(ul: HTMLElement) {
+  const list = sortedDms();
+  if (!list.length) return clear(ul, h("li", { class: "muted empty" }, "No direct messages yet. Open someone's profile and choose Message."));
+  clear(
+    ul,
+    list.map((id) => {
+      const c = channels.get(id)!;
+      const n = unreadCount(c);
+      return h(
+        "li",
+        null,
+        h(
+          "a",
+          {
+            href: `#/channels/${HOME}/${c.id}`,
+            class: "channel dm" + (c.id === channelId ? " current" : "") + (n ? " unread" : ""),
+            "data-channel-id": c.id,
+            "aria-label": `${c.name}${n ? `, ${n} unread` : ""}`,
+            "aria-current": c.id === channelId ? "page" : null,
+            onclick: (e: MouseEvent) => {
+              e.preventDefault();
+              selectChannel(c.id);
+              closeNav();
+            },
+          },
+          `@ ${c.name}`,
+          n ? h("span", { class: "badge", "aria-hidden": "true" }, String(n)) : null,
+        ),
+      );
+    }),
+  );
+}
+
 function selectGuild(id: string | null, channel: string | null = null) {
+  document.body.classList.toggle("in-dm", id === HOME);
+  if (id === HOME) {
+    guildId = HOME;
+    $("guild-name").textContent = "Direct messages";
+    renderGuilds();
+    for (const b of ["add-channel", "invite"]) ($(b) as HTMLButtonElement).disabled = true;
+    members.close();
+    // Without one asked for, the list alone: opening one would read it.
+    selectChannel(channel && dms.includes(channel) ? channel : null);
+    return;
+  }
   guildId = id;
   const g = id ? guilds.get(id) : null;
   $("guild-name").textContent = g ? g.name : "No server";
@@ -453,21 +642,28 @@ function selectChannel(id: string | null) {
   channelId = id;
   const c = id ? channels.get(id) : null;
   showRoute(c);
-  $("channel-name").textContent = c ? `# ${c.name}` : "";
+  const dm = c?.guild_id === HOME;
+  $("channel-name").textContent = c ? (dm ? `@ ${c.name}` : `# ${c.name}`) : "";
   $("channel-topic").textContent = c?.topic ?? "";
   const input = $<HTMLTextAreaElement>("input");
   input.disabled = ($("send") as HTMLButtonElement).disabled = ($("attach") as HTMLButtonElement).disabled = !c;
-  input.placeholder = c ? `Message #${c.name}` : "Message";
+  input.placeholder = c ? (dm ? `Message @${c.name}` : `Message #${c.name}`) : "Message";
   renderChannels();
   renderTyping();
-  if (c?.guild_id) commands?.prefetch(c.guild_id);
+  if (c?.guild_id && !dm) commands?.prefetch(c.guild_id);
   const ol = $("messages");
   clear(ol);
   if (!c) {
+    if (guildId === HOME) {
+      $("channel-name").textContent = "Direct messages";
+      showRoute({ id: "", guild_id: HOME } as Channel);
+      ol.appendChild(h("li", { class: "empty muted" }, dms.length ? "Pick a conversation on the left." : "No direct messages yet."));
+    }
     mark();
     return;
   }
-  members.open(c.guild_id, c.id);
+  if (dm) members.close();
+  else members.open(c.guild_id, c.id);
   const hist = history(c.id);
   if (hist.loaded) {
     renderHistory();
@@ -816,13 +1012,27 @@ function atBottom(ol: HTMLElement) {
 
 function messageCreate(m: Message) {
   const c = channels.get(m.channel_id);
-  if (!c) return;
+  if (!c) {
+    // A DM this client has not seen yet: its channel first.
+    if (!(m as any).guild_id)
+      api
+        .get(`/channels/${m.channel_id}`)
+        .then((d) => {
+          if (d?.guild_id) return;
+          addDm(d);
+          messageCreate(m);
+        })
+        .catch(() => undefined);
+    return;
+  }
   if (!c.last_message_id || cmpId(m.id, c.last_message_id) > 0) c.last_message_id = m.id;
   names.set(m.author.id, m.author.global_name || m.author.username);
   typing.get(m.channel_id)?.delete(m.author.id);
   const hist = history(m.channel_id);
   if (hist.items.some((x) => x.id === m.id) || pending.some((x) => x.id === m.id)) return;
   if (m.author.id === me?.id) read[m.channel_id] = m.id;
+  else if (c.guild_id === HOME && (m.channel_id !== channelId || !atBottom($("messages"))))
+    dmCounts.set(c.id, (dmCounts.get(c.id) ?? 0) + 1);
   if (!hist.loaded) {
     if (m.channel_id !== channelId) {
       renderUnread(c);
@@ -882,6 +1092,7 @@ function flush() {
 
 function renderUnread(c: Channel) {
   if (c.guild_id === guildId) renderChannels();
+  if (c.guild_id === HOME) document.title = titleWithUnread();
   renderGuilds();
 }
 
@@ -889,6 +1100,7 @@ function markRead() {
   if (!channelId || !me) return;
   const c = channels.get(channelId);
   if (!c?.last_message_id || !atBottom($("messages"))) return;
+  dmCounts.delete(c.id);
   if (read[c.id] === c.last_message_id) return;
   read[c.id] = c.last_message_id;
   localStorage.setItem(`throng.read.${me.id}`, JSON.stringify(read));
@@ -1132,7 +1344,7 @@ function wire() {
     {
       api,
       sessionId: () => gw?.sessionId ?? null,
-      where: () => ({ guild: guildId, channel: channelId }),
+      where: () => ({ guild: guildId === HOME ? null : guildId, channel: channelId }),
       status: interactionState,
       choices: (kind, types) => {
         const g = guildId ? guilds.get(guildId) : undefined;
@@ -1195,6 +1407,13 @@ function wire() {
     if (!files?.length) return;
     e.preventDefault();
     tray.add(files);
+  });
+  // A click on a name (an author, a member): their profile; elsewhere closes it.
+  document.addEventListener("click", (e) => {
+    const t = e.target as HTMLElement;
+    const who = t.closest<HTMLElement>(".author[data-uid], .mrow.member[data-user-id]");
+    if (who) openProfile(who.dataset.uid ?? who.dataset.userId!, { x: e.clientX, y: e.clientY });
+    else if (profileEl && !profileEl.contains(t)) closeProfile();
   });
   // Right click: the "Apps" menu of a user (an author, a member) or a message.
   document.addEventListener("contextmenu", (e) => {
@@ -1264,7 +1483,7 @@ function wire() {
   $<HTMLFormElement>("search-form").addEventListener("submit", (e) => {
     e.preventDefault();
     const text = $<HTMLInputElement>("search").value.trim();
-    if (guildId && text) search.run(guildId, text);
+    if (guildId && guildId !== HOME && text) search.run(guildId, text);
   });
   $("show-nav").onclick = () => (document.body.classList.contains("nav-open") ? closeNav() : openNav());
   const showMembers = (show: boolean) => {
@@ -1275,6 +1494,7 @@ function wire() {
   document.addEventListener("keydown", (e) => {
     if (e.key === "Escape") {
       closeNav();
+      closeProfile();
       if (document.body.classList.contains("searching")) search.close();
       // At phone width the member list covers the chat: Escape closes it too.
       if (window.matchMedia("(max-width: 800px)").matches && !document.body.classList.contains("members-hidden")) showMembers(false);
