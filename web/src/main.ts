@@ -8,6 +8,7 @@ import { Child, clear, h } from "./dom";
 import { Gateway, LinkState } from "./gateway";
 import { MemberList, displayName } from "./memberlist";
 import { markdown, Names } from "./markdown";
+import { MentionPicker } from "./mentions";
 import { SearchPanel } from "./search";
 import { attachmentsEl, loadLimits, postWithFiles, Tray } from "./uploads";
 
@@ -35,6 +36,9 @@ type Message = {
   mentions?: any[];
   reactions?: Reaction[];
   attachments?: any[];
+  mention_everyone?: boolean;
+  mention_roles?: string[];
+  guild_id?: string;
 };
 type Reaction = { emoji: { id: string | null; name: string | null; animated?: boolean }; count: number; me: boolean };
 type History = { items: Message[]; hasMore: boolean; loaded: boolean; loading: boolean };
@@ -71,6 +75,11 @@ const HOME = "@me";
 const dms: string[] = [];
 /** Messages arrived in each DM since it was last read (the badges). */
 const dmCounts = new Map<string, number>();
+/** Messages mentioning this user since each channel was last read. */
+const mentionCounts = new Map<string, number>();
+/** This user's roles in each server (for role mentions). */
+const myRoles = new Map<string, Set<string>>();
+let mentionPicker: MentionPicker | null = null;
 let lastTypingSent = 0;
 let readyCount = 0;
 let interactiveMarked = false;
@@ -268,6 +277,9 @@ function dispatch(t: string, d: any) {
     case "GUILD_DELETE":
       dropGuild(d.id);
       break;
+    case "GUILD_MEMBER_UPDATE":
+      if (d.user?.id === me?.id) myRoles.set(d.guild_id, new Set(d.roles ?? []));
+      break;
     case "GUILD_MEMBER_REMOVE":
       if (d.user?.id === me?.id) dropGuild(d.guild_id);
       break;
@@ -334,7 +346,10 @@ function guildCreate(d: any) {
   const g: Guild = { id: d.id, name: d.name, owner_id: d.owner_id, roles, channels: [] };
   guilds.set(d.id, g);
   for (const c of d.channels ?? []) addChannel({ ...c, guild_id: d.id });
-  for (const m of d.members ?? []) if (m.user) names.set(m.user.id, displayName(m));
+  for (const m of d.members ?? []) {
+    if (m.user) names.set(m.user.id, displayName(m));
+    if (m.user?.id === me?.id) myRoles.set(d.id, new Set(m.roles ?? []));
+  }
   for (const p of d.presences ?? []) presence.set(p.user.id, p.status);
   renderGuilds();
   const want = wanted;
@@ -409,6 +424,20 @@ function unreadCount(c: Channel): number {
   return unread(c) ? Math.max(1, dmCounts.get(c.id) ?? 0) : 0;
 }
 
+function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
+/** Whether `m` mentions this user: by name, by one of their roles, or
+ *  @everyone / @here (never their own message). */
+function mentionsMe(m: Message): boolean {
+  if (!me || m.author.id === me.id) return false;
+  if (m.mentions?.some((u) => u.id === me.id) || m.mention_everyone) return true;
+  const g = channels.get(m.channel_id)?.guild_id;
+  const mine = g ? myRoles.get(g) : undefined;
+  return !!mine && (m.mention_roles ?? []).some((r) => mine.has(r));
+}
+
 /** The page title: "(N) throng" while N DM messages are unread. */
 function titleWithUnread(): string {
   const n = dms.reduce((k, id) => k + unreadCount(channels.get(id)!), 0);
@@ -431,6 +460,7 @@ async function openProfile(uid: string, at: { x: number; y: number }) {
   const name = names.get(uid) ?? "someone";
   const g = guildId && guildId !== HOME ? guilds.get(guildId) : null;
   const handle = h("p", { class: "muted handle" });
+  let username = name;
   const roles = h("ul", { class: "profile-roles", "aria-label": "Roles" });
   const since = h("p", { class: "muted since" });
   const el = h(
@@ -452,9 +482,9 @@ async function openProfile(uid: string, at: { x: number; y: number }) {
               class: "secondary",
               onclick: () => {
                 const input = $<HTMLTextAreaElement>("input");
-                input.value += `@${name} `;
                 closeProfile();
                 input.focus();
+                mentionPicker?.insert({ label: name, text: `@${username}`, syntax: `<@${uid}>`, kind: "user" });
               },
             },
             "Mention",
@@ -472,7 +502,8 @@ async function openProfile(uid: string, at: { x: number; y: number }) {
   try {
     const m = await api.get(`/guilds/${g.id}/members/${uid}`);
     if (profileEl !== el) return;
-    handle.textContent = `@${m.user?.username ?? name}`;
+    username = m.user?.username ?? name;
+    handle.textContent = `@${username}`;
     clear(roles, (m.roles ?? []).map((r: string) => g.roles.get(r)).filter(Boolean).map((r: string) => h("li", { class: "role" }, r)));
     const joined = new Date(m.joined_at);
     if (!isNaN(joined.getTime())) since.textContent = `Member of ${g.name} since ${joined.toLocaleDateString([], { dateStyle: "medium" })}`;
@@ -534,16 +565,18 @@ function renderGuilds() {
   const items = [...guilds.values()].map((g) => {
     const hasUnread = textChannels(g).some((c) => unread(channels.get(c)!));
     const current = g.id === guildId;
+    const mentions = g.channels.reduce((n, c) => n + (mentionCounts.get(c) ?? 0), 0);
     const b = h(
       "button",
       {
         class: "round guild" + (current ? " current" : "") + (hasUnread ? " unread" : ""),
         title: g.name,
-        "aria-label": g.name + (hasUnread ? ", unread messages" : ""),
+        "aria-label": g.name + (hasUnread ? ", unread messages" : "") + (mentions ? `, ${plural(mentions, "mention")}` : ""),
         "aria-current": current ? "true" : null,
         onclick: () => selectGuild(g.id),
       },
       g.name.split(/\s+/).map((w) => w[0] ?? "").join("").slice(0, 3) || "?",
+      mentions ? h("span", { class: "badge", "aria-hidden": "true" }, String(mentions)) : null,
     );
     return h("li", null, b);
   });
@@ -564,7 +597,7 @@ function renderChannels() {
         href: `#/channels/${g.id}/${c.id}`,
         class: "channel" + (c.id === channelId ? " current" : "") + (unread(c) ? " unread" : ""),
         "data-channel-id": c.id,
-        "aria-label": `${c.name}${unread(c) ? ", unread messages" : ""}`,
+        "aria-label": `${c.name}${unread(c) ? ", unread messages" : ""}${mentionCounts.get(c.id) ? `, ${plural(mentionCounts.get(c.id)!, "mention")}` : ""}`,
         "aria-current": c.id === channelId ? "page" : null,
         onclick: (e: MouseEvent) => {
           e.preventDefault();
@@ -573,6 +606,7 @@ function renderChannels() {
         },
       },
       `# ${c.name}`,
+      mentionCounts.get(c.id) ? h("span", { class: "badge", "aria-hidden": "true" }, String(mentionCounts.get(c.id))) : null,
     );
     return h("li", null, a);
   });
@@ -808,7 +842,7 @@ function messageEl(m: Message, prev: Message | undefined = prevOf(m)): HTMLLIEle
   const edited = m.edited_timestamp ? h("span", { class: "edited", title: new Date(m.edited_timestamp).toLocaleString() }, "(edited)") : null;
   return h(
     "li",
-    { class: grouped ? "message grouped" : "message", id: `m-${m.id}`, "data-id": m.id, "aria-label": grouped ? `${name}, ${title}` : null },
+    { class: (grouped ? "message grouped" : "message") + (mentionsMe(m) ? " mentioned" : ""), id: `m-${m.id}`, "data-id": m.id, "aria-label": grouped ? `${name}, ${title}` : null },
     grouped
       ? h("time", { class: "hover-time", datetime: m.timestamp, title }, time(m.timestamp))
       : [
@@ -1031,8 +1065,10 @@ function messageCreate(m: Message) {
   const hist = history(m.channel_id);
   if (hist.items.some((x) => x.id === m.id) || pending.some((x) => x.id === m.id)) return;
   if (m.author.id === me?.id) read[m.channel_id] = m.id;
-  else if (c.guild_id === HOME && (m.channel_id !== channelId || !atBottom($("messages"))))
-    dmCounts.set(c.id, (dmCounts.get(c.id) ?? 0) + 1);
+  else if (m.channel_id !== channelId || !atBottom($("messages"))) {
+    if (c.guild_id === HOME) dmCounts.set(c.id, (dmCounts.get(c.id) ?? 0) + 1);
+    else if (mentionsMe(m)) mentionCounts.set(c.id, (mentionCounts.get(c.id) ?? 0) + 1);
+  }
   if (!hist.loaded) {
     if (m.channel_id !== channelId) {
       renderUnread(c);
@@ -1101,6 +1137,7 @@ function markRead() {
   const c = channels.get(channelId);
   if (!c?.last_message_id || !atBottom($("messages"))) return;
   dmCounts.delete(c.id);
+  if (mentionCounts.delete(c.id)) renderUnread(c);
   if (read[c.id] === c.last_message_id) return;
   read[c.id] = c.last_message_id;
   localStorage.setItem(`throng.read.${me.id}`, JSON.stringify(read));
@@ -1152,6 +1189,8 @@ async function send(e: Event) {
     }
   }
   const files = tray.take();
+  const text = mentionPicker ? mentionPicker.encode(content) : content;
+  mentionPicker?.reset();
   input.value = "";
   autosize(input);
   lastTypingSent = 0;
@@ -1159,7 +1198,7 @@ async function send(e: Event) {
   // Sends leave one after another, in the order typed, each with its own
   // nonce and `enforce_nonce`: a send that meets a lost connection or a 5xx
   // (a node failing over) goes again as the same message, never twice.
-  const body = { content, nonce: newNonce(), enforce_nonce: true };
+  const body = { content: text, nonce: newNonce(), enforce_nonce: true };
   const post = files.length
     ? () => postWithFiles(api.token, path, body, files, (p) => tray.setProgress(p))
     : () => api.post(path, body);
@@ -1362,6 +1401,22 @@ function wire() {
     $<HTMLTextAreaElement>("input"),
     $<HTMLDialogElement>("modal"),
   );
+  mentionPicker = new MentionPicker(
+    {
+      api,
+      guild: () => (guildId && guildId !== HOME ? guildId : null),
+      roles: (g) => [...(guilds.get(g)?.roles ?? [])].map(([id, name]) => ({ id, name })),
+      channels: (g) => {
+        const guild = guilds.get(g);
+        return guild ? textChannels(guild).map((id) => channels.get(id)!) : [];
+      },
+      people: () => [],
+    },
+    $("mention-picker"),
+    $<HTMLTextAreaElement>("input"),
+  );
+  // Before the composer's own keys: the open list takes Enter first.
+  $<HTMLTextAreaElement>("input").addEventListener("keydown", (e) => mentionPicker?.key(e));
   $<HTMLFormElement>("auth-form").addEventListener("submit", authSubmit);
   $("logout").onclick = () => logout();
   $<HTMLFormElement>("composer").addEventListener("submit", send);
