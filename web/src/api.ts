@@ -30,8 +30,8 @@ export class Api {
 
   constructor(private base = "/api/v10") {}
 
-  async req<T = any>(method: string, path: string, body?: unknown): Promise<T> {
-    const headers: Record<string, string> = {};
+  async req<T = any>(method: string, path: string, body?: unknown, extra: Record<string, string> = {}): Promise<T> {
+    const headers: Record<string, string> = { ...extra };
     if (this.token) headers["authorization"] = this.token;
     // A form (files) sets its own multipart content type.
     const form = body instanceof FormData;
@@ -69,7 +69,10 @@ export class Api {
   patch<T = any>(path: string, body: unknown) {
     return this.req<T>("PATCH", path, body);
   }
-  del<T = any>(path: string) {
-    return this.req<T>("DELETE", path);
+  put<T = any>(path: string, body?: unknown, headers?: Record<string, string>) {
+    return this.req<T>("PUT", path, body, headers);
+  }
+  del<T = any>(path: string, headers?: Record<string, string>) {
+    return this.req<T>("DELETE", path, undefined, headers);
   }
 }

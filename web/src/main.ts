@@ -10,6 +10,7 @@ import { MemberList, displayName } from "./memberlist";
 import { markdown, Names } from "./markdown";
 import { MentionPicker } from "./mentions";
 import { SearchPanel } from "./search";
+import { RoleInfo, SettingsPanel } from "./settings";
 import { attachmentsEl, loadLimits, postWithFiles, Tray } from "./uploads";
 
 type Channel = {
@@ -20,8 +21,9 @@ type Channel = {
   type: number;
   position: number;
   last_message_id: string | null;
+  overwrites?: { id: string; type: number; allow: string; deny: string }[];
 };
-type Guild = { id: string; name: string; owner_id: string; roles: Map<string, string>; channels: string[] };
+type Guild = { id: string; name: string; owner_id: string; roles: Map<string, string>; perms: Map<string, RoleInfo>; channels: string[] };
 type Message = {
   id: string;
   channel_id: string;
@@ -102,6 +104,14 @@ const members = new MemberList(
   $("members-head"),
 );
 $("members").appendChild(members.el);
+const settings = new SettingsPanel({
+  api,
+  guild: (id) => {
+    const g = guilds.get(id);
+    return g ? { id: g.id, name: g.name, owner_id: g.owner_id, roles: [...g.perms.values()] } : null;
+  },
+  me: () => me?.id,
+});
 const search = new SearchPanel({
   api,
   channels: (g) => {
@@ -269,6 +279,8 @@ function dispatch(t: string, d: any) {
       const g = guilds.get(d.id);
       if (g) {
         g.name = d.name;
+        g.owner_id = d.owner_id ?? g.owner_id;
+        settings.changed(d.id);
         renderGuilds();
         if (guildId === d.id) $("guild-name").textContent = d.name;
       }
@@ -278,8 +290,33 @@ function dispatch(t: string, d: any) {
       dropGuild(d.id);
       break;
     case "GUILD_MEMBER_UPDATE":
-      if (d.user?.id === me?.id) myRoles.set(d.guild_id, new Set(d.roles ?? []));
+      if (d.user?.id === me?.id) {
+        myRoles.set(d.guild_id, new Set(d.roles ?? []));
+        if (d.guild_id === guildId) refreshComposer();
+      }
       break;
+    case "GUILD_ROLE_CREATE":
+    case "GUILD_ROLE_UPDATE": {
+      const g = guilds.get(d.guild_id);
+      if (g && d.role) {
+        g.roles.set(d.role.id, d.role.name);
+        g.perms.set(d.role.id, roleInfo(d.role));
+        if (d.guild_id === guildId) refreshComposer();
+        settings.changed(d.guild_id);
+      }
+      break;
+    }
+    case "GUILD_ROLE_DELETE": {
+      const g = guilds.get(d.guild_id);
+      if (g) {
+        g.roles.delete(d.role_id);
+        g.perms.delete(d.role_id);
+        myRoles.get(d.guild_id)?.delete(d.role_id);
+        if (d.guild_id === guildId) refreshComposer();
+        settings.changed(d.guild_id);
+      }
+      break;
+    }
     case "GUILD_MEMBER_REMOVE":
       if (d.user?.id === me?.id) dropGuild(d.guild_id);
       break;
@@ -288,6 +325,7 @@ function dispatch(t: string, d: any) {
       if (d.guild_id) {
         addChannel(d);
         if (d.guild_id === guildId) renderChannels();
+        if (d.id === channelId) refreshComposer();
       } else if (d.type === 1 || d.type === 3) {
         addDm(d);
         renderGuilds();
@@ -342,8 +380,12 @@ function dispatch(t: string, d: any) {
 
 function guildCreate(d: any) {
   const roles = new Map<string, string>();
-  for (const r of d.roles ?? []) roles.set(r.id, r.name);
-  const g: Guild = { id: d.id, name: d.name, owner_id: d.owner_id, roles, channels: [] };
+  const perms = new Map<string, RoleInfo>();
+  for (const r of d.roles ?? []) {
+    roles.set(r.id, r.name);
+    perms.set(r.id, roleInfo(r));
+  }
+  const g: Guild = { id: d.id, name: d.name, owner_id: d.owner_id, roles, perms, channels: [] };
   guilds.set(d.id, g);
   for (const c of d.channels ?? []) addChannel({ ...c, guild_id: d.id });
   for (const m of d.members ?? []) {
@@ -389,6 +431,7 @@ function addChannel(c: any) {
     type: c.type,
     position: c.position ?? 0,
     last_message_id: c.last_message_id ?? prev?.last_message_id ?? null,
+    overwrites: c.permission_overwrites ?? prev?.overwrites ?? [],
   });
   const g = guilds.get(c.guild_id);
   if (g && !g.channels.includes(c.id)) g.channels.push(c.id);
@@ -422,6 +465,67 @@ function sortedDms(): string[] {
  *  its newest message is unread). */
 function unreadCount(c: Channel): number {
   return unread(c) ? Math.max(1, dmCounts.get(c.id) ?? 0) : 0;
+}
+
+function roleInfo(r: any): RoleInfo {
+  let permissions = 0n;
+  try {
+    permissions = BigInt(r.permissions ?? "0");
+  } catch {
+    permissions = 0n;
+  }
+  return { id: r.id, name: r.name, permissions, position: r.position ?? 0, color: r.color ?? 0, hoist: !!r.hoist, mentionable: !!r.mentionable };
+}
+
+const ADMINISTRATOR = 1n << 3n;
+const SEND_MESSAGES = 1n << 11n;
+const ALL = (1n << 53n) - 1n;
+
+/** This user's permissions in channel `c`, as Discord computes them: the
+ *  owner has all; @everyone's and their roles' bits, all with
+ *  Administrator; then the channel's overwrites for @everyone, for their
+ *  roles together, and for them. */
+function permissionsIn(c: Channel): bigint {
+  const g = guilds.get(c.guild_id);
+  if (!g || !me) return ALL;
+  if (g.owner_id === me.id) return ALL;
+  const mine = myRoles.get(g.id) ?? new Set<string>();
+  let p = g.perms.get(g.id)?.permissions ?? 0n;
+  for (const r of mine) p |= g.perms.get(r)?.permissions ?? 0n;
+  if (p & ADMINISTRATOR) return ALL;
+  const ow = c.overwrites ?? [];
+  const bits = (o: { allow: string; deny: string }) => [BigInt(o.allow || "0"), BigInt(o.deny || "0")];
+  const everyone = ow.find((o) => o.id === g.id);
+  if (everyone) {
+    const [allow, deny] = bits(everyone);
+    p = (p & ~deny) | allow;
+  }
+  let allow = 0n,
+    deny = 0n;
+  for (const o of ow) {
+    if (o.type === 0 && o.id !== g.id && mine.has(o.id)) {
+      const [a, d] = bits(o);
+      allow |= a;
+      deny |= d;
+    }
+  }
+  p = (p & ~deny) | allow;
+  const own = ow.find((o) => o.type === 1 && o.id === me.id);
+  if (own) {
+    const [a, d] = bits(own);
+    p = (p & ~d) | a;
+  }
+  return p;
+}
+
+/** The composer, or a note where it would be when this user may not send
+ *  in the open channel (it follows role and overwrite changes live). */
+function refreshComposer() {
+  const c = channelId ? channels.get(channelId) : null;
+  const may = !c || c.guild_id === HOME || (permissionsIn(c) & SEND_MESSAGES) !== 0n;
+  $("composer").hidden = !may;
+  $("no-send").hidden = may;
+  ($("guild-settings") as HTMLButtonElement).hidden = !guildId || guildId === HOME;
 }
 
 function plural(n: number, word: string): string {
@@ -676,6 +780,7 @@ function selectChannel(id: string | null) {
   channelId = id;
   const c = id ? channels.get(id) : null;
   showRoute(c);
+  refreshComposer();
   const dm = c?.guild_id === HOME;
   $("channel-name").textContent = c ? (dm ? `@ ${c.name}` : `# ${c.name}`) : "";
   $("channel-topic").textContent = c?.topic ?? "";
@@ -1540,6 +1645,7 @@ function wire() {
     const text = $<HTMLInputElement>("search").value.trim();
     if (guildId && guildId !== HOME && text) search.run(guildId, text);
   });
+  $("guild-settings").onclick = () => guildId && guildId !== HOME && settings.open(guildId);
   $("show-nav").onclick = () => (document.body.classList.contains("nav-open") ? closeNav() : openNav());
   const showMembers = (show: boolean) => {
     document.body.classList.toggle("members-hidden", !show);
@@ -1549,6 +1655,7 @@ function wire() {
   document.addEventListener("keydown", (e) => {
     if (e.key === "Escape") {
       closeNav();
+      settings.close();
       closeProfile();
       if (document.body.classList.contains("searching")) search.close();
       // At phone width the member list covers the chat: Escape closes it too.

@@ -1,0 +1,71 @@
+// Server management: the roles editor changes what a member may do (the
+// send box goes when @everyone loses Send Messages and comes back with a
+// role created in the editor that has it), and a ban with a reason removes
+// the member live.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { serverAndBrowser, shot, rest, register, pageAs } from "./harness.mjs";
+
+const env = serverAndBrowser();
+
+test("roles made in the editor change who may send; a ban removes the member live", async () => {
+  const base = env.server.url;
+  const alice = await register(base, "alice");
+  const bob = await register(base, "bob");
+  const g = await rest(base, "POST", "/guilds", alice.token, { name: "Moderated" });
+  const [general] = await rest(base, "GET", `/guilds/${g.id}/channels`, alice.token);
+  const inv = await rest(base, "POST", `/channels/${general.id}/invites`, alice.token, {});
+  await rest(base, "POST", `/invites/${inv.code}`, bob.token);
+
+  const { page: a } = await pageAs(env.browser, base, alice.token);
+  const { page: b } = await pageAs(env.browser, base, bob.token);
+  for (const p of [a, b]) p.on("pageerror", (e) => assert.fail(`page error: ${e}`));
+  for (const p of [a, b]) await p.locator("#channel-name").filter({ hasText: "# general" }).waitFor();
+  await b.getByLabel("Message", { exact: true }).waitFor();
+
+  // Alice takes Send Messages from @everyone.
+  await a.getByRole("button", { name: "Server settings" }).click();
+  const dlg = a.getByRole("dialog", { name: "Server settings" });
+  await dlg.getByRole("tab", { name: "Roles" }).click();
+  await dlg.getByRole("option", { name: "@everyone" }).click();
+  await dlg.getByRole("form", { name: "Edit @everyone" }).waitFor();
+  await dlg.getByLabel("Send Messages", { exact: true }).uncheck();
+  await dlg.getByRole("button", { name: "Save changes" }).click();
+  await dlg.getByRole("status").filter({ hasText: "Saved @everyone." }).waitFor();
+  // Bob's send box goes, live; a note says why.
+  await b.getByText("You do not have permission to send messages in this channel.").waitFor();
+  assert.equal(await b.locator("#composer").isHidden(), true);
+  await shot(b, "no-send");
+
+  // A new role with Send Messages, given to Bob: his box comes back.
+  await dlg.getByRole("button", { name: "Create role" }).click();
+  await dlg.getByRole("form", { name: "Edit new role" }).waitFor();
+  await dlg.getByLabel("Role name").fill("Speakers");
+  await dlg.getByLabel("Send Messages", { exact: true }).check();
+  await dlg.getByRole("button", { name: "Save changes" }).click();
+  await dlg.getByRole("status").filter({ hasText: "Saved Speakers." }).waitFor();
+  await dlg.getByRole("option", { name: "Speakers" }).waitFor();
+  await shot(a, "roles-editor");
+  await dlg.getByRole("tab", { name: "Members" }).click();
+  await dlg.getByRole("group", { name: "Roles of bob" }).getByLabel("Speakers").check();
+  await dlg.getByRole("status").filter({ hasText: "Speakers given to bob." }).waitFor();
+  await b.locator("#composer:not([hidden])").waitFor();
+  await b.getByLabel("Message", { exact: true }).fill("I may speak again");
+  await b.getByLabel("Message", { exact: true }).press("Enter");
+  await a.locator("#messages .content", { hasText: "I may speak again" }).waitFor();
+
+  // Alice bans Bob with a reason: his client loses the server at once,
+  // Alice's member list loses him.
+  const row = dlg.getByRole("listitem", { name: "bob" });
+  await row.getByRole("button", { name: "Ban" }).click();
+  await row.getByLabel("Reason to ban bob").fill("spamming the channel");
+  await shot(a, "ban");
+  await row.getByRole("button", { name: "Confirm ban" }).click();
+  await dlg.getByRole("status").filter({ hasText: "bob banned." }).waitFor();
+  await b.getByRole("button", { name: /^Moderated/ }).waitFor({ state: "detached" });
+  await dlg.getByRole("list", { name: "Bans" }).getByText("spamming the channel").waitFor();
+  const bans = await rest(base, "GET", `/guilds/${g.id}/bans`, alice.token);
+  assert.deepEqual(bans.map((x) => [x.user.id, x.reason]), [[bob.id, "spamming the channel"]]);
+  await dlg.getByRole("button", { name: "Close settings" }).click();
+  await a.waitForFunction((id) => !document.querySelector(`.mrow.member[data-user-id="${id}"]`), bob.id);
+});

@@ -1,0 +1,341 @@
+// Server settings: the overview (name, leave, delete), the roles editor
+// (create, name, colour, hoist, mentionable, permissions, delete) and the
+// members (roles, kick, ban with a reason, the bans list), over the same
+// REST routes bots use. What the server answers (and its gateway events)
+// is what shows: the panel keeps no state of its own beyond the open tab.
+
+import { Api, ApiError } from "./api";
+import { Child, clear, h } from "./dom";
+
+export type RoleInfo = { id: string; name: string; permissions: bigint; position: number; color: number; hoist: boolean; mentionable: boolean };
+export type GuildInfo = { id: string; name: string; owner_id: string; roles: RoleInfo[] };
+
+export interface SettingsHost {
+  api: Api;
+  guild(id: string): GuildInfo | null;
+  me(): string | undefined;
+}
+
+/** The permissions the editor offers, in Discord's order and words. */
+const EDITABLE: [bit: number, label: string][] = [
+  [10, "View Channels"],
+  [11, "Send Messages"],
+  [16, "Read Message History"],
+  [6, "Add Reactions"],
+  [15, "Attach Files"],
+  [14, "Embed Links"],
+  [17, "Mention @everyone, @here and All Roles"],
+  [13, "Manage Messages"],
+  [4, "Manage Channels"],
+  [28, "Manage Roles"],
+  [5, "Manage Server"],
+  [0, "Create Invite"],
+  [1, "Kick Members"],
+  [2, "Ban Members"],
+  [40, "Time Out Members"],
+  [7, "View Audit Log"],
+  [3, "Administrator"],
+];
+
+type Tab = "overview" | "roles" | "members";
+
+export class SettingsPanel {
+  private el: HTMLElement | null = null;
+  private guildId = "";
+  private tab: Tab = "overview";
+  private role = "";
+  private body!: HTMLElement;
+  private status!: HTMLElement;
+
+  constructor(private host: SettingsHost) {}
+
+  get isOpen() {
+    return !!this.el;
+  }
+
+  open(guild: string, tab: Tab = "overview") {
+    this.close();
+    this.guildId = guild;
+    this.tab = tab;
+    this.body = h("div", { class: "settings-body" });
+    this.status = h("p", { class: "settings-status", role: "status", "aria-live": "polite" });
+    const tabs = (["overview", "roles", "members"] as Tab[]).map((t) =>
+      h("button", { type: "button", role: "tab", class: "secondary", "data-tab": t, onclick: () => this.show(t) }, t[0].toUpperCase() + t.slice(1)),
+    );
+    this.el = h(
+      "div",
+      { class: "settings", role: "dialog", "aria-modal": "true", "aria-label": "Server settings" },
+      h(
+        "div",
+        { class: "settings-card" },
+        h("header", { class: "settings-top" }, h("h2", null, "Server settings"), h("button", { type: "button", class: "icon", "aria-label": "Close settings", onclick: () => this.close() }, "×")),
+        h("div", { class: "settings-tabs", role: "tablist" }, tabs),
+        this.status,
+        this.body,
+      ),
+    );
+    document.body.appendChild(this.el);
+    this.show(tab);
+  }
+
+  close() {
+    this.el?.remove();
+    this.el = null;
+  }
+
+  /** A role, a member or the server changed: redraw what shows it. */
+  changed(guild: string) {
+    if (this.el && guild === this.guildId && this.tab !== "members") this.show(this.tab, false);
+  }
+
+  private say(text: string, error = false) {
+    this.status.textContent = text;
+    this.status.classList.toggle("error", error);
+  }
+
+  private async act(what: () => Promise<unknown>, done: string) {
+    try {
+      await what();
+      this.say(done);
+      return true;
+    } catch (e) {
+      this.say(e instanceof ApiError || e instanceof Error ? e.message : String(e), true);
+      return false;
+    }
+  }
+
+  private show(tab: Tab, clearStatus = true) {
+    if (!this.el) return;
+    this.tab = tab;
+    if (clearStatus) this.say("");
+    for (const b of this.el.querySelectorAll<HTMLElement>("[role=tab]")) b.setAttribute("aria-selected", String(b.dataset.tab === tab));
+    const g = this.host.guild(this.guildId);
+    if (!g) return this.close();
+    if (tab === "overview") clear(this.body, this.overview(g));
+    else if (tab === "roles") clear(this.body, this.roles(g));
+    else this.members(g);
+  }
+
+  private overview(g: GuildInfo): Child {
+    const api = this.host.api;
+    const owner = g.owner_id === this.host.me();
+    const name = h("input", { id: "set-name", value: g.name });
+    const confirm = h("input", { id: "set-confirm", autocomplete: "off" });
+    return [
+      h("label", { for: "set-name" }, "Server name"),
+      h("div", { class: "row" }, name, h("button", { type: "button", onclick: () => this.act(() => api.patch(`/guilds/${g.id}`, { name: (name as HTMLInputElement).value.trim() }), "Saved.") }, "Save")),
+      owner
+        ? [
+            h("h3", null, "Delete server"),
+            h("label", { for: "set-confirm" }, `Type ${g.name} to delete it, with every channel and message`),
+            h(
+              "div",
+              { class: "row" },
+              confirm,
+              h(
+                "button",
+                {
+                  type: "button",
+                  class: "danger",
+                  onclick: () => {
+                    if ((confirm as HTMLInputElement).value !== g.name) return this.say("Type the server's name exactly to delete it.", true);
+                    this.act(() => api.del(`/guilds/${g.id}`), "Deleted.").then((ok) => ok && this.close());
+                  },
+                },
+                "Delete server",
+              ),
+            ),
+          ]
+        : [
+            h("h3", null, "Leave server"),
+            h(
+              "button",
+              { type: "button", class: "danger", onclick: () => this.act(() => api.del(`/users/@me/guilds/${g.id}`), "Left.").then((ok) => ok && this.close()) },
+              "Leave server",
+            ),
+          ],
+    ];
+  }
+
+  private roles(g: GuildInfo): Child {
+    const api = this.host.api;
+    const list = [...g.roles].sort((a, b) => b.position - a.position);
+    // The role asked for; one just made may not be here yet (its
+    // GUILD_ROLE_CREATE redraws this), so the choice is kept.
+    const r = list.find((x) => x.id === this.role) ?? list.find((x) => x.id !== g.id) ?? list[0];
+    const everyone = r.id === g.id;
+    const name = h("input", { id: "role-name", value: everyone ? "@everyone" : r.name, disabled: everyone });
+    const color = h("input", { id: "role-color", type: "color", value: `#${r.color.toString(16).padStart(6, "0")}`, disabled: everyone });
+    const hoist = h("input", { id: "role-hoist", type: "checkbox", checked: r.hoist, disabled: everyone });
+    const mentionable = h("input", { id: "role-mentionable", type: "checkbox", checked: r.mentionable, disabled: everyone });
+    const boxes = EDITABLE.map(([bit, label]) => {
+      const id = `perm-${bit}`;
+      const box = h("input", { id, type: "checkbox", checked: (r.permissions & (1n << BigInt(bit))) !== 0n, "data-bit": bit });
+      return h("label", { class: "perm", for: id }, box, label);
+    });
+    const save = () => {
+      let bits = r.permissions;
+      for (const [bit] of EDITABLE) {
+        const box = this.body.querySelector<HTMLInputElement>(`#perm-${bit}`)!;
+        bits = box.checked ? bits | (1n << BigInt(bit)) : bits & ~(1n << BigInt(bit));
+      }
+      const body: any = { permissions: bits.toString() };
+      if (!everyone) {
+        body.name = (name as HTMLInputElement).value.trim();
+        body.color = parseInt((color as HTMLInputElement).value.slice(1), 16) || 0;
+        body.hoist = (hoist as HTMLInputElement).checked;
+        body.mentionable = (mentionable as HTMLInputElement).checked;
+      }
+      this.act(() => api.patch(`/guilds/${g.id}/roles/${r.id}`, body), `Saved ${everyone ? "@everyone" : body.name}.`);
+    };
+    return h(
+      "div",
+      { class: "roles-editor" },
+      h(
+        "div",
+        { class: "role-list", role: "listbox", "aria-label": "Roles" },
+        list.map((x) =>
+          h(
+            "button",
+            { type: "button", role: "option", class: "secondary" + (x.id === r.id ? " current" : ""), "aria-selected": String(x.id === r.id), onclick: () => ((this.role = x.id), this.show("roles")) },
+            x.id === g.id ? "@everyone" : x.name,
+          ),
+        ),
+        h(
+          "button",
+          {
+            type: "button",
+            onclick: async () => {
+              try {
+                const made = await api.post(`/guilds/${g.id}/roles`, { name: "new role" });
+                this.role = made.id;
+                this.show("roles", false);
+                this.say("Role created.");
+              } catch (e) {
+                this.say(e instanceof Error ? e.message : String(e), true);
+              }
+            },
+          },
+          "Create role",
+        ),
+      ),
+      h(
+        "form",
+        { class: "role-form", "aria-label": `Edit ${everyone ? "@everyone" : r.name}`, onsubmit: (e: Event) => (e.preventDefault(), save()) },
+        h("label", { for: "role-name" }, "Role name"),
+        name,
+        h("label", { for: "role-color" }, "Colour"),
+        color,
+        h("label", { class: "perm", for: "role-hoist" }, hoist, "Show members separately"),
+        h("label", { class: "perm", for: "role-mentionable" }, mentionable, "Allow anyone to @mention this role"),
+        h("h3", null, "Permissions"),
+        h("div", { class: "perms-grid" }, boxes),
+        h(
+          "div",
+          { class: "row" },
+          h("button", { type: "submit" }, "Save changes"),
+          everyone ? null : h("button", { type: "button", class: "danger", onclick: () => this.act(() => api.del(`/guilds/${g.id}/roles/${r.id}`), "Role deleted.") }, "Delete role"),
+        ),
+      ),
+    );
+  }
+
+  private async members(g: GuildInfo) {
+    const api = this.host.api;
+    clear(this.body, h("p", { class: "muted" }, "Loading members…"));
+    let people: any[] = [];
+    let bans: any[] = [];
+    try {
+      [people, bans] = await Promise.all([api.get(`/guilds/${g.id}/members?limit=1000`), api.get(`/guilds/${g.id}/bans`).catch(() => [])]);
+    } catch (e) {
+      return this.say(e instanceof Error ? e.message : String(e), true);
+    }
+    if (this.tab !== "members" || !this.el) return;
+    const roles = [...g.roles].filter((r) => r.id !== g.id).sort((a, b) => b.position - a.position);
+    const me = this.host.me();
+    const row = (m: any): HTMLElement => {
+      const u = m.user;
+      const name = m.nick || u.global_name || u.username;
+      const reason = h("input", { "aria-label": `Reason to ban ${name}`, placeholder: "Reason (optional)", hidden: true });
+      const confirmBan = h("button", { type: "button", class: "danger", hidden: true }, `Confirm ban`);
+      const li = h(
+        "li",
+        { class: "member-row", "data-user-id": u.id, "aria-label": name },
+        h("span", { class: "member-name" }, name, " ", h("span", { class: "muted" }, `@${u.username}`)),
+        h(
+          "div",
+          { class: "member-roles", role: "group", "aria-label": `Roles of ${name}` },
+          roles.map((r) => {
+            const id = `mr-${u.id}-${r.id}`;
+            return h(
+              "label",
+              { class: "perm", for: id },
+              h("input", {
+                id,
+                type: "checkbox",
+                checked: (m.roles ?? []).includes(r.id),
+                onchange: (e: Event) => {
+                  const on = (e.target as HTMLInputElement).checked;
+                  const path = `/guilds/${g.id}/members/${u.id}/roles/${r.id}`;
+                  this.act(() => (on ? api.put(path) : api.del(path)), on ? `${r.name} given to ${name}.` : `${r.name} taken from ${name}.`);
+                },
+              }),
+              r.name,
+            );
+          }),
+        ),
+        u.id === me || u.id === g.owner_id
+          ? null
+          : h(
+              "div",
+              { class: "row" },
+              h("button", { type: "button", class: "secondary", onclick: () => this.act(() => api.del(`/guilds/${g.id}/members/${u.id}`), `${name} kicked.`).then((ok) => ok && li.remove()) }, "Kick"),
+              h(
+                "button",
+                {
+                  type: "button",
+                  class: "secondary",
+                  onclick: () => {
+                    reason.hidden = confirmBan.hidden = false;
+                    reason.focus();
+                  },
+                },
+                "Ban",
+              ),
+              reason,
+              confirmBan,
+            ),
+      );
+      confirmBan.onclick = () => {
+        const why = (reason as HTMLInputElement).value.trim();
+        const headers: Record<string, string> = why ? { "x-audit-log-reason": encodeURIComponent(why) } : {};
+        this.act(() => api.put(`/guilds/${g.id}/bans/${u.id}`, { delete_message_seconds: 0 }, headers), `${name} banned.`).then((ok) => {
+          if (!ok) return;
+          li.remove();
+          this.show("members", false);
+        });
+      };
+      return li;
+    };
+    clear(
+      this.body,
+      h("h3", null, `Members — ${people.length}`),
+      h("ul", { class: "member-admin", "aria-label": "Members" }, people.map(row)),
+      h("h3", null, `Bans — ${bans.length}`),
+      bans.length
+        ? h(
+            "ul",
+            { class: "member-admin", "aria-label": "Bans" },
+            bans.map((b) =>
+              h(
+                "li",
+                { class: "member-row" },
+                h("span", { class: "member-name" }, b.user?.username ?? b.user?.id, b.reason ? h("span", { class: "muted" }, ` — ${b.reason}`) : null),
+                h("button", { type: "button", class: "secondary", onclick: () => this.act(() => api.del(`/guilds/${g.id}/bans/${b.user.id}`), "Ban revoked.").then((ok) => ok && this.show("members", false)) }, "Revoke ban"),
+              ),
+            ),
+          )
+        : h("p", { class: "muted" }, "No one is banned."),
+    );
+  }
+}
