@@ -30,7 +30,7 @@ test("two people react to a message and see each other's reactions live", async 
   // Bob adds 👍 from the picker: both see it, pressed only for him.
   const line = b.locator(`#m-${msg.id}`);
   await line.hover();
-  await line.getByRole("button", { name: "Add reaction" }).click();
+  await line.getByRole("button", { name: "React", exact: true }).click();
   await b.getByRole("menu", { name: "Pick a reaction" }).getByRole("menuitem", { name: "React with 👍" }).click();
   await chip(b, "👍").filter({ hasText: "1" }).waitFor();
   await chip(a, "👍").filter({ hasText: "1" }).waitFor();

@@ -659,11 +659,12 @@ function renderGuilds() {
       {
         class: "round home" + (guildId === HOME ? " current" : "") + (homeUnread ? " unread" : ""),
         title: "Direct messages",
-        "aria-label": "Direct messages" + (homeUnread ? `, ${homeUnread} unread` : ""),
         "aria-current": guildId === HOME ? "true" : null,
         onclick: () => selectGuild(HOME),
       },
-    "DM",
+    // Named by its hidden text, not a label: "DM" shows, "Direct messages" is read.
+    h("span", { "aria-hidden": "true" }, "DM"),
+    h("span", { class: "sr-only" }, "Direct messages" + (homeUnread ? `, ${homeUnread} unread` : "")),
     homeUnread ? h("span", { class: "badge", "aria-hidden": "true" }, String(homeUnread)) : null,
   );
   const items = [...guilds.values()].map((g) => {
@@ -883,7 +884,7 @@ function appendMessage(to: Node, m: Message, prev: Message | undefined) {
   if (!prev || day(prev.timestamp) !== day(m.timestamp)) {
     const d = new Date(m.timestamp);
     const label = isNaN(d.getTime()) ? "" : d.toLocaleDateString([], { year: "numeric", month: "long", day: "numeric" });
-    to.appendChild(h("li", { class: "day", role: "separator", "aria-label": label }, h("span", null, label)));
+    to.appendChild(h("li", { class: "day" }, h("span", null, label)));
   }
   to.appendChild(messageEl(m, prev));
 }
@@ -973,7 +974,7 @@ function messageEl(m: Message, prev: Message | undefined = prevOf(m)): HTMLLIEle
     h(
       "div",
       { class: "actions" },
-      h("button", { type: "button", class: "react", "aria-label": "Add reaction", "aria-haspopup": "menu" }, "React"),
+      h("button", { type: "button", class: "react", title: "Add a reaction", "aria-haspopup": "menu" }, "React"),
       mine ? h("button", { type: "button", class: "edit", "aria-label": "Edit message" }, "Edit") : null,
       mine ? h("button", { type: "button", class: "delete", "aria-label": "Delete message" }, "Delete") : null,
     ),

@@ -193,6 +193,9 @@ export class SettingsPanel {
       { class: "roles-editor" },
       h(
         "div",
+        { class: "role-side" },
+        h(
+        "div",
         { class: "role-list", role: "listbox", "aria-label": "Roles" },
         list.map((x) =>
           h(
@@ -200,6 +203,7 @@ export class SettingsPanel {
             { type: "button", role: "option", class: "secondary" + (x.id === r.id ? " current" : ""), "aria-selected": String(x.id === r.id), onclick: () => ((this.role = x.id), this.show("roles")) },
             x.id === g.id ? "@everyone" : x.name,
           ),
+        ),
         ),
         h(
           "button",
