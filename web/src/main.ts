@@ -82,6 +82,8 @@ const mentionCounts = new Map<string, number>();
 /** This user's roles in each server (for role mentions). */
 const myRoles = new Map<string, Set<string>>();
 let mentionPicker: MentionPicker | null = null;
+/** Muted channels and servers, kept per user in localStorage. */
+let muted = new Set<string>();
 let lastTypingSent = 0;
 let readyCount = 0;
 let interactiveMarked = false;
@@ -223,6 +225,8 @@ async function start(token: string) {
     return;
   }
   read = JSON.parse(localStorage.getItem(`throng.read.${me.id}`) || "{}");
+  muted = new Set(JSON.parse(localStorage.getItem(`throng.muted.${me.id}`) || "[]"));
+  renderNotify();
   wanted = routeOf(location.hash);
   names.set(me.id, me.global_name || me.username);
   $("me-name").textContent = me.global_name || me.username;
@@ -652,6 +656,80 @@ function unread(c: Channel): boolean {
   return !!c.last_message_id && (!read[c.id] || cmpId(c.last_message_id, read[c.id]) > 0);
 }
 
+/** A muted channel, or a channel of a muted server: no unread marker and
+ *  no browser notification (mention badges still count). */
+function isMuted(c: Channel): boolean {
+  return muted.has(c.id) || muted.has(c.guild_id);
+}
+
+function setMuted(id: string, on: boolean) {
+  if (on) muted.add(id);
+  else muted.delete(id);
+  if (me) localStorage.setItem(`throng.muted.${me.id}`, JSON.stringify([...muted]));
+  renderGuilds();
+  renderChannels();
+  renderMute();
+}
+
+/** The mute buttons of the open channel and server. */
+function renderMute() {
+  const c = channelId ? channels.get(channelId) : null;
+  const ch = $<HTMLButtonElement>("mute-channel");
+  ch.hidden = !c || c.guild_id === HOME;
+  if (c) {
+    const on = muted.has(c.id);
+    ch.textContent = on ? "Unmute" : "Mute";
+    ch.setAttribute("aria-pressed", String(on));
+    ch.setAttribute("aria-label", `${on ? "Unmute" : "Mute"} channel`);
+  }
+  const gb = $<HTMLButtonElement>("mute-guild");
+  const g = guildId && guildId !== HOME ? guilds.get(guildId) : null;
+  gb.hidden = !g;
+  if (g) {
+    const on = muted.has(g.id);
+    gb.textContent = on ? "Unmute" : "Mute";
+    gb.setAttribute("aria-pressed", String(on));
+    gb.setAttribute("aria-label", `${on ? "Unmute" : "Mute"} server`);
+  }
+}
+
+/** The footer's switch for browser notifications. */
+function renderNotify() {
+  const b = $<HTMLButtonElement>("notify");
+  const supported = "Notification" in window;
+  const on = supported && Notification.permission === "granted" && localStorage.getItem("throng.notify") !== "off";
+  b.hidden = !supported;
+  b.textContent = on ? "Alerts on" : "Alerts off";
+  b.setAttribute("aria-pressed", String(on));
+}
+
+/** A browser notification for `m` when this tab is hidden and `m` is a DM
+ *  or mentions this user, outside muted places; a click opens it. */
+function notify(m: Message, c: Channel) {
+  if (!("Notification" in window) || Notification.permission !== "granted" || localStorage.getItem("throng.notify") === "off") return;
+  if (!document.hidden || m.author.id === me?.id || isMuted(c)) return;
+  const dm = c.guild_id === HOME;
+  if (!dm && !mentionsMe(m)) return;
+  const who = m.author.global_name || m.author.username;
+  const where = dm ? who : `${who} in #${c.name} (${guilds.get(c.guild_id)?.name ?? ""})`;
+  // Mentions as they read: @name, @role, #channel.
+  const text = (m.content || (m.attachments?.length ? `${m.attachments.length} file(s)` : ""))
+    .replace(/<@!?(\d+)>/g, (_s, id) => `@${names.get(id) ?? "someone"}`)
+    .replace(/<@&(\d+)>/g, (_s, id) => `@${mentionNames.role(id) ?? "role"}`)
+    .replace(/<#(\d+)>/g, (_s, id) => `#${channels.get(id)?.name ?? "channel"}`);
+  try {
+    const n = new Notification(where, { body: text.length > 200 ? `${text.slice(0, 199)}…` : text, tag: c.id });
+    n.onclick = () => {
+      window.focus();
+      if (c.guild_id === HOME) selectGuild(HOME, c.id);
+      else selectGuild(c.guild_id, c.id);
+      n.close();
+    };
+  } catch {
+    // Some browsers allow notifications only from a service worker.
+  }
+}
+
 function renderGuilds() {
   const homeUnread = dms.reduce((n, id) => n + unreadCount(channels.get(id)!), 0);
   const home = h(
@@ -668,7 +746,7 @@ function renderGuilds() {
     homeUnread ? h("span", { class: "badge", "aria-hidden": "true" }, String(homeUnread)) : null,
   );
   const items = [...guilds.values()].map((g) => {
-    const hasUnread = textChannels(g).some((c) => unread(channels.get(c)!));
+    const hasUnread = !muted.has(g.id) && textChannels(g).some((c) => unread(channels.get(c)!) && !isMuted(channels.get(c)!));
     const current = g.id === guildId;
     const mentions = g.channels.reduce((n, c) => n + (mentionCounts.get(c) ?? 0), 0);
     const b = h(
@@ -700,9 +778,9 @@ function renderChannels() {
       "a",
       {
         href: `#/channels/${g.id}/${c.id}`,
-        class: "channel" + (c.id === channelId ? " current" : "") + (unread(c) ? " unread" : ""),
+        class: "channel" + (c.id === channelId ? " current" : "") + (unread(c) && !isMuted(c) ? " unread" : "") + (isMuted(c) ? " muted" : ""),
         "data-channel-id": c.id,
-        "aria-label": `${c.name}${unread(c) ? ", unread messages" : ""}${mentionCounts.get(c.id) ? `, ${plural(mentionCounts.get(c.id)!, "mention")}` : ""}`,
+        "aria-label": `${c.name}${isMuted(c) ? ", muted" : unread(c) ? ", unread messages" : ""}${mentionCounts.get(c.id) ? `, ${plural(mentionCounts.get(c.id)!, "mention")}` : ""}`,
         "aria-current": c.id === channelId ? "page" : null,
         onclick: (e: MouseEvent) => {
           e.preventDefault();
@@ -758,7 +836,9 @@ function selectGuild(id: string | null, channel: string | null = null) {
     $("guild-name").textContent = "Direct messages";
     renderGuilds();
     for (const b of ["add-channel", "invite"]) ($(b) as HTMLButtonElement).disabled = true;
-    members.close();
+    // The member list stays subscribed, hidden (body.in-dm): back in the
+    // server it shows at once, as the server sends nothing new for the
+    // same subscription.
     // Without one asked for, the list alone: opening one would read it.
     selectChannel(channel && dms.includes(channel) ? channel : null);
     return;
@@ -782,6 +862,7 @@ function selectChannel(id: string | null) {
   const c = id ? channels.get(id) : null;
   showRoute(c);
   refreshComposer();
+  renderMute();
   const dm = c?.guild_id === HOME;
   $("channel-name").textContent = c ? (dm ? `@ ${c.name}` : `# ${c.name}`) : "";
   $("channel-topic").textContent = c?.topic ?? "";
@@ -802,8 +883,7 @@ function selectChannel(id: string | null) {
     mark();
     return;
   }
-  if (dm) members.close();
-  else members.open(c.guild_id, c.id);
+  if (!dm) members.open(c.guild_id, c.id);
   const hist = history(c.id);
   if (hist.loaded) {
     renderHistory();
@@ -1175,6 +1255,7 @@ function messageCreate(m: Message) {
     if (c.guild_id === HOME) dmCounts.set(c.id, (dmCounts.get(c.id) ?? 0) + 1);
     else if (mentionsMe(m)) mentionCounts.set(c.id, (mentionCounts.get(c.id) ?? 0) + 1);
   }
+  notify(m, c);
   if (!hist.loaded) {
     if (m.channel_id !== channelId) {
       renderUnread(c);
@@ -1646,6 +1727,18 @@ function wire() {
     const text = $<HTMLInputElement>("search").value.trim();
     if (guildId && guildId !== HOME && text) search.run(guildId, text);
   });
+  $("mute-channel").onclick = () => channelId && setMuted(channelId, !muted.has(channelId));
+  $("mute-guild").onclick = () => guildId && guildId !== HOME && setMuted(guildId, !muted.has(guildId));
+  $("notify").onclick = async () => {
+    if (!("Notification" in window)) return;
+    const on = Notification.permission === "granted" && localStorage.getItem("throng.notify") !== "off";
+    if (on) localStorage.setItem("throng.notify", "off");
+    else {
+      localStorage.removeItem("throng.notify");
+      if (Notification.permission !== "granted") await Notification.requestPermission();
+    }
+    renderNotify();
+  };
   $("guild-settings").onclick = () => guildId && guildId !== HOME && settings.open(guildId);
   $("show-nav").onclick = () => (document.body.classList.contains("nav-open") ? closeNav() : openNav());
   const showMembers = (show: boolean) => {
