@@ -39,6 +39,9 @@ type Message = {
   reactions?: Reaction[];
   attachments?: any[];
   mention_everyone?: boolean;
+  type?: number;
+  message_reference?: { message_id?: string; channel_id?: string };
+  referenced_message?: Message | null;
   mention_roles?: string[];
   guild_id?: string;
 };
@@ -82,6 +85,8 @@ const mentionCounts = new Map<string, number>();
 /** This user's roles in each server (for role mentions). */
 const myRoles = new Map<string, Set<string>>();
 let mentionPicker: MentionPicker | null = null;
+/** The message the next send answers (the reply bar), if any. */
+let replyTo: Message | null = null;
 /** Muted channels and servers, kept per user in localStorage. */
 let muted = new Set<string>();
 let lastTypingSent = 0;
@@ -863,6 +868,7 @@ function selectChannel(id: string | null) {
   showRoute(c);
   refreshComposer();
   renderMute();
+  renderReplyBar();
   const dm = c?.guild_id === HOME;
   $("channel-name").textContent = c ? (dm ? `@ ${c.name}` : `# ${c.name}`) : "";
   $("channel-topic").textContent = c?.topic ?? "";
@@ -1043,6 +1049,7 @@ function messageEl(m: Message, prev: Message | undefined = prevOf(m)): HTMLLIEle
           ),
         ],
     notes.before,
+    replyLine(m),
     notes.loading
       ? h("div", { class: "content thinking" }, `${name} is thinking…`)
       : h("div", { class: "content" }, markdown(m.content, mentionNames, me?.id)),
@@ -1054,6 +1061,7 @@ function messageEl(m: Message, prev: Message | undefined = prevOf(m)): HTMLLIEle
     h(
       "div",
       { class: "actions" },
+      h("button", { type: "button", class: "reply", title: "Reply to this message" }, "Reply"),
       h("button", { type: "button", class: "react", title: "Add a reaction", "aria-haspopup": "menu" }, "React"),
       mine ? h("button", { type: "button", class: "edit", "aria-label": "Edit message" }, "Edit") : null,
       mine ? h("button", { type: "button", class: "delete", "aria-label": "Delete message" }, "Delete") : null,
@@ -1091,6 +1099,51 @@ async function jumpTo(cid: string, mid: string) {
   setTimeout(() => li.classList.remove("flash"), 2500);
   const at = `#/channels/${c.guild_id}/${cid}/${mid}`;
   if (location.hash !== at) window.history.replaceState(null, "", location.pathname + location.search + at);
+}
+
+// ---------- replies ----------
+
+/** Above a reply: who and what it answers, a click away (or that the
+ *  original is gone). */
+function replyLine(m: Message): Child {
+  const ref = m.message_reference?.message_id;
+  if (!ref || (m.type !== 19 && m.referenced_message === undefined)) return null;
+  const r = m.referenced_message;
+  if (!r) return h("div", { class: "reply-ref gone" }, "Original message was deleted");
+  const who = r.author?.global_name || r.author?.username || "someone";
+  const text = (r.content || (r.attachments?.length ? "a file" : "")).replace(/\s+/g, " ");
+  const snippet = text.length > 100 ? `${text.slice(0, 99)}…` : text;
+  return h(
+    "button",
+    { type: "button", class: "reply-ref", "aria-label": `Replying to ${who}: ${snippet}. Jump to it`, onclick: () => jumpTo(m.channel_id, ref) },
+    h("span", { class: "reply-author" }, `@${who}`),
+    " ",
+    h("span", { class: "reply-text" }, snippet),
+  );
+}
+
+function startReply(id: string) {
+  const m = channelId ? history(channelId).items.find((x) => x.id === id) : undefined;
+  if (!m) return;
+  replyTo = m;
+  renderReplyBar();
+  $<HTMLTextAreaElement>("input").focus();
+}
+
+function renderReplyBar() {
+  const bar = $("reply-bar");
+  if (!replyTo || replyTo.channel_id !== channelId) {
+    replyTo = null;
+    bar.hidden = true;
+    return clear(bar);
+  }
+  bar.hidden = false;
+  clear(
+    bar,
+    "Replying to ",
+    h("strong", null, replyTo.author.global_name || replyTo.author.username),
+    h("button", { type: "button", class: "icon", "aria-label": "Cancel reply", onclick: () => ((replyTo = null), renderReplyBar()) }, "×"),
+  );
 }
 
 // ---------- reactions ----------
@@ -1385,7 +1438,10 @@ async function send(e: Event) {
   // Sends leave one after another, in the order typed, each with its own
   // nonce and `enforce_nonce`: a send that meets a lost connection or a 5xx
   // (a node failing over) goes again as the same message, never twice.
-  const body = { content: text, nonce: newNonce(), enforce_nonce: true };
+  const body: any = { content: text, nonce: newNonce(), enforce_nonce: true };
+  if (replyTo && replyTo.channel_id === channelId) body.message_reference = { message_id: replyTo.id };
+  replyTo = null;
+  renderReplyBar();
   const post = files.length
     ? () => postWithFiles(api.token, path, body, files, (p) => tray.setProgress(p))
     : () => api.post(path, body);
@@ -1602,8 +1658,15 @@ function wire() {
     $("mention-picker"),
     $<HTMLTextAreaElement>("input"),
   );
-  // Before the composer's own keys: the open list takes Enter first.
-  $<HTMLTextAreaElement>("input").addEventListener("keydown", (e) => mentionPicker?.key(e));
+  // Before the composer's own keys: the open list takes Enter first;
+  // Escape then drops a reply.
+  $<HTMLTextAreaElement>("input").addEventListener("keydown", (e) => {
+    if (mentionPicker?.key(e)) return;
+    if (e.key === "Escape" && replyTo) {
+      replyTo = null;
+      renderReplyBar();
+    }
+  });
   $<HTMLFormElement>("auth-form").addEventListener("submit", authSubmit);
   $("logout").onclick = () => logout();
   $<HTMLFormElement>("composer").addEventListener("submit", send);
@@ -1677,6 +1740,7 @@ function wire() {
     const li = b?.closest<HTMLElement>(".message");
     if (!b || !li) return;
     if (b.classList.contains("react")) openPicker(li, b);
+    else if (b.classList.contains("reply")) startReply(li.dataset.id!);
     else if (b.classList.contains("edit")) startEdit(li);
     else if (b.classList.contains("delete")) {
       try {
