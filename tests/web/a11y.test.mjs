@@ -2,7 +2,8 @@
 // client, with people and content in it: 0 serious or critical violations.
 // The views: log in, a conversation (markdown, reactions, a picture, a
 // file, a mention), the upload tray, a profile card, search results,
-// direct messages, server settings (each tab), the phone layout.
+// direct messages, server settings (each tab), account settings, the pins
+// panel, the phone layout.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -77,6 +78,16 @@ test("every view passes an axe-core scan with no serious violations", async () =
   await dlg.getByRole("list", { name: "Members" }).waitFor();
   problems.push(...(await scan(a, "settings: members")));
   await dlg.getByRole("button", { name: "Close settings" }).click();
+
+  await a.getByRole("button", { name: "Your account" }).click();
+  await a.getByRole("dialog", { name: "Your account" }).getByRole("list", { name: "Sessions" }).locator("li").first().waitFor();
+  problems.push(...(await scan(a, "account")));
+  await a.getByRole("button", { name: "Close account settings" }).click();
+
+  await a.getByRole("button", { name: "Pins", exact: true }).click();
+  await a.getByRole("complementary", { name: "Pinned messages" }).getByRole("status").waitFor();
+  problems.push(...(await scan(a, "pins")));
+  await a.getByRole("button", { name: "Close search" }).click();
 
   await a.getByRole("button", { name: /^Direct messages/ }).click();
   await a.getByRole("link", { name: /^bob/ }).click();

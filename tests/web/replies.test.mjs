@@ -55,6 +55,6 @@ test("a reply shows what it answers and jumps to it", async () => {
     const el = document.getElementById(`m-${id}`);
     const list = document.getElementById("messages").getBoundingClientRect();
     const r = el?.getBoundingClientRect();
-    return !!r && r.top >= list.top && r.bottom <= list.bottom && el.classList.contains("flash");
+    return !!r && r.top >= list.top && r.bottom <= list.bottom && location.hash.endsWith(`/${id}`);
   }, original.id);
 });

@@ -1,6 +1,7 @@
 // throng's browser client: accounts, guilds, channels, chat, and the lazy
 // member list, over the public REST API and Gateway v10.
 
+import { AccountPanel } from "./account";
 import { Api, ApiError } from "./api";
 import { isAuthorizePage, showAuthorize } from "./authorize";
 import { Commands, interactionNotes } from "./commands";
@@ -40,6 +41,7 @@ type Message = {
   attachments?: any[];
   mention_everyone?: boolean;
   type?: number;
+  pinned?: boolean;
   message_reference?: { message_id?: string; channel_id?: string };
   referenced_message?: Message | null;
   mention_roles?: string[];
@@ -119,6 +121,16 @@ const settings = new SettingsPanel({
   },
   me: () => me?.id,
 });
+const account = new AccountPanel({ api, me: () => me, updated: (u) => userUpdated(u) });
+
+/** The account changed (its own PATCH, or USER_UPDATE from another tab). */
+function userUpdated(u: any) {
+  if (!me || u?.id !== me.id) return;
+  me = { ...me, ...u };
+  names.set(me.id, me.global_name || me.username);
+  $("me-name").textContent = me.global_name || me.username;
+}
+
 const search = new SearchPanel({
   api,
   channels: (g) => {
@@ -200,6 +212,22 @@ async function logout() {
   readyCount = 0;
   guildId = channelId = null;
   wanted = null;
+  // What the next person to log in on this page must not inherit.
+  dms.length = 0;
+  dmCounts.clear();
+  mentionCounts.clear();
+  myRoles.clear();
+  muted = new Set();
+  replyTo = null;
+  renderReplyBar();
+  tray.take();
+  search.close();
+  settings.close();
+  account.close();
+  closeProfile();
+  clear($("home"));
+  document.body.classList.remove("in-dm");
+  document.title = "throng";
   members.close();
   clear($("guild-list"));
   clear($("channel-list"));
@@ -367,6 +395,12 @@ function dispatch(t: string, d: any) {
       withMessage(d.channel_id, d.message_id, (m) => {
         m.reactions = d.emoji ? (m.reactions ?? []).filter((r) => emojiKey(r.emoji) !== emojiKey(d.emoji)) : [];
       });
+      break;
+    case "USER_UPDATE":
+      userUpdated(d);
+      break;
+    case "CHANNEL_PINS_UPDATE":
+      pinsChanged(d.channel_id);
       break;
     case "TYPING_START":
       typingStart(d);
@@ -679,6 +713,7 @@ function setMuted(id: string, on: boolean) {
 /** The mute buttons of the open channel and server. */
 function renderMute() {
   const c = channelId ? channels.get(channelId) : null;
+  $("show-pins").hidden = !c;
   const ch = $<HTMLButtonElement>("mute-channel");
   ch.hidden = !c || c.guild_id === HOME;
   if (c) {
@@ -1050,6 +1085,7 @@ function messageEl(m: Message, prev: Message | undefined = prevOf(m)): HTMLLIEle
         ],
     notes.before,
     replyLine(m),
+    m.pinned ? h("div", { class: "pinned-note" }, "📌 Pinned") : null,
     notes.loading
       ? h("div", { class: "content thinking" }, `${name} is thinking…`)
       : h("div", { class: "content" }, markdown(m.content, mentionNames, me?.id)),
@@ -1063,6 +1099,7 @@ function messageEl(m: Message, prev: Message | undefined = prevOf(m)): HTMLLIEle
       { class: "actions" },
       h("button", { type: "button", class: "reply", title: "Reply to this message" }, "Reply"),
       h("button", { type: "button", class: "react", title: "Add a reaction", "aria-haspopup": "menu" }, "React"),
+      mayPin(m) ? h("button", { type: "button", class: m.pinned ? "unpin" : "pin" }, m.pinned ? "Unpin" : "Pin") : null,
       mine ? h("button", { type: "button", class: "edit", "aria-label": "Edit message" }, "Edit") : null,
       mine ? h("button", { type: "button", class: "delete", "aria-label": "Delete message" }, "Delete") : null,
     ),
@@ -1099,6 +1136,56 @@ async function jumpTo(cid: string, mid: string) {
   setTimeout(() => li.classList.remove("flash"), 2500);
   const at = `#/channels/${c.guild_id}/${cid}/${mid}`;
   if (location.hash !== at) window.history.replaceState(null, "", location.pathname + location.search + at);
+}
+
+// ---------- pins ----------
+
+const PIN_MESSAGES = 1n << 51n;
+const MANAGE_MESSAGES = 1n << 13n;
+
+/** Whether this user may pin in `m`'s channel: anyone in a DM; Pin
+ *  Messages or Manage Messages in a server. */
+function mayPin(m: Message): boolean {
+  const c = channels.get(m.channel_id);
+  if (!c) return false;
+  return c.guild_id === HOME || (permissionsIn(c) & (PIN_MESSAGES | MANAGE_MESSAGES)) !== 0n;
+}
+
+async function setPinned(id: string, on: boolean) {
+  const cid = channelId;
+  if (!cid) return;
+  try {
+    if (on) await api.put(`/channels/${cid}/pins/${id}`);
+    else await api.del(`/channels/${cid}/pins/${id}`);
+    withMessage(cid, id, (m) => (m.pinned = on));
+  } catch (err) {
+    flashError(err);
+  }
+}
+
+/** CHANNEL_PINS_UPDATE: the pins again, marked on the messages held (and
+ *  in the panel if it shows them), so everyone sees a pin come and go. */
+async function pinsChanged(cid: string) {
+  const hist = histories.get(cid);
+  if (!hist?.loaded && search.pinsOf !== cid) return;
+  let list: any[];
+  try {
+    list = await api.get(`/channels/${cid}/pins`);
+  } catch {
+    return;
+  }
+  const ids = new Set(list.map((m) => m.id));
+  for (const m of hist?.items ?? []) if (!!m.pinned !== ids.has(m.id)) withMessage(cid, m.id, (x) => (x.pinned = ids.has(x.id)));
+  if (search.pinsOf === cid && channelId === cid) search.showPins(cid, list);
+}
+
+async function openPins(cid: string) {
+  try {
+    const list: any[] = await api.get(`/channels/${cid}/pins`);
+    if (channelId === cid) search.showPins(cid, list);
+  } catch (err) {
+    flashError(err);
+  }
 }
 
 // ---------- replies ----------
@@ -1741,6 +1828,7 @@ function wire() {
     if (!b || !li) return;
     if (b.classList.contains("react")) openPicker(li, b);
     else if (b.classList.contains("reply")) startReply(li.dataset.id!);
+    else if (b.classList.contains("pin") || b.classList.contains("unpin")) setPinned(li.dataset.id!, b.classList.contains("pin"));
     else if (b.classList.contains("edit")) startEdit(li);
     else if (b.classList.contains("delete")) {
       try {
@@ -1791,6 +1879,8 @@ function wire() {
     const text = $<HTMLInputElement>("search").value.trim();
     if (guildId && guildId !== HOME && text) search.run(guildId, text);
   });
+  $("account").onclick = () => account.open();
+  $("show-pins").onclick = () => channelId && openPins(channelId);
   $("mute-channel").onclick = () => channelId && setMuted(channelId, !muted.has(channelId));
   $("mute-guild").onclick = () => guildId && guildId !== HOME && setMuted(guildId, !muted.has(guildId));
   $("notify").onclick = async () => {
@@ -1813,6 +1903,7 @@ function wire() {
   document.addEventListener("keydown", (e) => {
     if (e.key === "Escape") {
       closeNav();
+      account.close();
       settings.close();
       closeProfile();
       if (document.body.classList.contains("searching")) search.close();

@@ -103,19 +103,23 @@ export class SearchPanel {
   private list: HTMLElement;
   private head: HTMLElement;
   private more: HTMLButtonElement;
+  private title: HTMLElement;
+  /** The channel whose pins show, if the panel shows pins. */
+  pinsOf: string | null = null;
   private query: { guild: string; params: URLSearchParams; offset: number; total: number } | null = null;
 
   constructor(private host: SearchHost) {
     this.head = h("p", { class: "search-head", role: "status", "aria-live": "polite" });
     this.list = h("ol", { class: "search-results", "aria-label": "Search results" });
     this.more = h("button", { type: "button", class: "secondary", hidden: true, onclick: () => this.page() }, "More results");
+    this.title = h("h2", { id: "search-title" }, "Search");
     this.el = h(
       "aside",
       { id: "search-panel", class: "search-panel", "aria-labelledby": "search-title" },
       h(
         "header",
         { class: "search-top" },
-        h("h2", { id: "search-title" }, "Search"),
+        this.title,
         h("button", { type: "button", class: "icon", "aria-label": "Close search", onclick: () => this.close() }, "×"),
       ),
       this.head,
@@ -126,10 +130,24 @@ export class SearchPanel {
 
   close() {
     this.query = null;
+    this.pinsOf = null;
     this.host.show(false);
   }
 
+  /** A channel's pinned messages, newest pin first, in the same panel. */
+  showPins(channel: string, hits: any[]) {
+    this.query = null;
+    this.pinsOf = channel;
+    this.title.textContent = "Pinned messages";
+    this.host.show(true);
+    this.more.hidden = true;
+    this.head.textContent = hits.length === 0 ? "No pinned messages" : hits.length === 1 ? "1 pinned message" : `${hits.length} pinned messages`;
+    clear(this.list, hits.map((m) => this.result(m)));
+  }
+
   async run(guild: string, text: string) {
+    this.pinsOf = null;
+    this.title.textContent = "Search";
     this.host.show(true);
     clear(this.list);
     this.more.hidden = true;
