@@ -1,6 +1,7 @@
 // The user's own settings: display name (live in their other tab),
 // picture, password (the wrong current one refused; the new one works, the
-// old one not), and "log out everywhere else" revoking another session.
+// old one not), and "log out everywhere else" ending another session
+// (its tab is logged out at once: the server closes its gateway with 4004).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { deflateSync } from "node:zlib";
@@ -65,9 +66,10 @@ test("display name, picture, password and sessions from the account settings", a
   await shot(a, "account");
   await dlg.getByRole("button", { name: "Log out everywhere else" }).click();
   await status.filter({ hasText: "Logged out 1 other session." }).waitFor();
-  // The other session's token is revoked: the API refuses it. (Its open
-  // gateway connection is not closed by the server yet: see the note.)
+  // The other session's token is revoked: the API refuses it, and its open
+  // gateway connection is closed with 4004, so that tab is logged out.
   await assert.rejects(rest(base, "GET", "/users/@me", other.token), /401/);
+  await a2.getByRole("button", { name: "Log in" }).waitFor();
 
   // Password: a wrong current one is refused in the dialog; the right one
   // changes it.

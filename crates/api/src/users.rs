@@ -200,7 +200,7 @@ pub async fn logout(State(node): State<Arc<Node>>, Caller(u): Caller, headers: H
         return Err(ApiError::forbidden(ErrorCode::BotsCannotUse));
     }
     let gone = node.store.revoke_tokens(u.id, &[own_token(&headers)?]).await?;
-    node.notify(Notice::forget_tokens(&gone));
+    node.notify(Notice::revoke_tokens(&gone));
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -255,7 +255,7 @@ pub async fn logout_sessions(
     let mine = node.store.tokens_of_user(u.id).await?;
     let pick: Vec<[u8; 32]> = mine.iter().filter(|t| b.session_id_hashes.contains(&session_id_hash(&t.hash))).map(|t| t.hash).collect();
     let gone = node.store.revoke_tokens(u.id, &pick).await?;
-    node.notify(Notice::forget_tokens(&gone));
+    node.notify(Notice::revoke_tokens(&gone));
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -355,7 +355,7 @@ pub async fn modify_me(
         let hash = node.auth.hash_password(ip, p).await?;
         node.store.set_password(u.id, &hash).await?;
         let gone = node.store.revoke_other_tokens(u.id, &own_token(&headers)?).await?;
-        node.notify(Notice::forget_tokens(&gone));
+        node.notify(Notice::revoke_tokens(&gone));
     }
     let body = serde_json::to_string(&convert::current_user(&next)).map_err(ApiError::internal)?;
     if next != *u {

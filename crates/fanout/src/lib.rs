@@ -91,6 +91,12 @@ pub trait Recipient: Send + Sync + 'static {
     /// Queues one dispatch for this recipient alone, behind everything
     /// already queued for it (its worker's queue is FIFO). Never waits.
     fn push(self: Arc<Self>, d: Dispatch);
+    /// Closes the recipient's connection for good (4004) if it was opened
+    /// with one of these tokens (their SHA-256), which were just revoked.
+    /// Whether it was. Recipients without a token: never.
+    fn revoke(&self, _token_hashes: &[[u8; 32]]) -> bool {
+        false
+    }
     /// The recipient now receives (no longer receives) `guild`'s events.
     fn joined(&self, key: protocol::ActorKey);
     fn left(&self, key: protocol::ActorKey);

@@ -20,6 +20,11 @@ pub trait SessionTable: Send + Sync {
     fn of_user(&self, user: UserId) -> Vec<Sink>;
     fn remove(&self, id: &str);
     fn len(&self) -> usize;
+    /// Closes every session opened with one of these (revoked) tokens;
+    /// how many.
+    fn revoke(&self, _token_hashes: &[[u8; 32]]) -> usize {
+        0
+    }
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -116,5 +121,11 @@ impl<S: Recipient> SessionTable for Registry<S> {
     }
     fn len(&self) -> usize {
         Registry::len(self)
+    }
+    fn revoke(&self, token_hashes: &[[u8; 32]]) -> usize {
+        // Rare (a logout elsewhere, a password change): a pass over the
+        // node's sessions, outside the table's lock.
+        let all: Vec<Arc<S>> = self.lock().by_id.values().cloned().collect();
+        all.iter().filter(|s| s.revoke(token_hashes)).count()
     }
 }

@@ -275,6 +275,7 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
     let mut actors: Vec<ActorKey> = guilds.iter().map(|&g| ActorKey::guild(g)).collect();
     actors.extend(dms.iter().map(|d| ActorKey::dm(d.channel.id)));
     let handle = SessionHandle::new(session_id, user.id, user.bot, intents, large_threshold, actors, &node.delivery);
+    let _ = handle.token_hash.set(token_hash);
     let presence = match ident.presence {
         Some(p) => Presence { status: p.status, activities: p.activities.unwrap_or_default() },
         None => Presence { status: protocol::gateway::Status::Online, activities: Vec::new() },

@@ -43,6 +43,9 @@ pub struct SessionHandle {
     /// The node this session was handed over to (a RESUME there): a later
     /// RESUME elsewhere is sent on to it.
     pub handed_to: std::sync::OnceLock<delivery::NodeId>,
+    /// The SHA-256 of the token it identified with: revoking that token
+    /// closes it (`Recipient::revoke`).
+    pub token_hash: std::sync::OnceLock<[u8; 32]>,
 }
 
 impl SessionHandle {
@@ -67,6 +70,7 @@ impl SessionHandle {
             state: std::sync::Mutex::new(session::SessionState::default()),
             home: std::sync::OnceLock::new(),
             handed_to: std::sync::OnceLock::new(),
+            token_hash: std::sync::OnceLock::new(),
         })
     }
 
@@ -116,6 +120,13 @@ impl Recipient for SessionHandle {
     }
     fn write_dispatch(&self, name: &'static str, body: &Bytes, now: std::time::Instant) -> (bool, bool) {
         SessionHandle::write_dispatch(self, name, body, now)
+    }
+    fn revoke(&self, token_hashes: &[[u8; 32]]) -> bool {
+        if !self.token_hash.get().is_some_and(|h| token_hashes.contains(h)) {
+            return false;
+        }
+        self.close_revoked();
+        true
     }
     fn write_forwarded(&self, name: &'static str, body: &Bytes, now: std::time::Instant) -> (bool, bool) {
         SessionHandle::write_forwarded(self, name, body, now)

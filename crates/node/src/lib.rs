@@ -104,9 +104,13 @@ pub struct Node {
 /// happened on (see [`Node::notify`]).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum Notice {
-    /// Tokens revoked, or whose user changed: drop them from the token
-    /// caches (SHA-256 of each token, hex).
+    /// Tokens whose user changed: drop them from the token caches
+    /// (SHA-256 of each token, hex).
     ForgetTokens(Vec<String>),
+    /// Tokens revoked (a logout, "log out everywhere else", a password
+    /// change): dropped from the caches, and every gateway session opened
+    /// with one is closed with 4004.
+    RevokeTokens(Vec<String>),
     /// A user's own account changed: USER_UPDATE to every session of theirs.
     UserUpdate { user: protocol::UserId, body: Box<serde_json::value::RawValue> },
     /// A user read a channel: MESSAGE_ACK to every session of theirs.
@@ -117,9 +121,18 @@ impl Notice {
     pub fn forget_tokens(hashes: &[[u8; 32]]) -> Notice {
         Notice::ForgetTokens(hashes.iter().map(hex::encode).collect())
     }
+
+    pub fn revoke_tokens(hashes: &[[u8; 32]]) -> Notice {
+        Notice::RevokeTokens(hashes.iter().map(hex::encode).collect())
+    }
 }
 
 type NoticeHook = Box<dyn Fn(&Notice) + Send + Sync>;
+
+/// Token hashes as a notice carries them (hex), skipping malformed ones.
+fn decode_hashes(hashes: &[String]) -> Vec<[u8; 32]> {
+    hashes.iter().filter_map(|h| hex::decode(h).ok().and_then(|b| <[u8; 32]>::try_from(b).ok())).collect()
+}
 
 impl Node {
     /// Starts the node's delivery workers; call inside a tokio runtime.
@@ -214,10 +227,12 @@ impl Node {
     /// Acts on a notice (this node's own, or another node's).
     pub fn apply_notice(&self, n: &Notice) {
         match n {
-            Notice::ForgetTokens(hashes) => {
-                let hashes: Vec<[u8; 32]> =
-                    hashes.iter().filter_map(|h| hex::decode(h).ok().and_then(|b| <[u8; 32]>::try_from(b).ok())).collect();
+            Notice::ForgetTokens(hashes) => self.auth.forget(&decode_hashes(hashes)),
+            Notice::RevokeTokens(hashes) => {
+                let hashes = decode_hashes(hashes);
                 self.auth.forget(&hashes);
+                // Sessions opened with them end too (every node applies this).
+                self.sessions.revoke(&hashes);
             }
             Notice::UserUpdate { user, body } => self.to_user(*user, "USER_UPDATE", body),
             Notice::MessageAck { user, body } => self.to_user(*user, "MESSAGE_ACK", body),

@@ -20,6 +20,13 @@ use node::Node;
 use super::{now, Forward, HandOver, Holding, Identified, Outcome};
 
 impl SessionHandle {
+    /// Closes the current socket with 4004 (authentication failed): its
+    /// token was revoked. A RESUME with that token is refused.
+    pub fn close_revoked(&self) {
+        let mut st = self.lock();
+        st.detach(self, Some(CloseCode::AuthenticationFailed.into()));
+    }
+
     /// Closes the current socket with a resumable code and keeps the session
     /// (operator/test hook). Returns whether there was a socket.
     pub fn drop_connection(self: &Arc<Self>) -> bool {

@@ -629,3 +629,33 @@ async fn one_user_may_hold_only_so_many_sessions() {
         }
     }
 }
+
+/// A revoked token ends the gateway sessions opened with it (4004, not
+/// resumable) on the spot; a profile change, which only refreshes the token
+/// caches, ends none.
+#[tokio::test]
+async fn a_revoked_token_closes_its_open_sessions_and_a_profile_change_does_not() {
+    let t = TestServer::start().await;
+    let (first, _) = t.user("closer").await;
+    let (s, v) = login(&t, "closer", "correct horse").await;
+    assert_eq!(s, 200);
+    let second = v["token"].as_str().unwrap().to_string();
+    let mut a = Gw::connect(&t.ws).await;
+    a.identify(&first, 1).await;
+    let mut b = Gw::connect(&t.ws).await;
+    b.identify(&second, 1).await;
+    // A new display name: both sessions hear it and stay.
+    let (s, v, _) = t.req(Method::PATCH, "/users/@me", Some(&first), Some(json!({"global_name": "Closer"}))).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(a.until("USER_UPDATE").await["d"]["global_name"], "Closer");
+    assert_eq!(b.until("USER_UPDATE").await["d"]["global_name"], "Closer");
+    // The second token revoked from the session list: its session is closed.
+    let (_, mine) = t.get("/auth/sessions", &second).await;
+    let id = mine["user_sessions"].as_array().unwrap().iter().find(|s| s["current"] == true).unwrap()["id_hash"].clone();
+    assert_eq!(t.post("/auth/sessions/logout", &first, json!({"session_id_hashes": [id]})).await.0, 204);
+    assert_eq!(b.closed().await, Closed::Code(4004));
+    // The first still gets its events.
+    let (s, v, _) = t.req(Method::PATCH, "/users/@me", Some(&first), Some(json!({"global_name": "Still here"}))).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(a.until("USER_UPDATE").await["d"]["global_name"], "Still here");
+}
