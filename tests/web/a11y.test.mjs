@@ -8,7 +8,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { serverAndBrowser, rest, register, pageAs, ROOT } from "./harness.mjs";
+import { serverAndBrowser, rest, pageAs, ROOT, twoInAGuild } from "./harness.mjs";
 
 const env = serverAndBrowser();
 const AXE = readFileSync(join(ROOT, "web/node_modules/axe-core/axe.min.js"), "utf8");
@@ -26,12 +26,7 @@ async function scan(page, view) {
 
 test("every view passes an axe-core scan with no serious violations", async () => {
   const base = env.server.url;
-  const alice = await register(base, "alice");
-  const bob = await register(base, "bob");
-  const g = await rest(base, "POST", "/guilds", alice.token, { name: "Access" });
-  const [general] = await rest(base, "GET", `/guilds/${g.id}/channels`, alice.token);
-  const inv = await rest(base, "POST", `/channels/${general.id}/invites`, alice.token, {});
-  await rest(base, "POST", `/invites/${inv.code}`, bob.token);
+  const { alice, bob, g, general } = await twoInAGuild(base, "Access");
   const m = await rest(base, "POST", `/channels/${general.id}/messages`, bob.token, {
     content: `**hello** <@${alice.id}> see https://example.com and \`code\`\n> a quote\n- a list`,
   });

@@ -4,34 +4,9 @@
 // (its tab is logged out at once: the server closes its gateway with 4004).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { deflateSync } from "node:zlib";
-import { serverAndBrowser, shot, rest, register, pageAs } from "./harness.mjs";
+import { serverAndBrowser, shot, rest, register, pageAs, png } from "./harness.mjs";
 
 const env = serverAndBrowser();
-
-function png1x1() {
-  // A valid 1×1 PNG: signature, IHDR, IDAT, IEND (CRCs computed).
-  const table = Array.from({ length: 256 }, (_, n) => {
-    let c = n;
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-    return c >>> 0;
-  });
-  const crc = (b) => {
-    let c = 0xffffffff;
-    for (const x of b) c = table[(c ^ x) & 0xff] ^ (c >>> 8);
-    return (c ^ 0xffffffff) >>> 0;
-  };
-  const chunk = (t, d) => {
-    const len = Buffer.alloc(4);
-    len.writeUInt32BE(d.length);
-    const body = Buffer.concat([Buffer.from(t), d]);
-    const c = Buffer.alloc(4);
-    c.writeUInt32BE(crc(body));
-    return Buffer.concat([len, body, c]);
-  };
-  const ihdr = Buffer.from([0, 0, 0, 1, 0, 0, 0, 1, 8, 2, 0, 0, 0]);
-  return Buffer.concat([Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]), chunk("IHDR", ihdr), chunk("IDAT", deflateSync(Buffer.from([0, 200, 80, 40]))), chunk("IEND", Buffer.alloc(0))]);
-}
 
 test("display name, picture, password and sessions from the account settings", async () => {
   const base = env.server.url;
@@ -54,7 +29,7 @@ test("display name, picture, password and sessions from the account settings", a
   // Her other tab follows (USER_UPDATE).
   await a2.locator("#me-name").filter({ hasText: "Alice Liddell" }).waitFor();
 
-  await dlg.getByLabel(/^Picture/).setInputFiles({ name: "me.png", mimeType: "image/png", buffer: png1x1() });
+  await dlg.getByLabel(/^Picture/).setInputFiles({ name: "me.png", mimeType: "image/png", buffer: png(1, 1) });
   await status.filter({ hasText: "Picture saved." }).waitFor();
   const meNow = await rest(base, "GET", "/users/@me", alice.token);
   assert.equal(meNow.global_name, "Alice Liddell");

@@ -4,18 +4,13 @@
 // survives a reload.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { serverAndBrowser, shot, rest, register, pageAs } from "./harness.mjs";
+import { serverAndBrowser, shot, rest, pageAs, twoInAGuild } from "./harness.mjs";
 
 const env = serverAndBrowser();
 
 test("a DM started from a profile reaches the other person with an unread badge", async () => {
   const base = env.server.url;
-  const alice = await register(base, "alice");
-  const bob = await register(base, "bob");
-  const g = await rest(base, "POST", "/guilds", alice.token, { name: "Neighbours" });
-  const [general] = await rest(base, "GET", `/guilds/${g.id}/channels`, alice.token);
-  const inv = await rest(base, "POST", `/channels/${general.id}/invites`, alice.token, {});
-  await rest(base, "POST", `/invites/${inv.code}`, bob.token);
+  const { alice, bob, g, general } = await twoInAGuild(base, "Neighbours");
   const role = await rest(base, "POST", `/guilds/${g.id}/roles`, alice.token, { name: "Helpers" });
   await rest(base, "PUT", `/guilds/${g.id}/members/${bob.id}/roles/${role.id}`, alice.token);
 

@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import net from "node:net";
+import { deflateSync } from "node:zlib";
 import { before, after } from "node:test";
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -118,6 +119,48 @@ export async function rest(base, method, path, token, body) {
 export async function register(base, username, password = "correct horse") {
   const r = await rest(base, "POST", "/auth/register", null, { username, password });
   return { token: r.token, id: r.user_id, username };
+}
+
+/// The usual cast: Alice makes a server named `name`, Bob joins it by an
+/// invite. `{ alice, bob, g, general }` (its first text channel).
+export async function twoInAGuild(base, name) {
+  const alice = await register(base, "alice");
+  const bob = await register(base, "bob");
+  const g = await rest(base, "POST", "/guilds", alice.token, { name });
+  const [general] = await rest(base, "GET", `/guilds/${g.id}/channels`, alice.token);
+  const inv = await rest(base, "POST", `/channels/${general.id}/invites`, alice.token, {});
+  await rest(base, "POST", `/invites/${inv.code}`, bob.token);
+  return { alice, bob, g, general };
+}
+
+const CRC_TABLE = Array.from({ length: 256 }, (_, n) => {
+  let c = n;
+  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+  return c >>> 0;
+});
+
+function pngChunk(type, data) {
+  const body = Buffer.concat([Buffer.from(type, "ascii"), data]);
+  let c = 0xffffffff;
+  for (const b of body) c = CRC_TABLE[(c ^ b) & 0xff] ^ (c >>> 8);
+  const head = Buffer.alloc(4);
+  head.writeUInt32BE(data.length);
+  const crc = Buffer.alloc(4);
+  crc.writeUInt32BE((c ^ 0xffffffff) >>> 0);
+  return Buffer.concat([head, body, crc]);
+}
+
+/// A real PNG, `w`×`h`, a colour gradient (8-bit RGB).
+export function png(w, h) {
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(w, 0);
+  ihdr.writeUInt32BE(h, 4);
+  ihdr.set([8, 2, 0, 0, 0], 8);
+  const raw = Buffer.alloc(h * (1 + 3 * w));
+  for (let y = 0; y < h; y++)
+    for (let x = 0; x < w; x++) raw.set([(x * 255) / w, (y * 255) / h, 160], y * (1 + 3 * w) + 1 + 3 * x);
+  const sig = Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]);
+  return Buffer.concat([sig, pngChunk("IHDR", ihdr), pngChunk("IDAT", deflateSync(raw)), pngChunk("IEND", Buffer.alloc(0))]);
 }
 
 /// A page already logged in as `token` (stored where the client keeps it).

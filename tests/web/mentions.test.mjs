@@ -4,19 +4,14 @@
 // they read it.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { serverAndBrowser, shot, rest, register, pageAs } from "./harness.mjs";
+import { serverAndBrowser, shot, rest, pageAs, twoInAGuild } from "./harness.mjs";
 
 const env = serverAndBrowser();
 
 test("a mention typed with autocomplete becomes <@id>, and the person mentioned sees it highlighted with a badge", async () => {
   const base = env.server.url;
-  const alice = await register(base, "alice");
-  const bob = await register(base, "bob");
-  const g = await rest(base, "POST", "/guilds", alice.token, { name: "Callouts" });
-  const [general] = await rest(base, "GET", `/guilds/${g.id}/channels`, alice.token);
+  const { alice, bob, g, general } = await twoInAGuild(base, "Callouts");
   const random = await rest(base, "POST", `/guilds/${g.id}/channels`, alice.token, { name: "random", type: 0 });
-  const inv = await rest(base, "POST", `/channels/${general.id}/invites`, alice.token, {});
-  await rest(base, "POST", `/invites/${inv.code}`, bob.token);
   const role = await rest(base, "POST", `/guilds/${g.id}/roles`, alice.token, { name: "Helpers", mentionable: true });
   await rest(base, "PUT", `/guilds/${g.id}/members/${bob.id}/roles/${role.id}`, alice.token);
 

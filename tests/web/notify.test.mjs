@@ -4,19 +4,14 @@
 // its mentions still count; a muted server shows no unread marker.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { serverAndBrowser, shot, rest, register, pageAs } from "./harness.mjs";
+import { serverAndBrowser, shot, rest, pageAs, twoInAGuild } from "./harness.mjs";
 
 const env = serverAndBrowser();
 
 test("mentions and DMs notify while the tab is hidden; muted places do not", async () => {
   const base = env.server.url;
-  const alice = await register(base, "alice");
-  const bob = await register(base, "bob");
-  const g = await rest(base, "POST", "/guilds", alice.token, { name: "Pings" });
-  const [general] = await rest(base, "GET", `/guilds/${g.id}/channels`, alice.token);
+  const { alice, bob, g, general } = await twoInAGuild(base, "Pings");
   const random = await rest(base, "POST", `/guilds/${g.id}/channels`, alice.token, { name: "random", type: 0 });
-  const inv = await rest(base, "POST", `/channels/${general.id}/invites`, alice.token, {});
-  await rest(base, "POST", `/invites/${inv.code}`, bob.token);
 
   const { ctx, page: b } = await pageAs(env.browser, base, bob.token);
   b.on("pageerror", (e) => assert.fail(`page error: ${e}`));

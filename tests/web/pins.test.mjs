@@ -2,18 +2,13 @@
 // everyone, the channel's pins in a panel with a jump to each, and unpin.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { serverAndBrowser, shot, rest, register, pageAs } from "./harness.mjs";
+import { serverAndBrowser, shot, rest, pageAs, twoInAGuild } from "./harness.mjs";
 
 const env = serverAndBrowser();
 
 test("a pin shows on the message for everyone and in the pins panel", async () => {
   const base = env.server.url;
-  const alice = await register(base, "alice");
-  const bob = await register(base, "bob");
-  const g = await rest(base, "POST", "/guilds", alice.token, { name: "Pinboard" });
-  const [general] = await rest(base, "GET", `/guilds/${g.id}/channels`, alice.token);
-  const inv = await rest(base, "POST", `/channels/${general.id}/invites`, alice.token, {});
-  await rest(base, "POST", `/invites/${inv.code}`, bob.token);
+  const { alice, bob, g, general } = await twoInAGuild(base, "Pinboard");
   const rules = await rest(base, "POST", `/channels/${general.id}/messages`, bob.token, { content: "the rules: be kind" });
   await rest(base, "POST", `/channels/${general.id}/messages`, bob.token, { content: "and bring snacks" });
 

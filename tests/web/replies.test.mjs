@@ -4,18 +4,13 @@
 // there jumps to the original.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { serverAndBrowser, shot, rest, register, pageAs } from "./harness.mjs";
+import { serverAndBrowser, shot, rest, pageAs, twoInAGuild } from "./harness.mjs";
 
 const env = serverAndBrowser();
 
 test("a reply shows what it answers and jumps to it", async () => {
   const base = env.server.url;
-  const alice = await register(base, "alice");
-  const bob = await register(base, "bob");
-  const g = await rest(base, "POST", "/guilds", alice.token, { name: "Threaded" });
-  const [general] = await rest(base, "GET", `/guilds/${g.id}/channels`, alice.token);
-  const inv = await rest(base, "POST", `/channels/${general.id}/invites`, alice.token, {});
-  await rest(base, "POST", `/invites/${inv.code}`, bob.token);
+  const { alice, bob, g, general } = await twoInAGuild(base, "Threaded");
   const original = await rest(base, "POST", `/channels/${general.id}/messages`, bob.token, { content: "who brought the cake?" });
   for (let i = 0; i < 30; i++) await rest(base, "POST", `/channels/${general.id}/messages`, bob.token, { content: `crumbs everywhere ${i}` });
 

@@ -4,19 +4,14 @@
 // the same message again.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { serverAndBrowser, shot, rest, register, pageAs } from "./harness.mjs";
+import { serverAndBrowser, shot, rest, pageAs, twoInAGuild } from "./harness.mjs";
 
 const env = serverAndBrowser();
 
 test("a search with filters finds a message and jumps to it; the deep link survives a reload", async () => {
   const base = env.server.url;
-  const alice = await register(base, "alice");
-  const bob = await register(base, "bob");
-  const g = await rest(base, "POST", "/guilds", alice.token, { name: "Finds" });
-  const [general] = await rest(base, "GET", `/guilds/${g.id}/channels`, alice.token);
+  const { alice, bob, g, general } = await twoInAGuild(base, "Finds");
   const random = await rest(base, "POST", `/guilds/${g.id}/channels`, alice.token, { name: "random", type: 0 });
-  const inv = await rest(base, "POST", `/channels/${general.id}/invites`, alice.token, {});
-  await rest(base, "POST", `/invites/${inv.code}`, bob.token);
   // The one to find, by bob in #general, then 80 more: older than the
   // first page the channel loads. Decoys: the word by alice, and by bob
   // in #random.

@@ -5,50 +5,13 @@
 // download). A file past the limit is refused before any upload.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { deflateSync } from "node:zlib";
-import { serverAndBrowser, shot, rest, register, pageAs } from "./harness.mjs";
+import { serverAndBrowser, shot, rest, pageAs, twoInAGuild, png } from "./harness.mjs";
 
 const env = serverAndBrowser();
 
-const CRC = Array.from({ length: 256 }, (_, n) => {
-  let c = n;
-  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-  return c >>> 0;
-});
-function crc32(buf) {
-  let c = 0xffffffff;
-  for (const b of buf) c = CRC[(c ^ b) & 0xff] ^ (c >>> 8);
-  return (c ^ 0xffffffff) >>> 0;
-}
-function chunk(type, data) {
-  const len = Buffer.alloc(4);
-  len.writeUInt32BE(data.length);
-  const body = Buffer.concat([Buffer.from(type, "ascii"), data]);
-  const crc = Buffer.alloc(4);
-  crc.writeUInt32BE(crc32(body));
-  return Buffer.concat([len, body, crc]);
-}
-/** A real PNG, `w`×`h`, a colour gradient (8-bit RGB). */
-function png(w, h) {
-  const ihdr = Buffer.alloc(13);
-  ihdr.writeUInt32BE(w, 0);
-  ihdr.writeUInt32BE(h, 4);
-  ihdr.set([8, 2, 0, 0, 0], 8);
-  const raw = Buffer.alloc(h * (1 + 3 * w));
-  for (let y = 0; y < h; y++)
-    for (let x = 0; x < w; x++) raw.set([(x * 255) / w, (y * 255) / h, 160], y * (1 + 3 * w) + 1 + 3 * x);
-  const sig = Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]);
-  return Buffer.concat([sig, chunk("IHDR", ihdr), chunk("IDAT", deflateSync(raw)), chunk("IEND", Buffer.alloc(0))]);
-}
-
 test("a PNG picked on the page reaches both people as an image; a dropped file as a card; too big is refused", async () => {
   const base = env.server.url;
-  const alice = await register(base, "alice");
-  const bob = await register(base, "bob");
-  const g = await rest(base, "POST", "/guilds", alice.token, { name: "Files" });
-  const [general] = await rest(base, "GET", `/guilds/${g.id}/channels`, alice.token);
-  const inv = await rest(base, "POST", `/channels/${general.id}/invites`, alice.token, {});
-  await rest(base, "POST", `/invites/${inv.code}`, bob.token);
+  const { alice, bob, g, general } = await twoInAGuild(base, "Files");
 
   const { page: a } = await pageAs(env.browser, base, alice.token);
   const { page: b } = await pageAs(env.browser, base, bob.token);

@@ -2,8 +2,9 @@
 // account's logged-in sessions ("log out everywhere else"), over
 // `PATCH /users/@me` and `/auth/sessions`.
 
-import { Api, ApiError } from "./api";
+import { Api } from "./api";
 import { clear, h } from "./dom";
+import { StatusLine } from "./status";
 
 export interface AccountHost {
   api: Api;
@@ -17,7 +18,7 @@ const AVATAR_MAX = 8 << 20;
 
 export class AccountPanel {
   private el: HTMLElement | null = null;
-  private status!: HTMLElement;
+  private status = new StatusLine();
 
   constructor(private host: AccountHost) {}
 
@@ -27,26 +28,18 @@ export class AccountPanel {
   }
 
   private say(text: string, error = false) {
-    this.status.textContent = text;
-    this.status.classList.toggle("error", error);
+    this.status.say(text, error);
   }
 
-  private async act(what: () => Promise<any>, done: string): Promise<any> {
-    try {
-      const r = await what();
-      this.say(done);
-      return r ?? true;
-    } catch (e) {
-      this.say(e instanceof ApiError || e instanceof Error ? e.message : String(e), true);
-      return null;
-    }
+  private act(what: () => Promise<any>, done: string): Promise<any> {
+    return this.status.act(what, done);
   }
 
   open() {
     this.close();
     const api = this.host.api;
     const me = this.host.me();
-    this.status = h("p", { class: "settings-status", role: "status", "aria-live": "polite" });
+    this.status = new StatusLine();
     const display = h("input", { id: "acct-display", value: me?.global_name ?? "", placeholder: me?.username ?? "", autocomplete: "nickname" });
     const picture = h("input", { id: "acct-avatar", type: "file" });
     (picture as HTMLInputElement).accept = "image/png,image/jpeg,image/gif,image/webp";
@@ -92,7 +85,7 @@ export class AccountPanel {
         "div",
         { class: "settings-card" },
         h("header", { class: "settings-top" }, h("h2", null, "Your account"), h("button", { type: "button", class: "icon", "aria-label": "Close account settings", onclick: () => this.close() }, "×")),
-        this.status,
+        this.status.el,
         h(
           "div",
           { class: "settings-body" },

@@ -133,10 +133,7 @@ function userUpdated(u: any) {
 
 const search = new SearchPanel({
   api,
-  channels: (g) => {
-    const guild = guilds.get(g);
-    return guild ? textChannels(guild).map((id) => channels.get(id)!) : [];
-  },
+  channels: guildTextChannels,
   names: {
     user: (id) => names.get(id) ?? null,
     channel: (id) => channels.get(id)?.name ?? null,
@@ -587,7 +584,7 @@ function mentionsMe(m: Message): boolean {
 
 /** The page title: "(N) throng" while N DM messages are unread. */
 function titleWithUnread(): string {
-  const n = dms.reduce((k, id) => k + unreadCount(channels.get(id)!), 0);
+  const n = dmUnreadTotal();
   return n ? `(${n}) throng` : "throng";
 }
 
@@ -691,6 +688,17 @@ function textChannels(g: Guild): string[] {
   return g.channels.filter((c) => [0, 5].includes(channels.get(c)?.type ?? -1));
 }
 
+/** A server's text channels (for search's in: and the # list). */
+function guildTextChannels(id: string): Channel[] {
+  const g = guilds.get(id);
+  return g ? textChannels(g).map((c) => channels.get(c)!) : [];
+}
+
+/** Unread DM messages in all, for the DM button and the page title. */
+function dmUnreadTotal(): number {
+  return dms.reduce((n, id) => n + unreadCount(channels.get(id)!), 0);
+}
+
 function unread(c: Channel): boolean {
   return !!c.last_message_id && (!read[c.id] || cmpId(c.last_message_id, read[c.id]) > 0);
 }
@@ -771,7 +779,7 @@ function notify(m: Message, c: Channel) {
 }
 
 function renderGuilds() {
-  const homeUnread = dms.reduce((n, id) => n + unreadCount(channels.get(id)!), 0);
+  const homeUnread = dmUnreadTotal();
   const home = h(
     "button",
       {
@@ -1736,10 +1744,7 @@ function wire() {
       api,
       guild: () => (guildId && guildId !== HOME ? guildId : null),
       roles: (g) => [...(guilds.get(g)?.roles ?? [])].map(([id, name]) => ({ id, name })),
-      channels: (g) => {
-        const guild = guilds.get(g);
-        return guild ? textChannels(guild).map((id) => channels.get(id)!) : [];
-      },
+      channels: guildTextChannels,
       people: () => [],
     },
     $("mention-picker"),

@@ -73,3 +73,8 @@ export function decodePermissions(bits: string): Permission[] | null {
   }
   return out;
 }
+
+/// Discord's words for permission `bit` (its number when it has none).
+export function permissionLabel(bit: number): string {
+  return FLAGS.find(([b]) => b === bit)?.[2] ?? `Permission ${bit}`;
+}

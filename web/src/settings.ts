@@ -4,8 +4,10 @@
 // REST routes bots use. What the server answers (and its gateway events)
 // is what shows: the panel keeps no state of its own beyond the open tab.
 
-import { Api, ApiError } from "./api";
+import { Api } from "./api";
 import { Child, clear, h } from "./dom";
+import { permissionLabel } from "./permissions";
+import { StatusLine } from "./status";
 
 export type RoleInfo = { id: string; name: string; permissions: bigint; position: number; color: number; hoist: boolean; mentionable: boolean };
 export type GuildInfo = { id: string; name: string; owner_id: string; roles: RoleInfo[] };
@@ -16,26 +18,9 @@ export interface SettingsHost {
   me(): string | undefined;
 }
 
-/** The permissions the editor offers, in Discord's order and words. */
-const EDITABLE: [bit: number, label: string][] = [
-  [10, "View Channels"],
-  [11, "Send Messages"],
-  [16, "Read Message History"],
-  [6, "Add Reactions"],
-  [15, "Attach Files"],
-  [14, "Embed Links"],
-  [17, "Mention @everyone, @here and All Roles"],
-  [13, "Manage Messages"],
-  [4, "Manage Channels"],
-  [28, "Manage Roles"],
-  [5, "Manage Server"],
-  [0, "Create Invite"],
-  [1, "Kick Members"],
-  [2, "Ban Members"],
-  [40, "Time Out Members"],
-  [7, "View Audit Log"],
-  [3, "Administrator"],
-];
+/** The permissions the editor offers (bits), in Discord's order; their
+ *  words are Discord's (`permissions.ts`). */
+const EDITABLE: number[] = [10, 11, 16, 6, 15, 14, 17, 13, 4, 28, 5, 0, 1, 2, 40, 7, 3];
 
 type Tab = "overview" | "roles" | "members";
 
@@ -45,7 +30,7 @@ export class SettingsPanel {
   private tab: Tab = "overview";
   private role = "";
   private body!: HTMLElement;
-  private status!: HTMLElement;
+  private status = new StatusLine();
 
   constructor(private host: SettingsHost) {}
 
@@ -58,7 +43,6 @@ export class SettingsPanel {
     this.guildId = guild;
     this.tab = tab;
     this.body = h("div", { class: "settings-body" });
-    this.status = h("p", { class: "settings-status", role: "status", "aria-live": "polite" });
     const tabs = (["overview", "roles", "members"] as Tab[]).map((t) =>
       h("button", { type: "button", role: "tab", class: "secondary", "data-tab": t, onclick: () => this.show(t) }, t[0].toUpperCase() + t.slice(1)),
     );
@@ -70,7 +54,7 @@ export class SettingsPanel {
         { class: "settings-card" },
         h("header", { class: "settings-top" }, h("h2", null, "Server settings"), h("button", { type: "button", class: "icon", "aria-label": "Close settings", onclick: () => this.close() }, "×")),
         h("div", { class: "settings-tabs", role: "tablist" }, tabs),
-        this.status,
+        this.status.el,
         this.body,
       ),
     );
@@ -89,19 +73,11 @@ export class SettingsPanel {
   }
 
   private say(text: string, error = false) {
-    this.status.textContent = text;
-    this.status.classList.toggle("error", error);
+    this.status.say(text, error);
   }
 
-  private async act(what: () => Promise<unknown>, done: string) {
-    try {
-      await what();
-      this.say(done);
-      return true;
-    } catch (e) {
-      this.say(e instanceof ApiError || e instanceof Error ? e.message : String(e), true);
-      return false;
-    }
+  private act(what: () => Promise<unknown>, done: string): Promise<any> {
+    return this.status.act(what, done);
   }
 
   private show(tab: Tab, clearStatus = true) {
@@ -168,14 +144,15 @@ export class SettingsPanel {
     const color = h("input", { id: "role-color", type: "color", value: `#${r.color.toString(16).padStart(6, "0")}`, disabled: everyone });
     const hoist = h("input", { id: "role-hoist", type: "checkbox", checked: r.hoist, disabled: everyone });
     const mentionable = h("input", { id: "role-mentionable", type: "checkbox", checked: r.mentionable, disabled: everyone });
-    const boxes = EDITABLE.map(([bit, label]) => {
+    const boxes = EDITABLE.map((bit) => {
+      const label = permissionLabel(bit);
       const id = `perm-${bit}`;
       const box = h("input", { id, type: "checkbox", checked: (r.permissions & (1n << BigInt(bit))) !== 0n, "data-bit": bit });
       return h("label", { class: "perm", for: id }, box, label);
     });
     const save = () => {
       let bits = r.permissions;
-      for (const [bit] of EDITABLE) {
+      for (const bit of EDITABLE) {
         const box = this.body.querySelector<HTMLInputElement>(`#perm-${bit}`)!;
         bits = box.checked ? bits | (1n << BigInt(bit)) : bits & ~(1n << BigInt(bit));
       }
