@@ -122,10 +122,11 @@ export async function register(base, username, password = "correct horse") {
 }
 
 /// The usual cast: Alice makes a server named `name`, Bob joins it by an
-/// invite. `{ alice, bob, g, general }` (its first text channel).
-export async function twoInAGuild(base, name) {
-  const alice = await register(base, "alice");
-  const bob = await register(base, "bob");
+/// invite. `{ alice, bob, g, general }` (its first text channel). Other
+/// names for the two may be given (one server holds each name once).
+export async function twoInAGuild(base, name, [first, second] = ["alice", "bob"]) {
+  const alice = await register(base, first);
+  const bob = await register(base, second);
   const g = await rest(base, "POST", "/guilds", alice.token, { name });
   const [general] = await rest(base, "GET", `/guilds/${g.id}/channels`, alice.token);
   const inv = await rest(base, "POST", `/channels/${general.id}/invites`, alice.token, {});

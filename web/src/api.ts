@@ -60,6 +60,14 @@ export class Api {
     }
   }
 
+  /** A request that outlives the page (`keepalive`): sent as the page
+   *  goes, its answer never read. */
+  beacon(method: string, path: string, body: unknown) {
+    const headers: Record<string, string> = { "content-type": "application/json" };
+    if (this.token) headers["authorization"] = this.token;
+    fetch(this.base + path, { method, headers, body: JSON.stringify(body), keepalive: true }).catch(() => undefined);
+  }
+
   get<T = any>(path: string) {
     return this.req<T>("GET", path);
   }

@@ -69,7 +69,16 @@ const histories = new Map<string, History>();
 const presence = new Map<string, string>();
 const names = new Map<string, string>();
 const typing = new Map<string, Map<string, number>>(); // channel -> user -> expiry
+/** Each channel's read mark: the newest message this user has read
+ *  (READY's `read_state`, then MESSAGE_ACK and this client's own acks). */
 let read: Record<string, string> = {};
+/** Where the "New messages" line goes in each channel: the read mark
+ *  when the channel was opened unread, until another channel is opened. */
+const newSince = new Map<string, string>();
+/** Acks waiting to go, per channel (sent at most every ACK_EVERY ms). */
+const ackWanted = new Map<string, string>();
+let ackTimer = 0;
+const ACK_EVERY = 1000;
 let guildId: string | null = null;
 let channelId: string | null = null;
 let pendingGuild: string | null = null;
@@ -206,6 +215,9 @@ async function logout() {
   typing.clear();
   pending = [];
   read = {};
+  newSince.clear();
+  ackWanted.clear();
+  clearTimeout(ackTimer);
   readyCount = 0;
   guildId = channelId = null;
   wanted = null;
@@ -254,7 +266,7 @@ async function start(token: string) {
     await showAuthorize(api, $("consent-card"), me, logout);
     return;
   }
-  read = JSON.parse(localStorage.getItem(`throng.read.${me.id}`) || "{}");
+  read = {};
   muted = new Set(JSON.parse(localStorage.getItem(`throng.muted.${me.id}`) || "[]"));
   renderNotify();
   wanted = routeOf(location.hash);
@@ -292,6 +304,7 @@ function dispatch(t: string, d: any) {
         members.resubscribe();
         if (channelId) loadHistory(channelId, true);
       }
+      readStates(d.read_state);
       for (const c of d.private_channels ?? []) addDm(c);
       // A server in the address that this user is not in: forget it.
       if (wanted && wanted.guild !== HOME && !d.guilds.some((g: any) => g.id === wanted!.guild)) wanted = null;
@@ -395,6 +408,9 @@ function dispatch(t: string, d: any) {
       break;
     case "USER_UPDATE":
       userUpdated(d);
+      break;
+    case "MESSAGE_ACK":
+      acked(d);
       break;
     case "CHANNEL_PINS_UPDATE":
       pinsChanged(d.channel_id);
@@ -802,11 +818,12 @@ function renderGuilds() {
       {
         class: "round guild" + (current ? " current" : "") + (hasUnread ? " unread" : ""),
         title: g.name,
-        "aria-label": g.name + (hasUnread ? ", unread messages" : "") + (mentions ? `, ${plural(mentions, "mention")}` : ""),
         "aria-current": current ? "true" : null,
         onclick: () => selectGuild(g.id),
       },
-      g.name.split(/\s+/).map((w) => w[0] ?? "").join("").slice(0, 3) || "?",
+      // Named by hidden text, as the DM button: the initials show, the name is read.
+      h("span", { "aria-hidden": "true" }, g.name.split(/\s+/).map((w) => w[0] ?? "").join("").slice(0, 3) || "?"),
+      h("span", { class: "sr-only" }, g.name + (hasUnread ? ", unread messages" : "") + (mentions ? `, ${plural(mentions, "mention")}` : "")),
       mentions ? h("span", { class: "badge", "aria-hidden": "true" }, String(mentions)) : null,
     );
     return h("li", null, b);
@@ -828,7 +845,6 @@ function renderChannels() {
         href: `#/channels/${g.id}/${c.id}`,
         class: "channel" + (c.id === channelId ? " current" : "") + (unread(c) && !isMuted(c) ? " unread" : "") + (isMuted(c) ? " muted" : ""),
         "data-channel-id": c.id,
-        "aria-label": `${c.name}${isMuted(c) ? ", muted" : unread(c) ? ", unread messages" : ""}${mentionCounts.get(c.id) ? `, ${plural(mentionCounts.get(c.id)!, "mention")}` : ""}`,
         "aria-current": c.id === channelId ? "page" : null,
         onclick: (e: MouseEvent) => {
           e.preventDefault();
@@ -836,7 +852,9 @@ function renderChannels() {
           closeNav();
         },
       },
-      `# ${c.name}`,
+      // Read without its "#", with what the marks say.
+      h("span", { "aria-hidden": "true" }, `# ${c.name}`),
+      h("span", { class: "sr-only" }, `${c.name}${isMuted(c) ? ", muted" : unread(c) ? ", unread messages" : ""}${mentionCounts.get(c.id) ? `, ${plural(mentionCounts.get(c.id)!, "mention")}` : ""}`),
       mentionCounts.get(c.id) ? h("span", { class: "badge", "aria-hidden": "true" }, String(mentionCounts.get(c.id))) : null,
     );
     return h("li", null, a);
@@ -861,7 +879,6 @@ function renderDms(ul: HTMLElement) {
             href: `#/channels/${HOME}/${c.id}`,
             class: "channel dm" + (c.id === channelId ? " current" : "") + (n ? " unread" : ""),
             "data-channel-id": c.id,
-            "aria-label": `${c.name}${n ? `, ${n} unread` : ""}`,
             "aria-current": c.id === channelId ? "page" : null,
             onclick: (e: MouseEvent) => {
               e.preventDefault();
@@ -869,7 +886,8 @@ function renderDms(ul: HTMLElement) {
               closeNav();
             },
           },
-          `@ ${c.name}`,
+          h("span", { "aria-hidden": "true" }, `@ ${c.name}`),
+          h("span", { class: "sr-only" }, `${c.name}${n ? `, ${n} unread` : ""}`),
           n ? h("span", { class: "badge", "aria-hidden": "true" }, String(n)) : null,
         ),
       );
@@ -923,6 +941,11 @@ function selectChannel(id: string | null) {
   if (c?.guild_id && !dm) commands?.prefetch(c.guild_id);
   const ol = $("messages");
   clear(ol);
+  // The "New messages" line: where this channel was read up to, if it was
+  // read before and something came since.
+  newSince.clear();
+  arrivedAbove = 0;
+  if (c && read[c.id] && unread(c)) newSince.set(c.id, read[c.id]);
   if (!c) {
     if (guildId === HOME) {
       $("channel-name").textContent = "Direct messages";
@@ -1006,16 +1029,48 @@ function renderHistory(toBottom = true) {
   ol.appendChild(frag);
   if (toBottom) ol.scrollTop = ol.scrollHeight;
   markRead();
+  renderJump();
 }
 
-/** `m` after `prev`: a date line first when the day changes. */
+/** `m` after `prev`: a date line first when the day changes, and the
+ *  "New messages" line before the first one past the read mark. */
 function appendMessage(to: Node, m: Message, prev: Message | undefined) {
   if (!prev || day(prev.timestamp) !== day(m.timestamp)) {
     const d = new Date(m.timestamp);
     const label = isNaN(d.getTime()) ? "" : d.toLocaleDateString([], { year: "numeric", month: "long", day: "numeric" });
     to.appendChild(h("li", { class: "day" }, h("span", null, label)));
   }
+  const since = newSince.get(m.channel_id);
+  if (since && cmpId(m.id, since) > 0 && (!prev || cmpId(prev.id, since) <= 0)) {
+    to.appendChild(h("li", { class: "new-line", id: "new-line", role: "separator" }, h("span", null, "New messages")));
+  }
   to.appendChild(messageEl(m, prev));
+}
+
+/** Messages that arrived in the open channel while the reader was further up. */
+let arrivedAbove = 0;
+
+/** "Jump to present": shown while the reader is more than a screen above
+ *  the newest message, or new ones came while they were up there. */
+function renderJump() {
+  const ol = $("messages");
+  const bar = $("jump-present");
+  const far = ol.scrollHeight - ol.scrollTop - ol.clientHeight > ol.clientHeight;
+  if (atBottom(ol)) arrivedAbove = 0;
+  const show = !!channelId && (far || arrivedAbove > 0);
+  if (bar.hidden === !show && bar.dataset.n === String(arrivedAbove)) return;
+  bar.hidden = !show;
+  bar.dataset.n = String(arrivedAbove);
+  $("jump-note").textContent = arrivedAbove ? `${plural(arrivedAbove, "new message")} below` : "You are viewing older messages";
+}
+
+function jumpToPresent() {
+  const ol = $("messages");
+  ol.scrollTop = ol.scrollHeight;
+  arrivedAbove = 0;
+  renderJump();
+  markRead();
+  ol.focus();
 }
 
 function day(ts: string): string {
@@ -1437,6 +1492,11 @@ function flush() {
     const hist = history(m.channel_id);
     if (hist.items.some((x) => x.id === m.id)) continue;
     const prev = hist.items[hist.items.length - 1];
+    if (!stick && m.author.id !== me?.id) {
+      arrivedAbove++;
+      // Read up to here: the line goes before the first one not seen.
+      if (!newSince.has(m.channel_id) && prev) newSince.set(m.channel_id, prev.id);
+    }
     hist.items.push(m);
     appendMessage(frag, m, prev);
   }
@@ -1459,6 +1519,7 @@ function flush() {
   }
   if (stick) ol.scrollTop = ol.scrollHeight;
   markRead();
+  renderJump();
 }
 
 function renderUnread(c: Channel) {
@@ -1467,16 +1528,75 @@ function renderUnread(c: Channel) {
   renderGuilds();
 }
 
+/** READY's read states: each channel's mark, and the mentions (and, in
+ *  DMs, messages) that arrived since. A new READY replaces them all. */
+function readStates(rs: any) {
+  if (!rs?.entries) return;
+  read = {};
+  mentionCounts.clear();
+  dmCounts.clear();
+  for (const e of rs.entries) {
+    if (e.last_message_id && e.last_message_id !== "0") read[e.id] = e.last_message_id;
+    // The server counts a DM's every message from the other side as a
+    // mention: that is the DM's badge; elsewhere it is the mention badge.
+    if (e.mention_count > 0) {
+      mentionCounts.set(e.id, e.mention_count);
+      dmCounts.set(e.id, e.mention_count);
+    }
+  }
+  // The channels arrive after READY, so which map is meant is not known
+  // yet: both get it, and each is only read for its own kind of channel.
+}
+
+/** MESSAGE_ACK: this user read a channel (here, or in another tab). */
+function acked(d: any) {
+  const c = channels.get(d.channel_id);
+  if (d.manual) {
+    read[d.channel_id] = d.message_id;
+    if (c?.guild_id === HOME) dmCounts.set(d.channel_id, d.mention_count ?? 0);
+    else mentionCounts.set(d.channel_id, d.mention_count ?? 0);
+  } else {
+    if (read[d.channel_id] && cmpId(d.message_id, read[d.channel_id]) <= 0) return;
+    read[d.channel_id] = d.message_id;
+    // Mentions up to the mark are read; any newer keep their count (the
+    // server's count starts again from the ack).
+    if (!c?.last_message_id || cmpId(c.last_message_id, d.message_id) <= 0) {
+      mentionCounts.delete(d.channel_id);
+      dmCounts.delete(d.channel_id);
+    }
+  }
+  if (c) renderUnread(c);
+}
+
 function markRead() {
   if (!channelId || !me) return;
   const c = channels.get(channelId);
   if (!c?.last_message_id || !atBottom($("messages"))) return;
-  dmCounts.delete(c.id);
-  if (mentionCounts.delete(c.id)) renderUnread(c);
-  if (read[c.id] === c.last_message_id) return;
+  const hadCounts = dmCounts.delete(c.id) || mentionCounts.delete(c.id);
+  if (read[c.id] && cmpId(read[c.id], c.last_message_id) >= 0) {
+    if (hadCounts) renderUnread(c);
+    return;
+  }
   read[c.id] = c.last_message_id;
-  localStorage.setItem(`throng.read.${me.id}`, JSON.stringify(read));
+  ackWanted.set(c.id, c.last_message_id);
+  if (!ackTimer) ackTimer = window.setTimeout(sendAcks, ACK_EVERY);
   renderUnread(c);
+}
+
+/** Sends the waiting acks (`POST /channels/{c}/messages/{m}/ack`): the
+ *  server keeps the mark for every session of this user. */
+function sendAcks() {
+  ackTimer = 0;
+  const batch = [...ackWanted];
+  ackWanted.clear();
+  for (const [cid, mid] of batch) {
+    api.post(`/channels/${cid}/messages/${mid}/ack`, { token: null }).catch((err) => {
+      // Kept for the next round unless the channel is gone or newer is waiting.
+      if (err instanceof ApiError && err.status < 500) return;
+      if (!ackWanted.has(cid)) ackWanted.set(cid, mid);
+      if (!ackTimer) ackTimer = window.setTimeout(sendAcks, 5 * ACK_EVERY);
+    });
+  }
 }
 
 function messageUpdate(d: any) {
@@ -1826,6 +1946,15 @@ function wire() {
   ol.addEventListener("scroll", () => {
     if (ol.scrollTop < 200 && channelId && history(channelId).loaded) loadHistory(channelId, false);
     markRead();
+    renderJump();
+  });
+  $("jump").addEventListener("click", jumpToPresent);
+  // A reload or a closed tab right after reading: the waiting acks go now.
+  window.addEventListener("pagehide", () => {
+    clearTimeout(ackTimer);
+    ackTimer = 0;
+    for (const [cid, mid] of ackWanted) api.beacon("POST", `/channels/${cid}/messages/${mid}/ack`, { token: null });
+    ackWanted.clear();
   });
   ol.addEventListener("click", async (e) => {
     const b = (e.target as HTMLElement).closest("button");

@@ -299,9 +299,7 @@ impl GuildActor {
         }
         let message = Arc::new(message);
         let body = encode(&*message);
-        if in_thread {
-            Self::thread_posted(st, p.channel, rec.id);
-        }
+        Self::posted(st, p.channel, rec.id);
         let key = p.key.map(|k| (p.author, k));
         self.core.submit_message(rec, Job::Message { message, body, reply, key });
     }
@@ -371,6 +369,7 @@ impl GuildActor {
         if let [Change::WebhookMessage(m)] = &changes[..] {
             if m.guild_id == Some(st.guild.id) {
                 let Some(Change::WebhookMessage(m)) = changes.pop() else { unreachable!("matched above") };
+                Self::posted(st, m.channel_id, m.id);
                 return self.core.submit_message(m, Job::Op { then: plan.then, reply });
             }
         }

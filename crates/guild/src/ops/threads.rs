@@ -378,10 +378,16 @@ impl GuildActor {
         Ok(())
     }
 
-    /// A message was queued in thread `id`: its `last_message_id`.
-    pub(crate) fn thread_posted(st: &mut State, id: ChannelId, message: protocol::MessageId) {
+    /// A message was queued in channel or thread `id`: its
+    /// `last_message_id`, as GUILD_CREATE and the channel routes show it
+    /// (clients compare it with their read state for the unread mark).
+    pub(crate) fn posted(st: &mut State, id: ChannelId, message: protocol::MessageId) {
         if let Some(t) = st.threads.map.get_mut(&id) {
             t.channel.last_message_id = Some(message);
+        } else if let Some(c) = st.channels.iter_mut().find(|c| c.id == id) {
+            if c.last_message_id.is_none_or(|m| m < message) {
+                c.last_message_id = Some(message);
+            }
         }
     }
 }

@@ -202,3 +202,30 @@ async fn acks_are_refused_to_those_who_cannot_see_the_channel() {
     assert_eq!(code(&v), Some(50109), "{v}");
     assert!(states(&t, &alice_id).await.is_empty(), "refused acks leave nothing");
 }
+
+/// A client's unread mark compares the channel's `last_message_id` with its
+/// read state: GUILD_CREATE and `GET /channels/{id}` must carry the newest
+/// message, a member's and a webhook's alike, without a restart.
+#[tokio::test]
+async fn guild_create_and_the_channel_route_carry_the_newest_message() {
+    let t = TestServer::start().await;
+    let w = t.world().await;
+    let (alice, _) = member(&t, &w, "alice").await;
+    let c = &w.channel;
+    let first = t.say(&w.owner, c, "one").await;
+    let (_, ch) = t.get(&format!("/channels/{c}"), &alice).await;
+    assert_eq!(ch["last_message_id"], first["id"], "{ch}");
+    let (s, hook) = t.post(&format!("/channels/{c}/webhooks"), &w.owner, json!({"name": "hook"})).await;
+    assert_eq!(s, 200, "{hook}");
+    let url = format!("/webhooks/{}/{}?wait=true", id(&hook), hook["token"].as_str().unwrap());
+    let (s, by_hook, _) = t.req(Method::POST, &url, None, Some(json!({"content": "from the hook"}))).await;
+    assert_eq!(s, 200, "{by_hook}");
+    let (_, ch) = t.get(&format!("/channels/{c}"), &alice).await;
+    assert_eq!(ch["last_message_id"], by_hook["id"], "{ch}");
+    let second = t.say(&w.owner, c, "two").await;
+    let mut g = Gw::connect(&t.ws).await;
+    g.identify(&alice, ALL_INTENTS).await;
+    let gc = g.until("GUILD_CREATE").await;
+    let listed = gc["d"]["channels"].as_array().unwrap().iter().find(|x| x["id"] == c.as_str()).cloned().unwrap();
+    assert_eq!(listed["last_message_id"], second["id"], "{listed}");
+}
