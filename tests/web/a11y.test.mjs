@@ -72,6 +72,16 @@ test("every view passes an axe-core scan with no serious violations", async () =
   await dlg.getByRole("tab", { name: "Members" }).click();
   await dlg.getByRole("list", { name: "Members" }).waitFor();
   problems.push(...(await scan(a, "settings: members")));
+  await dlg.getByRole("tab", { name: "Channels" }).click();
+  await dlg.getByLabel("Add a role to this channel's permissions").selectOption({ label: "@everyone" });
+  await dlg.getByRole("radio", { name: "Send Messages: Deny" }).waitFor();
+  problems.push(...(await scan(a, "settings: channels")));
+  await dlg.getByRole("tab", { name: "Invites" }).click();
+  await dlg.getByRole("list", { name: "Invites" }).waitFor();
+  problems.push(...(await scan(a, "settings: invites")));
+  await dlg.getByRole("tab", { name: "Audit log" }).click();
+  await dlg.getByRole("list", { name: "Audit log" }).waitFor();
+  problems.push(...(await scan(a, "settings: audit log")));
   await dlg.getByRole("button", { name: "Close settings" }).click();
 
   await a.getByRole("button", { name: "Your account" }).click();

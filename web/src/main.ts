@@ -12,6 +12,7 @@ import { markdown, Names } from "./markdown";
 import { MentionPicker } from "./mentions";
 import { SearchPanel } from "./search";
 import { RoleInfo, SettingsPanel } from "./settings";
+import { channelOrder } from "./settings-channels";
 import { attachmentsEl, loadLimits, postWithFiles, Tray } from "./uploads";
 
 type Channel = {
@@ -23,6 +24,8 @@ type Channel = {
   position: number;
   last_message_id: string | null;
   overwrites?: { id: string; type: number; allow: string; deny: string }[];
+  parent_id?: string | null;
+  rate_limit_per_user?: number;
 };
 type Guild = { id: string; name: string; owner_id: string; roles: Map<string, string>; perms: Map<string, RoleInfo>; channels: string[] };
 type Message = {
@@ -128,6 +131,12 @@ const settings = new SettingsPanel({
     const g = guilds.get(id);
     return g ? { id: g.id, name: g.name, owner_id: g.owner_id, roles: [...g.perms.values()] } : null;
   },
+  channels: (id) =>
+    (guilds.get(id)?.channels ?? []).map((cid) => {
+      const c = channels.get(cid)!;
+      return { id: c.id, name: c.name, type: c.type, position: c.position, parent_id: c.parent_id ?? null, topic: c.topic, rate_limit_per_user: c.rate_limit_per_user ?? 0, overwrites: c.overwrites ?? [] };
+    }),
+  name: (u) => names.get(u) ?? u,
   me: () => me?.id,
 });
 const account = new AccountPanel({ api, me: () => me, updated: (u) => userUpdated(u) });
@@ -372,7 +381,12 @@ function dispatch(t: string, d: any) {
       if (d.guild_id) {
         addChannel(d);
         if (d.guild_id === guildId) renderChannels();
-        if (d.id === channelId) refreshComposer();
+        if (d.id === channelId) {
+          refreshComposer();
+          $("channel-name").textContent = `# ${d.name}`;
+          $("channel-topic").textContent = d.topic ?? "";
+        }
+        settings.changed(d.guild_id);
       } else if (d.type === 1 || d.type === 3) {
         addDm(d);
         renderGuilds();
@@ -383,8 +397,9 @@ function dispatch(t: string, d: any) {
       channels.delete(d.id);
       const g = guilds.get(d.guild_id);
       if (g) g.channels = g.channels.filter((c) => c !== d.id);
-      if (channelId === d.id) selectChannel(g?.channels[0] ?? null);
+      if (channelId === d.id) selectChannel(g ? (textChannels(g)[0] ?? null) : null);
       else if (d.guild_id === guildId) renderChannels();
+      if (d.guild_id) settings.changed(d.guild_id);
       break;
     }
     case "MESSAGE_CREATE":
@@ -488,6 +503,8 @@ function addChannel(c: any) {
     position: c.position ?? 0,
     last_message_id: c.last_message_id ?? prev?.last_message_id ?? null,
     overwrites: c.permission_overwrites ?? prev?.overwrites ?? [],
+    parent_id: c.parent_id ?? null,
+    rate_limit_per_user: c.rate_limit_per_user ?? 0,
   });
   const g = guilds.get(c.guild_id);
   if (g && !g.channels.includes(c.id)) g.channels.push(c.id);
@@ -700,8 +717,16 @@ function setPresence(uid: string, status: string) {
 
 // ---------- guilds and channels ----------
 
+/** A server's text channels in the sidebar's order (categories apart). */
 function textChannels(g: Guild): string[] {
-  return g.channels.filter((c) => [0, 5].includes(channels.get(c)?.type ?? -1));
+  return sidebarOrder(g).filter((c) => [0, 5].includes(c.type)).map((c) => c.id);
+}
+
+/** The sidebar: loose channels, then each category and its channels. */
+function sidebarOrder(g: Guild): Channel[] {
+  const list = g.channels.map((id) => channels.get(id)!).filter((c) => c && [0, 4, 5].includes(c.type));
+  const info = channelOrder(list.map((c) => ({ id: c.id, name: c.name, type: c.type, position: c.position, parent_id: c.parent_id ?? null, topic: c.topic, rate_limit_per_user: 0, overwrites: [] })));
+  return info.map((c) => channels.get(c.id)!);
 }
 
 /** A server's text channels (for search's in: and the # list). */
@@ -837,8 +862,8 @@ function renderChannels() {
   if (guildId === HOME) return renderDms(ul);
   const g = guildId ? guilds.get(guildId) : null;
   if (!g) return clear(ul);
-  const items = textChannels(g).map((id) => {
-    const c = channels.get(id)!;
+  const items = sidebarOrder(g).map((c) => {
+    if (c.type === 4) return h("li", { class: "category" }, h("h3", { class: "category-name" }, c.name));
     const a = h(
       "a",
       {

@@ -1,12 +1,14 @@
 // Server settings: the overview (name, leave, delete), the roles editor
-// (create, name, colour, hoist, mentionable, permissions, delete) and the
-// members (roles, kick, ban with a reason, the bans list), over the same
-// REST routes bots use. What the server answers (and its gateway events)
+// (create, name, colour, hoist, mentionable, permissions, order, delete),
+// channels and categories with their overwrites (settings-channels.ts), the
+// members (roles, kick, ban with a reason, the bans list), the invites
+// (list, revoke) and the audit log, over the same REST routes bots use. What the server answers (and its gateway events)
 // is what shows: the panel keeps no state of its own beyond the open tab.
 
 import { Api } from "./api";
 import { Child, clear, h } from "./dom";
 import { permissionLabel } from "./permissions";
+import { ChannelInfo, ChannelsTab } from "./settings-channels";
 import { StatusLine } from "./status";
 
 export type RoleInfo = { id: string; name: string; permissions: bigint; position: number; color: number; hoist: boolean; mentionable: boolean };
@@ -15,6 +17,9 @@ export type GuildInfo = { id: string; name: string; owner_id: string; roles: Rol
 export interface SettingsHost {
   api: Api;
   guild(id: string): GuildInfo | null;
+  channels(guild: string): ChannelInfo[];
+  /** A person's name as the client knows it (their id if unknown). */
+  name(user: string): string;
   me(): string | undefined;
 }
 
@@ -22,7 +27,51 @@ export interface SettingsHost {
  *  words are Discord's (`permissions.ts`). */
 const EDITABLE: number[] = [10, 11, 16, 6, 15, 14, 17, 13, 4, 28, 5, 0, 1, 2, 40, 7, 3];
 
-type Tab = "overview" | "roles" | "members";
+type Tab = "overview" | "roles" | "channels" | "members" | "invites" | "audit";
+const TABS: [Tab, string][] = [
+  ["overview", "Overview"],
+  ["roles", "Roles"],
+  ["channels", "Channels"],
+  ["members", "Members"],
+  ["invites", "Invites"],
+  ["audit", "Audit log"],
+];
+
+/** What each audit log action says, Discord's action types. */
+const ACTIONS: Record<number, string> = {
+  1: "updated the server",
+  10: "created the channel",
+  11: "updated the channel",
+  12: "deleted the channel",
+  13: "set permissions in",
+  14: "changed permissions in",
+  15: "removed permissions in",
+  20: "kicked",
+  22: "banned",
+  23: "lifted the ban of",
+  24: "updated the member",
+  25: "changed the roles of",
+  28: "added the bot",
+  30: "created the role",
+  31: "updated the role",
+  32: "deleted the role",
+  40: "created the invite",
+  42: "revoked the invite",
+  50: "created the webhook",
+  51: "updated the webhook",
+  52: "deleted the webhook",
+  60: "added the emoji",
+  61: "renamed the emoji",
+  62: "removed the emoji",
+  72: "deleted a message of",
+  73: "deleted messages in",
+  74: "pinned a message in",
+  75: "unpinned a message in",
+  110: "created the thread",
+  111: "updated the thread",
+  112: "deleted the thread",
+  121: "changed command permissions",
+};
 
 export class SettingsPanel {
   private el: HTMLElement | null = null;
@@ -31,8 +80,16 @@ export class SettingsPanel {
   private role = "";
   private body!: HTMLElement;
   private status = new StatusLine();
+  private channelsTab: ChannelsTab;
 
-  constructor(private host: SettingsHost) {}
+  constructor(private host: SettingsHost) {
+    this.channelsTab = new ChannelsTab({
+      api: host.api,
+      act: (what, done) => this.act(what, done),
+      redraw: () => this.show("channels", false),
+      name: (u) => host.name(u),
+    });
+  }
 
   get isOpen() {
     return !!this.el;
@@ -43,9 +100,7 @@ export class SettingsPanel {
     this.guildId = guild;
     this.tab = tab;
     this.body = h("div", { class: "settings-body" });
-    const tabs = (["overview", "roles", "members"] as Tab[]).map((t) =>
-      h("button", { type: "button", role: "tab", class: "secondary", "data-tab": t, onclick: () => this.show(t) }, t[0].toUpperCase() + t.slice(1)),
-    );
+    const tabs = TABS.map(([t, label]) => h("button", { type: "button", role: "tab", class: "secondary", "data-tab": t, onclick: () => this.show(t) }, label));
     this.el = h(
       "div",
       { class: "settings", role: "dialog", "aria-modal": "true", "aria-label": "Server settings" },
@@ -69,7 +124,7 @@ export class SettingsPanel {
 
   /** A role, a member or the server changed: redraw what shows it. */
   changed(guild: string) {
-    if (this.el && guild === this.guildId && this.tab !== "members") this.show(this.tab, false);
+    if (this.el && guild === this.guildId && ["overview", "roles", "channels"].includes(this.tab)) this.show(this.tab, false);
   }
 
   private say(text: string, error = false) {
@@ -89,6 +144,9 @@ export class SettingsPanel {
     if (!g) return this.close();
     if (tab === "overview") clear(this.body, this.overview(g));
     else if (tab === "roles") clear(this.body, this.roles(g));
+    else if (tab === "channels") clear(this.body, this.channelsTab.render(g, this.host.channels(g.id)));
+    else if (tab === "invites") this.invites(g);
+    else if (tab === "audit") this.audit(g);
     else this.members(g);
   }
 
@@ -215,9 +273,136 @@ export class SettingsPanel {
           "div",
           { class: "row" },
           h("button", { type: "submit" }, "Save changes"),
-          everyone ? null : h("button", { type: "button", class: "danger", onclick: () => this.act(() => api.del(`/guilds/${g.id}/roles/${r.id}`), "Role deleted.") }, "Delete role"),
+          everyone
+            ? null
+            : [
+                h("button", { type: "button", class: "secondary", onclick: () => this.moveRole(g, r, 1) }, "Move up"),
+                h("button", { type: "button", class: "secondary", onclick: () => this.moveRole(g, r, -1) }, "Move down"),
+                h("button", { type: "button", class: "danger", onclick: () => this.act(() => api.del(`/guilds/${g.id}/roles/${r.id}`), "Role deleted.") }, "Delete role"),
+              ],
         ),
       ),
+    );
+  }
+
+  /** Moves a role one place up (`by` 1) or down among the others
+   *  (`PATCH /guilds/{id}/roles` with every role's new position; @everyone
+   *  stays at 0). */
+  private moveRole(g: GuildInfo, r: RoleInfo, by: number) {
+    const order = g.roles.filter((x) => x.id !== g.id).sort((a, b) => a.position - b.position || (BigInt(a.id) < BigInt(b.id) ? -1 : 1));
+    const i = order.findIndex((x) => x.id === r.id);
+    const j = i + by;
+    if (j < 0 || j >= order.length) return this.say(by > 0 ? `${r.name} is already the highest.` : `${r.name} is already the lowest.`);
+    [order[i], order[j]] = [order[j], order[i]];
+    const body = order.map((x, k) => ({ id: x.id, position: k + 1 }));
+    this.act(() => this.host.api.patch(`/guilds/${g.id}/roles`, body), by > 0 ? `Moved ${r.name} up.` : `Moved ${r.name} down.`);
+  }
+
+  /** Live invites, newest first, each with its channel, inviter, uses and
+   *  expiry, and "Revoke" (`GET /guilds/{id}/invites`, `DELETE /invites/{code}`). */
+  private async invites(g: GuildInfo) {
+    const api = this.host.api;
+    clear(this.body, h("p", { class: "muted" }, "Loading invites…"));
+    let list: any[] = [];
+    try {
+      list = await api.get(`/guilds/${g.id}/invites`);
+    } catch (e) {
+      clear(this.body);
+      return this.say(e instanceof Error ? e.message : String(e), true);
+    }
+    if (this.tab !== "invites" || !this.el) return;
+    const when = (iso: string | null) => (iso ? new Date(iso).toLocaleString([], { dateStyle: "medium", timeStyle: "short" }) : "never");
+    clear(
+      this.body,
+      h("h3", null, `Invites — ${list.length}`),
+      list.length
+        ? h(
+            "ul",
+            { class: "member-admin", "aria-label": "Invites" },
+            list.map((i) =>
+              h(
+                "li",
+                { class: "member-row invite-row", "data-code": i.code },
+                h(
+                  "span",
+                  { class: "member-name" },
+                  h("code", null, i.code),
+                  ` #${i.channel?.name ?? "?"}`,
+                  h("span", { class: "muted" }, ` by ${i.inviter?.global_name || i.inviter?.username || "someone"} · ${i.uses}${i.max_uses ? `/${i.max_uses}` : ""} uses · expires ${when(i.expires_at)}`),
+                ),
+                h(
+                  "button",
+                  { type: "button", class: "secondary", "aria-label": `Revoke invite ${i.code}`, onclick: () => this.act(() => api.del(`/invites/${i.code}`), `Invite ${i.code} revoked.`).then((ok) => ok && this.show("invites", false)) },
+                  "Revoke",
+                ),
+              ),
+            ),
+          )
+        : h("p", { class: "muted" }, "No live invites."),
+    );
+  }
+
+  /** The newest 50 entries of the audit log: who did what to what, when,
+   *  and why (`GET /guilds/{id}/audit-logs`; VIEW_AUDIT_LOG). */
+  private async audit(g: GuildInfo) {
+    clear(this.body, h("p", { class: "muted" }, "Loading the audit log…"));
+    let log: any;
+    try {
+      log = await this.host.api.get(`/guilds/${g.id}/audit-logs?limit=50`);
+    } catch (e) {
+      clear(this.body);
+      return this.say(e instanceof Error ? e.message : String(e), true);
+    }
+    if (this.tab !== "audit" || !this.el) return;
+    const users = new Map<string, any>((log.users ?? []).map((u: any) => [u.id, u]));
+    const person = (id: string | null) => {
+      const u = id ? users.get(id) : null;
+      return u ? u.global_name || u.username : id ? this.host.name(id) : "someone";
+    };
+    const channels = this.host.channels(g.id);
+    const value = (e: any, key: string) => {
+      const c = (e.changes ?? []).find((x: any) => x.key === key);
+      return c ? (c.new_value ?? c.old_value) : undefined;
+    };
+    // A name the log itself knows for a target (a deleted channel's, say).
+    const logged = new Map<string, string>();
+    for (const e of [...(log.audit_log_entries ?? [])].reverse()) {
+      const n = value(e, "name");
+      if (e.target_id && typeof n === "string") logged.set(e.target_id, n);
+    }
+    const target = (e: any): string => {
+      const t = e.action_type;
+      const id = e.target_id;
+      if ((t >= 10 && t <= 15) || t === 73 || t === 74 || t === 75 || (t >= 110 && t <= 112)) {
+        const c = channels.find((x) => x.id === (id ?? e.options?.channel_id));
+        const name = c?.name ?? value(e, "name") ?? logged.get(id ?? e.options?.channel_id) ?? e.options?.channel_id ?? id;
+        return name ? `#${name}` : "";
+      }
+      if (t >= 30 && t <= 32) return g.roles.find((r) => r.id === id)?.name ?? value(e, "name") ?? id ?? "";
+      if (t === 40 || t === 42) return String(value(e, "code") ?? "");
+      if ([20, 22, 23, 24, 25, 28, 72].includes(t)) return person(id);
+      if (t >= 50 && t <= 62) return String(value(e, "name") ?? id ?? "");
+      return "";
+    };
+    const when = (id: string) => new Date(Number((BigInt(id) >> 22n) + 1420070400000n)).toLocaleString([], { dateStyle: "medium", timeStyle: "short" });
+    const entries: any[] = log.audit_log_entries ?? [];
+    clear(
+      this.body,
+      h("h3", null, "Audit log"),
+      entries.length
+        ? h(
+            "ol",
+            { class: "member-admin audit-log", "aria-label": "Audit log" },
+            entries.map((e) =>
+              h(
+                "li",
+                { class: "member-row audit-entry", "data-action": e.action_type },
+                h("span", null, h("strong", null, person(e.user_id)), ` ${ACTIONS[e.action_type] ?? `did action ${e.action_type} on`} `, h("strong", null, target(e))),
+                h("span", { class: "muted" }, when(e.id), e.reason ? ` — “${e.reason}”` : ""),
+              ),
+            ),
+          )
+        : h("p", { class: "muted" }, "Nothing recorded yet."),
     );
   }
 

@@ -6,7 +6,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use protocol::model::{iso8601, permission};
-use protocol::{ChannelId, ErrorCode};
+use protocol::{ChannelId, ErrorCode, UserId};
 use rand::distributions::Alphanumeric;
 use rand::Rng;
 use serde::Deserialize;
@@ -201,6 +201,54 @@ pub async fn get_invite(State(node): State<Arc<Node>>, Path(code): Path<String>)
         None => None,
     };
     json_ok(StatusCode::OK, &invite_json(&i, &g, &c, inviter.as_ref()))
+}
+
+/// How many invites the invite lists answer at most (Discord gives no limit;
+/// a guild with more sees its newest).
+pub const MAX_LISTED_INVITES: u32 = 1000;
+
+/// `GET /guilds/{guild_id}/invites`: MANAGE_GUILD, checked before anything
+/// is read; the guild's live invites, newest first, with their inviters.
+pub async fn guild_invites(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>) -> ApiResult<Response> {
+    let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
+    let a = super::guild_access(&node, gid, u.id).await?;
+    a.require(permission::MANAGE_GUILD)?;
+    listed_invites(&node, &a.guild, None).await
+}
+
+/// `GET /channels/{channel_id}/invites`: MANAGE_CHANNELS in the channel;
+/// its live invites, newest first.
+pub async fn channel_invites(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>) -> ApiResult<Response> {
+    let (c, a) = channel_access(&node, parse_id(&id, ErrorCode::UnknownChannel)?, u.id).await?;
+    if a.in_channel(&c) & permission::MANAGE_CHANNELS == 0 {
+        return Err(ApiError::forbidden(ErrorCode::MissingPermissions));
+    }
+    listed_invites(&node, &a.guild, Some(c.id)).await
+}
+
+async fn listed_invites(node: &Node, g: &store::GuildRecord, only: Option<ChannelId>) -> ApiResult<Response> {
+    let now = now_ms();
+    let live: Vec<InviteRecord> = node
+        .store
+        .invites_of_guild(g.id, MAX_LISTED_INVITES)
+        .await?
+        .into_iter()
+        .filter(|i| only.is_none_or(|c| i.channel_id == c))
+        .filter(|i| !(i.max_age > 0 && now > i.created_at + u64::from(i.max_age) * 1000) && !(i.max_uses > 0 && i.uses >= i.max_uses))
+        .collect();
+    let channels = node.store.channels_of_guild(g.id).await?;
+    let mut inviters: Vec<UserId> = live.iter().filter_map(|i| i.inviter_id).collect();
+    inviters.sort_unstable();
+    inviters.dedup();
+    let users = node.store.get_users(&inviters).await?;
+    let out: Vec<serde_json::Value> = live
+        .iter()
+        .filter_map(|i| {
+            let c = channels.iter().find(|c| c.id == i.channel_id)?;
+            Some(invite_json(i, g, c, i.inviter_id.and_then(|id| users.iter().find(|u| u.id == id))))
+        })
+        .collect();
+    json_ok(StatusCode::OK, &out)
 }
 
 /// `POST /invites/{code}`: the caller joins the guild (users only, as on Discord).

@@ -500,6 +500,16 @@ pub fn api_table() -> Api {
                 .body::<channels::CreateInvite>()
                 .ok::<Invite>(),
         )
+        .get(
+            "/channels/{channel_id}/invites",
+            channels::channel_invites,
+            op("getChannelInvites", "Invites", "The channel's live invites, newest first (MANAGE_CHANNELS).").ok::<List<Invite>>(),
+        )
+        .get(
+            "/guilds/{guild_id}/invites",
+            channels::guild_invites,
+            op("getGuildInvites", "Invites", "The guild's live invites, newest first (MANAGE_GUILD).").ok::<List<Invite>>(),
+        )
         .get("/invites/{code}", channels::get_invite, op("getInvite", "Invites", "An invite.").public().ok::<Invite>())
         .post("/invites/{code}", channels::accept_invite, op("acceptInvite", "Invites", "Joins the invite's guild.").ok::<Invite>())
         .delete(

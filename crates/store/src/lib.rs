@@ -236,6 +236,9 @@ pub trait Store: DmThreadCommandStore + AccountStore + CommunityStore + Send + S
     /// Counts one use; `Ok(false)` if the invite is used up or gone.
     async fn use_invite(&self, code: &str) -> Result<bool>;
     async fn delete_invite(&self, code: &str) -> Result<bool>;
+    /// The guild's invites (expired and used-up ones too), newest first,
+    /// at most `limit`.
+    async fn invites_of_guild(&self, guild: GuildId, limit: u32) -> Result<Vec<InviteRecord>>;
 
     // Roles, overwrites, bans:
     async fn create_role(&self, r: &RoleRecord) -> Result<()> {

@@ -187,6 +187,8 @@ const ROWS: &[Row] = &[
     // Read states: anyone who sees the channel marks it read.
     row("POST", "/channels/{channel_id}/messages/{message_id}/ack", ANY, ANY_MEMBER),
     row("POST", "/channels/{channel_id}/invites", p::CREATE_INSTANT_INVITE, NEEDS_PERM),
+    row("GET", "/channels/{channel_id}/invites", p::MANAGE_CHANNELS, NEEDS_PERM),
+    row("GET", "/guilds/{guild_id}/invites", p::MANAGE_GUILD, NEEDS_PERM),
     row("GET", "/invites/{code}", ANY, PUBLIC),
     row("POST", "/invites/{code}", ANY, "ok ok ok ok 20001 401 401"),
     row("DELETE", "/invites/{code}", p::MANAGE_CHANNELS, NEEDS_PERM),

@@ -238,6 +238,45 @@ async fn invites_create_get_accept() {
     assert_eq!((s, v["code"].as_u64()), (404, Some(10006)), "max_uses reached");
 }
 
+/// The invite lists (the server settings' Invites tab): live invites,
+/// newest first, with inviter and uses; a used-up or revoked one is gone;
+/// the channel's list holds only its own.
+#[tokio::test]
+async fn invite_lists_show_live_invites_newest_first() {
+    let t = TestServer::start().await;
+    let w = t.world().await;
+    let (s, other) = t.post(&format!("/guilds/{}/channels", w.guild), &w.owner, json!({"name": "other"})).await;
+    assert_eq!(s, 201);
+    let other = other["id"].as_str().unwrap().to_string();
+    let mut codes = Vec::new();
+    for (c, body) in [(&w.channel, json!({"max_uses": 1})), (&w.channel, json!({})), (&other, json!({"max_age": 0}))] {
+        let (s, inv) = t.post(&format!("/channels/{c}/invites"), &w.owner, body).await;
+        assert_eq!(s, 200, "{inv}");
+        codes.push(inv["code"].as_str().unwrap().to_string());
+    }
+    let (t, owner) = (&t, &w.owner);
+    let list = |path: String| async move {
+        let (s, v) = t.get(&path, owner).await;
+        assert_eq!(s, 200, "{v}");
+        v.as_array().unwrap().iter().map(|i| i["code"].as_str().unwrap().to_string()).collect::<Vec<_>>()
+    };
+    let all = list(format!("/guilds/{}/invites", w.guild)).await;
+    assert_eq!(all.len(), 3);
+    let mut sorted = all.clone();
+    sorted.sort_by_key(|c| codes.iter().position(|x| x == c));
+    sorted.reverse();
+    assert_eq!(all, sorted, "newest first");
+    let (_, v) = t.get(&format!("/guilds/{}/invites", w.guild), &w.owner).await;
+    assert_eq!((v[0]["inviter"]["id"].as_str(), v[0]["uses"].as_u64()), (Some(w.owner_id.as_str()), Some(0)), "{v}");
+    assert_eq!(list(format!("/channels/{other}/invites")).await, [codes[2].clone()]);
+    // Used up, then revoked: both leave the lists.
+    let (joiner, _) = t.user("joiner").await;
+    assert_eq!(t.post(&format!("/invites/{}", codes[0]), &joiner, json!({})).await.0, 200);
+    assert_eq!(t.req(Method::DELETE, &format!("/invites/{}", codes[1]), Some(&w.owner), None).await.0, 200);
+    assert_eq!(list(format!("/guilds/{}/invites", w.guild)).await, [codes[2].clone()]);
+    assert_eq!(list(format!("/channels/{}/invites", w.channel)).await, Vec::<String>::new());
+}
+
 /// Sending is authorized from the guild actor's state: a change of
 /// overwrites or membership applies to the very next send (no stale cache).
 #[tokio::test]

@@ -344,6 +344,16 @@ impl<B: Backend> Store for B {
         Ok(query("DELETE FROM invites WHERE code = $1").bind(code).execute(self.writer()).await? == 1)
     }
 
+    async fn invites_of_guild(&self, guild: GuildId, limit: u32) -> Result<Vec<InviteRecord>> {
+        let rows: Vec<InviteRow> =
+            query(format!("SELECT {INVITE_COLS} FROM invites WHERE guild_id = $1 ORDER BY created_at DESC, code LIMIT $2"))
+                .bind(guild)
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
     // Roles, overwrites, bans:
     async fn bans_of_guild(&self, guild: GuildId, before: Option<UserId>, after: UserId, limit: u32) -> Result<Vec<BanRecord>> {
         bans::of_guild(self.reader(), guild, before, after, limit).await
