@@ -181,12 +181,17 @@ pub async fn create_invite(
 }
 
 /// A live invite and what it points at, or 404 10006.
+/// Neither expired nor used up at `now` (ms).
+fn is_live(i: &InviteRecord, now: u64) -> bool {
+    let expired = i.max_age > 0 && now > i.created_at + u64::from(i.max_age) * 1000;
+    let used_up = i.max_uses > 0 && i.uses >= i.max_uses;
+    !expired && !used_up
+}
+
 async fn live_invite(node: &Node, code: &str) -> ApiResult<(InviteRecord, store::GuildRecord, store::ChannelRecord)> {
     let unknown = || ApiError::not_found(ErrorCode::UnknownInvite);
     let i = node.store.get_invite(code).await?.ok_or_else(unknown)?;
-    let expired = i.max_age > 0 && now_ms() > i.created_at + u64::from(i.max_age) * 1000;
-    let used_up = i.max_uses > 0 && i.uses >= i.max_uses;
-    if expired || used_up {
+    if !is_live(&i, now_ms()) {
         return Err(unknown());
     }
     let g = node.store.get_guild(i.guild_id).await?.ok_or_else(unknown)?;
@@ -234,7 +239,7 @@ async fn listed_invites(node: &Node, g: &store::GuildRecord, only: Option<Channe
         .await?
         .into_iter()
         .filter(|i| only.is_none_or(|c| i.channel_id == c))
-        .filter(|i| !(i.max_age > 0 && now > i.created_at + u64::from(i.max_age) * 1000) && !(i.max_uses > 0 && i.uses >= i.max_uses))
+        .filter(|i| is_live(i, now))
         .collect();
     let channels = node.store.channels_of_guild(g.id).await?;
     let mut inviters: Vec<UserId> = live.iter().filter_map(|i| i.inviter_id).collect();
