@@ -45,6 +45,11 @@ test("every view passes an axe-core scan with no serious violations", async () =
   a.on("pageerror", (e) => assert.fail(`page error: ${e}`));
   await a.locator(`#m-${m.id} .reaction`).waitFor();
   problems.push(...(await scan(a, "conversation")));
+  await a.getByRole("button", { name: "Emoji", exact: true }).click();
+  await a.getByRole("dialog", { name: "Pick an emoji" }).getByRole("gridcell", { name: ":thumbsup:" }).waitFor();
+  problems.push(...(await scan(a, "emoji picker")));
+  await a.keyboard.press("Escape");
+  await a.getByRole("dialog", { name: "Pick an emoji" }).waitFor({ state: "detached" });
 
   await a.locator("#file").setInputFiles({ name: "notes.txt", mimeType: "text/plain", buffer: Buffer.from("hi") });
   await a.getByRole("group", { name: "notes.txt" }).waitFor();

@@ -13,6 +13,7 @@ import { MentionPicker } from "./mentions";
 import { SearchPanel } from "./search";
 import { RoleInfo, SettingsPanel } from "./settings";
 import { channelOrder } from "./settings-channels";
+import { CustomEmoji, emojiText, openEmojiPicker } from "./emoji";
 import { attachmentsEl, loadLimits, postWithFiles, Tray } from "./uploads";
 
 type Channel = {
@@ -27,7 +28,7 @@ type Channel = {
   parent_id?: string | null;
   rate_limit_per_user?: number;
 };
-type Guild = { id: string; name: string; owner_id: string; roles: Map<string, string>; perms: Map<string, RoleInfo>; channels: string[] };
+type Guild = { id: string; name: string; owner_id: string; roles: Map<string, string>; perms: Map<string, RoleInfo>; channels: string[]; emojis: CustomEmoji[] };
 type Message = {
   id: string;
   channel_id: string;
@@ -342,6 +343,11 @@ function dispatch(t: string, d: any) {
       }
       break;
     }
+    case "GUILD_EMOJIS_UPDATE": {
+      const g = guilds.get(d.guild_id);
+      if (g) g.emojis = customEmojis(d.emojis);
+      break;
+    }
     case "GUILD_DELETE":
       dropGuild(d.id);
       break;
@@ -449,6 +455,15 @@ function dispatch(t: string, d: any) {
   }
 }
 
+function customEmojis(list: any[] | undefined): CustomEmoji[] {
+  return (list ?? []).filter((e) => e?.id && e.name).map((e) => ({ id: e.id, name: e.name, animated: !!e.animated }));
+}
+
+/** The open server's own emojis (none in a DM). */
+function openEmojis(): CustomEmoji[] {
+  return (guildId && guildId !== HOME && guilds.get(guildId)?.emojis) || [];
+}
+
 function guildCreate(d: any) {
   const roles = new Map<string, string>();
   const perms = new Map<string, RoleInfo>();
@@ -456,7 +471,7 @@ function guildCreate(d: any) {
     roles.set(r.id, r.name);
     perms.set(r.id, roleInfo(r));
   }
-  const g: Guild = { id: d.id, name: d.name, owner_id: d.owner_id, roles, perms, channels: [] };
+  const g: Guild = { id: d.id, name: d.name, owner_id: d.owner_id, roles, perms, channels: [], emojis: customEmojis(d.emojis) };
   guilds.set(d.id, g);
   for (const c of d.channels ?? []) addChannel({ ...c, guild_id: d.id });
   for (const m of d.members ?? []) {
@@ -959,7 +974,7 @@ function selectChannel(id: string | null) {
   $("channel-name").textContent = c ? (dm ? `@ ${c.name}` : `# ${c.name}`) : "";
   $("channel-topic").textContent = c?.topic ?? "";
   const input = $<HTMLTextAreaElement>("input");
-  input.disabled = ($("send") as HTMLButtonElement).disabled = ($("attach") as HTMLButtonElement).disabled = !c;
+  input.disabled = ($("send") as HTMLButtonElement).disabled = ($("attach") as HTMLButtonElement).disabled = ($("emoji") as HTMLButtonElement).disabled = !c;
   input.placeholder = c ? (dm ? `Message @${c.name}` : `Message #${c.name}`) : "Message";
   renderChannels();
   renderTyping();
@@ -1445,6 +1460,25 @@ function openPicker(li: HTMLElement, button: HTMLElement) {
         e,
       ),
     ),
+    h(
+      "button",
+      {
+        type: "button",
+        role: "menuitem",
+        class: "more",
+        "aria-label": "More emojis",
+        title: "More emojis",
+        onclick: () => {
+          close();
+          openEmojiPicker(button, "Pick a reaction", openEmojis(), (e) => {
+            const emoji = e.custom ? { id: e.custom.id, name: e.custom.name, animated: e.custom.animated } : { id: null, name: e.unicode! };
+            const has = m.reactions?.find((r) => emojiKey(r.emoji) === emojiKey(emoji));
+            if (!has?.me) toggleReaction(m, emoji, true);
+          });
+        },
+      },
+      "+",
+    ),
   );
   document.addEventListener("keydown", onKey);
   li.appendChild(picker);
@@ -1891,6 +1925,7 @@ function wire() {
       roles: (g) => [...(guilds.get(g)?.roles ?? [])].map(([id, name]) => ({ id, name })),
       channels: guildTextChannels,
       people: () => [],
+      emojis: openEmojis,
     },
     $("mention-picker"),
     $<HTMLTextAreaElement>("input"),
@@ -1923,6 +1958,18 @@ function wire() {
   // Files: the button, a drop anywhere on the conversation, a paste.
   const picker = $<HTMLInputElement>("file");
   $("attach").onclick = () => picker.click();
+  $("emoji").onclick = () =>
+    openEmojiPicker($("emoji"), "Pick an emoji", openEmojis(), (e) => {
+      const input = $<HTMLTextAreaElement>("input");
+      if (e.custom) mentionPicker?.insert({ label: `:${e.name}:`, text: `:${e.name}:`, syntax: emojiText(e), kind: "emoji" });
+      else {
+        const at = input.selectionStart ?? input.value.length;
+        input.value = input.value.slice(0, at) + e.unicode + input.value.slice(input.selectionEnd ?? at);
+        input.setSelectionRange(at + e.unicode!.length, at + e.unicode!.length);
+        input.dispatchEvent(new Event("input"));
+      }
+      input.focus();
+    });
   picker.addEventListener("change", () => {
     if (picker.files?.length) tray.add(picker.files);
     picker.value = "";

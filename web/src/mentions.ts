@@ -1,12 +1,15 @@
 // Mentions in the composer: typing `@` or `#` offers people (the server's
 // member search), roles, @everyone/@here and channels; the one picked shows
 // as `@name` / `#name` in the text and goes as Discord's syntax (`<@id>`,
-// `<@&id>`, `<#id>`) when the message is sent.
+// `<@&id>`, `<#id>`) when the message is sent. Typing `:` and two letters
+// offers emojis by name: a Unicode one goes in as itself, a server's shows
+// as `:name:` and goes as `<:name:id>`.
 
 import { Api } from "./api";
 import { clear, h } from "./dom";
+import { CustomEmoji, emojiFace, searchEmoji } from "./emoji";
 
-export type Pick = { label: string; text: string; syntax: string; kind: "user" | "role" | "channel" | "everyone"; detail?: string };
+export type Pick = { label: string; text: string; syntax: string; kind: "user" | "role" | "channel" | "everyone" | "emoji"; detail?: string; face?: () => Node };
 
 export interface MentionHost {
   api: Api;
@@ -16,6 +19,8 @@ export interface MentionHost {
   channels(guild: string): { id: string; name: string }[];
   /** People known here by id (a DM's recipients). */
   people(): { id: string; name: string }[];
+  /** The open server's own emojis. */
+  emojis(): CustomEmoji[];
 }
 
 const SHOWN = 8;
@@ -73,7 +78,7 @@ export class MentionPicker {
     const picks = [...this.picked].sort((a, b) => b.text.length - a.text.length);
     let out = text;
     for (const p of picks) {
-      if (p.kind === "everyone") continue;
+      if (p.kind === "everyone" || p.text === p.syntax) continue;
       const re = new RegExp(`(^|[^\\w<])${escape(p.text)}(?![\\w])`, "g");
       out = out.replace(re, (_m, pre) => pre + p.syntax);
     }
@@ -99,17 +104,28 @@ export class MentionPicker {
   private async update() {
     const at = this.input.selectionStart ?? 0;
     const before = this.input.value.slice(0, at);
-    const m = before.match(/(^|\s)([@#])([^\s@#<>]{0,32})$/);
+    const m = before.match(/(^|\s)([@#])([^\s@#<>]{0,32})$/) ?? before.match(/(^|\s)(:)([\w+-]{2,32})$/);
     if (!m) return this.close();
     const [, , sigil, query] = m;
     this.token = { start: at - query.length - 1, end: at };
     const ask = ++this.asked;
-    const options = sigil === "#" ? this.channelOptions(query) : await this.peopleOptions(query);
+    const options = sigil === "#" ? this.channelOptions(query) : sigil === ":" ? this.emojiOptions(query) : await this.peopleOptions(query);
     if (ask !== this.asked || !this.token) return;
     this.options = options.slice(0, SHOWN);
     this.active = 0;
     if (!this.options.length) return this.close();
     this.render();
+  }
+
+  private emojiOptions(query: string): Pick[] {
+    return searchEmoji(query, this.host.emojis(), SHOWN).map((e) => ({
+      label: `:${e.name}:`,
+      text: e.custom ? `:${e.name}:` : e.unicode!,
+      syntax: e.custom ? `<${e.custom.animated ? "a" : ""}:${e.name}:${e.custom.id}>` : e.unicode!,
+      kind: "emoji" as const,
+      detail: e.custom ? "this server" : undefined,
+      face: () => emojiFace(e, 20),
+    }));
   }
 
   private channelOptions(query: string): Pick[] {
@@ -174,7 +190,7 @@ export class MentionPicker {
     this.el.setAttribute("aria-activedescendant", `mention-${this.active}`);
     clear(
       this.el,
-      h("div", { class: "picker-head" }, this.options[0]?.kind === "channel" ? "Channels" : "Members, roles"),
+      h("div", { class: "picker-head" }, { channel: "Channels", emoji: "Emojis" }[this.options[0]?.kind as string] ?? "Members, roles"),
       this.options.map((p, i) =>
         h(
           "button",
@@ -188,6 +204,7 @@ export class MentionPicker {
             onmousedown: (e: MouseEvent) => e.preventDefault(),
             onclick: () => this.take(p),
           },
+          p.face ? h("span", { class: "face", "aria-hidden": "true" }, p.face()) : null,
           h("span", null, p.label),
           p.detail ? h("span", { class: "desc" }, p.detail) : null,
         ),
