@@ -16,7 +16,7 @@ export type Props = Record<string, string | number | boolean | null | undefined 
 const TAGS = new Set([
   "a", "button", "div", "footer", "form", "h1", "h2", "h3", "header", "img", "input", "label", "li", "ol",
   "option", "p", "section", "select", "span", "strong", "textarea", "time", "ul", "code", "em", "s", "u",
-  "video", "audio", "progress", "aside",
+  "video", "audio", "progress", "aside", "article",
 ]);
 
 /// Plain attributes that carry no URL and no script.

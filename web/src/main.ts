@@ -14,6 +14,7 @@ import { SearchPanel } from "./search";
 import { RoleInfo, SettingsPanel } from "./settings";
 import { channelOrder } from "./settings-channels";
 import { CustomEmoji, emojiText, openEmojiPicker } from "./emoji";
+import { embedsEl, shownInEmbeds } from "./embeds";
 import { attachmentsEl, loadLimits, postWithFiles, Tray } from "./uploads";
 
 type Channel = {
@@ -1192,7 +1193,8 @@ function messageEl(m: Message, prev: Message | undefined = prevOf(m)): HTMLLIEle
     notes.loading
       ? h("div", { class: "content thinking" }, `${name} is thinking…`)
       : h("div", { class: "content" }, markdown(m.content, mentionNames, me?.id)),
-    attachmentsEl(m.attachments),
+    attachmentsEl(m.attachments?.filter((a) => !shownInEmbeds(m as any).has(a.filename))),
+    embedsEl(m as any, mentionNames, me?.id),
     grouped && edited ? h("div", { class: "edited-line" }, edited) : null,
     commands?.components(m) ?? null,
     m.reactions?.length ? h("div", { class: "reactions", role: "group", "aria-label": "Reactions" }, m.reactions.map((r) => reactionChip(m, r))) : null,

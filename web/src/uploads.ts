@@ -149,7 +149,7 @@ export function postWithFiles(token: string | null, path: string, payload: any, 
 }
 
 /** An attachment's address on this page's own origin (img-src 'self'). */
-function here(url: string): string | null {
+export function here(url: string): string | null {
   let u: URL;
   try {
     u = new URL(url, location.href);
