@@ -99,6 +99,11 @@ test("every view passes an axe-core scan with no serious violations", async () =
   problems.push(...(await scan(a, "pins")));
   await a.getByRole("button", { name: "Close search" }).click();
 
+  await a.getByRole("button", { name: "Threads", exact: true }).click();
+  await a.getByRole("complementary", { name: /^Threads in/ }).getByText(/^Archived|^None archived/).first().waitFor();
+  problems.push(...(await scan(a, "threads")));
+  await a.getByRole("button", { name: "Close threads" }).click();
+
   await a.getByRole("button", { name: /^Direct messages/ }).click();
   await a.getByRole("link", { name: /^bob/ }).click();
   await a.locator("#messages .content", { hasText: "a private word" }).waitFor();

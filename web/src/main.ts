@@ -15,6 +15,7 @@ import { RoleInfo, SettingsPanel } from "./settings";
 import { channelOrder } from "./settings-channels";
 import { CustomEmoji, emojiText, openEmojiPicker } from "./emoji";
 import { embedsEl, shownInEmbeds } from "./embeds";
+import { Thread, threadOf, ThreadPanel } from "./threads";
 import { attachmentsEl, loadLimits, postWithFiles, Tray } from "./uploads";
 
 type Channel = {
@@ -165,9 +166,31 @@ const search = new SearchPanel({
     if (window.matchMedia("(max-width: 800px)").matches) search.close();
     jumpTo(c, m);
   },
-  show: (open) => document.body.classList.toggle("searching", open),
+  show: (open) => {
+    if (open && threadPanel.isOpen) threadPanel.close();
+    document.body.classList.toggle("searching", open);
+  },
 });
 $("app").appendChild(search.el);
+/** Threads of every server this client is in, by id (the id of the
+ *  message a thread was started from, when it was). */
+const threads = new Map<string, Thread>();
+const CREATE_PUBLIC_THREADS = 1n << 35n;
+const SEND_MESSAGES_IN_THREADS = 1n << 38n;
+const threadPanel = new ThreadPanel({
+  api,
+  messageEl: (m, prev) => messageEl(m, prev),
+  show: (open) => {
+    if (open && document.body.classList.contains("searching")) search.close();
+    document.body.classList.toggle("threading", open);
+  },
+  channelName: (id) => channels.get(id)?.name ?? "",
+  maySend: (parent) => {
+    const c = channels.get(parent);
+    return !!c && (permissionsIn(c) & SEND_MESSAGES_IN_THREADS) !== 0n;
+  },
+});
+$("app").appendChild(threadPanel.el);
 const tray = new Tray($("uploads"));
 
 // ---------- accounts ----------
@@ -242,6 +265,8 @@ async function logout() {
   renderReplyBar();
   tray.take();
   search.close();
+  threads.clear();
+  threadPanel.close();
   settings.close();
   account.close();
   closeProfile();
@@ -344,6 +369,18 @@ function dispatch(t: string, d: any) {
       }
       break;
     }
+    case "THREAD_CREATE":
+    case "THREAD_UPDATE":
+      threadChanged(threadOf(d));
+      break;
+    case "THREAD_DELETE":
+      threads.delete(d.id);
+      if (threadPanel.openId === d.id) threadPanel.close();
+      if (d.parent_id) withMessage(d.parent_id, d.id, () => undefined);
+      break;
+    case "THREAD_LIST_SYNC":
+      for (const t of d.threads ?? []) threadChanged(threadOf({ ...t, guild_id: d.guild_id }));
+      break;
     case "GUILD_EMOJIS_UPDATE": {
       const g = guilds.get(d.guild_id);
       if (g) g.emojis = customEmojis(d.emojis);
@@ -475,6 +512,7 @@ function guildCreate(d: any) {
   const g: Guild = { id: d.id, name: d.name, owner_id: d.owner_id, roles, perms, channels: [], emojis: customEmojis(d.emojis) };
   guilds.set(d.id, g);
   for (const c of d.channels ?? []) addChannel({ ...c, guild_id: d.id });
+  for (const t of d.threads ?? []) threads.set(t.id, threadOf({ ...t, guild_id: d.id }));
   for (const m of d.members ?? []) {
     if (m.user) names.set(m.user.id, displayName(m));
     if (m.user?.id === me?.id) myRoles.set(d.id, new Set(m.roles ?? []));
@@ -779,6 +817,7 @@ function setMuted(id: string, on: boolean) {
 function renderMute() {
   const c = channelId ? channels.get(channelId) : null;
   $("show-pins").hidden = !c;
+  $("show-threads").hidden = !c || c.guild_id === HOME;
   const ch = $<HTMLButtonElement>("mute-channel");
   ch.hidden = !c || c.guild_id === HOME;
   if (c) {
@@ -1198,17 +1237,41 @@ function messageEl(m: Message, prev: Message | undefined = prevOf(m)): HTMLLIEle
     grouped && edited ? h("div", { class: "edited-line" }, edited) : null,
     commands?.components(m) ?? null,
     m.reactions?.length ? h("div", { class: "reactions", role: "group", "aria-label": "Reactions" }, m.reactions.map((r) => reactionChip(m, r))) : null,
+    threadLine(m),
     notes.after,
     h(
       "div",
       { class: "actions" },
       h("button", { type: "button", class: "reply", title: "Reply to this message" }, "Reply"),
       h("button", { type: "button", class: "react", title: "Add a reaction", "aria-haspopup": "menu" }, "React"),
+      mayStartThread(m) ? h("button", { type: "button", class: "thread", title: "Start a thread from this message" }, "Thread") : null,
       mayPin(m) ? h("button", { type: "button", class: m.pinned ? "unpin" : "pin" }, m.pinned ? "Unpin" : "Pin") : null,
       mine ? h("button", { type: "button", class: "edit", "aria-label": "Edit message" }, "Edit") : null,
       mine ? h("button", { type: "button", class: "delete", "aria-label": "Delete message" }, "Delete") : null,
     ),
   );
+}
+
+/** Under a message a thread was started from: its name and count, a
+ *  click away. */
+function threadLine(m: Message): Child {
+  const t = threads.get(m.id);
+  if (!t || t.parent_id !== m.channel_id) return null;
+  return h(
+    "button",
+    { type: "button", class: "thread-link", "aria-label": `Thread ${t.name}, ${plural(t.message_count, "message")}. Open it` },
+    h("span", { "aria-hidden": "true" }, "🧵 "),
+    h("strong", null, t.name),
+    h("span", { class: "muted" }, ` ${plural(t.message_count, "message")}${t.archived ? " · archived" : ""}`),
+  );
+}
+
+/** "Thread" on a message: a server channel's, none started from it yet,
+ *  and Create Public Threads there. */
+function mayStartThread(m: Message): boolean {
+  const c = channels.get(m.channel_id);
+  if (!c || c.guild_id === HOME || threads.has(m.id)) return false;
+  return (permissionsIn(c) & CREATE_PUBLIC_THREADS) !== 0n;
 }
 
 /** Opens `cid` at message `mid`: loads older pages until it is there (at
@@ -1494,7 +1557,47 @@ function atBottom(ol: HTMLElement) {
   return ol.scrollHeight - ol.scrollTop - ol.clientHeight < 40;
 }
 
+/** A thread made or changed: kept, and its starter message and the open
+ *  list drawn again. */
+function threadChanged(t: Thread) {
+  const known = threads.get(t.id);
+  // Counts kept here from MESSAGE_CREATE may be ahead of the event's: the
+  // pair (count, newest id) that has seen more wins.
+  if (known?.last_message_id && (!t.last_message_id || cmpId(known.last_message_id, t.last_message_id) > 0)) {
+    t.message_count = known.message_count;
+    t.last_message_id = known.last_message_id;
+  }
+  threads.set(t.id, t);
+  withMessage(t.parent_id, t.id, () => undefined);
+  if (threadPanel.listOf === t.parent_id) threadPanel.showList(t.parent_id, [...threads.values()]);
+}
+
+/** Starts a thread from message `id` of the open channel, named by the person. */
+function startThread(id: string) {
+  const cid = channelId!;
+  const m = history(cid).items.find((x) => x.id === id);
+  const suggested = (m?.content ?? "").replace(/\s+/g, " ").slice(0, 40).trim() || "thread";
+  ask("Start a thread", "Thread name", suggested, async (name) => {
+    if (!name) return "Give it a name.";
+    const t = threadOf({ ...(await api.post(`/channels/${cid}/messages/${id}/threads`, { name })), guild_id: guildId });
+    threadChanged(t);
+    threadPanel.open(t);
+  });
+}
+
 function messageCreate(m: Message) {
+  const t = threads.get(m.channel_id);
+  if (t) {
+    // The thread's count and newest id go together (the server moves both
+    // when it takes a message): only a newer message adds one.
+    if (!t.last_message_id || cmpId(m.id, t.last_message_id) > 0) {
+      t.message_count++;
+      t.last_message_id = m.id;
+    }
+    threadPanel.add(m);
+    withMessage(t.parent_id, t.id, () => undefined);
+    return;
+  }
   const c = channels.get(m.channel_id);
   if (!c) {
     // A DM this client has not seen yet: its channel first.
@@ -1502,6 +1605,11 @@ function messageCreate(m: Message) {
       api
         .get(`/channels/${m.channel_id}`)
         .then((d) => {
+          // A thread this client did not know (archived, say): kept, then the message.
+          if (d?.guild_id && [10, 11, 12].includes(d.type)) {
+            threads.set(d.id, threadOf(d));
+            return messageCreate(m);
+          }
           if (d?.guild_id) return;
           addDm(d);
           messageCreate(m);
@@ -2036,6 +2144,11 @@ function wire() {
     if (!b || !li) return;
     if (b.classList.contains("react")) openPicker(li, b);
     else if (b.classList.contains("reply")) startReply(li.dataset.id!);
+    else if (b.classList.contains("thread")) startThread(li.dataset.id!);
+    else if (b.classList.contains("thread-link")) {
+      const t = threads.get(li.dataset.id!);
+      if (t) threadPanel.open(t);
+    }
     else if (b.classList.contains("pin") || b.classList.contains("unpin")) setPinned(li.dataset.id!, b.classList.contains("pin"));
     else if (b.classList.contains("edit")) startEdit(li);
     else if (b.classList.contains("delete")) {
@@ -2089,6 +2202,7 @@ function wire() {
   });
   $("account").onclick = () => account.open();
   $("show-pins").onclick = () => channelId && openPins(channelId);
+  $("show-threads").onclick = () => channelId && threadPanel.showList(channelId, [...threads.values()]);
   $("mute-channel").onclick = () => channelId && setMuted(channelId, !muted.has(channelId));
   $("mute-guild").onclick = () => guildId && guildId !== HOME && setMuted(guildId, !muted.has(guildId));
   $("notify").onclick = async () => {
