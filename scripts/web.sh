@@ -4,7 +4,7 @@
 # browser tests (Playwright driving Debian's chromium), and measure it.
 #
 #   scripts/web.sh install   npm ci in web/ (esbuild, typescript, playwright-core) and chromium
-#   scripts/web.sh build     web/src -> web/dist (committed; embedded by crates/server/src/http/web.rs)
+#   scripts/web.sh build     web/src -> web/dist (committed; embedded by crates/api/src/web.rs)
 #   scripts/web.sh check     no markup from strings, typecheck, rebuild, fail if web/dist differs from the commit or JS > 200 KB gzipped
 #   scripts/web.sh test      check, build the server, run tests/web/*.test.mjs
 #   scripts/web.sh perf      the Performance API figures of docs/web-client.md
@@ -65,8 +65,8 @@ check() {
   lint_dom
   (cd web && npx --no-install tsc --noEmit -p .)
   build
-  if ! git diff --quiet -- web/dist || [ -n "$(git ls-files --others --exclude-standard web/dist)" ]; then
-    git --no-pager diff --stat -- web/dist
+  if ! git diff --quiet -- web/dist web/src/emoji-data.ts || [ -n "$(git ls-files --others --exclude-standard web/dist)" ]; then
+    git --no-pager diff --stat -- web/dist web/src/emoji-data.ts
     echo "web/dist is out of date with web/src: run scripts/web.sh build and commit web/dist" >&2
     exit 1
   fi

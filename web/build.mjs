@@ -1,7 +1,9 @@
 // Builds web/dist from web/src: one minified bundle, the stylesheet and the page.
 // The output is committed and embedded in the server binary (crates/server/src/http/web.rs).
 import { build } from "esbuild";
-import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { brotliCompressSync, constants, gzipSync } from "node:zlib";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -53,4 +55,26 @@ await build({
   outfile: join(out, "app.css"),
   logLevel: "warning",
 });
-copyFileSync(join(here, "src/index.html"), join(out, "index.html"));
+// Hashed names: the page loads /assets/app.<hash>.js and .css, which the
+// server keeps in caches for a year (a new build is a new name); the
+// server computes the same names from the same bytes (crates/api/src/web.rs).
+// Each file is also written gzipped (level 9) and in Brotli (quality 11),
+// once here rather than on every request.
+const named = (file) => {
+  const body = readFileSync(join(out, file));
+  const hash = createHash("sha256").update(body).digest("hex").slice(0, 10);
+  return file.replace(/\.(js|css)$/, `.${hash}.$1`);
+};
+const index = readFileSync(join(here, "src/index.html"), "utf8")
+  .replace('href="/app.css"', `href="/assets/${named("app.css")}"`)
+  .replace('src="/app.js"', `src="/assets/${named("app.js")}"`);
+if (!index.includes("/assets/app.")) throw new Error("index.html no longer names /app.js and /app.css");
+writeFileSync(join(out, "index.html"), index);
+for (const file of ["index.html", "app.js", "app.css"]) {
+  const body = readFileSync(join(out, file));
+  writeFileSync(join(out, `${file}.gz`), gzipSync(body, { level: 9 }));
+  writeFileSync(
+    join(out, `${file}.br`),
+    brotliCompressSync(body, { params: { [constants.BROTLI_PARAM_QUALITY]: 11, [constants.BROTLI_PARAM_SIZE_HINT]: body.length } }),
+  );
+}

@@ -60,11 +60,26 @@ test("the address holds the open channel across reloads", async () => {
   assert.ok(["Alpha", "Beta"].includes(shown), shown);
   assert.ok(!page.url().includes(elsewhere.id), page.url());
 
-  // The bundle travels gzipped.
-  const js = await fetch(`${base}/app.js`, { headers: { "accept-encoding": "gzip" } });
+  // The page names its files by hash; they travel in Brotli (or gzip) and
+  // are kept a year; the page itself is never kept.
+  const page0 = await fetch(`${base}/`, { headers: { "accept-encoding": "gzip, br" } });
+  assert.equal(page0.headers.get("cache-control"), "no-store");
+  assert.equal(page0.headers.get("content-encoding"), "br");
+  const html = await page0.text();
+  const [jsPath] = html.match(/\/assets\/app\.[0-9a-f]{10}\.js/);
+  const [cssPath] = html.match(/\/assets\/app\.[0-9a-f]{10}\.css/);
+  const loaded = await page.evaluate(() => performance.getEntriesByType("resource").map((e) => new URL(e.name).pathname));
+  assert.ok(loaded.includes(jsPath) && loaded.includes(cssPath), JSON.stringify(loaded));
+  const br = await fetch(`${base}${jsPath}`, { headers: { "accept-encoding": "gzip, deflate, br" } });
+  assert.equal(br.headers.get("content-encoding"), "br");
+  assert.equal(br.headers.get("cache-control"), "public, max-age=31536000, immutable");
+  assert.ok((await br.text()).includes("GUILD_MEMBER_LIST_UPDATE"), "decoded by the browser's rules: the bundle");
+  const js = await fetch(`${base}${jsPath}`, { headers: { "accept-encoding": "gzip" } });
   assert.equal(js.headers.get("content-encoding"), "gzip");
-  const css = await fetch(`${base}/app.css`, { headers: { "accept-encoding": "identity" } });
+  const css = await fetch(`${base}${cssPath}`, { headers: { "accept-encoding": "identity" } });
   assert.equal(css.headers.get("content-encoding"), null);
+  assert.equal((await fetch(`${base}/assets/app.0000000000.js`)).status, 404);
+
 });
 
 test("the composer and the edit box grow with their text", async () => {

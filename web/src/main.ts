@@ -822,7 +822,7 @@ function renderMute() {
   ch.hidden = !c || c.guild_id === HOME;
   if (c) {
     const on = muted.has(c.id);
-    ch.textContent = on ? "Unmute" : "Mute";
+    clear(ch, h("span", { class: "wide-only" }, on ? "Unmute" : "Mute"), h("span", { class: "phone-only", "aria-hidden": "true" }, on ? "🔔" : "🔕"));
     ch.setAttribute("aria-pressed", String(on));
     ch.setAttribute("aria-label", `${on ? "Unmute" : "Mute"} channel`);
   }

@@ -438,5 +438,5 @@ pub const DOCS_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 
 pub fn docs_file(
     a: &'static Asset,
 ) -> impl Fn(axum::http::HeaderMap) -> std::future::Ready<axum::response::Response> + Clone + Send + Sync + 'static {
-    super::web::file(a, &axum::http::HeaderValue::from_static(DOCS_POLICY))
+    super::web::file(a, &axum::http::HeaderValue::from_static(DOCS_POLICY), super::web::Caching::Revalidate)
 }

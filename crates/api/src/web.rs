@@ -11,6 +11,7 @@
 //! builds its DOM from text nodes, and the policy stops anything that still
 //! slipped through from running.
 
+use axum::extract::Path;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -18,21 +19,40 @@ use axum::Router;
 
 use config::Config;
 
-/// One embedded file: its bytes, content type, and its gzip form (made at
-/// the first request that accepts it, then kept).
+/// One embedded file: its bytes, content type, and its compressed forms:
+/// gzip and Brotli made by `web/build.mjs` for the client's files, or gzip
+/// made at the first request that accepts it, then kept.
 pub struct Asset {
     pub body: &'static [u8],
     pub kind: &'static str,
     pub gzipped: std::sync::OnceLock<Vec<u8>>,
+    /// Made at build time: (gzip, Brotli).
+    pub packed: Option<(&'static [u8], &'static [u8])>,
 }
 
 impl Asset {
     pub const fn new(body: &'static [u8], kind: &'static str) -> Asset {
-        Asset { body, kind, gzipped: std::sync::OnceLock::new() }
+        Asset { body, kind, gzipped: std::sync::OnceLock::new(), packed: None }
     }
 
-    /// The gzip form (level 9: made once per process).
+    /// A file with its gzip and Brotli forms made at build time.
+    pub const fn packed(body: &'static [u8], kind: &'static str, gz: &'static [u8], br: &'static [u8]) -> Asset {
+        Asset { body, kind, gzipped: std::sync::OnceLock::new(), packed: Some((gz, br)) }
+    }
+
+    /// `app.<first 10 hex digits of its SHA-256>.<ext>`: the name the page
+    /// loads it by (`web/build.mjs` names it the same way).
+    pub fn hashed_name(&self, stem: &str, ext: &str) -> String {
+        use sha2::Digest;
+        let digest = hex::encode(sha2::Sha256::digest(self.body));
+        format!("{stem}.{}.{ext}", &digest[..10])
+    }
+
+    /// The gzip form (level 9: made once per process, unless made at build time).
     fn gzip(&self) -> &[u8] {
+        if let Some((gz, _)) = self.packed {
+            return gz;
+        }
         self.gzipped.get_or_init(|| {
             use std::io::Write;
             let mut e = flate2::write::GzEncoder::new(Vec::with_capacity(self.body.len() / 3), flate2::Compression::best());
@@ -42,18 +62,40 @@ impl Asset {
     }
 }
 
-static INDEX: Asset = Asset::new(include_bytes!("../../../web/dist/index.html"), "text/html; charset=utf-8");
-static APP_JS: Asset = Asset::new(include_bytes!("../../../web/dist/app.js"), "text/javascript; charset=utf-8");
-static APP_CSS: Asset = Asset::new(include_bytes!("../../../web/dist/app.css"), "text/css; charset=utf-8");
+macro_rules! dist {
+    ($file:literal, $kind:literal) => {
+        Asset::packed(
+            include_bytes!(concat!("../../../web/dist/", $file)),
+            $kind,
+            include_bytes!(concat!("../../../web/dist/", $file, ".gz")),
+            include_bytes!(concat!("../../../web/dist/", $file, ".br")),
+        )
+    };
+}
 
-/// Whether the request's `Accept-Encoding` takes gzip (not with `q=0`).
-fn accepts_gzip(h: &HeaderMap) -> bool {
+static INDEX: Asset = dist!("index.html", "text/html; charset=utf-8");
+static APP_JS: Asset = dist!("app.js", "text/javascript; charset=utf-8");
+static APP_CSS: Asset = dist!("app.css", "text/css; charset=utf-8");
+
+/// Whether the request's `Accept-Encoding` takes `coding` (not with `q=0`).
+fn accepts(h: &HeaderMap, coding: &str) -> bool {
     h.get_all(header::ACCEPT_ENCODING).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).any(|e| {
         let mut parts = e.split(';').map(str::trim);
         let name = parts.next().unwrap_or_default();
         let q0 = parts.any(|p| p.strip_prefix("q=").is_some_and(|q| q.parse::<f32>().is_ok_and(|q| q == 0.0)));
-        (name.eq_ignore_ascii_case("gzip") || name == "*") && !q0
+        (name.eq_ignore_ascii_case(coding) || name == "*") && !q0
     })
+}
+
+/// How long a browser may keep a file.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Caching {
+    /// Asked again each time (`no-cache`): a stable name whose bytes change with the binary.
+    Revalidate,
+    /// Never kept (`no-store`): the page, which names the current files.
+    Never,
+    /// A year, never asked again (`immutable`): a name that changes with the bytes.
+    Forever,
 }
 
 /// The client's Content-Security-Policy. `connect-src` holds 'self' (which
@@ -99,27 +141,41 @@ pub fn harden(h: &mut HeaderMap, policy: &HeaderValue) {
     h.insert(HeaderName::from_static("cross-origin-opener-policy"), HeaderValue::from_static("same-origin"));
 }
 
-/// An embedded file with its type and `policy`, gzipped if the request
-/// (`req`) takes it.
-pub fn serve(a: &'static Asset, policy: &HeaderValue, req: &HeaderMap) -> Response {
-    let gzip = accepts_gzip(req);
-    let mut r = (StatusCode::OK, if gzip { a.gzip() } else { a.body }).into_response();
+/// An embedded file with its type and `policy`: in Brotli if the request
+/// (`req`) takes it and it was made, else gzipped if it takes that.
+pub fn serve(a: &'static Asset, policy: &HeaderValue, req: &HeaderMap, caching: Caching) -> Response {
+    let (body, coding): (&[u8], Option<&'static str>) = match a.packed {
+        Some((_, br)) if accepts(req, "br") => (br, Some("br")),
+        _ if accepts(req, "gzip") => (a.gzip(), Some("gzip")),
+        _ => (a.body, None),
+    };
+    let mut r = (StatusCode::OK, body).into_response();
     let h = r.headers_mut();
-    if gzip {
-        h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    if let Some(c) = coding {
+        h.insert(header::CONTENT_ENCODING, HeaderValue::from_static(c));
     }
     h.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(a.kind));
-    // Revalidate each load: the bundle changes with the binary.
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static(match caching {
+            Caching::Revalidate => "no-cache",
+            Caching::Never => "no-store",
+            Caching::Forever => "public, max-age=31536000, immutable",
+        }),
+    );
     harden(h, policy);
     r
 }
 
 /// A handler that answers with `a` under `policy`.
-pub fn file(a: &'static Asset, policy: &HeaderValue) -> impl Fn(HeaderMap) -> std::future::Ready<Response> + Clone + Send + Sync + 'static {
+pub fn file(
+    a: &'static Asset,
+    policy: &HeaderValue,
+    caching: Caching,
+) -> impl Fn(HeaderMap) -> std::future::Ready<Response> + Clone + Send + Sync + 'static {
     let policy = policy.clone();
-    move |req: HeaderMap| std::future::ready(serve(a, &policy, &req))
+    move |req: HeaderMap| std::future::ready(serve(a, &policy, &req, caching))
 }
 
 /// What the client shows before an upload: this server's
@@ -140,11 +196,26 @@ pub fn routes<S: Clone + Send + Sync + 'static>(config: &Config) -> Router<S> {
     let policy = HeaderValue::from_str(&client_policy(&config.gateway_url())).expect("the policy is ASCII");
     let settings = client_settings(config);
     let settings_policy = policy.clone();
+    // The hashed names the page loads its files by.
+    let assets: Vec<(String, &'static Asset)> =
+        vec![(APP_JS.hashed_name("app", "js"), &APP_JS), (APP_CSS.hashed_name("app", "css"), &APP_CSS)];
+    let asset_policy = policy.clone();
     Router::new()
-        .route("/", get(file(&INDEX, &policy)))
-        .route("/oauth2/authorize", get(file(&INDEX, &policy)))
-        .route("/app.js", get(file(&APP_JS, &policy)))
-        .route("/app.css", get(file(&APP_CSS, &policy)))
+        .route("/", get(file(&INDEX, &policy, Caching::Never)))
+        .route("/oauth2/authorize", get(file(&INDEX, &policy, Caching::Never)))
+        // The stable names, for anything that linked them before.
+        .route("/app.js", get(file(&APP_JS, &policy, Caching::Revalidate)))
+        .route("/app.css", get(file(&APP_CSS, &policy, Caching::Revalidate)))
+        .route(
+            "/assets/{name}",
+            get(move |Path(name): Path<String>, req: HeaderMap| {
+                let found = assets.iter().find(|(n, _)| *n == name).map(|(_, a)| *a);
+                std::future::ready(match found {
+                    Some(a) => serve(a, &asset_policy, &req, Caching::Forever),
+                    None => StatusCode::NOT_FOUND.into_response(),
+                })
+            }),
+        )
         .route(
             "/client.json",
             get(move || {
@@ -170,28 +241,39 @@ mod tests {
             m
         };
         for yes in ["gzip", "gzip, deflate, br", "br;q=1.0, GZIP;q=0.5", "*"] {
-            assert!(accepts_gzip(&h(yes)), "{yes}");
+            assert!(accepts(&h(yes), "gzip"), "{yes}");
         }
         for no in ["br", "identity", "gzip;q=0", "deflate, gzip; q=0.0"] {
-            assert!(!accepts_gzip(&h(no)), "{no}");
+            assert!(!accepts(&h(no), "gzip"), "{no}");
         }
-        assert!(!accepts_gzip(&HeaderMap::new()));
+        assert!(!accepts(&HeaderMap::new(), "gzip"));
+        assert!(accepts(&h("gzip, br"), "br") && !accepts(&h("gzip, br;q=0"), "br"));
         let policy = HeaderValue::from_static("default-src 'none'");
-        let r = serve(&APP_JS, &policy, &h("gzip, br"));
+        let r = serve(&APP_JS, &policy, &h("gzip, br"), Caching::Forever);
+        assert_eq!(r.headers()[header::CONTENT_ENCODING], "br", "Brotli when taken");
+        assert_eq!(r.headers()[header::CACHE_CONTROL], "public, max-age=31536000, immutable");
+        let r = serve(&APP_JS, &policy, &h("gzip"), Caching::Revalidate);
         assert_eq!(r.headers()[header::CONTENT_ENCODING], "gzip");
         assert_eq!(r.headers()[header::VARY], "accept-encoding");
+        assert_eq!(r.headers()[header::CACHE_CONTROL], "no-cache");
         // The gzip form is the file, and much smaller.
         let mut back = Vec::new();
         std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(APP_JS.gzip()), &mut back).unwrap();
         assert_eq!(back, APP_JS.body);
         assert!(APP_JS.gzip().len() * 2 < APP_JS.body.len());
-        assert!(serve(&APP_JS, &policy, &HeaderMap::new()).headers().get(header::CONTENT_ENCODING).is_none());
+        assert!(serve(&APP_JS, &policy, &HeaderMap::new(), Caching::Never).headers().get(header::CONTENT_ENCODING).is_none());
+        // Brotli made at build time: smaller still.
+        let (_, br) = APP_JS.packed.unwrap();
+        assert!(br.len() < APP_JS.gzip().len());
     }
 
     #[test]
     fn the_page_loads_the_embedded_bundle() {
         let index = std::str::from_utf8(INDEX.body).unwrap();
-        assert!(index.contains(r#"src="/app.js""#) && index.contains(r#"href="/app.css""#));
+        // The names the build wrote into the page are the ones served.
+        let js = format!(r#"src="/assets/{}""#, APP_JS.hashed_name("app", "js"));
+        let css = format!(r#"href="/assets/{}""#, APP_CSS.hashed_name("app", "css"));
+        assert!(index.contains(&js) && index.contains(&css), "{index}");
         // The bundle is the built client, not a placeholder.
         assert!(APP_JS.body.len() > 10_000);
         assert!(std::str::from_utf8(APP_JS.body).unwrap().contains("GUILD_MEMBER_LIST_UPDATE"));

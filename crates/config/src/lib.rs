@@ -217,6 +217,11 @@ pub struct HttpConfig {
     /// instead of a reset. A client that keeps sending holds it no longer.
     pub close_drain_ms: u64,
     pub close_drain_bytes: u64,
+    /// API answers at least this long (bytes) go compressed to a client
+    /// that takes gzip or Brotli (a page of messages, a member list);
+    /// shorter ones (a posted message, an ack) go as they are, where
+    /// compressing costs more than it saves. 0 turns compression off.
+    pub compress_min_bytes: u16,
 }
 
 impl Default for HttpConfig {
@@ -231,6 +236,7 @@ impl Default for HttpConfig {
             body_timeout_ms: 15 * 60_000,
             close_drain_ms: 2_000,
             close_drain_bytes: 1 << 20,
+            compress_min_bytes: 1024,
         }
     }
 }

@@ -527,3 +527,46 @@ async fn a_post_repeated_with_enforce_nonce_is_created_once() {
     let (_, listed) = t2.get(&format!("{path}?limit=100"), &w.owner).await;
     assert_eq!(listed.as_array().unwrap().len(), 5);
 }
+
+/// Long API answers go gzipped or in Brotli to a client that takes them
+/// (`http.compress_min_bytes`, 1 KiB); short ones and clients that take
+/// neither get them as they are.
+#[tokio::test]
+async fn long_api_answers_go_compressed_to_clients_that_take_it() {
+    let t = TestServer::start().await;
+    let w = t.world().await;
+    for i in 0..20 {
+        t.say(&w.owner, &w.channel, &format!("message number {i}, with a few more words to make it longer")).await;
+    }
+    let get = |path: String, coding: Option<&'static str>| {
+        let mut r = t.http.get(format!("{}{path}", t.base)).header("authorization", &w.owner);
+        if let Some(c) = coding {
+            r = r.header("accept-encoding", c);
+        }
+        async move {
+            let r = r.send().await.unwrap();
+            assert_eq!(r.status(), 200);
+            let coding = r.headers().get("content-encoding").map(|v| v.to_str().unwrap().to_string());
+            (coding, r.bytes().await.unwrap().to_vec())
+        }
+    };
+    let page = format!("/channels/{}/messages?limit=50", w.channel);
+    let (none, plain) = get(page.clone(), None).await;
+    assert_eq!(none, None);
+    assert!(plain.len() > 1024, "{}", plain.len());
+    let (gz, packed) = get(page.clone(), Some("gzip")).await;
+    assert_eq!(gz.as_deref(), Some("gzip"));
+    let mut back = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&packed[..]), &mut back).unwrap();
+    assert_eq!(back, plain, "the same answer, gzipped");
+    assert!(packed.len() * 3 < plain.len(), "{} of {}", packed.len(), plain.len());
+    let (br, packed) = get(page.clone(), Some("gzip, deflate, br")).await;
+    assert_eq!(br.as_deref(), Some("br"), "Brotli preferred");
+    assert!(packed.len() * 3 < plain.len());
+    let (identity, _) = get(page, Some("identity")).await;
+    assert_eq!(identity, None);
+    // A short answer goes as it is.
+    let (short, body) = get("/users/@me".into(), Some("gzip, br")).await;
+    assert!(body.len() < 1024);
+    assert_eq!(short, None);
+}
