@@ -109,7 +109,7 @@ test("a run of one person's messages shows their name once, under a date line", 
 
 test("when old messages leave a busy channel, the first one left heads its run under a date line", async () => {
   const base = env.server.url;
-  const erin = await register(base, "erin");
+  const erin = await register(base, "pager");
   const g = await rest(base, "POST", "/guilds", erin.token, { name: "Busy" });
   const [general] = await rest(base, "GET", `/guilds/${g.id}/channels`, erin.token);
   const { page } = await pageAs(env.browser, base, erin.token);
@@ -129,4 +129,26 @@ test("when old messages leave a busy channel, the first one left heads its run u
     return { first: lis[0].className, second: lis[1].className, days: lis.filter((l) => l.classList.contains("day")).length };
   });
   assert.deepEqual(shape, { first: "day", second: "message", days: 1 });
+});
+
+test("older pages join the run above them: one name, one date line, each message once", async () => {
+  const base = env.server.url;
+  const erin = await register(base, "pager");
+  const g = await rest(base, "POST", "/guilds", erin.token, { name: "Pages" });
+  const [general] = await rest(base, "GET", `/guilds/${g.id}/channels`, erin.token);
+  // 120 messages of one person in a minute: three pages of 50, one run.
+  for (let i = 0; i < 120; i++) await rest(base, "POST", `/channels/${general.id}/messages`, erin.token, { content: `line ${i}` });
+  const { page } = await pageAs(env.browser, base, erin.token);
+  page.on("pageerror", (e) => assert.fail(`page error: ${e}`));
+  await page.locator("#messages .content", { hasText: "line 119" }).waitFor();
+  // Scrolled to the top until the first message is in.
+  await page.waitForFunction(() => {
+    document.getElementById("messages").scrollTop = 0;
+    return [...document.querySelectorAll("#messages .content")].some((c) => c.textContent === "line 0");
+  }, null, { polling: 100, timeout: 30_000 });
+  const rows = await page.locator("#messages .message").evaluateAll((els) => els.map((el) => [el.querySelector(".content").textContent, el.classList.contains("grouped")]));
+  assert.deepEqual(rows.map(([t]) => t), Array.from({ length: 120 }, (_, i) => `line ${i}`), "each once, in order");
+  assert.deepEqual(rows.filter(([, grouped]) => !grouped).map(([t]) => t), ["line 0"], "one run across the pages");
+  assert.equal(await page.locator("#messages .day").count(), 1);
+  assert.equal(await page.locator("#messages .avatar").count(), 1);
 });

@@ -1068,12 +1068,15 @@ async function loadHistory(id: string, fresh: boolean) {
     const oldest = fresh ? null : hist.items[0]?.id;
     const page: Message[] = await api.get(`/channels/${id}/messages?limit=${PAGE}` + (oldest ? `&before=${oldest}` : ""));
     page.reverse();
+    let older: Message[] = [];
+    const oldFirst = hist.items[0];
     if (fresh) {
       // Keep what arrived over the gateway meanwhile.
       const newer = hist.items.filter((m) => !page.length || cmpId(m.id, page[page.length - 1].id) > 0);
       hist.items = page.concat(newer);
     } else {
-      hist.items = page.filter((m) => cmpId(m.id, hist.items[0]?.id ?? "~") < 0 || !hist.items.length).concat(hist.items);
+      older = page.filter((m) => !oldFirst || cmpId(m.id, oldFirst.id) < 0);
+      hist.items = older.concat(hist.items);
     }
     hist.hasMore = page.length === PAGE;
     hist.loaded = true;
@@ -1082,12 +1085,26 @@ async function loadHistory(id: string, fresh: boolean) {
     const ol = $("messages");
     if (fresh) {
       renderHistory();
-    } else {
-      // Older messages above: drawn again whole (grouping and date lines
-      // meet where the pages join), keeping the reader's place.
+    } else if (older.length) {
+      // Older messages above, keeping the reader's place: only the new
+      // page is drawn, and the message that headed the list again under
+      // it (its grouping and date line depend on what now precedes it).
       const before = ol.scrollHeight - ol.scrollTop;
-      renderHistory(false);
+      const frag = document.createDocumentFragment();
+      let prev: Message | undefined;
+      for (const m of older) {
+        appendMessage(frag, m, prev);
+        prev = m;
+      }
+      const head = oldFirst && document.getElementById(`m-${oldFirst.id}`);
+      if (head && head.parentElement === ol) {
+        while (head.previousElementSibling) head.previousElementSibling.remove();
+        appendMessage(frag, oldFirst, prev);
+        head.remove();
+      }
+      ol.prepend(frag);
       ol.scrollTop = ol.scrollHeight - before;
+      renderJump();
     }
   } catch (err) {
     console.error("history", err);
