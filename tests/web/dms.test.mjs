@@ -4,7 +4,7 @@
 // survives a reload.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { serverAndBrowser, shot, rest, pageAs, twoInAGuild } from "./harness.mjs";
+import { serverAndBrowser, shot, rest, pageAs, twoInAGuild, register } from "./harness.mjs";
 
 const env = serverAndBrowser();
 
@@ -64,4 +64,42 @@ test("a DM started from a profile reaches the other person with an unread badge"
   await b.reload();
   await b.locator("#channel-name").filter({ hasText: "@ alice" }).waitFor();
   await b.locator("#messages .content", { hasText: "meet at noon" }).waitFor();
+});
+
+test("a group DM made from the DM home reaches both others with an unread badge", async () => {
+  const base = env.server.url;
+  const { alice: ann, bob: ben, general } = await twoInAGuild(base, "Trio", ["ann", "ben"]);
+  const cat = await register(base, "cat");
+  const inv = await rest(base, "POST", `/channels/${general.id}/invites`, ann.token, {});
+  await rest(base, "POST", `/invites/${inv.code}`, cat.token);
+  const { page: a } = await pageAs(env.browser, base, ann.token);
+  const { page: b } = await pageAs(env.browser, base, ben.token);
+  const { page: c } = await pageAs(env.browser, base, cat.token);
+  for (const p of [a, b, c]) p.on("pageerror", (e) => assert.fail(`page error: ${e}`));
+  for (const p of [a, b, c]) await p.locator("#channel-name").filter({ hasText: "# general" }).waitFor();
+
+  await a.getByRole("button", { name: "Direct messages", exact: true }).click();
+  await a.getByRole("button", { name: "New group DM" }).click();
+  await a.getByLabel("Usernames, separated by commas").fill("nobody, ben");
+  await a.getByRole("button", { name: "OK" }).click();
+  await a.getByText("No one named nobody shares a server with you.").waitFor();
+  await a.getByLabel("Usernames, separated by commas").fill("ben, @cat");
+  await a.getByRole("button", { name: "OK" }).click();
+  await a.locator("#channel-name").filter({ hasText: "👥 ben, cat" }).waitFor();
+  await a.locator("#input").fill("dinner at eight?");
+  await a.locator("#input").press("Enter");
+  await a.locator("#messages .content", { hasText: "dinner at eight?" }).waitFor();
+
+  for (const [p, others] of [[b, "ann, cat"], [c, "ann, ben"]]) {
+    await p.getByRole("button", { name: "Direct messages, 1 unread", exact: true }).click();
+    const entry = p.getByRole("link", { name: `${others}, 1 unread` });
+    await entry.waitFor();
+    await entry.click();
+    await p.locator("#messages .content", { hasText: "dinner at eight?" }).waitFor();
+  }
+  await b.locator("#input").fill("yes!");
+  await b.locator("#input").press("Enter");
+  await c.locator("#messages .content", { hasText: "yes!" }).waitFor();
+  await a.locator("#messages .content", { hasText: "yes!" }).waitFor();
+  await shot(c, "group-dm");
 });

@@ -944,9 +944,11 @@ function renderChannels() {
 
 function renderDms(ul: HTMLElement) {
   const list = sortedDms();
-  if (!list.length) return clear(ul, h("li", { class: "muted empty" }, "No direct messages yet. Open someone's profile and choose Message."));
+  const make = h("li", null, h("button", { type: "button", class: "secondary new-group", onclick: newGroupDm }, "New group DM"));
+  if (!list.length) return clear(ul, make, h("li", { class: "muted empty" }, "No direct messages yet. Open someone's profile and choose Message."));
   clear(
     ul,
+    make,
     list.map((id) => {
       const c = channels.get(id)!;
       const n = unreadCount(c);
@@ -966,13 +968,47 @@ function renderDms(ul: HTMLElement) {
               closeNav();
             },
           },
-          h("span", { "aria-hidden": "true" }, `@ ${c.name}`),
+          h("span", { "aria-hidden": "true" }, `${dmSigil(c)} ${c.name}`),
           h("span", { class: "sr-only" }, `${c.name}${n ? `, ${n} unread` : ""}`),
           n ? h("span", { class: "badge", "aria-hidden": "true" }, String(n)) : null,
         ),
       );
     }),
   );
+}
+
+/** What stands before a DM's name: @ for one person, 👥 for a group. */
+function dmSigil(c: Channel): string {
+  return c.type === 3 ? "👥" : "@";
+}
+
+/** "New group DM": people named by username (each found by the member
+ *  search of a server shared with them), then `POST /users/@me/channels`
+ *  with `recipients`; the group opens. */
+function newGroupDm() {
+  ask("New group DM", "Usernames, separated by commas", "", async (v) => {
+    const wanted = [...new Set(v.split(/[,\s]+/).map((s) => s.replace(/^@/, "").trim().toLowerCase()).filter(Boolean))];
+    if (wanted.length < 2) return "Name two people or more (for one, open their profile and choose Message).";
+    const ids: string[] = [];
+    for (const name of wanted) {
+      const id = await findUser(name);
+      if (!id) return `No one named ${name} shares a server with you.`;
+      ids.push(id);
+    }
+    const d = await api.post("/users/@me/channels", { recipients: ids });
+    addDm(d);
+    selectGuild(HOME, d.id);
+  });
+}
+
+/** The id of the user named `name` (their username) in a server shared with them. */
+async function findUser(name: string): Promise<string | null> {
+  for (const g of guilds.values()) {
+    const found: any[] = await api.get(`/guilds/${g.id}/members/search?query=${encodeURIComponent(name)}&limit=10`);
+    const m = found.find((x) => x.user?.username?.toLowerCase() === name);
+    if (m) return m.user.id;
+  }
+  return null;
 }
 
 function selectGuild(id: string | null, channel: string | null = null) {
@@ -1011,7 +1047,7 @@ function selectChannel(id: string | null) {
   renderMute();
   renderReplyBar();
   const dm = c?.guild_id === HOME;
-  $("channel-name").textContent = c ? (dm ? `@ ${c.name}` : `# ${c.name}`) : "";
+  $("channel-name").textContent = c ? (dm ? `${dmSigil(c)} ${c.name}` : `# ${c.name}`) : "";
   $("channel-topic").textContent = c?.topic ?? "";
   const input = $<HTMLTextAreaElement>("input");
   input.disabled = ($("send") as HTMLButtonElement).disabled = ($("attach") as HTMLButtonElement).disabled = ($("emoji") as HTMLButtonElement).disabled = !c;

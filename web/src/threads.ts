@@ -59,7 +59,7 @@ export class ThreadPanel {
     this.body = h("div", { class: "thread-body" });
     this.el = h(
       "aside",
-      { class: "search-panel thread-panel", "aria-labelledby": "thread-title" },
+      { class: "thread-panel", "aria-labelledby": "thread-title" },
       h("div", { class: "search-top" }, this.title, h("button", { type: "button", class: "icon", "aria-label": "Close threads", onclick: () => this.close() }, "×")),
       this.body,
     );

@@ -22,7 +22,13 @@ use node::Node;
 #[derive(schemars::JsonSchema, Deserialize)]
 pub struct OpenDm {
     recipient_id: Option<UserId>,
+    /// The official client's form: one user opens (or finds) the DM with
+    /// them; two or more make a new group DM with the caller.
+    recipients: Option<Vec<UserId>>,
 }
+
+/// People in a group DM at most, the caller included (Discord's limit).
+pub const MAX_GROUP_DM_RECIPIENTS: usize = 10;
 
 /// `POST /users/@me/channels` `{recipient_id}`: the DM with that user,
 /// created on first use. Two users may have a DM when they share a guild
@@ -30,18 +36,23 @@ pub struct OpenDm {
 /// subscribed to it on every node before the answer, so the first message
 /// reaches all their sessions.
 pub async fn open(State(node): State<Arc<Node>>, Caller(u): Caller, JsonBody(b): JsonBody<OpenDm>) -> ApiResult<Response> {
-    let to = b.recipient_id.ok_or_else(|| ApiError::field("recipient_id", "BASE_TYPE_REQUIRED", "This field is required"))?;
+    let mut others: Vec<UserId> = match (&b.recipients, b.recipient_id) {
+        (Some(list), _) => list.iter().copied().filter(|&r| r != u.id).collect(),
+        (None, Some(to)) => vec![to],
+        (None, None) => return Err(ApiError::field("recipient_id", "BASE_TYPE_REQUIRED", "This field is required")),
+    };
+    others.sort_unstable();
+    others.dedup();
+    if others.len() >= 2 {
+        return open_group(&node, u.id, others).await;
+    }
+    let Some(&to) = others.first() else {
+        return Err(ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::CannotSendToUser));
+    };
     if to == u.id {
         return Err(ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::CannotSendToUser));
     }
-    if node.store.get_user(to).await?.is_none() {
-        return Err(ApiError::field("recipient_id", "INVALID_RECIPIENT", "Invalid Recipient(s)"));
-    }
-    let mine = node.store.guilds_of_user(u.id).await?;
-    let theirs = node.store.guilds_of_user(to).await?;
-    if !mine.iter().any(|g| theirs.binary_search(g).is_ok()) {
-        return Err(ApiError::forbidden(ErrorCode::CannotSendToUser));
-    }
+    may_message(&node, u.id, to).await?;
     let fresh = ChannelRecord {
         id: ChannelId(node.ids.next().0),
         guild_id: None,
@@ -61,6 +72,52 @@ pub async fn open(State(node): State<Arc<Node>>, Caller(u): Caller, JsonBody(b):
     }
     let dm = node.store.get_dm(id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownChannel))?;
     Ok(json_bytes(StatusCode::OK, dm_json(&dm, u.id).to_string()))
+}
+
+/// `from` may start a DM with `to`: `to` exists (else 400 50035) and the
+/// two share a guild (else 403 50007, as Discord refuses strangers).
+async fn may_message(node: &Node, from: UserId, to: UserId) -> ApiResult<()> {
+    if node.store.get_user(to).await?.is_none() {
+        return Err(ApiError::field("recipient_id", "INVALID_RECIPIENT", "Invalid Recipient(s)"));
+    }
+    let mine = node.store.guilds_of_user(from).await?;
+    let theirs = node.store.guilds_of_user(to).await?;
+    if !mine.iter().any(|g| theirs.binary_search(g).is_ok()) {
+        return Err(ApiError::forbidden(ErrorCode::CannotSendToUser));
+    }
+    Ok(())
+}
+
+/// A new group DM of the caller and `others` (two or more, each someone
+/// the caller may message; at most [`MAX_GROUP_DM_RECIPIENTS`] people in
+/// all). Its recipients' sessions are subscribed on every node, and each
+/// other recipient gets CHANNEL_CREATE, before the answer.
+async fn open_group(node: &Arc<Node>, caller: UserId, others: Vec<UserId>) -> ApiResult<Response> {
+    if others.len() + 1 > MAX_GROUP_DM_RECIPIENTS {
+        return Err(ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::MaxGroupDmRecipients));
+    }
+    for &to in &others {
+        may_message(node, caller, to).await?;
+    }
+    let group = ChannelRecord {
+        id: ChannelId(node.ids.next().0),
+        guild_id: None,
+        kind: channel_type::GROUP_DM,
+        name: String::new(),
+        position: 0,
+        topic: None,
+        nsfw: false,
+        parent_id: None,
+        rate_limit_per_user: 0,
+        overwrites: Vec::new(),
+        last_message_id: None,
+    };
+    let mut everyone = others;
+    everyone.push(caller);
+    node.store.create_group_dm(&group, &everyone).await?;
+    ask_actor(node, ActorKey::dm(group.id), caller, Action::Dm(DmAction::Opened)).await?;
+    let dm = node.store.get_dm(group.id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownChannel))?;
+    Ok(json_bytes(StatusCode::OK, dm_json(&dm, caller).to_string()))
 }
 
 /// `GET /users/@me/channels`: the caller's DMs.

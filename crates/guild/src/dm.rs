@@ -72,6 +72,9 @@ pub struct DmActor {
     /// Answers waiting for `Opened`, and the nodes not settled yet.
     opening: Vec<ReplyTo>,
     unsettled: BTreeSet<NodeId>,
+    /// A new group DM's creator: the others get its CHANNEL_CREATE once
+    /// every node has subscribed their sessions.
+    announce: Option<UserId>,
 }
 
 impl DmActor {
@@ -83,6 +86,7 @@ impl DmActor {
             remote: RemoteSubs::default(),
             opening: Vec::new(),
             unsettled: BTreeSet::new(),
+            announce: None,
         }
     }
 
@@ -245,9 +249,13 @@ impl DmActor {
             },
             Action::Dm(DmAction::Opened) if recipient => {
                 self.subscribe_local(dm);
+                if dm.channel.kind == model::channel_type::GROUP_DM {
+                    self.announce = Some(user);
+                }
                 let users: Vec<UserId> = dm.recipients.iter().map(|u| u.id).collect();
                 let asked = self.core.node.cluster().map_or_else(Vec::new, |c| c.dm_opened(self.core.key, &users));
                 if asked.is_empty() {
+                    self.announce_group(&st.dm);
                     return refuse(&self.core.node, OpReply::no_content());
                 }
                 if self.unsettled.is_empty() {
@@ -264,6 +272,7 @@ impl DmActor {
                     None => self.unsettled.clear(),
                 }
                 if self.unsettled.is_empty() {
+                    self.announce_group(&st.dm);
                     for r in std::mem::take(&mut self.opening) {
                         self.core.node.guilds.reply(r, encode(&OpReply::no_content()));
                     }
@@ -323,6 +332,17 @@ impl DmActor {
         }
     }
 
+    /// A new group DM: CHANNEL_CREATE to each recipient but its creator,
+    /// each with the recipients other than themselves (a 1:1 DM is told at
+    /// its first message instead, as on Discord).
+    fn announce_group(&mut self, dm: &DmChannel) {
+        let Some(creator) = self.announce.take() else { return };
+        for r in dm.recipients.iter().map(|u| u.id).filter(|&u| u != creator) {
+            let created = encode(&dm_json(dm, r));
+            self.publish(FanEvent::new("CHANNEL_CREATE", created, Filter::Intent(Intents::DIRECT_MESSAGES)), Some(&|u| u == r));
+        }
+    }
+
     /// Stops waiting for other nodes after [`SETTLE_TIMEOUT`].
     fn settle_timer(&self) {
         let (node, key) = (self.core.node.clone(), self.core.key);
@@ -354,7 +374,9 @@ impl DmActor {
     /// the other side of the DM).
     fn message_created(&mut self, st: &mut DmState, message: Arc<model::Message>, body: &Bytes) {
         let dm = &mut st.dm;
-        if dm.channel.last_message_id.is_none() {
+        // A 1:1 DM is news to the other side at its first message (a group
+        // DM was announced when it was made).
+        if dm.channel.last_message_id.is_none() && dm.channel.kind != model::channel_type::GROUP_DM {
             let author = message.author.id;
             let created = encode(&dm_json(dm, dm.recipients.iter().find(|u| u.id != author).map_or(author, |u| u.id)));
             self.publish(FanEvent::new("CHANNEL_CREATE", created, Filter::Intent(Intents::DIRECT_MESSAGES)), Some(&|u| u != author));

@@ -192,13 +192,19 @@ fn webhook_author(m: &MessageRecord) -> Option<model::User> {
 /// The DM channel object as `viewer` sees it: `recipients` are the others.
 pub fn dm_json(dm: &DmChannel, viewer: UserId) -> Value {
     let others: Vec<model::User> = dm.recipients.iter().filter(|u| u.id != viewer).map(user).collect();
-    json!({
+    let mut v = json!({
         "id": dm.channel.id,
-        "type": model::channel_type::DM,
+        "type": dm.channel.kind,
         "last_message_id": dm.channel.last_message_id,
         "flags": 0,
         "recipients": others,
-    })
+    });
+    if dm.channel.kind == model::channel_type::GROUP_DM {
+        // A group DM's name (null: clients show the recipients' names) and icon.
+        v["name"] = if dm.channel.name.is_empty() { Value::Null } else { Value::from(dm.channel.name.clone()) };
+        v["icon"] = Value::Null;
+    }
+    v
 }
 
 /// The `@everyone` role of a new guild: it shares the guild's id, as on Discord.

@@ -273,7 +273,7 @@ impl Node {
         let Some(c) = self.store.get_channel(channel).await? else { return Ok(None) };
         let key = match c.guild_id {
             Some(g) => ActorKey::guild(g),
-            None if c.kind == protocol::model::channel_type::DM => ActorKey::dm(c.id),
+            None if c.kind == protocol::model::channel_type::DM || c.kind == protocol::model::channel_type::GROUP_DM => ActorKey::dm(c.id),
             None => return Ok(None),
         };
         let mut map = self.channel_actors.lock().expect("channel map poisoned");

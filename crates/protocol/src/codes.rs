@@ -113,6 +113,8 @@ pub enum ErrorCode {
     BotsCannotUse,
     /// 30001 Maximum number of guilds reached.
     MaxGuilds,
+    /// 30011 Maximum number of group DM recipients reached (10).
+    MaxGroupDmRecipients,
     /// 40005 Request entity too large.
     EntityTooLarge,
     /// 10015 Unknown webhook.
@@ -195,6 +197,7 @@ impl ErrorCode {
             Self::InvalidWebhookToken => 50027,
             Self::BotsCannotUse => 20001,
             Self::MaxGuilds => 30001,
+            Self::MaxGroupDmRecipients => 30011,
             Self::MissingAccess => 50001,
             Self::CannotEditOthersMessage => 50005,
             Self::EmptyMessage => 50006,
@@ -248,6 +251,7 @@ impl ErrorCode {
             Self::InvalidWebhookToken => "Invalid Webhook Token",
             Self::BotsCannotUse => "Bots cannot use this endpoint",
             Self::MaxGuilds => "Maximum number of guilds reached",
+            Self::MaxGroupDmRecipients => "Maximum number of group DMs reached (10)",
             Self::MissingAccess => "Missing Access",
             Self::CannotEditOthersMessage => "Cannot edit a message authored by another user",
             Self::EmptyMessage => "Cannot send an empty message",

@@ -12,6 +12,7 @@ pub mod channel_type {
     pub const GUILD_TEXT: u8 = 0;
     pub const DM: u8 = 1;
     pub const GUILD_VOICE: u8 = 2;
+    pub const GROUP_DM: u8 = 3;
     pub const GUILD_CATEGORY: u8 = 4;
     pub const GUILD_ANNOUNCEMENT: u8 = 5;
     pub const ANNOUNCEMENT_THREAD: u8 = 10;

@@ -309,7 +309,10 @@ pub trait DmThreadCommandStore: Send + Sync {
     /// with both as recipients unless they already have one, whose id is
     /// returned instead (one DM per pair, also under concurrent opens).
     async fn open_dm(&self, channel: &ChannelRecord, a: UserId, b: UserId) -> Result<ChannelId>;
-    /// A DM channel with its recipients.
+    /// Creates a group DM (`channel`, kind 3) with `recipients`, in one
+    /// transaction; every call makes a new one, as on Discord.
+    async fn create_group_dm(&self, channel: &ChannelRecord, recipients: &[UserId]) -> Result<()>;
+    /// A DM or group DM channel with its recipients.
     async fn get_dm(&self, id: ChannelId) -> Result<Option<DmChannel>>;
     /// Each user's DM channels (READY's `private_channels`), for several
     /// users in one round of statements.

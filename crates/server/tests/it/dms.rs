@@ -286,3 +286,66 @@ async fn a_dm_has_no_webhooks() {
     let (s, v) = t.post(&format!("/channels/{}/webhooks", w.channel), &w.owner, json!({"name": "hook"})).await;
     assert_eq!(s, 200, "{v}");
 }
+
+/// A group DM (`recipients` of two or more): every recipient learns of it
+/// at once (CHANNEL_CREATE, type 3, the others as recipients), all of them
+/// get its messages, an outsider may not read it, a stranger may not be
+/// added, and it is in READY's `private_channels`; each call makes a new one.
+#[tokio::test]
+async fn a_group_dm_reaches_every_recipient_and_no_one_else() {
+    let t = TestServer::start().await;
+    let w = t.world().await;
+    let (ann, ann_id) = member(&t, &w, "ann").await;
+    let (ben, ben_id) = member(&t, &w, "ben").await;
+    let (eve, _) = member(&t, &w, "eve").await;
+    let (_stranger, stranger_id) = t.user("stranger").await;
+    let mut gw_ann = Gw::connect(&t.ws).await;
+    gw_ann.identify(&ann, ALL_INTENTS).await;
+    let mut gw_ben = Gw::connect(&t.ws).await;
+    gw_ben.identify(&ben, ALL_INTENTS).await;
+
+    let body = json!({"recipients": [ann_id, ben_id, w.owner_id]});
+    let (s, g) = t.post("/users/@me/channels", &w.owner, body).await;
+    assert_eq!(s, 200, "{g}");
+    assert_eq!(g["type"], 3);
+    let mut others: Vec<&str> = g["recipients"].as_array().unwrap().iter().map(|u| u["id"].as_str().unwrap()).collect();
+    others.sort_unstable();
+    let mut want = vec![ann_id.as_str(), ben_id.as_str()];
+    want.sort_unstable();
+    assert_eq!(others, want, "the caller is not among their own recipients: {g}");
+    let id = g["id"].as_str().unwrap().to_string();
+    for (gw, me) in [(&mut gw_ann, &ann_id), (&mut gw_ben, &ben_id)] {
+        let c = gw.until("CHANNEL_CREATE").await;
+        assert_eq!((c["d"]["id"].as_str(), c["d"]["type"].as_u64()), (Some(id.as_str()), Some(3)), "{c}");
+        let rs: Vec<&str> = c["d"]["recipients"].as_array().unwrap().iter().map(|u| u["id"].as_str().unwrap()).collect();
+        assert!(rs.contains(&w.owner_id.as_str()) && !rs.contains(&me.as_str()) && rs.len() == 2, "{c}");
+    }
+    // A message reaches both others.
+    let m = t.say(&ann, &id, "hi all").await;
+    for gw in [&mut gw_ann, &mut gw_ben] {
+        let got = gw.until("MESSAGE_CREATE").await;
+        assert_eq!(got["d"]["id"], m["id"]);
+    }
+    // Everyone inside reads it; an outsider may not.
+    assert_eq!(t.get(&format!("/channels/{id}/messages"), &ben).await.0, 200);
+    assert_eq!(t.get(&format!("/channels/{id}/messages"), &eve).await.0, 403);
+    let (s, _) = t.post(&format!("/channels/{id}/messages"), &eve, json!({"content": "let me in"})).await;
+    assert_eq!(s, 403);
+    // Someone who shares no guild cannot be put in one.
+    let (s, v) = t.post("/users/@me/channels", &w.owner, json!({"recipients": [ann_id, stranger_id]})).await;
+    assert_eq!((s, v["code"].as_u64()), (403, Some(50007)), "{v}");
+    // Too many people: 30011.
+    let many: Vec<String> = (0..10).map(|i| i.to_string()).collect();
+    let (s, v) = t.post("/users/@me/channels", &w.owner, json!({"recipients": many})).await;
+    assert_eq!((s, v["code"].as_u64()), (400, Some(30011)), "{v}");
+    // A new call makes a new group; READY lists it.
+    let (_, again) = t.post("/users/@me/channels", &w.owner, json!({"recipients": [ann_id, ben_id]})).await;
+    assert_ne!(again["id"], g["id"]);
+    let mut fresh = Gw::connect(&t.ws).await;
+    let ready = fresh.identify(&ben, ALL_INTENTS).await;
+    let listed = ready["d"]["private_channels"].as_array().unwrap();
+    assert!(listed.iter().any(|c| c["id"] == id.as_str() && c["type"] == 3), "{listed:?}");
+    // One recipient in `recipients` is the 1:1 DM.
+    let (s, one) = t.post("/users/@me/channels", &w.owner, json!({"recipients": [ann_id]})).await;
+    assert_eq!((s, one["type"].as_u64()), (200, Some(1)), "{one}");
+}

@@ -1,5 +1,6 @@
 //! DMs (migration 0006): a `channels` row of kind 1, its recipients, and
-//! the pair of users it belongs to (`dm_pairs`: one DM per pair).
+//! the pair of users it belongs to (`dm_pairs`: one DM per pair); group
+//! DMs are rows of kind 3 with their recipients and no pair.
 
 use std::collections::HashMap;
 
@@ -58,6 +59,20 @@ pub(super) async fn open(db: Pool<'_>, channel: &ChannelRecord, a: UserId, b: Us
     Ok(channel.id)
 }
 
+pub(super) async fn create_group(db: Pool<'_>, channel: &ChannelRecord, recipients: &[UserId]) -> Result<()> {
+    let mut tx = db.begin().await?;
+    tx.insert_channels(&[channel]).await?;
+    for &u in recipients {
+        query("INSERT INTO dm_recipients (channel_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+            .bind(channel.id)
+            .bind(u)
+            .execute(&mut tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
 /// The recipients of the DMs `which` selects (a condition on `r`, their
 /// `dm_recipients` row), by user id.
 fn recipients_sql(which: &str) -> String {
@@ -76,7 +91,7 @@ fn by_channel(rows: Vec<RecipientRow>) -> HashMap<ChannelId, Vec<UserRecord>> {
 }
 
 pub(super) async fn get(db: Pool<'_>, id: ChannelId) -> Result<Option<DmChannel>> {
-    let q = format!("SELECT {CHANNEL_COLS} FROM channels WHERE id = $1 AND kind = 1");
+    let q = format!("SELECT {CHANNEL_COLS} FROM channels WHERE id = $1 AND kind IN (1, 3)");
     let Some(row) = query(q).bind(id).fetch_optional::<ChannelRow>(db).await? else { return Ok(None) };
     let rows = query(recipients_sql("r.channel_id = $1")).bind(id).fetch_all(db).await?;
     let recipients = by_channel(rows).remove(&id).unwrap_or_default();

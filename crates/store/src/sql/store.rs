@@ -460,6 +460,10 @@ impl<B: Backend> DmThreadCommandStore for B {
         dms::open(self.writer(), channel, a, b).await
     }
 
+    async fn create_group_dm(&self, channel: &ChannelRecord, recipients: &[UserId]) -> Result<()> {
+        dms::create_group(self.writer(), channel, recipients).await
+    }
+
     async fn get_dm(&self, id: ChannelId) -> Result<Option<DmChannel>> {
         dms::get(self.reader(), id).await
     }
