@@ -147,3 +147,21 @@ test("a link to an application that does not exist says so", async () => {
   assert.deepEqual(await csp.check(page), { events: [], messages: [] });
   await ctx.close();
 });
+
+test("server settings lead to the same consent page from a bot's application id", async () => {
+  const { ctx, page } = await contextAs(owner.token);
+  await page.goto(server.url);
+  await page.locator("#channel-name").filter({ hasText: "# general" }).waitFor();
+  await page.getByRole("button", { name: "Server settings" }).click();
+  const dlg = page.getByRole("dialog", { name: "Server settings" });
+  const field = dlg.getByLabel(/The bot's application id/);
+  await field.fill("not an id");
+  await dlg.getByRole("button", { name: "Continue" }).click();
+  await dlg.getByRole("status").filter({ hasText: "Paste the bot's application id or its invitation link." }).waitFor();
+  // An invitation link pasted whole works too; the page is the consent page.
+  await field.fill(link(bot.id));
+  await dlg.getByRole("button", { name: "Continue" }).click();
+  await page.getByRole("heading", { name: `Add ${bot.name} to a server` }).waitFor();
+  assert.match(page.url(), new RegExp(`/oauth2/authorize\\?client_id=${bot.id}&scope=bot`));
+  await ctx.close();
+});

@@ -64,3 +64,26 @@ test("roles made in the editor change who may send; a ban removes the member liv
   await dlg.getByRole("button", { name: "Close settings" }).click();
   await a.waitForFunction((id) => !document.querySelector(`.mrow.member[data-user-id="${id}"]`), bob.id);
 });
+
+test("a member's name shows in their highest coloured role's colour, in the member list and on their messages", async () => {
+  const base = env.server.url;
+  const { alice: gina, bob: hal, g, general } = await twoInAGuild(base, "Colours", ["gina", "hal"]);
+  const gold = await rest(base, "POST", `/guilds/${g.id}/roles`, gina.token, { name: "Gold", color: 0xf1c40f, hoist: true });
+  const plain = await rest(base, "POST", `/guilds/${g.id}/roles`, gina.token, { name: "Plain" });
+  for (const r of [gold, plain]) await rest(base, "PUT", `/guilds/${g.id}/members/${hal.id}/roles/${r.id}`, gina.token);
+  const m = await rest(base, "POST", `/channels/${general.id}/messages`, hal.token, { content: "shiny" });
+  const { page } = await pageAs(env.browser, base, gina.token);
+  page.on("pageerror", (e) => assert.fail(`page error: ${e}`));
+  const row = page.locator(`#members .mrow.member[data-user-id="${hal.id}"] .mname`);
+  await row.waitFor();
+  assert.equal(await row.evaluate((el) => getComputedStyle(el).color), "rgb(241, 196, 15)");
+  const author = page.locator(`#m-${m.id} .author`);
+  await author.waitFor();
+  assert.equal(await author.evaluate((el) => getComputedStyle(el).color), "rgb(241, 196, 15)");
+  // Gina has no coloured role: her name keeps the default colour.
+  const mine = await rest(base, "POST", `/channels/${general.id}/messages`, gina.token, { content: "plain me" });
+  const own = page.locator(`#m-${mine.id} .author`);
+  await own.waitFor();
+  assert.notEqual(await own.evaluate((el) => getComputedStyle(el).color), "rgb(241, 196, 15)");
+  await shot(page, "role-colours");
+});

@@ -202,7 +202,7 @@ try {
             n++;
             const el = document.getElementById("messages");
             el.scrollTop = Math.max(0, el.scrollTop - 600);
-            const first = [...el.querySelectorAll(".message .content")].slice(0, 3).some((c) => c.textContent.startsWith(want));
+            const first = el.querySelector(".message .content")?.textContent.startsWith(want);
             if (first || n > 60 * 600) done(n);
             else requestAnimationFrame(step);
           };

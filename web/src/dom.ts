@@ -23,7 +23,7 @@ const TAGS = new Set([
 const ATTRS = new Set([
   "class", "id", "title", "role", "tabindex", "type", "name", "value", "for", "datetime", "alt",
   "placeholder", "autocomplete", "rel", "target", "width", "height", "start", "preload", "loading",
-  "download", "max", "rows", "maxlength",
+  "download", "max", "rows", "maxlength", "inputmode",
 ]);
 
 /// Boolean attributes, set when true and left out otherwise.

@@ -101,6 +101,30 @@ const dmCounts = new Map<string, number>();
 const mentionCounts = new Map<string, number>();
 /** This user's roles in each server (for role mentions). */
 const myRoles = new Map<string, Set<string>>();
+/** Members' roles as last seen (`guild:user`): from messages, the member
+ *  list, GUILD_CREATE and GUILD_MEMBER_UPDATE; for the colour of names. */
+const memberRoles = new Map<string, string[]>();
+
+/** The colour of a member's name: their highest role with a colour, 0 for none. */
+function roleColor(guild: string, roles: string[]): number {
+  const g = guilds.get(guild);
+  let best: RoleInfo | null = null;
+  for (const id of roles) {
+    const r = g?.perms.get(id);
+    if (r && r.color && (!best || r.position > best.position)) best = r;
+  }
+  return best?.color ?? 0;
+}
+
+/** The colour of `user`'s name in channel `cid`'s server, as CSS, or null. */
+function nameColor(cid: string, user: string, member?: any): string | null {
+  const g = channels.get(cid)?.guild_id;
+  if (!g || g === HOME) return null;
+  if (member?.roles) memberRoles.set(`${g}:${user}`, member.roles);
+  const roles = memberRoles.get(`${g}:${user}`);
+  const c = roles ? roleColor(g, roles) : 0;
+  return c ? `#${c.toString(16).padStart(6, "0")}` : null;
+}
 let mentionPicker: MentionPicker | null = null;
 /** The message the next send answers (the reply bar), if any. */
 let replyTo: Message | null = null;
@@ -118,6 +142,20 @@ const members = new MemberList(
     },
     roleName(g, r) {
       return guilds.get(g)?.roles.get(r);
+    },
+    roleColor,
+    seen(g, m) {
+      if (!m.user?.id) return;
+      const key = `${g}:${m.user.id}`;
+      const roles: string[] = m.roles ?? [];
+      const before = memberRoles.get(key);
+      if (before && before.length === roles.length && before.every((r, i) => r === roles[i])) return;
+      memberRoles.set(key, roles);
+      // Names already drawn in this server take the colour now known.
+      if (g !== guildId) return;
+      const c = roleColor(g, roles);
+      for (const el of document.querySelectorAll<HTMLElement>(`#messages .author[data-uid="${CSS.escape(m.user.id)}"]`))
+        el.style.color = c ? `#${c.toString(16).padStart(6, "0")}` : "";
     },
     onActivate(uid) {
       const row = document.querySelector(`.mrow.member[data-user-id="${CSS.escape(uid)}"]`);
@@ -390,6 +428,7 @@ function dispatch(t: string, d: any) {
       dropGuild(d.id);
       break;
     case "GUILD_MEMBER_UPDATE":
+      if (d.user?.id) memberRoles.set(`${d.guild_id}:${d.user.id}`, d.roles ?? []);
       if (d.user?.id === me?.id) {
         myRoles.set(d.guild_id, new Set(d.roles ?? []));
         if (d.guild_id === guildId) refreshComposer();
@@ -515,6 +554,7 @@ function guildCreate(d: any) {
   for (const t of d.threads ?? []) threads.set(t.id, threadOf({ ...t, guild_id: d.id }));
   for (const m of d.members ?? []) {
     if (m.user) names.set(m.user.id, displayName(m));
+    if (m.user) memberRoles.set(`${d.id}:${m.user.id}`, m.roles ?? []);
     if (m.user?.id === me?.id) myRoles.set(d.id, new Set(m.roles ?? []));
   }
   for (const p of d.presences ?? []) presence.set(p.user.id, p.status);
@@ -1280,7 +1320,7 @@ function messageEl(m: Message, prev: Message | undefined = prevOf(m)): HTMLLIEle
           h(
             "div",
             { class: "meta" },
-            h("span", { class: "author", "data-uid": m.author.id }, h("span", { class: `dot ${status}`, "aria-hidden": "true" }), name),
+            authorName(m, status, name),
             " ",
             h("time", { datetime: m.timestamp, title }, time(m.timestamp)),
             edited ? [" ", edited] : null,
@@ -1332,6 +1372,14 @@ function mayStartThread(m: Message): boolean {
   const c = channels.get(m.channel_id);
   if (!c || c.guild_id === HOME || threads.has(m.id)) return false;
   return (permissionsIn(c) & CREATE_PUBLIC_THREADS) !== 0n;
+}
+
+/** The author's name over a run, in their role's colour. */
+function authorName(m: Message, status: string, name: string): HTMLElement {
+  const el = h("span", { class: "author", "data-uid": m.author.id }, h("span", { class: `dot ${status}`, "aria-hidden": "true" }), name);
+  const color = nameColor(m.channel_id, m.author.id, (m as any).member);
+  if (color) el.style.color = color;
+  return el;
 }
 
 /** Opens `cid` at message `mid`: loads older pages until it is there (at

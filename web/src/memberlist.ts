@@ -14,6 +14,10 @@ export type Item = { group?: { id: string; count: number }; member?: any };
 export interface ListHost {
   subscribe(guildId: string, channelId: string, ranges: [number, number][]): void;
   roleName(guildId: string, roleId: string): string | undefined;
+  /** The colour a member's name shows in (their highest coloured role), 0 for none. */
+  roleColor(guildId: string, roles: string[]): number;
+  /** A member the list showed: what is known of them (their roles). */
+  seen?(guildId: string, member: any): void;
   onActivate(userId: string, name: string): void;
 }
 
@@ -206,11 +210,15 @@ export class MemberList {
         const m = it.member;
         const status = m.presence?.status ?? "offline";
         const name = displayName(m);
+        const label = h("span", { class: "mname" }, name);
+        const color = this.guildId ? this.host.roleColor(this.guildId, m.roles ?? []) : 0;
+        if (color) label.style.color = `#${color.toString(16).padStart(6, "0")}`;
+        if (this.guildId) this.host.seen?.(this.guildId, m);
         row = h(
           "div",
           { ...common, class: `mrow member ${status}${sel}`, "data-user-id": m.user.id, "aria-label": `${name}, ${status}` },
           h("span", { class: `dot ${status}`, "aria-hidden": "true" }),
-          h("span", { class: "mname" }, name),
+          label,
         );
       }
       if (!row) continue;

@@ -155,9 +155,32 @@ export class SettingsPanel {
     const owner = g.owner_id === this.host.me();
     const name = h("input", { id: "set-name", value: g.name });
     const confirm = h("input", { id: "set-confirm", autocomplete: "off" });
+    const app = h("input", { id: "set-bot", inputmode: "numeric", autocomplete: "off", placeholder: "Application id" });
     return [
       h("label", { for: "set-name" }, "Server name"),
       h("div", { class: "row" }, name, h("button", { type: "button", onclick: () => this.act(() => api.patch(`/guilds/${g.id}`, { name: (name as HTMLInputElement).value.trim() }), "Saved.") }, "Save")),
+      h("h3", null, "Add a bot"),
+      h("label", { for: "set-bot" }, "The bot's application id (its author gives it, or its invitation link)"),
+      h(
+        "div",
+        { class: "row" },
+        app,
+        h(
+          "button",
+          {
+            type: "button",
+            onclick: () => {
+              // An id, or a whole invitation link: its client_id.
+              const v = (app as HTMLInputElement).value.trim();
+              const id = v.match(/client_id=(\d+)/)?.[1] ?? (/^\d+$/.test(v) ? v : null);
+              if (!id) return this.say("Paste the bot's application id or its invitation link.", true);
+              // The consent page (the same as the bot's own link): what it asks for, where it goes.
+              location.assign(`/oauth2/authorize?client_id=${id}&scope=bot+applications.commands&permissions=0`);
+            },
+          },
+          "Continue",
+        ),
+      ),
       owner
         ? [
             h("h3", null, "Delete server"),
