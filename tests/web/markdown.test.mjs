@@ -109,7 +109,7 @@ test("a run of one person's messages shows their name once, under a date line", 
 
 test("when old messages leave a busy channel, the first one left heads its run under a date line", async () => {
   const base = env.server.url;
-  const erin = await register(base, "pager");
+  const erin = await register(base, "erin");
   const g = await rest(base, "POST", "/guilds", erin.token, { name: "Busy" });
   const [general] = await rest(base, "GET", `/guilds/${g.id}/channels`, erin.token);
   const { page } = await pageAs(env.browser, base, erin.token);

@@ -1180,6 +1180,8 @@ async function loadHistory(id: string, fresh: boolean) {
       }
       ol.prepend(frag);
       ol.scrollTop = ol.scrollHeight - before;
+      shownTo += older.length;
+      undrawNewest(hist);
       renderJump();
     }
   } catch (err) {
@@ -1189,9 +1191,83 @@ async function loadHistory(id: string, fresh: boolean) {
   }
 }
 
+/** Messages drawn at most. Scrolling back past it undraws the newest ones
+ *  (kept in memory, drawn again on the way down): the cost of laying out
+ *  the list stays bounded however far back one reads. */
+const DOM_MAX = 400;
+/** The open channel's drawn messages are `items[0 .. shownTo)`; fewer than
+ *  all means the newest are not on the page ("detached" from the present). */
+let shownTo = 0;
+
+function detached(): boolean {
+  const hist = channelId ? histories.get(channelId) : undefined;
+  return !!hist && shownTo < hist.items.length;
+}
+
+/** The `n` oldest messages leave the page and memory (scrolling up reads
+ *  them again), keeping the reader's place; the new first message is drawn
+ *  again as the head of its run, under a date line. */
+function dropOldest(hist: History, n: number) {
+  if (n <= 0) return;
+  const ol = $("messages");
+  const before = ol.scrollHeight - ol.scrollTop;
+  for (const m of hist.items.splice(0, n)) document.getElementById(`m-${m.id}`)?.remove();
+  hist.hasMore = true;
+  shownTo = Math.max(0, shownTo - n);
+  const first = hist.items[0];
+  const el = first && document.getElementById(`m-${first.id}`);
+  if (el) {
+    while (el.previousElementSibling) el.previousElementSibling.remove();
+    const head = document.createDocumentFragment();
+    appendMessage(head, first, undefined);
+    el.replaceWith(head);
+  }
+  ol.scrollTop = ol.scrollHeight - before;
+}
+
+/** The drawn messages past `DOM_MAX`, newest first, leave the page (not memory). */
+function undrawNewest(hist: History) {
+  const extra = shownTo - DOM_MAX;
+  if (extra <= 0) return;
+  const first = hist.items[shownTo - extra];
+  const el = first && document.getElementById(`m-${first.id}`);
+  if (el) {
+    while (el.nextElementSibling) el.nextElementSibling.remove();
+    // Its date line or "New messages" line goes with it.
+    while (el.previousElementSibling && !el.previousElementSibling.classList.contains("message")) el.previousElementSibling.remove();
+    el.remove();
+  }
+  shownTo -= extra;
+}
+
+/** Detached and near the bottom: the next page of newer messages from
+ *  memory is drawn, and as many of the oldest leave. */
+function drawNewer() {
+  const ol = $("messages");
+  const hist = history(channelId!);
+  const next = hist.items.slice(shownTo, shownTo + PAGE);
+  if (!next.length) return;
+  const frag = document.createDocumentFragment();
+  let prev = hist.items[shownTo - 1];
+  for (const m of next) {
+    appendMessage(frag, m, prev);
+    prev = m;
+  }
+  ol.appendChild(frag);
+  shownTo += next.length;
+  dropOldest(hist, shownTo - DOM_MAX);
+  renderJump();
+}
+
 function renderHistory(toBottom = true) {
   const ol = $("messages");
   const hist = history(channelId!);
+  // The newest DOM_MAX only: older ones are read again on scrolling up.
+  if (hist.items.length > DOM_MAX) {
+    hist.items.splice(0, hist.items.length - DOM_MAX);
+    hist.hasMore = true;
+  }
+  shownTo = hist.items.length;
   clear(ol);
   const frag = document.createDocumentFragment();
   let prev: Message | undefined;
@@ -1230,7 +1306,7 @@ function renderJump() {
   const bar = $("jump-present");
   const far = ol.scrollHeight - ol.scrollTop - ol.clientHeight > ol.clientHeight;
   if (atBottom(ol)) arrivedAbove = 0;
-  const show = !!channelId && (far || arrivedAbove > 0);
+  const show = !!channelId && (far || arrivedAbove > 0 || detached());
   if (bar.hidden === !show && bar.dataset.n === String(arrivedAbove)) return;
   bar.hidden = !show;
   bar.dataset.n = String(arrivedAbove);
@@ -1239,6 +1315,7 @@ function renderJump() {
 
 function jumpToPresent() {
   const ol = $("messages");
+  if (detached()) renderHistory();
   ol.scrollTop = ol.scrollHeight;
   arrivedAbove = 0;
   renderJump();
@@ -1402,6 +1479,8 @@ async function jumpTo(cid: string, mid: string) {
     await loadHistory(cid, !hist.loaded);
     pages++;
   }
+  // In memory but below what is drawn (read far back): drawn down to it.
+  while (detached() && hist.items.findIndex((m) => m.id === mid) >= shownTo) drawNewer();
   const li = document.getElementById(`m-${mid}`);
   if (!li) {
     flashError(new Error("That message is no longer there."));
@@ -1769,31 +1848,24 @@ function flush() {
     const hist = history(m.channel_id);
     if (hist.items.some((x) => x.id === m.id)) continue;
     const prev = hist.items[hist.items.length - 1];
-    if (!stick && m.author.id !== me?.id) {
+    if ((!stick || shownTo < hist.items.length) && m.author.id !== me?.id) {
       arrivedAbove++;
       // Read up to here: the line goes before the first one not seen.
       if (!newSince.has(m.channel_id) && prev) newSince.set(m.channel_id, prev.id);
     }
+    // Drawn only when the newest are on the page; otherwise kept for later.
+    const drawn = shownTo === hist.items.length;
     hist.items.push(m);
-    appendMessage(frag, m, prev);
+    if (drawn) {
+      appendMessage(frag, m, prev);
+      shownTo = hist.items.length;
+    }
   }
   ol.appendChild(frag);
   const hist = channelId ? history(channelId) : null;
-  if (hist && stick && hist.items.length > KEEP) {
-    const cut = hist.items.length - KEEP;
-    for (const m of hist.items.splice(0, cut)) document.getElementById(`m-${m.id}`)?.remove();
-    hist.hasMore = true;
-    // The new first message heads its run under a date line: only it is
-    // drawn again (what stood before it goes), not the whole channel.
-    const first = hist.items[0];
-    const el = first && document.getElementById(`m-${first.id}`);
-    if (el) {
-      while (el.previousElementSibling) el.previousElementSibling.remove();
-      const head = document.createDocumentFragment();
-      appendMessage(head, first, undefined);
-      el.replaceWith(head);
-    }
-  }
+  // Reading at the bottom, the channel keeps its newest KEEP: the new
+  // first message heads its run under a date line (only it is drawn again).
+  if (hist && stick && !detached() && hist.items.length > KEEP) dropOldest(hist, hist.items.length - KEEP);
   if (stick) ol.scrollTop = ol.scrollHeight;
   markRead();
   renderJump();
@@ -1846,7 +1918,7 @@ function acked(d: any) {
 }
 
 function markRead() {
-  if (!channelId || !me) return;
+  if (!channelId || !me || detached()) return;
   const c = channels.get(channelId);
   if (!c?.last_message_id || !atBottom($("messages"))) return;
   const hadCounts = dmCounts.delete(c.id) || mentionCounts.delete(c.id);
@@ -2235,6 +2307,7 @@ function wire() {
   const ol = $("messages");
   ol.addEventListener("scroll", () => {
     if (ol.scrollTop < 200 && channelId && history(channelId).loaded) loadHistory(channelId, false);
+    else if (channelId && detached() && ol.scrollHeight - ol.scrollTop - ol.clientHeight < 600) drawNewer();
     markRead();
     renderJump();
   });
