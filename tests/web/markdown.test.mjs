@@ -152,3 +152,50 @@ test("older pages join the run above them: one name, one date line, each message
   assert.equal(await page.locator("#messages .day").count(), 1);
   assert.equal(await page.locator("#messages .avatar").count(), 1);
 });
+
+test("far back, at most 400 messages are drawn; the way down draws the newer ones again, each once and in order", async () => {
+  const base = env.server.url;
+  const reader = await register(base, "reader");
+  const g = await rest(base, "POST", "/guilds", reader.token, { name: "Long" });
+  const [general] = await rest(base, "GET", `/guilds/${g.id}/channels`, reader.token);
+  const N = 520;
+  for (let i = 0; i < N; i++) await rest(base, "POST", `/channels/${general.id}/messages`, reader.token, { content: `row ${i}` });
+  const { page } = await pageAs(env.browser, base, reader.token);
+  page.on("pageerror", (e) => assert.fail(`page error: ${e}`));
+  await page.locator("#messages .content", { hasText: `row ${N - 1}` }).waitFor();
+  const drawn = () => page.locator("#messages .message .content").allTextContents();
+  const inOrder = (rows) => rows.every((t, i) => i === 0 || Number(t.slice(4)) === Number(rows[i - 1].slice(4)) + 1);
+  // Up to the first message.
+  await page.waitForFunction(() => {
+    document.getElementById("messages").scrollTop = 0;
+    return document.querySelector("#messages .message .content")?.textContent === "row 0";
+  }, null, { polling: 100, timeout: 60_000 });
+  let rows = await drawn();
+  assert.ok(rows.length <= 400 && rows.length >= 300, `${rows.length} drawn`);
+  assert.equal(rows[0], "row 0");
+  assert.ok(inOrder(rows), "in order");
+  assert.ok(!rows.includes(`row ${N - 1}`), "the newest undrawn");
+  await page.locator("#jump-present").waitFor();
+  // Down again, a screen at a time, to the newest.
+  await page.waitForFunction((last) => {
+    const ol = document.getElementById("messages");
+    ol.scrollTop = ol.scrollTop + ol.clientHeight;
+    const all = document.querySelectorAll("#messages .message .content");
+    return all[all.length - 1]?.textContent === last && ol.scrollHeight - ol.scrollTop - ol.clientHeight < 40;
+  }, `row ${N - 1}`, { polling: 100, timeout: 60_000 });
+  rows = await drawn();
+  assert.ok(rows.length <= 400, `${rows.length} drawn`);
+  assert.ok(inOrder(rows), "in order, each once");
+  await page.locator("#jump-present").waitFor({ state: "hidden" });
+  // Far back again, then "Jump to present" draws the newest at once.
+  await page.waitForFunction(() => {
+    document.getElementById("messages").scrollTop = 0;
+    return document.querySelector("#messages .message .content")?.textContent === "row 0";
+  }, null, { polling: 100, timeout: 60_000 });
+  await page.getByRole("button", { name: "Jump to present" }).click();
+  await page.locator("#messages .content", { hasText: `row ${N - 1}` }).waitFor();
+  await page.locator("#jump-present").waitFor({ state: "hidden" });
+  rows = await drawn();
+  assert.equal(rows[rows.length - 1], `row ${N - 1}`);
+  assert.ok(inOrder(rows));
+});
