@@ -890,8 +890,10 @@ function renderNotify() {
 /** A browser notification for `m` when this tab is hidden and `m` is a DM
  *  or mentions this user, outside muted places; a click opens it. */
 function notify(m: Message, c: Channel) {
-  if (!("Notification" in window) || Notification.permission !== "granted" || localStorage.getItem("throng.notify") === "off") return;
+  // The cheap tests first: the permission and storage reads cost about a
+  // millisecond each, too much for every message of a busy channel.
   if (!document.hidden || m.author.id === me?.id || isMuted(c)) return;
+  if (!("Notification" in window) || Notification.permission !== "granted" || localStorage.getItem("throng.notify") === "off") return;
   const dm = c.guild_id === HOME;
   if (!dm && !mentionsMe(m)) return;
   const who = m.author.global_name || m.author.username;
@@ -1207,10 +1209,11 @@ function detached(): boolean {
 /** The `n` oldest messages leave the page and memory (scrolling up reads
  *  them again), keeping the reader's place; the new first message is drawn
  *  again as the head of its run, under a date line. */
-function dropOldest(hist: History, n: number) {
+function dropOldest(hist: History, n: number, keepPlace = true) {
   if (n <= 0) return;
   const ol = $("messages");
-  const before = ol.scrollHeight - ol.scrollTop;
+  // (Reading at the bottom, the caller scrolls there anyway: no layout asked for.)
+  const before = keepPlace ? ol.scrollHeight - ol.scrollTop : 0;
   for (const m of hist.items.splice(0, n)) document.getElementById(`m-${m.id}`)?.remove();
   hist.hasMore = true;
   shownTo = Math.max(0, shownTo - n);
@@ -1222,7 +1225,7 @@ function dropOldest(hist: History, n: number) {
     appendMessage(head, first, undefined);
     el.replaceWith(head);
   }
-  ol.scrollTop = ol.scrollHeight - before;
+  if (keepPlace) ol.scrollTop = ol.scrollHeight - before;
 }
 
 /** The drawn messages past `DOM_MAX`, newest first, leave the page (not memory). */
@@ -1865,10 +1868,15 @@ function flush() {
   const hist = channelId ? history(channelId) : null;
   // Reading at the bottom, the channel keeps its newest KEEP: the new
   // first message heads its run under a date line (only it is drawn again).
-  if (hist && stick && !detached() && hist.items.length > KEEP) dropOldest(hist, hist.items.length - KEEP);
+  if (hist && stick && !detached() && hist.items.length > KEEP) dropOldest(hist, hist.items.length - KEEP, false);
   if (stick) ol.scrollTop = ol.scrollHeight;
   markRead();
-  renderJump();
+  // At the bottom with the newest drawn the bar has nothing to say; asking
+  // the layout whether it is far up would cost a layout per frame.
+  if (stick && !detached()) {
+    arrivedAbove = 0;
+    if (!$("jump-present").hidden) renderJump();
+  } else renderJump();
 }
 
 function renderUnread(c: Channel) {
