@@ -5,7 +5,7 @@
 // happens.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { serverAndBrowser, shot, rest, pageAs, twoInAGuild } from "./harness.mjs";
+import { serverAndBrowser, shot, rest, pageAs, twoInAGuild, png } from "./harness.mjs";
 
 const env = serverAndBrowser();
 
@@ -20,6 +20,24 @@ test("channels, categories, overwrites, role order, invites and the audit log fr
   await a.getByRole("button", { name: "Server settings" }).click();
   const dlg = a.getByRole("dialog", { name: "Server settings" });
   const status = dlg.getByRole("status");
+  // The server's icon, picked in the overview: Bob's rail shows it, live.
+  await dlg.getByLabel("Server icon (PNG, JPEG, GIF or WebP)").setInputFiles({ name: "icon.png", mimeType: "image/png", buffer: png(64, 64) });
+  await status.filter({ hasText: "Icon saved." }).waitFor();
+  const icon = (await rest(base, "GET", `/guilds/${g.id}`, bob.token)).icon;
+  assert.match(icon, /^[0-9a-f]{32}$/);
+  const rail = b.locator("#guild-list img.guild-icon");
+  await rail.waitFor();
+  assert.equal(await rail.getAttribute("src"), `/icons/${g.id}/${icon}.png`);
+  await b.waitForFunction(() => document.querySelector("#guild-list img.guild-icon")?.naturalWidth === 64);
+  await b.locator("#guild-list").getByRole("button", { name: /^Workshop/ }).waitFor();
+  // Bob may not change it, and nothing of his reaches the disk.
+  const denied = await fetch(`${base}/api/v10/guilds/${g.id}`, {
+    method: "PATCH",
+    headers: { authorization: bob.token, "content-type": "application/json" },
+    body: JSON.stringify({ icon: `data:image/png;base64,${png(8, 8).toString("base64")}` }),
+  });
+  assert.equal(denied.status, 403);
+
   await dlg.getByRole("tab", { name: "Channels" }).click();
   const list = dlg.getByRole("listbox", { name: "Channels" });
 

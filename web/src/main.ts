@@ -30,7 +30,7 @@ type Channel = {
   parent_id?: string | null;
   rate_limit_per_user?: number;
 };
-type Guild = { id: string; name: string; owner_id: string; roles: Map<string, string>; perms: Map<string, RoleInfo>; channels: string[]; emojis: CustomEmoji[] };
+type Guild = { id: string; name: string; owner_id: string; icon: string | null; roles: Map<string, string>; perms: Map<string, RoleInfo>; channels: string[]; emojis: CustomEmoji[] };
 type Message = {
   id: string;
   channel_id: string;
@@ -170,7 +170,7 @@ const settings = new SettingsPanel({
   api,
   guild: (id) => {
     const g = guilds.get(id);
-    return g ? { id: g.id, name: g.name, owner_id: g.owner_id, roles: [...g.perms.values()] } : null;
+    return g ? { id: g.id, name: g.name, owner_id: g.owner_id, icon: g.icon, roles: [...g.perms.values()] } : null;
   },
   channels: (id) =>
     (guilds.get(id)?.channels ?? []).map((cid) => {
@@ -401,6 +401,7 @@ function dispatch(t: string, d: any) {
       if (g) {
         g.name = d.name;
         g.owner_id = d.owner_id ?? g.owner_id;
+        if ("icon" in d) g.icon = d.icon ?? null;
         settings.changed(d.id);
         renderGuilds();
         if (guildId === d.id) $("guild-name").textContent = d.name;
@@ -548,7 +549,7 @@ function guildCreate(d: any) {
     roles.set(r.id, r.name);
     perms.set(r.id, roleInfo(r));
   }
-  const g: Guild = { id: d.id, name: d.name, owner_id: d.owner_id, roles, perms, channels: [], emojis: customEmojis(d.emojis) };
+  const g: Guild = { id: d.id, name: d.name, owner_id: d.owner_id, icon: d.icon ?? null, roles, perms, channels: [], emojis: customEmojis(d.emojis) };
   guilds.set(d.id, g);
   for (const c of d.channels ?? []) addChannel({ ...c, guild_id: d.id });
   for (const t of d.threads ?? []) threads.set(t.id, threadOf({ ...t, guild_id: d.id }));
@@ -943,8 +944,10 @@ function renderGuilds() {
         "aria-current": current ? "true" : null,
         onclick: () => selectGuild(g.id),
       },
-      // Named by hidden text, as the DM button: the initials show, the name is read.
-      h("span", { "aria-hidden": "true" }, g.name.split(/\s+/).map((w) => w[0] ?? "").join("").slice(0, 3) || "?"),
+      // Named by hidden text, as the DM button: the icon or the initials show, the name is read.
+      g.icon
+        ? h("img", { class: "guild-icon", src: `/icons/${g.id}/${g.icon}.png`, alt: "", width: 48, height: 48, "aria-hidden": "true" })
+        : h("span", { "aria-hidden": "true" }, g.name.split(/\s+/).map((w) => w[0] ?? "").join("").slice(0, 3) || "?"),
       h("span", { class: "sr-only" }, g.name + (hasUnread ? ", unread messages" : "") + (mentions ? `, ${plural(mentions, "mention")}` : "")),
       mentions ? h("span", { class: "badge", "aria-hidden": "true" }, String(mentions)) : null,
     );

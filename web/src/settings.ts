@@ -12,7 +12,7 @@ import { ChannelInfo, ChannelsTab } from "./settings-channels";
 import { StatusLine } from "./status";
 
 export type RoleInfo = { id: string; name: string; permissions: bigint; position: number; color: number; hoist: boolean; mentionable: boolean };
-export type GuildInfo = { id: string; name: string; owner_id: string; roles: RoleInfo[] };
+export type GuildInfo = { id: string; name: string; owner_id: string; icon: string | null; roles: RoleInfo[] };
 
 export interface SettingsHost {
   api: Api;
@@ -156,9 +156,26 @@ export class SettingsPanel {
     const name = h("input", { id: "set-name", value: g.name });
     const confirm = h("input", { id: "set-confirm", autocomplete: "off" });
     const app = h("input", { id: "set-bot", inputmode: "numeric", autocomplete: "off", placeholder: "Application id" });
+    const picker = h("input", { id: "set-icon", type: "file" }) as HTMLInputElement;
+    picker.accept = "image/png,image/jpeg,image/gif,image/webp";
+    picker.onchange = () => {
+      const f = picker.files?.[0];
+      if (!f) return;
+      const r = new FileReader();
+      r.onload = () => this.act(() => api.patch(`/guilds/${g.id}`, { icon: String(r.result) }), "Icon saved.");
+      r.readAsDataURL(f);
+    };
     return [
       h("label", { for: "set-name" }, "Server name"),
       h("div", { class: "row" }, name, h("button", { type: "button", onclick: () => this.act(() => api.patch(`/guilds/${g.id}`, { name: (name as HTMLInputElement).value.trim() }), "Saved.") }, "Save")),
+      h("label", { for: "set-icon" }, "Server icon (PNG, JPEG, GIF or WebP)"),
+      h(
+        "div",
+        { class: "row" },
+        g.icon ? h("img", { class: "guild-icon preview", src: `/icons/${g.id}/${g.icon}.png`, alt: "The current icon", width: 48, height: 48 }) : null,
+        picker,
+        g.icon ? h("button", { type: "button", class: "secondary", onclick: () => this.act(() => api.patch(`/guilds/${g.id}`, { icon: null }), "Icon removed.") }, "Remove icon") : null,
+      ),
       h("h3", null, "Add a bot"),
       h("label", { for: "set-bot" }, "The bot's application id (its author gives it, or its invitation link)"),
       h(

@@ -128,6 +128,9 @@ pub async fn get(
 #[derive(schemars::JsonSchema, Deserialize)]
 pub struct ModifyGuild {
     name: Option<String>,
+    /// A data URI (PNG, JPEG, GIF or WebP), or null to remove it.
+    #[serde(default, deserialize_with = "protocol::de::nullable")]
+    icon: Option<Option<String>>,
     #[serde(default, deserialize_with = "protocol::de::nullable")]
     description: Option<Option<String>>,
     #[serde(default, deserialize_with = "protocol::de::nullable")]
@@ -144,9 +147,42 @@ pub async fn modify(
     if let Some(n) = &b.name {
         check_name("name", n, 2, 100)?;
     }
-    let action =
-        GuildAction::Modify { name: b.name.into(), description: b.description.into(), system_channel_id: b.system_channel_id.into() };
+    // A new icon is written only for someone who may change the guild (the
+    // actor checks again when it commits the name of the file).
+    let icon = match &b.icon {
+        Some(Some(uri)) => {
+            guild_access(&node, gid, u.id).await?.require(permission::MANAGE_GUILD)?;
+            let max = node.config.limits.max_avatar_bytes;
+            let (bytes, kind) = node::emoji::decode_image_uri(uri, max).map_err(|e| match e {
+                node::emoji::ImageError::TooLarge => {
+                    ApiError::field("icon", "BINARY_TYPE_MAX_SIZE", &format!("File cannot be larger than {max} bytes."))
+                }
+                node::emoji::ImageError::Invalid => ApiError::field("icon", "IMAGE_INVALID", "Invalid image data"),
+            })?;
+            let hash = super::users::avatar_hash(&bytes, node::emoji::animated(kind, &bytes));
+            let path = super::users::image_path(&node.config, "icons", gid.0, &hash);
+            if let Some(dir) = path.parent() {
+                tokio::fs::create_dir_all(dir).await.map_err(|e| ApiError::internal(format!("icon directory: {e}")))?;
+            }
+            tokio::fs::write(&path, &bytes).await.map_err(|e| ApiError::internal(format!("icon file: {e}")))?;
+            Some(Some(hash))
+        }
+        Some(None) => Some(None),
+        None => None,
+    };
+    let action = GuildAction::Modify {
+        name: b.name.into(),
+        icon: icon.into(),
+        description: b.description.into(),
+        system_channel_id: b.system_channel_id.into(),
+    };
     ask(&node, gid, u.id, Action::Guild(action)).await
+}
+
+/// `GET /icons/{guild_id}/{hash}.{png|jpg|webp|gif}`: a guild's icon (no
+/// token, as Discord's CDN; the name is its content's hash).
+pub async fn icon(State(node): State<Arc<Node>>, Path((guild, file)): Path<(String, String)>) -> Response {
+    super::users::serve_image(&node, "icons", &guild, &file).await
 }
 
 /// `DELETE /guilds/{id}`: the owner deletes the guild.

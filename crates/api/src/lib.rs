@@ -1061,6 +1061,7 @@ pub fn router(node: Arc<Node>, sessions: Arc<gateway::Sessions>) -> Router {
         .route("/ready", get(ready))
         .route("/emojis/{file}", get(emojis::image))
         .route("/avatars/{user_id}/{file}", get(users::avatar))
+        .route("/icons/{guild_id}/{file}", get(guilds::icon))
         .merge(web::routes(&node.config))
         .merge(attachments::routes())
         .fallback(not_found)

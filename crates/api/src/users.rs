@@ -373,7 +373,7 @@ pub async fn modify_me(
 
 /// An avatar's name: the first 32 hex digits of its SHA-256, `a_` first if
 /// it moves (as Discord names animated avatars).
-fn avatar_hash(bytes: &[u8], animated: bool) -> String {
+pub(crate) fn avatar_hash(bytes: &[u8], animated: bool) -> String {
     use sha2::Digest;
     let h = hex::encode(&sha2::Sha256::digest(bytes)[..16]);
     if animated {
@@ -386,22 +386,33 @@ fn avatar_hash(bytes: &[u8], animated: bool) -> String {
 /// Where an avatar's file lives: beside the uploaded files (the directory
 /// a cluster's nodes share), `avatars/<user>/<hash>`.
 fn avatar_path(config: &config::Config, user: UserId, hash: &str) -> std::path::PathBuf {
+    image_path(config, "avatars", user.0, hash)
+}
+
+/// Where a picture of ours lives: `<kind>/<owner>/<hash>` beside the
+/// uploaded files (avatars of users, icons of guilds).
+pub(crate) fn image_path(config: &config::Config, kind: &str, owner: u64, hash: &str) -> std::path::PathBuf {
     let dir = config.attachments.dir.clone().unwrap_or_else(|| config.data_dir.join("attachments"));
-    dir.join("avatars").join(user.0.to_string()).join(hash)
+    dir.join(kind).join(owner.to_string()).join(hash)
 }
 
 /// `GET /avatars/{user_id}/{hash}.{png|jpg|webp|gif}`: a user's avatar, in
 /// the format it was uploaded (the extension is not a conversion request).
 pub async fn avatar(State(node): State<Arc<Node>>, Path((user, file)): Path<(String, String)>) -> Response {
+    serve_image(&node, "avatars", &user, &file).await
+}
+
+/// A picture of ours by its owner and hashed name (`avatars`, `icons`).
+pub(crate) async fn serve_image(node: &Node, kind: &str, owner: &str, file: &str) -> Response {
     let not_found = || ApiError::not_found(ErrorCode::UnknownRoute).into_response();
-    let Ok(user) = user.parse::<u64>() else { return not_found() };
-    let hash = file.split_once('.').map_or(file.as_str(), |(h, _)| h);
+    let Ok(owner) = owner.parse::<u64>() else { return not_found() };
+    let hash = file.split_once('.').map_or(file, |(h, _)| h);
     let plain = hash.strip_prefix("a_").unwrap_or(hash);
     // Only names we made: no path separators or dots can reach the disk.
     if plain.len() != 32 || !plain.bytes().all(|b| b.is_ascii_hexdigit()) {
         return not_found();
     }
-    let Ok(bytes) = tokio::fs::read(avatar_path(&node.config, UserId(user), hash)).await else { return not_found() };
+    let Ok(bytes) = tokio::fs::read(image_path(&node.config, kind, owner, hash)).await else { return not_found() };
     let kind = node::emoji::ImageKind::sniff(&bytes).unwrap_or(node::emoji::ImageKind::Png);
     let mut r = (StatusCode::OK, bytes).into_response();
     let h = r.headers_mut();

@@ -13,10 +13,11 @@ use node::route::OpReply;
 pub(super) fn plan(a: &GuildActor, st: &State, user: UserId, action: GuildAction) -> Decided {
     let caller = st.caller(user)?;
     match action {
-        GuildAction::Modify { name, description, system_channel_id } => {
+        GuildAction::Modify { name, icon, description, system_channel_id } => {
             caller.require(permission::MANAGE_GUILD)?;
             let mut g = st.guild.clone();
             name.apply(&mut g.name);
+            icon.apply(&mut g.icon);
             description.apply(&mut g.description);
             system_channel_id.apply(&mut g.system_channel_id);
             Ok(Plan::new(vec![Change::UpdateGuild(g.clone())], move |a, st, _| {

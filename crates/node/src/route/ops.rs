@@ -180,7 +180,7 @@ pub enum MemberAction {
 #[derive(Serialize, Deserialize)]
 pub enum GuildAction {
     /// MANAGE_GUILD.
-    Modify { name: Set<String>, description: Set<Option<String>>, system_channel_id: Set<Option<ChannelId>> },
+    Modify { name: Set<String>, icon: Set<Option<String>>, description: Set<Option<String>>, system_channel_id: Set<Option<ChannelId>> },
     /// The owner only.
     Delete,
     /// An audit log entry for a change made outside the actor (an invite,

@@ -90,6 +90,8 @@ const ROWS: &[Row] = &[
     page("/"),
     page("/app.js"),
     page("/app.css"),
+    // The same files by the hashed names the page loads them by.
+    page("/assets/{name}"),
     // The upload limits the client shows.
     page("/client.json"),
     // The page of a bot's invitation link (the client's; the API route of that path, under /api, is another row).
@@ -99,6 +101,7 @@ const ROWS: &[Row] = &[
     row("GET", "/metrics", ANY, PUBLIC),
     row("GET", "/emojis/{file}", ANY, PUBLIC),
     row("GET", "/avatars/{user_id}/{file}", ANY, PUBLIC),
+    row("GET", "/icons/{guild_id}/{file}", ANY, PUBLIC),
     row("GET", "/attachments/{channel_id}/{attachment_id}/{filename}", ANY, PUBLIC),
     // Pending uploads of interactions (tests/it/interactions.rs fetches one):
     // a message's file, even by its signed URL, is never served there.
@@ -495,6 +498,17 @@ impl Fixture {
             vars.insert("{file}", format!("{}.png", id(&e)));
             vars.insert("{emoji_id}", id(&e));
         }
+        if needs("{name}") {
+            // The bundle's hashed name, as the page names it.
+            let page = t.http.get(t.base.replace("/api/v10", "/")).send().await.unwrap().text().await.unwrap();
+            let at = page.find("/assets/app.").expect("the page names its bundle");
+            let name: String = page[at + "/assets/".len()..].chars().take_while(|c| *c != '"').collect();
+            vars.insert("{name}", name);
+        }
+        if r.path.starts_with("/icons/") {
+            let g = ok(t, Method::PATCH, &format!("/guilds/{guild}"), owner, Some(json!({"icon": PNG_URI}))).await;
+            vars.insert("{file}", format!("{}.png", g["icon"].as_str().unwrap()));
+        }
         if needs("{code}") {
             let inv = ok(t, Method::POST, &format!("/channels/{channel}/invites"), owner, Some(json!({}))).await;
             vars.insert("{code}", inv["code"].as_str().unwrap().to_string());
@@ -697,6 +711,7 @@ async fn rest_cell(t: &TestServer, c: &Cast, r: &Row, who: Who, n: usize) -> (St
         && !matches!(r.path, "/health" | "/ready" | "/metrics")
         && !r.path.starts_with("/emojis/")
         && !r.path.starts_with("/avatars/")
+        && !r.path.starts_with("/icons/")
         && !r.path.starts_with("/attachments/")
         && !r.path.starts_with("/ephemeral-attachments/");
     let query = match r.path {
