@@ -34,6 +34,7 @@ type Guild = { id: string; name: string; owner_id: string; icon: string | null; 
 type Message = {
   id: string;
   channel_id: string;
+  embeds?: any[];
   author: any;
   content: string;
   timestamp: string;
@@ -1392,6 +1393,8 @@ function messageEl(m: Message, prev: Message | undefined = prevOf(m)): HTMLLIEle
   const grouped = continues(m, prev);
   const full = new Date(m.timestamp);
   const title = isNaN(full.getTime()) ? "" : FULL_FORMAT.format(full);
+  // Attachments an embed shows (`attachment://name`) are not drawn again below.
+  const inEmbeds = m.embeds?.length ? shownInEmbeds(m) : new Set<string>();
   const edited = m.edited_timestamp ? h("span", { class: "edited", title: new Date(m.edited_timestamp).toLocaleString() }, "(edited)") : null;
   return h(
     "li",
@@ -1415,8 +1418,8 @@ function messageEl(m: Message, prev: Message | undefined = prevOf(m)): HTMLLIEle
     notes.loading
       ? h("div", { class: "content thinking" }, `${name} is thinking…`)
       : h("div", { class: "content" }, markdown(m.content, mentionNames, me?.id)),
-    attachmentsEl(m.attachments?.filter((a) => !shownInEmbeds(m as any).has(a.filename))),
-    embedsEl(m as any, mentionNames, me?.id),
+    attachmentsEl(m.embeds?.length ? m.attachments?.filter((a) => !inEmbeds.has(a.filename)) : m.attachments),
+    embedsEl(m, mentionNames, me?.id),
     grouped && edited ? h("div", { class: "edited-line" }, edited) : null,
     commands?.components(m) ?? null,
     m.reactions?.length ? h("div", { class: "reactions", role: "group", "aria-label": "Reactions" }, m.reactions.map((r) => reactionChip(m, r))) : null,

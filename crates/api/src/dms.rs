@@ -53,10 +53,21 @@ pub async fn open(State(node): State<Arc<Node>>, Caller(u): Caller, JsonBody(b):
         return Err(ApiError::Code(StatusCode::BAD_REQUEST, ErrorCode::CannotSendToUser));
     }
     may_message(&node, u.id, to).await?;
-    let fresh = ChannelRecord {
+    let fresh = new_dm_channel(&node, channel_type::DM);
+    let id = node.store.open_dm(&fresh, u.id, to).await?;
+    if id == fresh.id {
+        ask_actor(&node, ActorKey::dm(id), u.id, Action::Dm(DmAction::Opened)).await?;
+    }
+    let dm = node.store.get_dm(id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownChannel))?;
+    Ok(json_bytes(StatusCode::OK, dm_json(&dm, u.id).to_string()))
+}
+
+/// A new DM or group DM channel (`kind`), not yet stored.
+fn new_dm_channel(node: &Node, kind: u8) -> ChannelRecord {
+    ChannelRecord {
         id: ChannelId(node.ids.next().0),
         guild_id: None,
-        kind: channel_type::DM,
+        kind,
         name: String::new(),
         position: 0,
         topic: None,
@@ -65,13 +76,7 @@ pub async fn open(State(node): State<Arc<Node>>, Caller(u): Caller, JsonBody(b):
         rate_limit_per_user: 0,
         overwrites: Vec::new(),
         last_message_id: None,
-    };
-    let id = node.store.open_dm(&fresh, u.id, to).await?;
-    if id == fresh.id {
-        ask_actor(&node, ActorKey::dm(id), u.id, Action::Dm(DmAction::Opened)).await?;
     }
-    let dm = node.store.get_dm(id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownChannel))?;
-    Ok(json_bytes(StatusCode::OK, dm_json(&dm, u.id).to_string()))
 }
 
 /// `from` may start a DM with `to`: `to` exists (else 400 50035) and the
@@ -99,19 +104,7 @@ async fn open_group(node: &Arc<Node>, caller: UserId, others: Vec<UserId>) -> Ap
     for &to in &others {
         may_message(node, caller, to).await?;
     }
-    let group = ChannelRecord {
-        id: ChannelId(node.ids.next().0),
-        guild_id: None,
-        kind: channel_type::GROUP_DM,
-        name: String::new(),
-        position: 0,
-        topic: None,
-        nsfw: false,
-        parent_id: None,
-        rate_limit_per_user: 0,
-        overwrites: Vec::new(),
-        last_message_id: None,
-    };
+    let group = new_dm_channel(node, channel_type::GROUP_DM);
     let mut everyone = others;
     everyone.push(caller);
     node.store.create_group_dm(&group, &everyone).await?;
