@@ -4,6 +4,8 @@ features/dpy_roles.py, features/djs_roles.js). The humans' own raw gateway
 sessions show who received a hidden channel's message; REST shows what
 stayed."""
 
+import datetime
+
 import pytest
 
 from feature_harness import make_world, run_djs, run_dpy
@@ -32,6 +34,17 @@ def test_roles_overwrites_bans_and_kicks(lib):
         r = run_dpy(world, "dpy_roles.py") if lib == "dpy" else run_djs(world, "djs_roles.js")
         r.assert_ok()
         name = "discord.py" if lib == "dpy" else "discord.js"
+
+        # The timeout as each library parsed it: ten minutes from now.
+        until = datetime.datetime.fromisoformat(r.step("timed_out")["until"].replace("Z", "+00:00"))
+        left = (until - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+        assert 0 < left <= 600, left
+        r.step("timeout_lifted")
+        # The member's own session saw it start and end.
+        upd = lambda timed: lambda f: f.get("t") == "GUILD_MEMBER_UPDATE" and f["d"]["user"]["id"] == world.member_id and bool(f["d"].get("communication_disabled_until")) == timed
+        assert member.wait_for(upd(True), 15), "the member saw the timeout"
+        start = member.frames.index(member.wait_for(upd(True), 1))
+        assert member.wait_for(upd(False), 15, start=start + 1), "the member saw it lifted"
 
         created = r.step("role_created")
         assert created["event_id"] == created["id"] and created["position"] == 1 and created["colour"] == 0x3498DB

@@ -87,3 +87,44 @@ test("a member's name shows in their highest coloured role's colour, in the memb
   assert.notEqual(await own.evaluate((el) => getComputedStyle(el).color), "rgb(241, 196, 15)");
   await shot(page, "role-colours");
 });
+
+test("a timeout from the members tab takes the member's send box away live, and removing it gives it back", async () => {
+  const base = env.server.url;
+  const { alice: ivy, bob: jon, g, general } = await twoInAGuild(base, "Timeouts", ["ivy", "jon"]);
+  const { page: a } = await pageAs(env.browser, base, ivy.token);
+  const { page: b } = await pageAs(env.browser, base, jon.token);
+  for (const p of [a, b]) p.on("pageerror", (e) => assert.fail(`page error: ${e}`));
+  await b.getByLabel("Message", { exact: true }).waitFor();
+
+  await a.getByRole("button", { name: "Server settings" }).click();
+  const dlg = a.getByRole("dialog", { name: "Server settings" });
+  await dlg.getByRole("tab", { name: "Members" }).click();
+  const row = dlg.getByRole("listitem", { name: "jon" });
+  await row.getByLabel("Time out jon").selectOption({ label: "1 hour" });
+  await dlg.getByRole("status").filter({ hasText: "jon timed out." }).waitFor();
+  await row.getByText(/^Timed out until/).waitFor();
+  await shot(a, "timeout-admin");
+
+  // Jon's box goes at once, with a note saying until when.
+  await b.getByText(/^You are timed out until/).waitFor();
+  assert.equal(await b.locator("#composer").isHidden(), true);
+  await shot(b, "timed-out");
+  // The server agrees: a send is refused, reading is not, and every
+  // member sees when it ends.
+  await assert.rejects(rest(base, "POST", `/channels/${general.id}/messages`, jon.token, { content: "let me speak" }), /403 .*50013/);
+  assert.ok(Array.isArray(await rest(base, "GET", `/channels/${general.id}/messages?limit=5`, jon.token)));
+  const seen = await rest(base, "GET", `/guilds/${g.id}/members/${jon.id}`, jon.token);
+  const ends = Date.parse(seen.communication_disabled_until);
+  assert.ok(ends > Date.now() + 50 * 60_000 && ends <= Date.now() + 61 * 60_000, seen.communication_disabled_until);
+  // The audit log names it.
+  const log = await rest(base, "GET", `/guilds/${g.id}/audit-logs?action_type=24`, ivy.token);
+  assert.deepEqual(log.audit_log_entries[0].changes.map((c) => c.key), ["communication_disabled_until"]);
+
+  // Ivy removes it: Jon's box comes back and his message goes through.
+  await row.getByRole("button", { name: "Remove timeout" }).click();
+  await dlg.getByRole("status").filter({ hasText: "jon's timeout removed." }).waitFor();
+  await b.locator("#composer:not([hidden])").waitFor();
+  await b.getByLabel("Message", { exact: true }).fill("back again");
+  await b.getByLabel("Message", { exact: true }).press("Enter");
+  await a.locator("#messages .content", { hasText: "back again" }).waitFor();
+});

@@ -55,7 +55,12 @@ test("the address holds the open channel across reloads", async () => {
     history.replaceState(null, "", h);
     location.reload();
   }, away);
-  await page.waitForFunction(() => /^#\/channels\/\d+\/\d+$/.test(location.hash) && document.querySelector("#channel-name")?.textContent);
+  // Wait for a server to open: until then the address still names the
+  // other one and the header says "No server".
+  await page.waitForFunction(
+    (other) => /^#\/channels\/\d+\/\d+$/.test(location.hash) && !location.hash.includes(other) && document.querySelector("#channel-name")?.textContent,
+    elsewhere.id,
+  );
   const shown = await page.locator("#guild-name").textContent();
   assert.ok(["Alpha", "Beta"].includes(shown), shown);
   assert.ok(!page.url().includes(elsewhere.id), page.url());

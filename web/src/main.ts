@@ -433,6 +433,7 @@ function dispatch(t: string, d: any) {
       if (d.user?.id) memberRoles.set(`${d.guild_id}:${d.user.id}`, d.roles ?? []);
       if (d.user?.id === me?.id) {
         myRoles.set(d.guild_id, new Set(d.roles ?? []));
+        setMyTimeout(d.guild_id, d.communication_disabled_until);
         if (d.guild_id === guildId) refreshComposer();
       }
       break;
@@ -557,7 +558,10 @@ function guildCreate(d: any) {
   for (const m of d.members ?? []) {
     if (m.user) names.set(m.user.id, displayName(m));
     if (m.user) memberRoles.set(`${d.id}:${m.user.id}`, m.roles ?? []);
-    if (m.user?.id === me?.id) myRoles.set(d.id, new Set(m.roles ?? []));
+    if (m.user?.id === me?.id) {
+      myRoles.set(d.id, new Set(m.roles ?? []));
+      setMyTimeout(d.id, m.communication_disabled_until);
+    }
   }
   for (const p of d.presences ?? []) presence.set(p.user.id, p.status);
   renderGuilds();
@@ -649,6 +653,29 @@ function roleInfo(r: any): RoleInfo {
 const ADMINISTRATOR = 1n << 3n;
 const SEND_MESSAGES = 1n << 11n;
 const ALL = (1n << 53n) - 1n;
+/** What a member keeps during a timeout: seeing channels and reading them. */
+const TIMED_OUT_KEEPS = (1n << 10n) | (1n << 16n);
+
+/** When this user's timeout ends, per server (ms since the epoch). */
+const myTimeout = new Map<string, number>();
+let timeoutTimer: ReturnType<typeof setTimeout> | undefined;
+
+/** Records this user's timeout in `guild` from a member object's
+ *  `communication_disabled_until`, and redraws the composer when it ends. */
+function setMyTimeout(guild: string, until: string | null | undefined) {
+  const t = until ? Date.parse(until) : NaN;
+  if (t > Date.now()) myTimeout.set(guild, t);
+  else myTimeout.delete(guild);
+  clearTimeout(timeoutTimer);
+  const next = Math.min(...myTimeout.values());
+  if (Number.isFinite(next)) timeoutTimer = setTimeout(refreshComposer, Math.min(next - Date.now() + 50, 2 ** 31 - 1));
+}
+
+/** The end of this user's timeout in `guild`, if one lasts now. */
+function timedOutUntil(guild: string | undefined): number | null {
+  const t = guild ? myTimeout.get(guild) : undefined;
+  return t && t > Date.now() ? t : null;
+}
 
 /** This user's permissions in channel `c`, as Discord computes them: the
  *  owner has all; @everyone's and their roles' bits, all with
@@ -662,6 +689,7 @@ function permissionsIn(c: Channel): bigint {
   let p = g.perms.get(g.id)?.permissions ?? 0n;
   for (const r of mine) p |= g.perms.get(r)?.permissions ?? 0n;
   if (p & ADMINISTRATOR) return ALL;
+  const muted = timedOutUntil(g.id) ? TIMED_OUT_KEEPS : ALL;
   const ow = c.overwrites ?? [];
   const bits = (o: { allow: string; deny: string }) => [BigInt(o.allow || "0"), BigInt(o.deny || "0")];
   const everyone = ow.find((o) => o.id === g.id);
@@ -684,7 +712,7 @@ function permissionsIn(c: Channel): bigint {
     const [a, d] = bits(own);
     p = (p & ~d) | a;
   }
-  return p;
+  return p & muted;
 }
 
 /** The composer, or a note where it would be when this user may not send
@@ -694,6 +722,10 @@ function refreshComposer() {
   const may = !c || c.guild_id === HOME || (permissionsIn(c) & SEND_MESSAGES) !== 0n;
   $("composer").hidden = !may;
   $("no-send").hidden = may;
+  const until = c ? timedOutUntil(c.guild_id) : null;
+  $("no-send").textContent = until
+    ? `You are timed out until ${new Date(until).toLocaleString()}. You can read, but not send or react.`
+    : "You do not have permission to send messages in this channel.";
   ($("guild-settings") as HTMLButtonElement).hidden = !guildId || guildId === HOME;
 }
 

@@ -73,6 +73,17 @@ const ACTIONS: Record<number, string> = {
   121: "changed command permissions",
 };
 
+/** A timeout's lengths offered in the members tab (Discord's), in ms. */
+const TIMEOUTS: [number, string][] = [
+  [0, "Time out…"],
+  [60_000, "60 seconds"],
+  [5 * 60_000, "5 minutes"],
+  [10 * 60_000, "10 minutes"],
+  [3_600_000, "1 hour"],
+  [86_400_000, "1 day"],
+  [7 * 86_400_000, "1 week"],
+];
+
 export class SettingsPanel {
   private el: HTMLElement | null = null;
   private guildId = "";
@@ -464,6 +475,13 @@ export class SettingsPanel {
       const name = m.nick || u.global_name || u.username;
       const reason = h("input", { "aria-label": `Reason to ban ${name}`, placeholder: "Reason (optional)", hidden: true });
       const confirmBan = h("button", { type: "button", class: "danger", hidden: true }, `Confirm ban`);
+      const until = Date.parse(m.communication_disabled_until ?? "");
+      const timedOut = until > Date.now();
+      const timeout = (ms: number | null) =>
+        this.act(
+          () => api.patch(`/guilds/${g.id}/members/${u.id}`, { communication_disabled_until: ms === null ? null : new Date(Date.now() + ms).toISOString() }),
+          ms === null ? `${name}'s timeout removed.` : `${name} timed out.`,
+        ).then((ok) => ok && this.show("members", false));
       const li = h(
         "li",
         { class: "member-row", "data-user-id": u.id, "aria-label": name },
@@ -496,6 +514,22 @@ export class SettingsPanel {
               "div",
               { class: "row" },
               h("button", { type: "button", class: "secondary", onclick: () => this.act(() => api.del(`/guilds/${g.id}/members/${u.id}`), `${name} kicked.`).then((ok) => ok && li.remove()) }, "Kick"),
+              timedOut
+                ? [
+                    h("span", { class: "muted" }, `Timed out until ${new Date(until).toLocaleString()}`),
+                    h("button", { type: "button", class: "secondary", onclick: () => timeout(null) }, "Remove timeout"),
+                  ]
+                : h(
+                    "select",
+                    {
+                      "aria-label": `Time out ${name}`,
+                      onchange: (e: Event) => {
+                        const v = Number((e.target as HTMLSelectElement).value);
+                        if (v > 0) timeout(v);
+                      },
+                    },
+                    TIMEOUTS.map(([ms, label]) => h("option", { value: String(ms) }, label)),
+                  ),
               h(
                 "button",
                 {

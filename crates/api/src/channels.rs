@@ -274,7 +274,15 @@ pub async fn accept_invite(State(node): State<Arc<Node>>, Caller(u): Caller, Pat
         if !node.store.use_invite(&code).await? {
             return Err(ApiError::not_found(ErrorCode::UnknownInvite));
         }
-        let m = MemberRecord { guild_id: g.id, user_id: u.id, nick: None, roles: Vec::new(), joined_at: now_ms(), flags: 0 };
+        let m = MemberRecord {
+            guild_id: g.id,
+            user_id: u.id,
+            nick: None,
+            roles: Vec::new(),
+            joined_at: now_ms(),
+            flags: 0,
+            communication_disabled_until: None,
+        };
         let joined = ask(
             &node,
             g.id,

@@ -69,7 +69,15 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, JsonBody(b
     };
     let everyone = guild::everyone_role(gid);
     let general = guild::text_channel(cid, gid, "general".into(), 0);
-    let owner = MemberRecord { guild_id: gid, user_id: u.id, nick: None, roles: Vec::new(), joined_at: now, flags: 0 };
+    let owner = MemberRecord {
+        guild_id: gid,
+        user_id: u.id,
+        nick: None,
+        roles: Vec::new(),
+        joined_at: now,
+        flags: 0,
+        communication_disabled_until: None,
+    };
     let ng = NewGuild { guild, roles: vec![everyone], channels: vec![general], members: vec![owner.clone()] };
     node.store.create_guild(&ng).await?;
     // The owner's live sessions receive GUILD_CREATE, as for any new member.
@@ -371,7 +379,15 @@ pub async fn add_member(
     let token = b.access_token.ok_or_else(|| ApiError::field("access_token", "BASE_TYPE_REQUIRED", "This field is required"))?;
     super::oauth2::check_join_token(&node, &token, uid, u.id).await?;
     let usr = node.store.get_user(uid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownUser))?;
-    let m = MemberRecord { guild_id: gid, user_id: uid, nick: None, roles: Vec::new(), joined_at: now_ms(), flags: 0 };
+    let m = MemberRecord {
+        guild_id: gid,
+        user_id: uid,
+        nick: None,
+        roles: Vec::new(),
+        joined_at: now_ms(),
+        flags: 0,
+        communication_disabled_until: None,
+    };
     ask(&node, gid, u.id, Action::Member(MemberAction::Add { user: Box::new(usr), member: Box::new(m), via: Join::OAuth })).await
 }
 
@@ -380,10 +396,16 @@ pub struct ModifyMember {
     #[serde(default, deserialize_with = "protocol::de::nullable")]
     nick: Option<Option<String>>,
     roles: Option<Vec<RoleId>>,
+    /// A timeout's end (ISO 8601, at most 28 days ahead), or null to end it.
+    #[serde(default, deserialize_with = "protocol::de::nullable")]
+    communication_disabled_until: Option<Option<String>>,
 }
 
-/// A member's nickname and roles as an action sets them.
-type MemberPatch = (Set<Option<String>>, Set<Vec<RoleId>>);
+/// The longest timeout Discord gives: 28 days.
+pub const MAX_TIMEOUT_MS: u64 = 28 * 24 * 3600 * 1000;
+
+/// A member's nickname, roles and timeout as an action sets them.
+type MemberPatch = (Set<Option<String>>, Set<Vec<RoleId>>, Set<Option<u64>>);
 
 impl ModifyMember {
     fn checked(self) -> ApiResult<MemberPatch> {
@@ -392,7 +414,22 @@ impl ModifyMember {
                 check_name("nick", n, 1, 32)?;
             }
         }
-        Ok((self.nick.into(), self.roles.into()))
+        let timeout = match self.communication_disabled_until {
+            None => Set::Keep,
+            Some(None) => Set::To(None),
+            Some(Some(t)) => {
+                let at = protocol::model::parse_time(&t)
+                    .filter(|_| !t.bytes().all(|b| b.is_ascii_digit()))
+                    .ok_or_else(|| ApiError::field("communication_disabled_until", "DATE_TYPE_PARSE", "Could not parse date."))?;
+                let now = now_ms();
+                if at > now + MAX_TIMEOUT_MS {
+                    return Err(ApiError::field("communication_disabled_until", "BASE_TYPE_BAD_TIME", "A timeout lasts at most 28 days."));
+                }
+                // A time already past ends any timeout, as null does.
+                Set::To((at > now).then_some(at))
+            }
+        };
+        Ok((self.nick.into(), self.roles.into(), timeout))
     }
 }
 
@@ -417,7 +454,7 @@ pub async fn search_members(
     ask(&node, gid, u.id, Action::Member(MemberAction::Search { query: q.query, limit })).await
 }
 
-/// `PATCH /guilds/{id}/members/{user}`: nickname and roles.
+/// `PATCH /guilds/{id}/members/{user}`: nickname, roles and timeout.
 pub async fn modify_member(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
@@ -426,8 +463,8 @@ pub async fn modify_member(
 ) -> ApiResult<Response> {
     let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
     let uid = super::user_or_me(&uid, u.id)?;
-    let (nick, roles) = b.checked()?;
-    ask(&node, gid, u.id, Action::Member(MemberAction::Modify { user: uid, nick, roles })).await
+    let (nick, roles, timeout) = b.checked()?;
+    ask(&node, gid, u.id, Action::Member(MemberAction::Modify { user: uid, nick, roles, timeout })).await
 }
 
 /// `PATCH /guilds/{id}/members/@me`: change one's own nickname.
@@ -441,8 +478,9 @@ pub async fn modify_me(
     if b.roles.is_some() {
         return Err(ApiError::field("roles", "BASE_TYPE_INVALID", "Use PATCH /guilds/{id}/members/{user_id} to change roles."));
     }
-    let (nick, _) = b.checked()?;
-    ask(&node, gid, u.id, Action::Member(MemberAction::Modify { user: u.id, nick, roles: Set::Keep })).await
+    // Only the nickname: Discord ignores the rest here.
+    let (nick, _, _) = b.checked()?;
+    ask(&node, gid, u.id, Action::Member(MemberAction::Modify { user: u.id, nick, roles: Set::Keep, timeout: Set::Keep })).await
 }
 
 /// `DELETE /guilds/{id}/members/{user}`: a kick (KICK_MEMBERS).

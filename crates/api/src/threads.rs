@@ -299,7 +299,7 @@ async fn archived(node: &Node, user: UserId, c: &str, q: ArchivedQuery, private:
     }
     let before = match q.before.as_deref() {
         None => u64::MAX,
-        Some(b) => parse_time(b).ok_or_else(|| ApiError::field("before", "DATE_TYPE_PARSE", "Could not parse date."))?,
+        Some(b) => protocol::model::parse_time(b).ok_or_else(|| ApiError::field("before", "DATE_TYPE_PARSE", "Could not parse date."))?,
     };
     // One more than asked: whether there are more.
     let mut snaps = node.store.archived_threads(parent.id, private, before, limit + 1).await?;
@@ -328,42 +328,6 @@ fn archived_body(snaps: &[ThreadSnapshot], user: UserId, has_more: bool) -> ApiR
     Ok(json_bytes(StatusCode::OK, body.to_string()))
 }
 
-/// Milliseconds since the epoch of an ISO 8601 timestamp in UTC
-/// (`2024-01-02T03:04:05[.ffffff](Z|+00:00)`), or of a snowflake (some
-/// clients page with ids).
-fn parse_time(s: &str) -> Option<u64> {
-    if let Ok(id) = s.parse::<u64>() {
-        return Some(protocol::MessageId(id).timestamp_ms());
-    }
-    let b = s.as_bytes();
-    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b' ') || b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, mo, d, h, mi, se) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
-    let rest = &s[19..];
-    let (frac, zone) = match rest.strip_prefix('.') {
-        Some(r) => {
-            let end = r.find(|c: char| !c.is_ascii_digit()).unwrap_or(r.len());
-            (&r[..end], &r[end..])
-        }
-        None => ("", rest),
-    };
-    // A `+` left unescaped in a query string arrives as a space.
-    if !matches!(zone, "" | "Z" | "+00:00" | " 00:00") || !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
-        return None;
-    }
-    let ms = frac.get(..3).map_or_else(|| format!("{frac:0<3}"), str::to_string).parse::<i64>().ok()?;
-    // Days from civil (Howard Hinnant's algorithm).
-    let y = if mo <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if mo > 2 { mo - 3 } else { mo + 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    u64::try_from(((days * 86_400 + h * 3600 + mi * 60 + se) * 1000) + ms).ok()
-}
-
 /// The caller may see thread `c` (a thread channel read by `channel_access`):
 /// they may see its parent, and a private thread only as its member or
 /// with MANAGE_THREADS. The thread comes back with its parent's
@@ -386,20 +350,4 @@ pub async fn thread_access(node: &Node, mut c: ChannelRecord, access: Access, us
     }
     c.overwrites = parent.overwrites;
     Ok((c, access))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn archive_timestamps_parse_back() {
-        for ms in [0u64, 1_420_070_400_000, 1_735_689_599_999, 1_709_251_200_123] {
-            assert_eq!(parse_time(&protocol::model::iso8601(ms)), Some(ms));
-        }
-        assert_eq!(parse_time("2024-03-01T00:00:00Z"), Some(1_709_251_200_000));
-        assert_eq!(parse_time("2024-03-01T00:00:00.5+00:00"), Some(1_709_251_200_500));
-        assert_eq!(parse_time("yesterday"), None);
-        assert_eq!(parse_time("2024-13-01T00:00:00Z"), None);
-    }
 }

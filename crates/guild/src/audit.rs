@@ -11,7 +11,7 @@
 use protocol::model::permission;
 use protocol::{GuildId, Snowflake, UserId};
 use serde_json::{json, Map, Value};
-use store::{AuditRecord, Change, ChannelRecord, OverwriteRecord, RoleRecord};
+use store::{AuditRecord, Change, ChannelRecord, MemberRecord, OverwriteRecord, RoleRecord};
 
 use crate::actor::State;
 
@@ -162,8 +162,16 @@ pub(crate) fn entries(st: &State, user: UserId, hint: Hint, changes: &[Change]) 
             }
             Change::UpdateMember(m) => {
                 let Some((old, _)) = st.members.get(&m.user_id) else { continue };
+                let mut d = Vec::new();
                 if old.nick != m.nick {
-                    let d = vec![AuditNote::change("nick", old.nick.clone().map(Into::into), m.nick.clone().map(Into::into))];
+                    d.push(AuditNote::change("nick", old.nick.clone().map(Into::into), m.nick.clone().map(Into::into)));
+                }
+                if old.communication_disabled_until != m.communication_disabled_until {
+                    let t =
+                        |r: &MemberRecord| -> Option<Value> { r.communication_disabled_until.map(|t| protocol::model::iso8601(t).into()) };
+                    d.push(AuditNote::change("communication_disabled_until", t(old), t(m)));
+                }
+                if !d.is_empty() {
                     out.push(AuditNote::new(kind::MEMBER_UPDATE, m.user_id.0).with(d));
                 }
                 let partial = |ids: Vec<&protocol::RoleId>| -> Value {

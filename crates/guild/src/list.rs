@@ -433,6 +433,9 @@ enum OpJson<'a> {
     Invalidate { range: [usize; 2] },
 }
 
+// Items live only while one list update is written out, and nearly all
+// are members: boxing the larger variant would add an allocation to each.
+#[allow(clippy::large_enum_variant)]
 #[derive(Serialize)]
 #[serde(rename_all = "lowercase")]
 enum ItemJson<'a> {
@@ -457,7 +460,7 @@ struct MemberJson<'a> {
     mute: bool,
     flags: u64,
     pending: bool,
-    communication_disabled_until: Option<()>,
+    communication_disabled_until: Option<String>,
     presence: PresenceJson<'a>,
 }
 
@@ -528,7 +531,7 @@ fn item_json<'a>(view: &View<'a>, item: &Item) -> ItemJson<'a> {
                 mute: false,
                 flags: m.flags,
                 pending: false,
-                communication_disabled_until: None,
+                communication_disabled_until: node::convert::timeout(m),
                 presence,
             })
         }
@@ -557,7 +560,18 @@ mod tests {
         let u = UserRecord { id: UserId(id), username: name.into(), global_name: None, avatar: None, bot: false, flags: 0, created_at: 0 };
         (
             UserId(id),
-            (MemberRecord { guild_id: GuildId(1), user_id: UserId(id), nick: None, roles: vec![], joined_at: 0, flags: 0 }, Arc::new(u)),
+            (
+                MemberRecord {
+                    guild_id: GuildId(1),
+                    user_id: UserId(id),
+                    nick: None,
+                    roles: vec![],
+                    joined_at: 0,
+                    flags: 0,
+                    communication_disabled_until: None,
+                },
+                Arc::new(u),
+            ),
         )
     }
 

@@ -79,6 +79,11 @@ pub fn channel(c: &ChannelRecord) -> Channel {
     }
 }
 
+/// A member's timeout as Discord shows it: the time it ends, while it lasts.
+pub fn timeout(m: &MemberRecord) -> Option<String> {
+    m.communication_disabled_until.filter(|_| crate::perm::timed_out(m)).map(iso8601)
+}
+
 /// A member; `with_user` adds the nested user object.
 pub fn member(m: &MemberRecord, u: Option<&UserRecord>) -> Member {
     Member {
@@ -92,7 +97,7 @@ pub fn member(m: &MemberRecord, u: Option<&UserRecord>) -> Member {
         mute: false,
         flags: m.flags,
         pending: false,
-        communication_disabled_until: None,
+        communication_disabled_until: timeout(m),
         banner: None,
         guild_id: None,
     }

@@ -5,12 +5,26 @@ use protocol::model::permission;
 use protocol::{GuildId, UserId};
 use store::{ChannelRecord, MemberRecord, OverwriteRecord, RoleRecord};
 
-/// Guild-level bits: everything for the owner, else `@everyone` OR the member's roles.
+/// What a timed-out member keeps, in the guild and in every channel
+/// whatever its overwrites: reading (Discord's rule).
+pub const TIMED_OUT_KEEPS: u64 = permission::VIEW_CHANNEL | permission::READ_MESSAGE_HISTORY;
+
+/// Whether `member` is in a timeout now.
+pub fn timed_out(member: &MemberRecord) -> bool {
+    member.communication_disabled_until.is_some_and(|t| t > crate::auth::now_ms())
+}
+
+/// Guild-level bits: everything for the owner, else `@everyone` OR the
+/// member's roles; only reading during a timeout, unless ADMINISTRATOR.
 pub fn base(guild: GuildId, owner: UserId, roles: &[RoleRecord], member: &MemberRecord) -> u64 {
     if owner == member.user_id {
         return permission::ALL;
     }
-    roles.iter().filter(|r| r.id.0 == guild.0 || member.roles.contains(&r.id)).fold(0, |acc, r| acc | r.permissions)
+    let bits = roles.iter().filter(|r| r.id.0 == guild.0 || member.roles.contains(&r.id)).fold(0, |acc, r| acc | r.permissions);
+    if bits & permission::ADMINISTRATOR == 0 && timed_out(member) {
+        return bits & TIMED_OUT_KEEPS;
+    }
+    bits
 }
 
 /// Bits in channel `c` for a member with guild-level `base`: Discord's order,
@@ -33,6 +47,9 @@ pub fn in_channel(base: u64, guild: GuildId, member: &MemberRecord, c: &ChannelR
     p = (p & !deny) | allow;
     if let Some(o) = c.overwrites.iter().find(|o| o.kind == 1 && o.id == member.user_id.0) {
         p = apply(p, o);
+    }
+    if timed_out(member) {
+        p &= TIMED_OUT_KEEPS;
     }
     p
 }
@@ -106,6 +123,7 @@ mod tests {
             roles: roles.iter().map(|&r| RoleId(r)).collect(),
             joined_at: 0,
             flags: 0,
+            communication_disabled_until: None,
         }
     }
 

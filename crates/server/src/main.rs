@@ -240,6 +240,7 @@ async fn main() -> anyhow::Result<()> {
                         roles: Vec::new(),
                         joined_at: node::auth::now_ms(),
                         flags: 0,
+                        communication_disabled_until: None,
                     };
                     store.add_member(&m).await.context("adding the bot")?;
                 }

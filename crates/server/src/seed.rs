@@ -135,7 +135,15 @@ pub fn build(spec: &SeedSpec, ids: &SnowflakeGen) -> (BulkLoad, Fixture) {
         });
         let members = members
             .into_iter()
-            .map(|u| MemberRecord { guild_id: gid, user_id: u, nick: None, roles: Vec::new(), joined_at: now, flags: 0 })
+            .map(|u| MemberRecord {
+                guild_id: gid,
+                user_id: u,
+                nick: None,
+                roles: Vec::new(),
+                joined_at: now,
+                flags: 0,
+                communication_disabled_until: None,
+            })
             .collect();
         load.guilds.push(NewGuild { guild, roles: vec![everyone], channels, members });
     }

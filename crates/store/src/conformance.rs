@@ -112,7 +112,15 @@ async fn bulk(s: &dyn Store) {
     };
     let members = users
         .iter()
-        .map(|u| MemberRecord { guild_id: GuildId(9_000), user_id: u.id, nick: None, roles: vec![], joined_at: 1, flags: 0 })
+        .map(|u| MemberRecord {
+            guild_id: GuildId(9_000),
+            user_id: u.id,
+            nick: None,
+            roles: vec![],
+            joined_at: 1,
+            flags: 0,
+            communication_disabled_until: None,
+        })
         .collect();
     s.bulk_load(&BulkLoad {
         users: users.clone(),
@@ -199,6 +207,8 @@ async fn batched_guild_loads(s: &dyn Store) {
         roles,
         joined_at: 9,
         flags: 2,
+        // A timeout on the member with a nickname: written and read back.
+        communication_disabled_until: nick.map(|_| 1_900_000_000_123),
     };
     let a = snapshot(
         300,
@@ -302,7 +312,15 @@ async fn guilds_channels_members(s: &dyn Store) {
         overwrites: vec![OverwriteRecord { id: 100, kind: 0, allow: 0, deny: 2048 }],
         last_message_id: None,
     };
-    let owner = MemberRecord { guild_id: GuildId(100), user_id: UserId(1), nick: None, roles: vec![], joined_at: 1, flags: 0 };
+    let owner = MemberRecord {
+        guild_id: GuildId(100),
+        user_id: UserId(1),
+        nick: None,
+        roles: vec![],
+        joined_at: 1,
+        flags: 0,
+        communication_disabled_until: None,
+    };
     s.create_guild(&NewGuild {
         guild: g.clone(),
         roles: vec![everyone.clone()],
@@ -324,6 +342,7 @@ async fn guilds_channels_members(s: &dyn Store) {
         roles: vec![RoleId(100)],
         joined_at: 2,
         flags: 0,
+        communication_disabled_until: None,
     };
     assert!(s.add_member(&bot).await.unwrap());
     assert!(!s.add_member(&bot).await.unwrap(), "second add reports false");
@@ -484,7 +503,15 @@ async fn fenced_changes(s: &dyn Store) {
         "a stale epoch writes nothing"
     );
     assert_ne!(s.get_channel(ChannelId(101)).await.unwrap().unwrap().topic.as_deref(), Some("fenced"));
-    let m = MemberRecord { guild_id: g, user_id: UserId(3), nick: Some("n".into()), roles: vec![], joined_at: 5, flags: 0 };
+    let m = MemberRecord {
+        guild_id: g,
+        user_id: UserId(3),
+        nick: Some("n".into()),
+        roles: vec![],
+        joined_at: 5,
+        flags: 0,
+        communication_disabled_until: None,
+    };
     let rows = s
         .apply_changes(
             epoch,
@@ -500,7 +527,14 @@ async fn fenced_changes(s: &dyn Store) {
         .unwrap();
     assert_eq!(rows, Some(vec![1, 1, 0, 0]), "rows touched by each change, in order");
     assert_eq!(s.get_channel(ChannelId(101)).await.unwrap().unwrap().topic.as_deref(), Some("fenced"));
-    assert_eq!(s.get_member(g, UserId(3)).await.unwrap(), Some(m));
+    assert_eq!(s.get_member(g, UserId(3)).await.unwrap(), Some(m.clone()));
+    // Nickname, roles and timeout change together; null ends the timeout.
+    let timed = MemberRecord { nick: Some("quiet".into()), communication_disabled_until: Some(1_900_000_000_123), ..m.clone() };
+    for want in [timed.clone(), MemberRecord { communication_disabled_until: None, ..timed }] {
+        let rows = s.apply_changes(epoch, ActorKey::from(g), &[Change::UpdateMember(want.clone())]).await.unwrap();
+        assert_eq!(rows, Some(vec![1]));
+        assert_eq!(s.get_member(g, UserId(3)).await.unwrap(), Some(want));
+    }
     // A failing change (a channel in no known guild) undoes the whole call.
     let orphan = ChannelRecord { id: ChannelId(4_343), guild_id: Some(GuildId(987_654)), ..c.clone() };
     let r = s

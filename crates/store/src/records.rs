@@ -91,6 +91,10 @@ pub struct MemberRecord {
     pub roles: Vec<RoleId>,
     pub joined_at: u64,
     pub flags: u64,
+    /// A timeout: until this time (ms since the epoch) the member may only
+    /// read (Discord's `communication_disabled_until`).
+    #[serde(default)]
+    pub communication_disabled_until: Option<u64>,
 }
 
 /// A DM channel (a `channels` row of kind 1) with its recipients.

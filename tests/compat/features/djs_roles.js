@@ -4,7 +4,7 @@
 // The bot (an ADMINISTRATOR role) creates a role, gives it to `member`,
 // hides a new channel from @everyone but not from that role, and posts there
 // (the test checks who received it on the humans' own gateway sessions);
-// edits, moves and deletes roles; bans `member2` (their recent messages go),
+// times `member` out and lifts it; edits, moves and deletes roles; bans `member2` (their recent messages go),
 // whose invite join is then refused; unbans them (the join works) and kicks
 // them. Every change is checked by the event the library emitted.
 'use strict';
@@ -40,6 +40,16 @@ run(
     await member.roles.add(role);
     await given;
     step('role_given', { member: member.id });
+
+    // A ten-minute timeout, then lifted: each seen in the member's update.
+    const timed = waitFor(client, Events.GuildMemberUpdate, (b, a) => a.id === member.id && a.isCommunicationDisabled());
+    await member.timeout(10 * 60_000, 'compat: timeout');
+    const [, tm] = await timed;
+    step('timed_out', { until: tm.communicationDisabledUntil.toISOString() });
+    const lifted = waitFor(client, Events.GuildMemberUpdate, (b, a) => a.id === member.id && !a.isCommunicationDisabled());
+    await member.timeout(null);
+    await lifted;
+    step('timeout_lifted', {});
 
     const secret = await guild.channels.create({ name: 'djs-secret', type: ChannelType.GuildText });
     await secret.permissionOverwrites.edit(role, { ViewChannel: true });

@@ -4,10 +4,12 @@
 The bot (an ADMINISTRATOR role) creates a role, gives it to `member`, hides
 a new channel from @everyone but not from that role, and posts there (the
 test checks who received it on the humans' own gateway sessions); edits,
-moves and deletes roles; bans `member2` (their recent messages go), whose
+moves and deletes roles; times `member` out and lifts it; bans `member2` (their recent messages go), whose
 invite join is then refused; unbans them (the join works) and kicks them.
 Every change is checked by the event the library parsed.
 """
+
+import datetime
 
 import aiohttp
 import discord
@@ -41,6 +43,16 @@ async def scenario(client: discord.Client, ctx, step):
     await member.add_roles(role)
     await given
     step("role_given", member=str(member.id))
+
+    # A ten-minute timeout, then lifted: each seen in the member's update.
+    timed = client.wait_for("member_update", check=lambda b, a: a.id == member.id and a.is_timed_out(), timeout=15)
+    await member.timeout(datetime.timedelta(minutes=10), reason="compat: timeout")
+    _, after = await timed
+    step("timed_out", until=after.timed_out_until.isoformat())
+    lifted = client.wait_for("member_update", check=lambda b, a: a.id == member.id and not a.is_timed_out(), timeout=15)
+    await member.timeout(None)
+    await lifted
+    step("timeout_lifted")
 
     secret = await guild.create_text_channel("dpy-secret")
     await secret.set_permissions(role, view_channel=True)

@@ -52,7 +52,7 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MemberActi
                 OpReply::ok(StatusCode::CREATED, &body)
             }))
         }
-        MemberAction::Modify { user: target, nick, roles } => {
+        MemberAction::Modify { user: target, nick, roles, timeout } => {
             let caller = st.caller(user)?;
             let (current, target_user) = st.members.get(&target).ok_or_else(|| OpReply::not_found(ErrorCode::UnknownMember))?;
             if nick.is_set() {
@@ -63,8 +63,21 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MemberActi
                     caller.outranks(st, current)?;
                 }
             }
+            if timeout.is_set() {
+                caller.require(permission::MODERATE_MEMBERS)?;
+                // Never the owner or an administrator (Discord's 403).
+                if target == st.guild.owner_id
+                    || node::perm::base(st.guild.id, st.guild.owner_id, &st.roles, current) & permission::ADMINISTRATOR != 0
+                {
+                    return Err(missing_permissions());
+                }
+                if target != user {
+                    caller.outranks(st, current)?;
+                }
+            }
             let mut m = current.clone();
             nick.apply(&mut m.nick);
+            timeout.apply(&mut m.communication_disabled_until);
             m.nick = m.nick.filter(|n| !n.is_empty());
             roles.apply(&mut m.roles);
             // `@everyone` is implied, and each role counts once. A bot's
@@ -175,7 +188,15 @@ fn authorize_bot(st: &State, user: UserId, bot: UserRecord, mut role: RoleRecord
     role.guild_id = st.guild.id;
     role.bot_id = Some(bot.id);
     let (role, shifted) = super::roles::placed_new(st, role);
-    let member = MemberRecord { guild_id: st.guild.id, user_id: bot.id, nick: None, roles: vec![role.id], joined_at, flags: 0 };
+    let member = MemberRecord {
+        guild_id: st.guild.id,
+        user_id: bot.id,
+        nick: None,
+        roles: vec![role.id],
+        joined_at,
+        flags: 0,
+        communication_disabled_until: None,
+    };
     let mut changes = vec![Change::AddMemberUnlessBanned(member.clone()), Change::CreateRole(role.clone())];
     changes.extend(shifted.iter().cloned().map(Change::UpdateRole));
     Ok(Plan::new(changes, move |a, st, rows| {

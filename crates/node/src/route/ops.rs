@@ -165,8 +165,16 @@ pub enum MemberAction {
     /// Nickname and roles. The caller's own nickname needs CHANGE_NICKNAME
     /// (or MANAGE_NICKNAMES); anyone else's MANAGE_NICKNAMES and a rank
     /// above theirs; roles MANAGE_ROLES, each role added or taken away
-    /// below the caller's highest (see `guild::ops::roles`).
-    Modify { user: UserId, nick: Set<Option<String>>, roles: Set<Vec<RoleId>> },
+    /// below the caller's highest (see `guild::ops::roles`); a timeout
+    /// (ms since the epoch, `None` ends it) MODERATE_MEMBERS and a rank
+    /// above theirs, never of the owner or an administrator.
+    Modify {
+        user: UserId,
+        nick: Set<Option<String>>,
+        roles: Set<Vec<RoleId>>,
+        #[serde(default)]
+        timeout: Set<Option<u64>>,
+    },
     /// A kick (KICK_MEMBERS, and a rank above the member's); never the owner.
     Remove { user: UserId },
     /// The caller leaves (never the owner).

@@ -332,7 +332,15 @@ pub async fn role_world(t: &TestServer, granted: u64, everyone_lacks: u64) -> Ro
         mentionable: false,
         bot_id: None,
     };
-    let m = |u: UserId, roles: Vec<RoleId>| store::MemberRecord { guild_id: gid, user_id: u, nick: None, roles, joined_at: 1, flags: 0 };
+    let m = |u: UserId, roles: Vec<RoleId>| store::MemberRecord {
+        guild_id: gid,
+        user_id: u,
+        nick: None,
+        roles,
+        joined_at: 1,
+        flags: 0,
+        communication_disabled_until: None,
+    };
     let guild = store::GuildRecord {
         id: gid,
         name: "perms".into(),

@@ -134,6 +134,7 @@ async fn member_list_ranges_stay_equal_to_a_fresh_sync() {
             roles: if i % 97 == 0 { vec![mods] } else { vec![] },
             joined_at: 1,
             flags: 0,
+            communication_disabled_until: None,
         })
         .collect();
     let role = |id: RoleId, name: &str, hoist: bool, position: i32| RoleRecord {
@@ -246,7 +247,15 @@ async fn member_list_ranges_stay_equal_to_a_fresh_sync() {
                 let u = user(next_id, format!("joiner{next_id}"));
                 present.push(next_id);
                 next_id += 1;
-                let m = MemberRecord { guild_id: gid, user_id: u.id, nick: None, roles: vec![], joined_at: 2, flags: 0 };
+                let m = MemberRecord {
+                    guild_id: gid,
+                    user_id: u.id,
+                    nick: None,
+                    roles: vec![],
+                    joined_at: 2,
+                    flags: 0,
+                    communication_disabled_until: None,
+                };
                 GuildMsg::from(GuildEvent::MemberAdd { member: m, user: u })
             }
             1 => {
@@ -276,6 +285,7 @@ async fn member_list_ranges_stay_equal_to_a_fresh_sync() {
                     roles,
                     joined_at: 1,
                     flags: 0,
+                    communication_disabled_until: None,
                 }))
             }
         };

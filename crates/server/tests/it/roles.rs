@@ -850,3 +850,86 @@ async fn bans_and_joins_racing_never_leave_a_banned_member() {
         assert_eq!(s, 404, "banned user {id} is a member");
     }
 }
+
+/// Timeouts (Discord's `communication_disabled_until`): they need
+/// MODERATE_MEMBERS and a rank above the member's, never reach the owner or
+/// an administrator, last at most 28 days; the member may read but not
+/// send or react until the timeout ends by itself or is lifted; member
+/// objects and GUILD_MEMBER_UPDATE carry it.
+#[tokio::test]
+async fn timeouts_silence_a_member_until_they_end() {
+    let g = G::new().await;
+    let gid = g.guild.clone();
+    let chan = g.channel.clone();
+    let member = |u: &str| format!("/guilds/{gid}/members/{u}");
+    let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let at = |ms: u64| json!({ "communication_disabled_until": protocol::model::iso8601(now() + ms) });
+    let hour = 3_600_000;
+    let send = |who: &str, text: &str| {
+        let (who, text) = (who.to_string(), text.to_string());
+        let path = format!("/channels/{chan}/messages");
+        let t = &g.t;
+        async move { t.post(&path, &who, json!({ "content": text })).await }
+    };
+
+    // Without MODERATE_MEMBERS: 403 50013.
+    let (s, v) = g.req(Method::PATCH, &member(&g.plain_id), &g.moderator, Some(at(hour))).await;
+    assert_eq!((s, v["code"].as_u64()), (403, Some(50013)), "{v}");
+    let perms = (MOD_PERMS | p::MODERATE_MEMBERS).to_string();
+    let path = format!("/guilds/{gid}/roles/{}", g.mod_role);
+    assert_eq!(g.req(Method::PATCH, &path, &g.owner, Some(json!({ "permissions": perms }))).await.0, 200);
+    // Never the owner, nor an administrator, nor someone ranked as high.
+    let (s, v) = g.req(Method::PATCH, &member(&g.owner_id), &g.moderator, Some(at(hour))).await;
+    assert_eq!((s, v["code"].as_u64()), (403, Some(50013)), "{v}");
+    let (admin, admin_id) = g.member("admin").await;
+    let admin_role = g.role(json!({"name": "admins", "permissions": p::ADMINISTRATOR.to_string()})).await;
+    g.grant(&admin_id, &admin_role).await;
+    let (s, v) = g.req(Method::PATCH, &member(&admin_id), &g.owner, Some(at(hour))).await;
+    assert_eq!((s, v["code"].as_u64()), (403, Some(50013)), "{v}");
+    assert_eq!(send(&admin, "admins speak").await.0, 200);
+    // More than 28 days, or not a time: 400 50035 on the field.
+    for bad in [at(29 * 24 * hour), json!({"communication_disabled_until": "soon"})] {
+        let (s, v) = g.req(Method::PATCH, &member(&g.plain_id), &g.moderator, Some(bad)).await;
+        assert_eq!((s, v["code"].as_u64()), (400, Some(50035)), "{v}");
+        assert!(v["errors"]["communication_disabled_until"].is_object(), "{v}");
+    }
+
+    // A timeout for an hour: the member hears of it, may read, may not
+    // send or react.
+    let mut gw = g.gw(&g.plain).await;
+    let said = g.t.say(&g.owner, &chan, "read this").await;
+    let (s, v) = g.req(Method::PATCH, &member(&g.plain_id), &g.moderator, Some(at(hour))).await;
+    assert_eq!(s, 200, "{v}");
+    let until = v["communication_disabled_until"].as_str().expect("the member object carries the timeout").to_string();
+    let upd = gw.until("GUILD_MEMBER_UPDATE").await;
+    assert_eq!(upd["d"]["communication_disabled_until"], until.as_str());
+    let (s, v) = send(&g.plain, "let me speak").await;
+    assert_eq!((s, v["code"].as_u64()), (403, Some(50013)), "{v}");
+    let react = format!("/channels/{chan}/messages/{}/reactions/%F0%9F%91%8D/@me", said["id"].as_str().unwrap());
+    assert_eq!(g.req(Method::PUT, &react, &g.plain, None).await.0, 403);
+    let (s, v) = g.t.get(&format!("/channels/{chan}/messages?limit=5"), &g.plain).await;
+    assert_eq!((s, v[0]["content"].as_str()), (200, Some("read this")));
+    assert_eq!(g.t.get(&member(&g.plain_id), &g.owner).await.1["communication_disabled_until"], until.as_str());
+
+    // Lifted with null: the member speaks at once.
+    let (s, v) = g.req(Method::PATCH, &member(&g.plain_id), &g.moderator, Some(json!({"communication_disabled_until": null}))).await;
+    assert_eq!((s, v["communication_disabled_until"].clone()), (200, Value::Null), "{v}");
+    assert_eq!(send(&g.plain, "free again").await.0, 200);
+
+    // A short one ends by itself: refused before its end, accepted after.
+    let ends = now() + 1_500;
+    let body = json!({ "communication_disabled_until": protocol::model::iso8601(ends) });
+    assert_eq!(g.req(Method::PATCH, &member(&g.plain_id), &g.moderator, Some(body)).await.0, 200);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (s, v) = send(&g.plain, "is it over?").await;
+        let answered = now();
+        if s == 200 {
+            assert!(answered >= ends, "accepted {} ms before the timeout's end", ends - answered);
+            break;
+        }
+        assert_eq!((s, v["code"].as_u64()), (403, Some(50013)), "{v}");
+        assert!(std::time::Instant::now() < deadline, "the timeout never ended");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

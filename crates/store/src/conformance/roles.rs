@@ -32,6 +32,7 @@ fn member(user: u64, roles: &[u64]) -> MemberRecord {
         roles: roles.iter().map(|&r| RoleId(r)).collect(),
         joined_at: 1,
         flags: 0,
+        communication_disabled_until: None,
     }
 }
 

@@ -119,7 +119,7 @@ pub(crate) async fn members(conn: &mut PgConnection, rows: &[&MemberRecord]) -> 
     for rows in rows.chunks(ROWS) {
         n += sqlx::query(&format!(
             "INSERT INTO members ({MEMBER_COLS})
-             SELECT * FROM UNNEST($1::BIGINT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::BIGINT[], $6::BIGINT[])
+             SELECT * FROM UNNEST($1::BIGINT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::BIGINT[], $6::BIGINT[], $7::BIGINT[])
              ON CONFLICT (guild_id, user_id) DO NOTHING"
         ))
         .bind(col(rows, |m| i(m.guild_id)))
@@ -128,6 +128,7 @@ pub(crate) async fn members(conn: &mut PgConnection, rows: &[&MemberRecord]) -> 
         .bind(col(rows, |m| ids_json(m.roles.iter().map(|r| r.0))))
         .bind(col(rows, |m| i(m.joined_at)))
         .bind(col(rows, |m| i(m.flags)))
+        .bind(col(rows, |m| m.communication_disabled_until.map(i)))
         .execute(&mut *conn)
         .await?
         .rows_affected();

@@ -47,14 +47,18 @@ pub(super) async fn apply(tx: &mut Tx, change: &Change) -> Result<u64> {
         Change::DeleteChannel(id) => query("DELETE FROM channels WHERE id = $1").bind(*id).execute(tx).await?,
         Change::AddMember(m) => tx.insert_members(&[m]).await?,
         Change::UpdateMember(m) => {
-            query("UPDATE members SET nick = $1, roles = $2, flags = $3 WHERE guild_id = $4 AND user_id = $5")
-                .bind(&m.nick)
-                .bind(ids_json(m.roles.iter().map(|r| r.0)))
-                .bind(m.flags)
-                .bind(m.guild_id)
-                .bind(m.user_id)
-                .execute(tx)
-                .await?
+            query(
+                "UPDATE members SET nick = $1, roles = $2, flags = $3, communication_disabled_until = $4
+                 WHERE guild_id = $5 AND user_id = $6",
+            )
+            .bind(&m.nick)
+            .bind(ids_json(m.roles.iter().map(|r| r.0)))
+            .bind(m.flags)
+            .bind(m.communication_disabled_until)
+            .bind(m.guild_id)
+            .bind(m.user_id)
+            .execute(tx)
+            .await?
         }
         Change::RemoveMember { guild, user } => {
             query("DELETE FROM members WHERE guild_id = $1 AND user_id = $2").bind(*guild).bind(*user).execute(tx).await?

@@ -53,11 +53,13 @@ pub(super) async fn load(db: Pool<'_>, ids: &[GuildId]) -> Result<Vec<GuildSnaps
     let members = match db.dialect() {
         Dialect::Sqlite => {
             "json_group_array(json_array(m.user_id, m.nick, json(m.roles), m.joined_at, m.flags,
-                                         u.username, u.global_name, u.avatar, u.bot, u.flags, u.created_at) ORDER BY m.user_id)"
+                                         u.username, u.global_name, u.avatar, u.bot, u.flags, u.created_at,
+                                         m.communication_disabled_until) ORDER BY m.user_id)"
         }
         Dialect::Postgres => {
             "json_agg(json_build_array(m.user_id, m.nick, m.roles::json, m.joined_at, m.flags,
-                                       u.username, u.global_name, u.avatar, u.bot, u.flags, u.created_at) ORDER BY m.user_id)::text"
+                                       u.username, u.global_name, u.avatar, u.bot, u.flags, u.created_at,
+                                       m.communication_disabled_until) ORDER BY m.user_id)::text"
         }
     };
     let q = format!(

@@ -16,7 +16,7 @@ pub(crate) const GUILD_COLS: &str = "id, name, icon, description, owner_id, syst
 pub(crate) const ROLE_COLS: &str = "id, guild_id, name, color, hoist, position, permissions, mentionable, bot_id";
 pub(crate) const CHANNEL_COLS: &str =
     "id, guild_id, kind, name, position, topic, nsfw, parent_id, rate_limit_per_user, overwrites, last_message_id";
-pub(crate) const MEMBER_COLS: &str = "guild_id, user_id, nick, roles, joined_at, flags";
+pub(crate) const MEMBER_COLS: &str = "guild_id, user_id, nick, roles, joined_at, flags, communication_disabled_until";
 pub(crate) const MESSAGE_COLS: &str =
     "id, channel_id, guild_id, author_id, content, edited_at, kind, flags, tts, mention_everyone, mentions, reference, extra";
 pub(crate) const INVITE_COLS: &str = "code, guild_id, channel_id, inviter_id, max_age, max_uses, uses, created_at";
@@ -192,6 +192,7 @@ pub(crate) struct MemberRow {
     roles: String,
     joined_at: i64,
     flags: i64,
+    communication_disabled_until: Option<i64>,
 }
 
 impl TryFrom<MemberRow> for MemberRecord {
@@ -205,6 +206,7 @@ impl TryFrom<MemberRow> for MemberRecord {
             roles: roles.into_iter().map(RoleId).collect(),
             joined_at: r.joined_at as u64,
             flags: r.flags as u64,
+            communication_disabled_until: r.communication_disabled_until.map(|t| t as u64),
         })
     }
 }
@@ -223,6 +225,7 @@ pub(crate) struct MemberJson(
     JsonBool,       // bot
     i64,            // user flags
     i64,            // created_at
+    Option<i64>,    // communication_disabled_until
 );
 
 /// A flag in JSON: `true`/`false` from PostgreSQL, 1/0 from SQLite (which
@@ -236,7 +239,7 @@ enum JsonBool {
 
 impl MemberJson {
     pub(crate) fn into_records(self, guild_id: GuildId) -> (MemberRecord, UserRecord) {
-        let MemberJson(user_id, nick, roles, joined_at, mflags, username, global_name, avatar, bot, flags, created_at) = self;
+        let MemberJson(user_id, nick, roles, joined_at, mflags, username, global_name, avatar, bot, flags, created_at, until) = self;
         let user_id = UserId(user_id as u64);
         let member = MemberRecord {
             guild_id,
@@ -245,6 +248,7 @@ impl MemberJson {
             roles: roles.into_iter().map(RoleId).collect(),
             joined_at: joined_at as u64,
             flags: mflags as u64,
+            communication_disabled_until: until.map(|t| t as u64),
         };
         let bot = match bot {
             JsonBool::Bool(b) => b,

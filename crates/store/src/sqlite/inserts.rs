@@ -111,7 +111,8 @@ pub(crate) async fn members(conn: &mut SqliteConnection, rows: &[&MemberRecord])
             .push_bind(&m.nick)
             .push_bind(ids_json(m.roles.iter().map(|r| r.0)))
             .push_bind(i(m.joined_at))
-            .push_bind(i(m.flags));
+            .push_bind(i(m.flags))
+            .push_bind(m.communication_disabled_until.map(i));
     })
     .await
 }
