@@ -86,6 +86,16 @@ test("a member's name shows in their highest coloured role's colour, in the memb
   await own.waitFor();
   assert.notEqual(await own.evaluate((el) => getComputedStyle(el).color), "rgb(241, 196, 15)");
   await shot(page, "role-colours");
+  // The role turns red: names already drawn follow, in the list and on messages.
+  await rest(base, "PATCH", `/guilds/${g.id}/roles/${gold.id}`, gina.token, { color: 0xe74c3c });
+  const red = "rgb(231, 76, 60)";
+  await page.waitForFunction(
+    ([a, r, want]) => [a, r].every((s) => { const el = document.querySelector(s); return el && getComputedStyle(el).color === want; }),
+    [`#m-${m.id} .author`, `#members .mrow.member[data-user-id="${hal.id}"] .mname`, red],
+  );
+  // Taking the role away gives the name the default colour again.
+  await rest(base, "DELETE", `/guilds/${g.id}/members/${hal.id}/roles/${gold.id}`, gina.token);
+  await page.waitForFunction(([s, no]) => getComputedStyle(document.querySelector(s)).color !== no, [`#m-${m.id} .author`, red]);
 });
 
 test("a timeout from the members tab takes the member's send box away live, and removing it gives it back", async () => {

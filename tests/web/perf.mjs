@@ -192,10 +192,13 @@ try {
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     await ctx.addInitScript(OBSERVE);
     const page = await ctx.newPage();
-    await page.goto("about:blank");
+    // A page of this server's origin without the client (an about:blank
+    // page may not open sockets to a local address in this Chromium).
+    await page.goto(`${server.url}/api/v10/gateway`);
     await page.evaluate(
       ({ ws, token }) =>
-        new Promise((ready) => {
+        new Promise((ready, fail) => {
+          setTimeout(() => fail(new Error("the bare client got no READY in 20 s")), 20_000);
           document.body.innerHTML = "";
           const box = document.createElement("div");
           box.style.cssText = "height:760px;overflow-y:auto;font:15px sans-serif";
@@ -213,11 +216,13 @@ try {
             box.scrollTop = box.scrollHeight;
           };
           const sock = new WebSocket(`${ws}/?v=10&encoding=json`);
+          sock.onclose = (ev) => fail(new Error(`the bare client's socket closed: ${ev.code} ${ev.reason}`));
           sock.onmessage = (ev) => {
             const f = JSON.parse(ev.data);
             if (f.op === 10) {
               setInterval(() => sock.send(JSON.stringify({ op: 1, d: null })), f.d.heartbeat_interval);
-              sock.send(JSON.stringify({ op: 2, d: { token, intents: 1 | 512 | 32768, properties: { os: "linux", browser: "bare", device: "bare" } } }));
+              // As the web client identifies: a person's session sends no intents.
+              sock.send(JSON.stringify({ op: 2, d: { token, properties: { os: "linux", browser: "bare", device: "bare" } } }));
             } else if (f.t === "READY") ready();
             else if (f.t === "MESSAGE_CREATE") {
               window.__got.push(f.d.content);

@@ -436,6 +436,7 @@ function dispatch(t: string, d: any) {
         setMyTimeout(d.guild_id, d.communication_disabled_until);
         if (d.guild_id === guildId) refreshComposer();
       }
+      if (d.guild_id === guildId && d.user?.id) recolourNames(d.user.id);
       break;
     case "GUILD_ROLE_CREATE":
     case "GUILD_ROLE_UPDATE": {
@@ -443,7 +444,10 @@ function dispatch(t: string, d: any) {
       if (g && d.role) {
         g.roles.set(d.role.id, d.role.name);
         g.perms.set(d.role.id, roleInfo(d.role));
-        if (d.guild_id === guildId) refreshComposer();
+        if (d.guild_id === guildId) {
+          refreshComposer();
+          recolourNames();
+        }
         settings.changed(d.guild_id);
       }
       break;
@@ -454,7 +458,10 @@ function dispatch(t: string, d: any) {
         g.roles.delete(d.role_id);
         g.perms.delete(d.role_id);
         myRoles.get(d.guild_id)?.delete(d.role_id);
-        if (d.guild_id === guildId) refreshComposer();
+        if (d.guild_id === guildId) {
+          refreshComposer();
+          recolourNames();
+        }
         settings.changed(d.guild_id);
       }
       break;
@@ -1190,43 +1197,65 @@ async function loadHistory(id: string, fresh: boolean) {
       hist.items = page.concat(newer);
     } else {
       older = page.filter((m) => !oldFirst || cmpId(m.id, oldFirst.id) < 0);
-      hist.items = older.concat(hist.items);
+      // The open channel takes them as they are drawn (below).
+      if (channelId !== id) hist.items = older.concat(hist.items);
     }
     hist.hasMore = page.length === PAGE;
     hist.loaded = true;
     for (const m of page) names.set(m.author.id, m.author.global_name || m.author.username);
     if (channelId !== id) return;
-    const ol = $("messages");
     if (fresh) {
       renderHistory();
-    } else if (older.length) {
-      // Older messages above, keeping the reader's place: only the new
-      // page is drawn, and the message that headed the list again under
-      // it (its grouping and date line depend on what now precedes it).
-      const before = ol.scrollHeight - ol.scrollTop;
-      const frag = document.createDocumentFragment();
-      let prev: Message | undefined;
-      for (const m of older) {
-        appendMessage(frag, m, prev);
-        prev = m;
+      return;
+    }
+    // Older messages above, a few per frame, nearest first: drawing and
+    // laying out a whole page at once was a long task.
+    for (let end = older.length; end > 0; end -= OLDER_PER_FRAME) {
+      const chunk = older.slice(Math.max(0, end - OLDER_PER_FRAME), end);
+      await new Promise((r) => requestAnimationFrame(r));
+      if (channelId !== id) {
+        // Left meanwhile: the rest is kept, to be drawn on return.
+        hist.items = older.slice(0, end).concat(hist.items);
+        return;
       }
-      const head = oldFirst && document.getElementById(`m-${oldFirst.id}`);
-      if (head && head.parentElement === ol) {
-        while (head.previousElementSibling) head.previousElementSibling.remove();
-        appendMessage(frag, oldFirst, prev);
-        head.remove();
-      }
-      ol.prepend(frag);
-      ol.scrollTop = ol.scrollHeight - before;
-      shownTo += older.length;
-      undrawNewest(hist);
-      renderJump();
+      prependOlder(hist, chunk);
     }
   } catch (err) {
     console.error("history", err);
   } finally {
     hist.loading = false;
   }
+}
+
+/** Older messages drawn per frame when a page arrives. */
+const OLDER_PER_FRAME = 10;
+
+/** `older` (just before the oldest drawn) drawn above, keeping the
+ *  reader's place: only they are drawn, and the message that headed the
+ *  list again under them (its grouping and date line depend on what now
+ *  precedes it). */
+function prependOlder(hist: History, older: Message[]) {
+  const ol = $("messages");
+  const oldFirst = hist.items[0];
+  const before = ol.scrollHeight - ol.scrollTop;
+  const frag = document.createDocumentFragment();
+  let prev: Message | undefined;
+  for (const m of older) {
+    appendMessage(frag, m, prev);
+    prev = m;
+  }
+  const head = oldFirst && document.getElementById(`m-${oldFirst.id}`);
+  if (head && head.parentElement === ol) {
+    while (head.previousElementSibling) head.previousElementSibling.remove();
+    appendMessage(frag, oldFirst, prev);
+    head.remove();
+  }
+  hist.items = older.concat(hist.items);
+  ol.prepend(frag);
+  ol.scrollTop = ol.scrollHeight - before;
+  shownTo += older.length;
+  undrawNewest(hist);
+  renderJump();
 }
 
 /** Messages drawn at most. Scrolling back past it undraws the newest ones
@@ -1490,6 +1519,18 @@ function mayStartThread(m: Message): boolean {
   const c = channels.get(m.channel_id);
   if (!c || c.guild_id === HOME || threads.has(m.id)) return false;
   return (permissionsIn(c) & CREATE_PUBLIC_THREADS) !== 0n;
+}
+
+/** Names already drawn take their roles' colours again (a role was
+ *  created, changed or deleted, or someone's roles changed). */
+function recolourNames(user?: string) {
+  if (!channelId) return;
+  const sel = user ? `#messages .author[data-uid="${CSS.escape(user)}"]` : "#messages .author[data-uid]";
+  for (const el of document.querySelectorAll<HTMLElement>(sel)) {
+    el.style.color = nameColor(channelId, el.dataset.uid!) ?? "";
+  }
+  // The member list's rows carry roles of their own (list updates).
+  if (!user) members.redraw();
 }
 
 /** The author's name over a run, in their role's colour. */

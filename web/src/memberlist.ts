@@ -150,6 +150,11 @@ export class MemberList {
     return this.chunks.get(Math.floor(index / CHUNK) * CHUNK)?.[index % CHUNK];
   }
 
+  /** Draws the visible rows again (a role's colour or name changed). */
+  redraw() {
+    this.schedule();
+  }
+
   private schedule() {
     if (this.frame) return;
     this.frame = requestAnimationFrame(() => {
