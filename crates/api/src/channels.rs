@@ -274,15 +274,7 @@ pub async fn accept_invite(State(node): State<Arc<Node>>, Caller(u): Caller, Pat
         if !node.store.use_invite(&code).await? {
             return Err(ApiError::not_found(ErrorCode::UnknownInvite));
         }
-        let m = MemberRecord {
-            guild_id: g.id,
-            user_id: u.id,
-            nick: None,
-            roles: Vec::new(),
-            joined_at: now_ms(),
-            flags: 0,
-            communication_disabled_until: None,
-        };
+        let m = MemberRecord::joined(g.id, u.id, now_ms());
         let joined = ask(
             &node,
             g.id,

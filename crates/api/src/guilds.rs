@@ -69,15 +69,7 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, JsonBody(b
     };
     let everyone = guild::everyone_role(gid);
     let general = guild::text_channel(cid, gid, "general".into(), 0);
-    let owner = MemberRecord {
-        guild_id: gid,
-        user_id: u.id,
-        nick: None,
-        roles: Vec::new(),
-        joined_at: now,
-        flags: 0,
-        communication_disabled_until: None,
-    };
+    let owner = MemberRecord::joined(gid, u.id, now);
     let ng = NewGuild { guild, roles: vec![everyone], channels: vec![general], members: vec![owner.clone()] };
     node.store.create_guild(&ng).await?;
     // The owner's live sessions receive GUILD_CREATE, as for any new member.
@@ -379,15 +371,7 @@ pub async fn add_member(
     let token = b.access_token.ok_or_else(|| ApiError::field("access_token", "BASE_TYPE_REQUIRED", "This field is required"))?;
     super::oauth2::check_join_token(&node, &token, uid, u.id).await?;
     let usr = node.store.get_user(uid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownUser))?;
-    let m = MemberRecord {
-        guild_id: gid,
-        user_id: uid,
-        nick: None,
-        roles: Vec::new(),
-        joined_at: now_ms(),
-        flags: 0,
-        communication_disabled_until: None,
-    };
+    let m = MemberRecord::joined(gid, uid, now_ms());
     ask(&node, gid, u.id, Action::Member(MemberAction::Add { user: Box::new(usr), member: Box::new(m), via: Join::OAuth })).await
 }
 

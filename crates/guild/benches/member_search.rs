@@ -85,18 +85,7 @@ fn main() {
                 created_at: 0,
             };
             let nick = (rng.below(10) == 0).then(|| rng.word(3, 10));
-            (
-                MemberRecord {
-                    guild_id: GuildId(1),
-                    user_id: UserId(id),
-                    nick,
-                    roles: vec![],
-                    joined_at: 0,
-                    flags: 0,
-                    communication_disabled_until: None,
-                },
-                user,
-            )
+            (MemberRecord { nick, ..MemberRecord::joined(GuildId(1), UserId(id), 0) }, user)
         })
         .collect();
     let before = LIVE.load(Ordering::Relaxed);

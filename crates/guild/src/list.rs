@@ -558,21 +558,7 @@ mod tests {
 
     fn user(id: u64, name: &str) -> (UserId, (MemberRecord, Arc<UserRecord>)) {
         let u = UserRecord { id: UserId(id), username: name.into(), global_name: None, avatar: None, bot: false, flags: 0, created_at: 0 };
-        (
-            UserId(id),
-            (
-                MemberRecord {
-                    guild_id: GuildId(1),
-                    user_id: UserId(id),
-                    nick: None,
-                    roles: vec![],
-                    joined_at: 0,
-                    flags: 0,
-                    communication_disabled_until: None,
-                },
-                Arc::new(u),
-            ),
-        )
+        (UserId(id), (MemberRecord::joined(GuildId(1), UserId(id), 0), Arc::new(u)))
     }
 
     fn roles() -> Vec<RoleRecord> {

@@ -84,15 +84,7 @@ mod tests {
             flags: 0,
             created_at: 0,
         };
-        let m = MemberRecord {
-            guild_id: GuildId(1),
-            user_id: UserId(id),
-            nick: nick.map(Into::into),
-            roles: vec![],
-            joined_at: 0,
-            flags: 0,
-            communication_disabled_until: None,
-        };
+        let m = MemberRecord { nick: nick.map(Into::into), ..MemberRecord::joined(GuildId(1), UserId(id), 0) };
         (m, u)
     }
 

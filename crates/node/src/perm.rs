@@ -116,15 +116,7 @@ mod tests {
     }
 
     fn member(user: u64, roles: &[u64]) -> MemberRecord {
-        MemberRecord {
-            guild_id: G,
-            user_id: UserId(user),
-            nick: None,
-            roles: roles.iter().map(|&r| RoleId(r)).collect(),
-            joined_at: 0,
-            flags: 0,
-            communication_disabled_until: None,
-        }
+        MemberRecord { roles: roles.iter().map(|&r| RoleId(r)).collect(), ..MemberRecord::joined(G, UserId(user), 0) }
     }
 
     fn ow(id: u64, kind: u8, allow: u64, deny: u64) -> OverwriteRecord {

@@ -29,15 +29,7 @@ fn bench(c: &mut Criterion) {
             flags: 0,
             created_at: 0,
         };
-        let m = MemberRecord {
-            guild_id: guild,
-            user_id: u.id,
-            nick: None,
-            roles: vec![],
-            joined_at: 0,
-            flags: 0,
-            communication_disabled_until: None,
-        };
+        let m = MemberRecord::joined(guild, u.id, 0);
         members.insert(u.id, (m, Arc::new(u)));
     }
     let mut online: HashMap<UserId, Presence> = HashMap::new();

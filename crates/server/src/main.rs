@@ -233,15 +233,7 @@ async fn main() -> anyhow::Result<()> {
             if let Some(name) = bot {
                 let (user, token) = server::auth::create_bot(&store, &ids, &name).await.context("creating the bot")?;
                 for g in &rows.guilds {
-                    let m = store::MemberRecord {
-                        guild_id: g.guild.id,
-                        user_id: user.id,
-                        nick: None,
-                        roles: Vec::new(),
-                        joined_at: node::auth::now_ms(),
-                        flags: 0,
-                        communication_disabled_until: None,
-                    };
+                    let m = store::MemberRecord::joined(g.guild.id, user.id, node::auth::now_ms());
                     store.add_member(&m).await.context("adding the bot")?;
                 }
                 fixture.bot = Some(server::seed::FixtureBot { id: user.id, token, application_id: user.id });

@@ -133,18 +133,7 @@ pub fn build(spec: &SeedSpec, ids: &SnowflakeGen) -> (BulkLoad, Fixture) {
             member_ids: members.clone(),
             huge,
         });
-        let members = members
-            .into_iter()
-            .map(|u| MemberRecord {
-                guild_id: gid,
-                user_id: u,
-                nick: None,
-                roles: Vec::new(),
-                joined_at: now,
-                flags: 0,
-                communication_disabled_until: None,
-            })
-            .collect();
+        let members = members.into_iter().map(|u| MemberRecord::joined(gid, u, now)).collect();
         load.guilds.push(NewGuild { guild, roles: vec![everyone], channels, members });
     }
     (load, fixture)

@@ -110,18 +110,7 @@ async fn bulk(s: &dyn Store) {
         system_channel_id: None,
         created_at: 1,
     };
-    let members = users
-        .iter()
-        .map(|u| MemberRecord {
-            guild_id: GuildId(9_000),
-            user_id: u.id,
-            nick: None,
-            roles: vec![],
-            joined_at: 1,
-            flags: 0,
-            communication_disabled_until: None,
-        })
-        .collect();
+    let members = users.iter().map(|u| MemberRecord::joined(GuildId(9_000), u.id, 1)).collect();
     s.bulk_load(&BulkLoad {
         users: users.clone(),
         tokens,
@@ -312,15 +301,7 @@ async fn guilds_channels_members(s: &dyn Store) {
         overwrites: vec![OverwriteRecord { id: 100, kind: 0, allow: 0, deny: 2048 }],
         last_message_id: None,
     };
-    let owner = MemberRecord {
-        guild_id: GuildId(100),
-        user_id: UserId(1),
-        nick: None,
-        roles: vec![],
-        joined_at: 1,
-        flags: 0,
-        communication_disabled_until: None,
-    };
+    let owner = MemberRecord::joined(GuildId(100), UserId(1), 1);
     s.create_guild(&NewGuild {
         guild: g.clone(),
         roles: vec![everyone.clone()],
@@ -335,15 +316,7 @@ async fn guilds_channels_members(s: &dyn Store) {
     assert_eq!(s.guilds_of_user(UserId(1)).await.unwrap(), vec![GuildId(100)]);
 
     // Members: add is idempotent and reports whether it added.
-    let bot = MemberRecord {
-        guild_id: GuildId(100),
-        user_id: UserId(3),
-        nick: Some("r".into()),
-        roles: vec![RoleId(100)],
-        joined_at: 2,
-        flags: 0,
-        communication_disabled_until: None,
-    };
+    let bot = MemberRecord { nick: Some("r".into()), roles: vec![RoleId(100)], ..MemberRecord::joined(GuildId(100), UserId(3), 2) };
     assert!(s.add_member(&bot).await.unwrap());
     assert!(!s.add_member(&bot).await.unwrap(), "second add reports false");
     assert_eq!(s.get_member(GuildId(100), UserId(3)).await.unwrap(), Some(bot.clone()));
@@ -503,15 +476,7 @@ async fn fenced_changes(s: &dyn Store) {
         "a stale epoch writes nothing"
     );
     assert_ne!(s.get_channel(ChannelId(101)).await.unwrap().unwrap().topic.as_deref(), Some("fenced"));
-    let m = MemberRecord {
-        guild_id: g,
-        user_id: UserId(3),
-        nick: Some("n".into()),
-        roles: vec![],
-        joined_at: 5,
-        flags: 0,
-        communication_disabled_until: None,
-    };
+    let m = MemberRecord { nick: Some("n".into()), ..MemberRecord::joined(g, UserId(3), 5) };
     let rows = s
         .apply_changes(
             epoch,

@@ -97,6 +97,13 @@ pub struct MemberRecord {
     pub communication_disabled_until: Option<u64>,
 }
 
+impl MemberRecord {
+    /// A member as they join: no nickname, roles, flags or timeout.
+    pub fn joined(guild_id: GuildId, user_id: UserId, joined_at: u64) -> MemberRecord {
+        MemberRecord { guild_id, user_id, nick: None, roles: Vec::new(), joined_at, flags: 0, communication_disabled_until: None }
+    }
+}
+
 /// A DM channel (a `channels` row of kind 1) with its recipients.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DmChannel {

@@ -188,15 +188,7 @@ fn authorize_bot(st: &State, user: UserId, bot: UserRecord, mut role: RoleRecord
     role.guild_id = st.guild.id;
     role.bot_id = Some(bot.id);
     let (role, shifted) = super::roles::placed_new(st, role);
-    let member = MemberRecord {
-        guild_id: st.guild.id,
-        user_id: bot.id,
-        nick: None,
-        roles: vec![role.id],
-        joined_at,
-        flags: 0,
-        communication_disabled_until: None,
-    };
+    let member = MemberRecord { roles: vec![role.id], ..MemberRecord::joined(st.guild.id, bot.id, joined_at) };
     let mut changes = vec![Change::AddMemberUnlessBanned(member.clone()), Change::CreateRole(role.clone())];
     changes.extend(shifted.iter().cloned().map(Change::UpdateRole));
     Ok(Plan::new(changes, move |a, st, rows| {

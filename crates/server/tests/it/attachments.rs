@@ -332,15 +332,7 @@ pub async fn role_world(t: &TestServer, granted: u64, everyone_lacks: u64) -> Ro
         mentionable: false,
         bot_id: None,
     };
-    let m = |u: UserId, roles: Vec<RoleId>| store::MemberRecord {
-        guild_id: gid,
-        user_id: u,
-        nick: None,
-        roles,
-        joined_at: 1,
-        flags: 0,
-        communication_disabled_until: None,
-    };
+    let m = |u: UserId, roles: Vec<RoleId>| store::MemberRecord { roles, ..store::MemberRecord::joined(gid, u, 1) };
     let guild = store::GuildRecord {
         id: gid,
         name: "perms".into(),

@@ -127,15 +127,7 @@ async fn member_list_ranges_stay_equal_to_a_fresh_sync() {
         .users
         .iter()
         .enumerate()
-        .map(|(i, u)| MemberRecord {
-            guild_id: gid,
-            user_id: u.id,
-            nick: None,
-            roles: if i % 97 == 0 { vec![mods] } else { vec![] },
-            joined_at: 1,
-            flags: 0,
-            communication_disabled_until: None,
-        })
+        .map(|(i, u)| MemberRecord { roles: if i % 97 == 0 { vec![mods] } else { vec![] }, ..MemberRecord::joined(gid, u.id, 1) })
         .collect();
     let role = |id: RoleId, name: &str, hoist: bool, position: i32| RoleRecord {
         id,
@@ -247,15 +239,7 @@ async fn member_list_ranges_stay_equal_to_a_fresh_sync() {
                 let u = user(next_id, format!("joiner{next_id}"));
                 present.push(next_id);
                 next_id += 1;
-                let m = MemberRecord {
-                    guild_id: gid,
-                    user_id: u.id,
-                    nick: None,
-                    roles: vec![],
-                    joined_at: 2,
-                    flags: 0,
-                    communication_disabled_until: None,
-                };
+                let m = MemberRecord::joined(gid, u.id, 2);
                 GuildMsg::from(GuildEvent::MemberAdd { member: m, user: u })
             }
             1 => {
@@ -278,15 +262,7 @@ async fn member_list_ranges_stay_equal_to_a_fresh_sync() {
                     Some(format!("{}nick{}", ["a", "M", "z", "_"][rng.gen_range(0..4)], rng.gen_range(0..1000)))
                 };
                 let roles = if rng.gen_bool(0.05) { vec![mods] } else { vec![] };
-                GuildMsg::from(GuildEvent::MemberUpdate(MemberRecord {
-                    guild_id: gid,
-                    user_id: UserId(uid),
-                    nick,
-                    roles,
-                    joined_at: 1,
-                    flags: 0,
-                    communication_disabled_until: None,
-                }))
+                GuildMsg::from(GuildEvent::MemberUpdate(MemberRecord { nick, roles, ..MemberRecord::joined(gid, UserId(uid), 1) }))
             }
         };
         send(&node, gid, msg);

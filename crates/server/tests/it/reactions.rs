@@ -46,15 +46,7 @@ async fn guild(t: &TestServer, roles: &[(&'static str, u64)]) -> Guild {
     let mut everyone = server::guild::everyone_role(gid);
     everyone.permissions &= !permission::ADD_REACTIONS;
     let mut role_records = vec![everyone];
-    let member = |u: UserId, roles: Vec<RoleId>| store::MemberRecord {
-        guild_id: gid,
-        user_id: u,
-        nick: None,
-        roles,
-        joined_at: 1,
-        flags: 0,
-        communication_disabled_until: None,
-    };
+    let member = |u: UserId, roles: Vec<RoleId>| store::MemberRecord { roles, ..store::MemberRecord::joined(gid, u, 1) };
     let mut members = HashMap::new();
     let mut records = vec![member(owner_id, vec![])];
     for (n, (name, bits)) in roles.iter().chain(&[("plain", 0)]).enumerate() {

@@ -129,15 +129,7 @@ async fn managed_roles(s: &dyn Store) {
         mentionable: false,
         bot_id: bot_id.map(UserId),
     };
-    let member = MemberRecord {
-        guild_id: GuildId(G),
-        user_id: UserId(8_002),
-        nick: None,
-        roles: vec![],
-        joined_at: 1,
-        flags: 0,
-        communication_disabled_until: None,
-    };
+    let member = MemberRecord::joined(GuildId(G), UserId(8_002), 1);
     s.create_guild(&NewGuild { guild: g, roles: vec![role(8_101, Some(8_010))], channels: vec![], members: vec![member] }).await.unwrap();
     s.apply_changes(0, ActorKey::from(GuildId(G)), &[Change::CreateRole(role(8_102, Some(8_011))), Change::CreateRole(role(8_103, None))])
         .await

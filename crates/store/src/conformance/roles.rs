@@ -25,15 +25,7 @@ fn role(id: u64, position: i32) -> RoleRecord {
 }
 
 fn member(user: u64, roles: &[u64]) -> MemberRecord {
-    MemberRecord {
-        guild_id: GuildId(G),
-        user_id: UserId(user),
-        nick: None,
-        roles: roles.iter().map(|&r| RoleId(r)).collect(),
-        joined_at: 1,
-        flags: 0,
-        communication_disabled_until: None,
-    }
+    MemberRecord { roles: roles.iter().map(|&r| RoleId(r)).collect(), ..MemberRecord::joined(GuildId(G), UserId(user), 1) }
 }
 
 async fn apply(s: &dyn Store, changes: &[Change]) -> Vec<u64> {
