@@ -37,12 +37,11 @@ fn authorize(node: &Node, headers: &HeaderMap) -> ApiResult<()> {
 pub async fn drop_sessions(
     State(node): State<Arc<Node>>,
     Extension(sessions): Extension<Arc<gateway::Sessions>>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
+    req: axum::extract::Request,
 ) -> ApiResult<Response> {
-    // The token first: a caller without it learns nothing about the body.
-    authorize(&node, &headers)?;
-    let b: DropSessions = super::parse_json(&body)?;
+    // The token first: the body of a caller without it is never read.
+    authorize(&node, req.headers())?;
+    let b: DropSessions = super::read_json(req).await?;
     let dropped = sessions.of_user(b.user_id).iter().filter(|s| s.drop_connection()).count();
     Ok(json_bytes(StatusCode::OK, json!({ "dropped": dropped }).to_string()))
 }

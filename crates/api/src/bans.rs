@@ -15,6 +15,7 @@ use serde::Deserialize;
 use serde_json::json;
 use store::BanRecord;
 
+use super::guard::GuildMay;
 use super::{ask, guild_access, json_bytes, parse_id, user_or_me, ApiError, ApiResult, Caller, JsonBody};
 use node::auth::now_ms;
 use node::convert;
@@ -110,6 +111,7 @@ pub async fn create(
     Caller(u): Caller,
     Path((id, uid)): Path<(String, String)>,
     Query(q): Query<Purge>,
+    _: GuildMay<{ permission::BAN_MEMBERS }>,
     JsonBody(b): JsonBody<Purge>,
 ) -> ApiResult<Response> {
     let gid: GuildId = parse_id(&id, ErrorCode::UnknownGuild)?;

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use protocol::model::{iso8601, permission};
@@ -13,8 +13,9 @@ use serde::Deserialize;
 use serde_json::json;
 use store::{InviteRecord, MemberRecord, StoreError};
 
+use super::guard::{channel_may, ChannelMay};
 use super::guilds::{overwrites, OverwriteIn, MAX_SLOWMODE_S};
-use super::{actor_of, ask, ask_actor, channel_access, json_bytes, parse_id, ApiError, ApiResult, Caller, JsonBody};
+use super::{actor_of, ask, ask_actor, channel_access, json_bytes, parse_id, read_json, ApiError, ApiResult, Caller, JsonBody};
 use node::auth::now_ms;
 use node::convert;
 use node::route::ops::{audit_kind, ChannelAction, ChannelPatch, Join, MemberAction};
@@ -55,14 +56,16 @@ pub struct ModifyChannel {
 
 /// `PATCH /channels/{id}`: MANAGE_CHANNELS in the channel (and MANAGE_ROLES
 /// for its overwrites), checked by the guild's actor.
-pub async fn modify(
-    State(node): State<Arc<Node>>,
-    Caller(u): Caller,
-    Path(id): Path<String>,
-    JsonBody(b): JsonBody<ModifyChannel>,
-) -> ApiResult<Response> {
+pub async fn modify(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>, req: Request) -> ApiResult<Response> {
     let cid = parse_id(&id, ErrorCode::UnknownChannel)?;
-    if super::threads::is_thread_channel(&node, cid).await? {
+    // Before the body: a thread's creator may rename it, so seeing it is
+    // enough there; a channel needs MANAGE_CHANNELS (or MANAGE_ROLES, for
+    // its overwrites). The actor checks each field.
+    let thread = super::threads::is_thread_channel(&node, cid).await?;
+    let needs = if thread { 0 } else { permission::MANAGE_CHANNELS | permission::MANAGE_ROLES };
+    channel_may(&node, cid, u.id, needs).await?;
+    let b: ModifyChannel = read_json(req).await?;
+    if thread {
         return super::threads::modify(&node, u.id, cid, b.name, b.rate_limit_per_user, b.thread).await;
     }
     let guild = actor_of(&node, cid).await?;
@@ -142,6 +145,7 @@ pub async fn create_invite(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
     Path(id): Path<String>,
+    _: ChannelMay<{ permission::CREATE_INSTANT_INVITE }>,
     JsonBody(b): JsonBody<CreateInvite>,
 ) -> ApiResult<Response> {
     let (c, a) = channel_access(&node, parse_id(&id, ErrorCode::UnknownChannel)?, u.id).await?;

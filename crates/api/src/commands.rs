@@ -443,13 +443,41 @@ async fn overwrite(node: &Node, caller: UserId, app: &str, guild: Option<&str>, 
 
 type Body = axum::body::Bytes;
 
+/// The caller is the bot of the path's `{app_id}` (403 50001 otherwise),
+/// checked before a body is read.
+pub struct OwnApp;
+
+impl axum::extract::FromRequestParts<Arc<Node>> for OwnApp {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, node: &Arc<Node>) -> ApiResult<Self> {
+        let Caller(u) = Caller::from_request_parts(parts, node).await?;
+        let Path(params) = Path::<std::collections::HashMap<String, String>>::from_request_parts(parts, node)
+            .await
+            .map_err(|_| ApiError::internal("no path parameters"))?;
+        let app = params.get("app_id").ok_or_else(|| ApiError::internal("route has no {app_id}"))?;
+        own_app(node, u.id, app).await.map(|_| OwnApp)
+    }
+}
+
 pub async fn global_list(State(n): State<Arc<Node>>, Caller(u): Caller, Path(app): Path<String>) -> ApiResult<Response> {
     list(&n, u.id, &app, None).await
 }
-pub async fn global_create(State(n): State<Arc<Node>>, Caller(u): Caller, Path(app): Path<String>, b: Body) -> ApiResult<Response> {
+pub async fn global_create(
+    State(n): State<Arc<Node>>,
+    Caller(u): Caller,
+    Path(app): Path<String>,
+    _: OwnApp,
+    b: Body,
+) -> ApiResult<Response> {
     create(&n, u.id, &app, None, &b).await
 }
-pub async fn global_overwrite(State(n): State<Arc<Node>>, Caller(u): Caller, Path(app): Path<String>, b: Body) -> ApiResult<Response> {
+pub async fn global_overwrite(
+    State(n): State<Arc<Node>>,
+    Caller(u): Caller,
+    Path(app): Path<String>,
+    _: OwnApp,
+    b: Body,
+) -> ApiResult<Response> {
     overwrite(&n, u.id, &app, None, &b).await
 }
 pub async fn global_get(State(n): State<Arc<Node>>, Caller(u): Caller, Path((app, id)): Path<(String, String)>) -> ApiResult<Response> {
@@ -459,6 +487,7 @@ pub async fn global_edit(
     State(n): State<Arc<Node>>,
     Caller(u): Caller,
     Path((app, id)): Path<(String, String)>,
+    _: OwnApp,
     b: Body,
 ) -> ApiResult<Response> {
     edit(&n, u.id, &app, None, &id, &b).await
@@ -473,6 +502,7 @@ pub async fn guild_create(
     State(n): State<Arc<Node>>,
     Caller(u): Caller,
     Path((app, g)): Path<(String, String)>,
+    _: OwnApp,
     b: Body,
 ) -> ApiResult<Response> {
     create(&n, u.id, &app, Some(&g), &b).await
@@ -481,6 +511,7 @@ pub async fn guild_overwrite(
     State(n): State<Arc<Node>>,
     Caller(u): Caller,
     Path((app, g)): Path<(String, String)>,
+    _: OwnApp,
     b: Body,
 ) -> ApiResult<Response> {
     overwrite(&n, u.id, &app, Some(&g), &b).await
@@ -496,6 +527,7 @@ pub async fn guild_edit(
     State(n): State<Arc<Node>>,
     Caller(u): Caller,
     Path((app, g, id)): Path<(String, String, String)>,
+    _: OwnApp,
     b: Body,
 ) -> ApiResult<Response> {
     edit(&n, u.id, &app, Some(&g), &id, &b).await

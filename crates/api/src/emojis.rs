@@ -19,6 +19,7 @@ use protocol::{ErrorCode, GuildId, RoleId, UserId};
 use serde::Deserialize;
 use store::EmojiRecord;
 
+use super::guard::GuildMay;
 use super::{ask, guild_access, json_bytes, parse_id, ApiError, ApiResult, Caller, JsonBody};
 use node::emoji::{self, ImageError, ImageKind};
 use node::route::ops::EmojiAction;
@@ -73,6 +74,7 @@ pub async fn create(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
     Path(g): Path<String>,
+    _: GuildMay<{ permission::MANAGE_GUILD_EXPRESSIONS | permission::CREATE_GUILD_EXPRESSIONS }>,
     JsonBody(b): JsonBody<CreateBody>,
 ) -> ApiResult<Response> {
     let gid: GuildId = parse_id(&g, ErrorCode::UnknownGuild)?;
@@ -122,6 +124,7 @@ pub async fn modify(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
     Path((g, id)): Path<(String, String)>,
+    _: GuildMay<{ permission::MANAGE_GUILD_EXPRESSIONS | permission::CREATE_GUILD_EXPRESSIONS }>,
     JsonBody(b): JsonBody<ModifyBody>,
 ) -> ApiResult<Response> {
     let gid: GuildId = parse_id(&g, ErrorCode::UnknownGuild)?;

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::Query;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use protocol::model::{channel_type, permission};
@@ -12,7 +12,8 @@ use serde::Deserialize;
 use serde_json::json;
 use store::{ChannelRecord, GuildRecord, MemberRecord, NewGuild, OverwriteRecord, RoleRecord};
 
-use super::{ask, guild_access, json_bytes, parse_id, publish, ApiError, ApiResult, Caller, JsonBody};
+use super::guard::GuildMay;
+use super::{ask, guild_access, json_bytes, parse_id, publish, read_json, ApiError, ApiResult, Caller, JsonBody};
 use guild::{GuildEvent, GuildMsg};
 use node::auth::now_ms;
 use node::convert;
@@ -141,17 +142,18 @@ pub async fn modify(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
     Path(id): Path<String>,
+    _: GuildMay<{ permission::MANAGE_GUILD }>,
     JsonBody(b): JsonBody<ModifyGuild>,
 ) -> ApiResult<Response> {
-    let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
+    let gid: GuildId = parse_id(&id, ErrorCode::UnknownGuild)?;
     if let Some(n) = &b.name {
         check_name("name", n, 2, 100)?;
     }
-    // A new icon is written only for someone who may change the guild (the
-    // actor checks again when it commits the name of the file).
+    // A new icon is written only for someone who may change the guild
+    // (`GuildMay` above; the actor checks again when it commits the name of
+    // the file).
     let icon = match &b.icon {
         Some(Some(uri)) => {
-            guild_access(&node, gid, u.id).await?.require(permission::MANAGE_GUILD)?;
             let max = node.config.limits.max_avatar_bytes;
             let (bytes, kind) = node::emoji::decode_image_uri(uri, max).map_err(|e| match e {
                 node::emoji::ImageError::TooLarge => {
@@ -276,6 +278,7 @@ pub async fn create_channel(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
     Path(id): Path<String>,
+    _: GuildMay<{ permission::MANAGE_CHANNELS }>,
     JsonBody(b): JsonBody<CreateChannel>,
 ) -> ApiResult<Response> {
     let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
@@ -359,15 +362,16 @@ pub async fn add_member(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
     Path((id, uid)): Path<(String, String)>,
-    JsonBody(b): JsonBody<AddMember>,
+    _: GuildMay<{ permission::CREATE_INSTANT_INVITE }>,
+    req: Request,
 ) -> ApiResult<Response> {
     let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
     let uid = super::user_or_me(&uid, u.id)?;
     if !u.bot {
         // People (owners included) cannot add anyone without their consent.
-        guild_access(&node, gid, u.id).await?;
         return Err(ApiError::forbidden(ErrorCode::MissingPermissions));
     }
+    let b: AddMember = read_json(req).await?;
     let token = b.access_token.ok_or_else(|| ApiError::field("access_token", "BASE_TYPE_REQUIRED", "This field is required"))?;
     super::oauth2::check_join_token(&node, &token, uid, u.id).await?;
     let usr = node.store.get_user(uid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownUser))?;
@@ -443,6 +447,7 @@ pub async fn modify_member(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
     Path((id, uid)): Path<(String, String)>,
+    _: GuildMay<{ permission::MANAGE_NICKNAMES | permission::MANAGE_ROLES | permission::MODERATE_MEMBERS }>,
     JsonBody(b): JsonBody<ModifyMember>,
 ) -> ApiResult<Response> {
     let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
@@ -456,6 +461,7 @@ pub async fn modify_me(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
     Path(id): Path<String>,
+    _: GuildMay<{ permission::CHANGE_NICKNAME | permission::MANAGE_NICKNAMES }>,
     JsonBody(b): JsonBody<ModifyMember>,
 ) -> ApiResult<Response> {
     let gid = parse_id(&id, ErrorCode::UnknownGuild)?;

@@ -14,6 +14,7 @@ pub mod dms;
 pub mod edge;
 pub mod emojis;
 pub mod error;
+pub mod guard;
 pub mod guilds;
 pub mod interactions;
 pub mod interactions_http;
@@ -122,6 +123,12 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
         })?;
         parse_json(&bytes).map(JsonBody)
     }
+}
+
+/// Reads a JSON body as [`JsonBody`] does, for a route that decides who may
+/// call it (see [`guard`]) in its own code before the body is read.
+pub async fn read_json<T: DeserializeOwned>(req: Request) -> ApiResult<T> {
+    JsonBody::<T>::from_request(req, &()).await.map(|b| b.0)
 }
 
 /// Query parameters, with Discord's error for a malformed one: 400 50035

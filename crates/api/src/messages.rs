@@ -239,12 +239,17 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
     // state; this node only needs to know which guild (no store read once
     // the channel is known).
     let actor = node.channel_actor(cid).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownChannel))?;
-    // A form may carry files: before its body is read, the caller must be
-    // able to post here (store reads, so only for forms; the actor checks
-    // again at commit).
+    // Before its body is read, the caller must be able to post here (store
+    // reads; the actor checks again at commit). A form may carry files, so
+    // it is checked each time; a JSON post of someone found allowed here
+    // within `limits.post_check_ttl_ms` is not asked again.
     let sender = if super::attachments::is_multipart(req.headers()) {
         may_post(&node, cid, u.id).await?
     } else {
+        if !node.lately_allowed_poster(u.id, cid) {
+            may_post(&node, cid, u.id).await?;
+            node.allowed_poster(u.id, cid);
+        }
         Sender { uploader: u.id, may_attach: false }
     };
     // Files are on disk and recorded as pending uploads from here; dropped
@@ -430,11 +435,18 @@ pub async fn edit(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
     Path((id, mid)): Path<(String, String)>,
-    super::JsonBody(b): super::JsonBody<EditBody>,
+    req: axum::extract::Request,
 ) -> ApiResult<Response> {
     let cid = parse_id(&id, ErrorCode::UnknownChannel)?;
     let guild = actor_of(&node, cid).await?;
+    // Before the body: the caller sees the channel and wrote the message
+    // (the actor checks both again).
+    super::guard::channel_may(&node, cid, u.id, 0).await?;
     let mut m = find(&node, cid, &mid).await?;
+    if m.author_id != u.id {
+        return Err(ApiError::forbidden(ErrorCode::CannotEditOthersMessage));
+    }
+    let b: EditBody = super::read_json(req).await?;
     // The edited message (answer and MESSAGE_UPDATE) carries URLs signed now.
     if let Some(files) = m.extra.get_mut("attachments").and_then(Value::as_array_mut) {
         node.blobs.signer.resign_all(files, node::attachments::now_s());

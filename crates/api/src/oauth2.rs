@@ -388,6 +388,7 @@ fn some_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D
 pub async fn modify_application(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
+    _: super::guard::Bot,
     JsonBody(b): JsonBody<ModifyApplication>,
 ) -> ApiResult<Response> {
     let app = node.store.application_of_bot(u.id).await?.ok_or_else(|| ApiError::not_found(ErrorCode::UnknownApplication))?;

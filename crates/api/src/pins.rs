@@ -16,6 +16,7 @@ use protocol::{ChannelId, ErrorCode, MessageId};
 use serde::Deserialize;
 use serde_json::json;
 
+use super::guard::ChannelMay;
 use super::{actor_of, ask_actor, channel_access, json_bytes, parse_id, ApiError, ApiResult, Caller, JsonBody};
 use node::auth::now_ms;
 use node::route::ops::PinAction;
@@ -140,6 +141,7 @@ pub async fn bulk_delete(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
     Path(c): Path<String>,
+    _: ChannelMay<{ permission::MANAGE_MESSAGES }>,
     JsonBody(b): JsonBody<BulkBody>,
 ) -> ApiResult<Response> {
     let cid: ChannelId = parse_id(&c, ErrorCode::UnknownChannel)?;

@@ -12,6 +12,7 @@ use protocol::{ErrorCode, GuildId, RoleId};
 use serde::Deserialize;
 use store::{OverwriteRecord, RoleRecord};
 
+use super::guard::{ChannelMay, GuildMay};
 use super::{actor_of, ask, ask_actor, guild_access, json_bytes, parse_id, user_or_me, ApiError, ApiResult, Caller, JsonBody};
 use node::convert;
 use node::route::ops::{OverwriteAction, RoleAction, RolePatch};
@@ -96,6 +97,7 @@ pub async fn create(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
     Path(id): Path<String>,
+    _: GuildMay<{ permission::MANAGE_ROLES }>,
     JsonBody(b): JsonBody<RoleBody>,
 ) -> ApiResult<Response> {
     let gid: GuildId = parse_id(&id, ErrorCode::UnknownGuild)?;
@@ -137,6 +139,7 @@ pub async fn modify(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
     Path((id, rid)): Path<(String, String)>,
+    _: GuildMay<{ permission::MANAGE_ROLES }>,
     JsonBody(b): JsonBody<RoleBody>,
 ) -> ApiResult<Response> {
     let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
@@ -163,6 +166,7 @@ pub async fn reorder(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
     Path(id): Path<String>,
+    _: GuildMay<{ permission::MANAGE_ROLES }>,
     JsonBody(b): JsonBody<Vec<Position>>,
 ) -> ApiResult<Response> {
     let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
@@ -218,6 +222,7 @@ pub async fn put_overwrite(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
     Path((cid, oid)): Path<(String, String)>,
+    _: ChannelMay<{ permission::MANAGE_ROLES }>,
     JsonBody(b): JsonBody<OverwriteBody>,
 ) -> ApiResult<Response> {
     let channel = parse_id(&cid, ErrorCode::UnknownChannel)?;

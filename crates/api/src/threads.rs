@@ -15,6 +15,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use store::{is_thread, ChannelRecord, ThreadSnapshot, PRIVATE_THREAD, PUBLIC_THREAD};
 
+use super::guard::ChannelMay;
 use super::{actor_of, ask, channel_access, json_bytes, parse_id, user_or_me, Access, ApiError, ApiResult, Caller, JsonBody};
 use guild::threads::Thread;
 use node::route::threads::{ThreadAction, ThreadPatch};
@@ -93,6 +94,7 @@ pub async fn start_from_message(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
     Path((cid, mid)): Path<(String, String)>,
+    _: ChannelMay<{ permission::CREATE_PUBLIC_THREADS }>,
     JsonBody(b): JsonBody<StartThread>,
 ) -> ApiResult<Response> {
     let cid: ChannelId = parse_id(&cid, ErrorCode::UnknownChannel)?;
@@ -120,6 +122,7 @@ pub async fn start(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
     Path(cid): Path<String>,
+    _: ChannelMay<{ permission::CREATE_PUBLIC_THREADS | permission::CREATE_PRIVATE_THREADS }>,
     JsonBody(b): JsonBody<StartThread>,
 ) -> ApiResult<Response> {
     let cid: ChannelId = parse_id(&cid, ErrorCode::UnknownChannel)?;

@@ -247,11 +247,9 @@ pub struct LogoutSessions {
 pub async fn logout_sessions(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
+    _: super::guard::Person,
     JsonBody(b): JsonBody<LogoutSessions>,
 ) -> ApiResult<Response> {
-    if u.bot {
-        return Err(ApiError::forbidden(ErrorCode::BotsCannotUse));
-    }
     let mine = node.store.tokens_of_user(u.id).await?;
     let pick: Vec<[u8; 32]> = mine.iter().filter(|t| b.session_id_hashes.contains(&session_id_hash(&t.hash))).map(|t| t.hash).collect();
     let gone = node.store.revoke_tokens(u.id, &pick).await?;

@@ -21,6 +21,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use store::{MessageRecord, UserRecord, WebhookRecord};
 
+use super::guard::ChannelMay;
 use super::{channel_access, guild_access, json_bytes, parse_id, ApiError, ApiResult, Caller, JsonBody};
 use node::attachments::http_base;
 use node::auth::now_ms;
@@ -107,6 +108,7 @@ pub async fn create(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
     Path(id): Path<String>,
+    _: ChannelMay<{ permission::MANAGE_WEBHOOKS }>,
     JsonBody(b): JsonBody<CreateBody>,
 ) -> ApiResult<Response> {
     let cid: ChannelId = parse_id(&id, ErrorCode::UnknownChannel)?;
@@ -226,13 +228,12 @@ async fn patched(node: &Node, mut w: WebhookRecord, b: ModifyBody, with_channel:
 }
 
 /// `PATCH /webhooks/{id}`: name, avatar, channel (MANAGE_WEBHOOKS in both).
-pub async fn modify(
-    State(node): State<Arc<Node>>,
-    Caller(u): Caller,
-    Path(id): Path<String>,
-    JsonBody(b): JsonBody<ModifyBody>,
-) -> ApiResult<Response> {
+pub async fn modify(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): Path<String>, req: Request) -> ApiResult<Response> {
     let w = find(&node, &id).await?;
+    // Before the body: MANAGE_WEBHOOKS where the webhook is (the actor
+    // checks it again, and in the channel it moves to).
+    super::guard::channel_may(&node, w.channel_id, u.id, permission::MANAGE_WEBHOOKS).await?;
+    let b: ModifyBody = super::read_json(req).await?;
     let from = w.channel_id;
     let creator = match w.creator_id {
         Some(c) => node.store.get_user(c).await?,

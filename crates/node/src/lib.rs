@@ -73,6 +73,10 @@ pub struct Node {
     /// never changes guild), so sending a message needs no store read to
     /// find the actor.
     channel_actors: std::sync::Mutex<std::collections::HashMap<protocol::ChannelId, ActorKey>>,
+    /// Callers lately found allowed to post in a channel, and when
+    /// (`limits.post_check_ttl_ms`): the check a post's body waits for
+    /// costs a store read only once in that time.
+    posters: std::sync::Mutex<std::collections::HashMap<(protocol::UserId, protocol::ChannelId), std::time::Instant>>,
     /// Applications and commands, as interactions look them up (`lookups`).
     pub lookups: crate::lookups::Lookups,
     /// Guild actors' loads, batched (see `batch`).
@@ -183,6 +187,7 @@ impl Node {
                 guild_claims: batch::guild_claims(store.clone(), config.node_id),
                 writer: crate::group_commit::Writer::start(store.clone(), config.limits.write_queue, config.limits.write_batch_max),
                 channel_actors: Default::default(),
+                posters: Default::default(),
                 lookups: crate::lookups::Lookups::new(config.interactions.lookup_ttl_ms),
                 identify_permits: Semaphore::new(config.gateway.identify_concurrency.max(1)),
                 gateway_connections: Arc::default(),
@@ -261,8 +266,34 @@ impl Node {
 
 /// Channels remembered by [`Node::channel_actor`] before the map starts over.
 const CHANNEL_ACTORS_MAX: usize = 1 << 20;
+/// Most (user, channel) pairs `Node::allowed_poster` keeps.
+const POSTERS_MAX: usize = 1 << 18;
 
 impl Node {
+    /// Whether `user` was found allowed to post in `channel` within
+    /// `limits.post_check_ttl_ms`.
+    pub fn lately_allowed_poster(&self, user: protocol::UserId, channel: protocol::ChannelId) -> bool {
+        let ttl = std::time::Duration::from_millis(self.config.limits.post_check_ttl_ms);
+        let map = self.posters.lock().expect("poster map poisoned");
+        map.get(&(user, channel)).is_some_and(|at| at.elapsed() < ttl)
+    }
+
+    /// Records that `user` was just found allowed to post in `channel`.
+    pub fn allowed_poster(&self, user: protocol::UserId, channel: protocol::ChannelId) {
+        if self.config.limits.post_check_ttl_ms == 0 {
+            return;
+        }
+        let mut map = self.posters.lock().expect("poster map poisoned");
+        if map.len() >= POSTERS_MAX {
+            let ttl = std::time::Duration::from_millis(self.config.limits.post_check_ttl_ms);
+            map.retain(|_, at| at.elapsed() < ttl);
+            if map.len() >= POSTERS_MAX {
+                map.clear();
+            }
+        }
+        map.insert((user, channel), std::time::Instant::now());
+    }
+
     /// The actor of a channel: its guild's, or a DM's own (`None`: no such
     /// channel, or a channel with neither). A store read only the first
     /// time this node sees the channel.

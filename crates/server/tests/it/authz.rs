@@ -701,9 +701,65 @@ fn cell(status: u16, v: &Value) -> String {
     }
 }
 
+/// Routes whose body names what the caller acts on, so that who may call
+/// them is known only once it is read (as on Discord): the guild of a
+/// consent, the recipient of a DM, the guild, channel and command of an
+/// interaction, the client credentials of the token endpoint.
+const DECIDED_BY_BODY: [(&str, &str); 4] =
+    [("POST", "/oauth2/authorize"), ("POST", "/users/@me/channels"), ("POST", "/interactions"), ("POST", "/oauth2/token")];
+
+/// Whether a refused call to `r` is refused before its body is read: the
+/// routes that take one, but for [`DECIDED_BY_BODY`].
+fn refused_unread(r: &Row) -> bool {
+    matches!(r.method, "POST" | "PUT" | "PATCH") && !DECIDED_BY_BODY.contains(&(r.method, r.path))
+}
+
+/// The cell of a call whose body never arrives: the head declares 4 KiB of
+/// JSON and only its first byte is sent. A route that checks who may call
+/// it before it reads its body answers anyway; one that reads first waits
+/// for the rest, and the call times out ("unanswered").
+async fn stalled_cell(method: &str, url: &str, auth: Option<&str>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.strip_prefix("http://").expect("an http URL");
+    let (host, target) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
+    let mut head = format!("{method} {target} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n");
+    if let Some(a) = auth {
+        head.push_str(&format!("Authorization: {a}\r\n"));
+    }
+    head.push_str("\r\n{");
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(k) => out.extend_from_slice(&buf[..k]),
+            }
+            let text = String::from_utf8_lossy(&out);
+            if let Some((h, b)) = text.split_once("\r\n\r\n") {
+                let len = h.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>()));
+                if matches!(len, Some(Ok(n)) if b.len() >= n) {
+                    return;
+                }
+            }
+        }
+    })
+    .await;
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let Some((h, b)) = text.split_once("\r\n\r\n") else {
+        return if read.is_err() { "unanswered".into() } else { "closed".into() };
+    };
+    let status = h.split_whitespace().nth(1).and_then(|s| s.parse::<u16>().ok()).unwrap_or(0);
+    cell(status, &serde_json::from_str(b).unwrap_or(Value::Null))
+}
+
 /// The route's cell for `who`, against a fresh fixture.
-/// Also what differs from the OpenAPI document, if anything.
-async fn rest_cell(t: &TestServer, c: &Cast, r: &Row, who: Who, n: usize) -> (String, Option<String>) {
+/// Also what differs from the OpenAPI document, if anything; and, when
+/// `stall` (a refusal expected of a route with a body), the cell of the
+/// same call with a body that never arrives, made first.
+async fn rest_cell(t: &TestServer, c: &Cast, r: &Row, who: Who, n: usize, stall: bool) -> (String, Option<String>, Option<String>) {
     let f = Fixture::new(t, c, r, n).await;
     let path = f.path(r.path);
     let method = Method::from_bytes(r.method.as_bytes()).unwrap();
@@ -720,12 +776,16 @@ async fn rest_cell(t: &TestServer, c: &Cast, r: &Row, who: Who, n: usize) -> (St
         _ => String::new(),
     };
     let url = if api { format!("{}{path}{query}", t.base) } else { format!("{}{path}", t.base.trim_end_matches("/api/v10")) };
-    let mut req = t.http.request(method, url);
     let mut auth = c.auth(who).map(str::to_owned);
     if r.path == "/auth/logout" && matches!(who, Who::Owner | Who::Holder | Who::Member | Who::Outsider) {
         // Logging out revokes the token: a fresh one of the same person.
         auth = Some(login(t, c.username(who)).await);
     }
+    let stalled = match stall {
+        true => Some(stalled_cell(r.method, &url, auth.as_deref()).await),
+        false => None,
+    };
+    let mut req = t.http.request(method, url);
     if let Some(a) = auth {
         req = req.header("authorization", a);
     }
@@ -745,7 +805,7 @@ async fn rest_cell(t: &TestServer, c: &Cast, r: &Row, who: Who, n: usize) -> (St
         true => crate::openapi::conforms(r.method, &doc_path(r.path), status, kind.as_deref(), &text).err(),
         false => None,
     };
-    (cell(status, &serde_json::from_str(&text).unwrap_or(Value::Null)), unlike_doc)
+    (cell(status, &serde_json::from_str(&text).unwrap_or(Value::Null)), unlike_doc, stalled)
 }
 
 /// A row's path as the OpenAPI document writes it.
@@ -836,9 +896,13 @@ async fn authorization_matrix() {
             let got = if r.method == "GW" {
                 gateway_cell(&t, &c, r, *who, n).await
             } else {
-                let (got, unlike_doc) = rest_cell(&t, &c, r, *who, n).await;
+                let stall = *want != "ok" && refused_unread(r);
+                let (got, unlike_doc, stalled) = rest_cell(&t, &c, r, *who, n, stall).await;
                 if let Some(e) = unlike_doc {
                     wrong.push(format!("{} {} as {who:?}: unlike the OpenAPI document: {e}", r.method, r.path));
+                }
+                if let Some(s) = stalled.filter(|s| s != want) {
+                    wrong.push(format!("{} {} as {who:?}: with its body unsent, expected {want} at once, got {s}", r.method, r.path));
                 }
                 got
             };
