@@ -325,7 +325,12 @@ pub async fn create(State(node): State<Arc<Node>>, Caller(u): Caller, Path(id): 
         uploads.keep();
         return Ok(json_bytes(StatusCode::OK, body));
     }
-    match serde_json::from_slice::<PostReply>(&answer).map_err(ApiError::internal)? {
+    let reply = serde_json::from_slice::<PostReply>(&answer).map_err(ApiError::internal)?;
+    if matches!(reply, PostReply::UnknownChannel | PostReply::MissingAccess | PostReply::MissingPermissions) {
+        // The store is asked again before this caller's next body is read.
+        node.refused_poster(u.id, cid);
+    }
+    match reply {
         PostReply::Ok(body) => Ok(json_bytes(StatusCode::OK, Bytes::copy_from_slice(body.get().as_bytes()))),
         PostReply::UnknownChannel => Err(ApiError::not_found(ErrorCode::UnknownChannel)),
         PostReply::MissingAccess => Err(ApiError::forbidden(ErrorCode::MissingAccess)),

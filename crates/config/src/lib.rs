@@ -491,9 +491,10 @@ pub struct LimitsConfig {
     pub write_timeout_ms: u64,
     /// How long a caller found allowed to post in a channel is taken as
     /// allowed before the body of their next post there is read (REST
-    /// `POST /channels/{c}/messages`; the guild's actor still checks every
-    /// post when it commits, so this only bounds how long a revoked poster's
-    /// bodies may still be read). 0: the store is asked for every post.
+    /// `POST /channels/{c}/messages`). The guild's actor still checks every
+    /// post when it commits, and a post it refuses drops the caller from
+    /// this memory, so a poster who lost the right has at most one more
+    /// body read. 0: the store is asked before every post.
     pub post_check_ttl_ms: u64,
     /// How long an actor remembers a post's deduplication key (a
     /// `nonce` sent with `enforce_nonce`): a repeat within it is answered
@@ -611,7 +612,7 @@ impl Default for LimitsConfig {
             write_queue: 16_384,
             write_batch_max: 1_024,
             write_timeout_ms: 10_000,
-            post_check_ttl_ms: 2_000,
+            post_check_ttl_ms: 600_000,
             nonce_window_ms: 300_000,
             nonce_keys_max: 10_000,
             max_guilds_per_user: 200,

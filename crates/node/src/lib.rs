@@ -278,6 +278,11 @@ impl Node {
         map.get(&(user, channel)).is_some_and(|at| at.elapsed() < ttl)
     }
 
+    /// Forgets that `user` may post in `channel` (their post was refused).
+    pub fn refused_poster(&self, user: protocol::UserId, channel: protocol::ChannelId) {
+        self.posters.lock().expect("poster map poisoned").remove(&(user, channel));
+    }
+
     /// Records that `user` was just found allowed to post in `channel`.
     pub fn allowed_poster(&self, user: protocol::UserId, channel: protocol::ChannelId) {
         if self.config.limits.post_check_ttl_ms == 0 {

@@ -714,45 +714,14 @@ fn refused_unread(r: &Row) -> bool {
     matches!(r.method, "POST" | "PUT" | "PATCH") && !DECIDED_BY_BODY.contains(&(r.method, r.path))
 }
 
-/// The cell of a call whose body never arrives: the head declares 4 KiB of
-/// JSON and only its first byte is sent. A route that checks who may call
-/// it before it reads its body answers anyway; one that reads first waits
-/// for the rest, and the call times out ("unanswered").
+/// The cell of a call whose body never arrives ([`stalled_request`]): a
+/// route that checks who may call it before it reads its body answers
+/// anyway; one that reads first waits for the rest ("unanswered").
 async fn stalled_cell(method: &str, url: &str, auth: Option<&str>) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let rest = url.strip_prefix("http://").expect("an http URL");
-    let (host, target) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
-    let mut head = format!("{method} {target} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n");
-    if let Some(a) = auth {
-        head.push_str(&format!("Authorization: {a}\r\n"));
+    match stalled_request(method, url, auth).await {
+        Some((status, v)) => cell(status, &v),
+        None => "unanswered".into(),
     }
-    head.push_str("\r\n{");
-    s.write_all(head.as_bytes()).await.unwrap();
-    let mut out = Vec::new();
-    let read = tokio::time::timeout(std::time::Duration::from_secs(10), async {
-        let mut buf = [0u8; 4096];
-        loop {
-            match s.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(k) => out.extend_from_slice(&buf[..k]),
-            }
-            let text = String::from_utf8_lossy(&out);
-            if let Some((h, b)) = text.split_once("\r\n\r\n") {
-                let len = h.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>()));
-                if matches!(len, Some(Ok(n)) if b.len() >= n) {
-                    return;
-                }
-            }
-        }
-    })
-    .await;
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let Some((h, b)) = text.split_once("\r\n\r\n") else {
-        return if read.is_err() { "unanswered".into() } else { "closed".into() };
-    };
-    let status = h.split_whitespace().nth(1).and_then(|s| s.parse::<u16>().ok()).unwrap_or(0);
-    cell(status, &serde_json::from_str(b).unwrap_or(Value::Null))
 }
 
 /// The route's cell for `who`, against a fresh fixture.

@@ -391,3 +391,41 @@ pub async fn history_ids(http: &reqwest::Client, base: &str, channel: &str, auth
         after = max;
     }
 }
+
+/// Sends `method url` with a head declaring 4 KiB of JSON and only its
+/// first byte: the answer (status, JSON body) if one comes within 10 s
+/// without the rest, `None` if the server waits for the body.
+pub async fn stalled_request(method: &str, url: &str, auth: Option<&str>) -> Option<(u16, Value)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.strip_prefix("http://").expect("an http URL");
+    let (host, target) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
+    let mut head = format!("{method} {target} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n");
+    if let Some(a) = auth {
+        head.push_str(&format!("Authorization: {a}\r\n"));
+    }
+    head.push_str("\r\n{");
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(k) => out.extend_from_slice(&buf[..k]),
+            }
+            let text = String::from_utf8_lossy(&out);
+            if let Some((h, b)) = text.split_once("\r\n\r\n") {
+                let len = h.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>()));
+                if matches!(len, Some(Ok(n)) if b.len() >= n) {
+                    return;
+                }
+            }
+        }
+    })
+    .await;
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let (h, b) = text.split_once("\r\n\r\n")?;
+    let status = h.split_whitespace().nth(1).and_then(|s| s.parse::<u16>().ok())?;
+    Some((status, serde_json::from_str(b).unwrap_or(Value::Null)))
+}

@@ -15,6 +15,7 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+use protocol::model::permission as p;
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -103,7 +104,6 @@ async fn an_owner_cannot_add_a_user_without_their_consent() {
 
 #[tokio::test]
 async fn a_bot_authorized_through_oauth2_gets_its_managed_role_and_permissions() {
-    use protocol::model::permission as p;
     let t = TestServer::start().await;
     let (owner, _) = t.user("owner").await;
     let (guild, channel) = t.guild(&owner).await;
@@ -658,4 +658,34 @@ async fn a_revoked_token_closes_its_open_sessions_and_a_profile_change_does_not(
     let (s, v, _) = t.req(Method::PATCH, "/users/@me", Some(&first), Some(json!({"global_name": "Still here"}))).await;
     assert_eq!(s, 200, "{v}");
     assert_eq!(a.until("USER_UPDATE").await["d"]["global_name"], "Still here");
+}
+
+/// A message post's body is read only after the caller is known to be
+/// allowed there: a stranger's post is refused with its body unsent, and a
+/// member who loses Send Messages has at most one more body read (the post
+/// the actor refuses) before the check comes first again.
+#[tokio::test]
+async fn a_post_is_refused_before_its_body_once_the_right_is_gone() {
+    let t = TestServer::start().await;
+    let w = t.world().await;
+    let (member, _) = t.user("member").await;
+    t.join(&w.owner, &w.channel, &member).await;
+    let url = format!("{}/channels/{}/messages", t.base, w.channel);
+    let (stranger, _) = t.user("stranger").await;
+    let code = |r: Option<(u16, Value)>| r.map(|(s, v)| (s, v["code"].as_u64()));
+    assert_eq!(code(stalled_request("POST", &url, Some(&stranger)).await), Some((403, Some(50001))), "a stranger, at once");
+    // Allowed: the member's posts go through (and the check is remembered).
+    t.say(&member, &w.channel, "hello").await;
+    assert_eq!(code(stalled_request("POST", &url, Some(&member)).await), None, "an allowed poster's body is waited for");
+    // @everyone loses Send Messages.
+    let everyone = json!({"permissions": (p::VIEW_CHANNEL | p::READ_MESSAGE_HISTORY).to_string()});
+    let (s, v, _) = t.req(Method::PATCH, &format!("/guilds/{0}/roles/{0}", w.guild), Some(&w.owner), Some(everyone)).await;
+    assert_eq!(s, 200, "{v}");
+    // The remembered check lets one body through; the actor refuses it.
+    let (s, v) = t.post(&format!("/channels/{}/messages", w.channel), &member, json!({"content": "still?"})).await;
+    assert_eq!((s, v["code"].as_u64()), (403, Some(50013)), "{v}");
+    // From then on the store is asked first: refused with the body unsent.
+    assert_eq!(code(stalled_request("POST", &url, Some(&member)).await), Some((403, Some(50013))), "refused at once");
+    let (_, h) = t.get(&format!("/channels/{}/messages?limit=5", w.channel), &w.owner).await;
+    assert_eq!(h.as_array().map(|a| a.iter().filter(|m| m["content"] == "still?").count()), Some(0), "nothing committed: {h}");
 }
