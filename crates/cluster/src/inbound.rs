@@ -201,7 +201,16 @@ pub(crate) async fn inbound_deliver(node: Arc<Node>, r: Arc<ClusterRouter>, mut 
                         }
                     }
                 }
-                ToNode::Fan { g, e, name, body, filter, only } => {
+                ToNode::Passive { s, g, e, passive } => {
+                    if !current(g, e) {
+                        r.stale.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    if let Some(a) = audience.get_mut(&g) {
+                        a.set_passive(&s, passive);
+                    }
+                }
+                ToNode::Fan { g, e, name, body, filter, only, reach } => {
                     if !current(g, e) {
                         r.stale.fetch_add(1, Ordering::Relaxed);
                         continue;
@@ -221,10 +230,10 @@ pub(crate) async fn inbound_deliver(node: Arc<Node>, r: Arc<ClusterRouter>, mut 
                     };
                     let event = FanEvent::new(intern(&name), body, filter);
                     match only {
-                        None => node.delivery.fan_out(&event, a.partitions()),
+                        None => node.delivery.fan_out(&event, a.partitions_of(reach)),
                         Some(ids) => {
                             let ids: std::collections::HashSet<Arc<str>> = ids.into_iter().collect();
-                            let parts = a.partitions_where(|s| ids.contains(s.id()));
+                            let parts = a.partitions_of_where(reach, |s| ids.contains(s.id()));
                             node.delivery.fan_out(&event, &parts);
                         }
                     }

@@ -165,13 +165,13 @@ impl ClusterLink for ClusterRouter {
         self.reconnects.load(Ordering::Acquire)
     }
 
-    fn fan(&self, node: NodeId, guild: ActorKey, epoch: u64, event: &Arc<FanEvent>, only: Option<Vec<Arc<str>>>) {
+    fn fan(&self, node: NodeId, guild: ActorKey, epoch: u64, event: &Arc<FanEvent>, only: Option<Vec<Arc<str>>>, reach: fanout::Reach) {
         let filter = match &event.filter {
             Filter::Intent(i) => WireFilter::Intent(*i),
             Filter::IntentNotUser(i, u) => WireFilter::IntentNotUser(*i, *u),
             Filter::Message { .. } => WireFilter::Message,
         };
-        let msg = ToNode::Fan { g: guild, e: epoch, name: event.name.to_string(), body: raw(&event.body), filter, only };
+        let msg = ToNode::Fan { g: guild, e: epoch, name: event.name.to_string(), body: raw(&event.body), filter, only, reach };
         self.sent_fan.fetch_add(1, Ordering::Relaxed);
         self.to_node(node, &msg);
     }
@@ -186,6 +186,10 @@ impl ClusterLink for ClusterRouter {
 
     fn subscribed(&self, session: &SessionRef, guild: ActorKey, epoch: u64, on: bool) {
         self.to_node(session.node, &ToNode::Sub { s: session.id.clone(), g: guild, e: epoch, on, first: None });
+    }
+
+    fn set_passive(&self, session: &SessionRef, guild: ActorKey, epoch: u64, passive: bool) {
+        self.to_node(session.node, &ToNode::Passive { s: session.id.clone(), g: guild, e: epoch, passive });
     }
 
     fn subscribed_after(&self, session: &SessionRef, guild: ActorKey, epoch: u64, first: Dispatch) {

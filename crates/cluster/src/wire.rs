@@ -26,6 +26,16 @@ pub(crate) enum ToNode {
         body: Box<RawValue>,
         filter: WireFilter,
         only: Option<Vec<Arc<str>>>,
+        /// Which of the node's subscribers (all, active, passive).
+        #[serde(default, skip_serializing_if = "is_all")]
+        reach: fanout::Reach,
+    },
+    /// A subscriber of `g` becomes passive (or active again).
+    Passive {
+        s: Arc<str>,
+        g: ActorKey,
+        e: u64,
+        passive: bool,
     },
     /// One dispatch for one session.
     One {
@@ -147,4 +157,8 @@ pub(crate) fn push_one(node: &Node, s: &str, name: &str, body: &RawValue) {
 /// The messages of one NATS message (one, or a batch of them).
 pub(crate) fn messages<'a, T: serde::Deserialize<'a> + 'a>(payload: &'a [u8]) -> impl Iterator<Item = Result<T, serde_json::Error>> + 'a {
     serde_json::Deserializer::from_slice(payload).into_iter::<T>()
+}
+
+fn is_all(r: &fanout::Reach) -> bool {
+    *r == fanout::Reach::All
 }

@@ -437,6 +437,18 @@ pub struct GatewayConfig {
     /// op 9s; at 8,192, none. An IDENTIFY in flight holds little more than
     /// its socket, which `max_gateway_connections` bounds anyway.
     pub identify_concurrency: usize,
+    /// Guilds of more members than this keep a person's session passive
+    /// while it does not have the guild open (op 14/37): it gets the
+    /// unread state (PASSIVE_UPDATE_V1 every `passive_update_ms`), messages
+    /// that mention it and what is addressed to it, not every message,
+    /// typing, presence or member change. Bots are always active. 0: never.
+    pub passive_guild_members: u32,
+    /// How often a large guild sends its passive sessions the channels
+    /// with new messages since the last time.
+    pub passive_update_ms: u64,
+    /// Large guilds one session has open at once: opening one more makes
+    /// the one opened longest ago passive again.
+    pub open_guilds_max: usize,
     /// Default and maximum `large_threshold`.
     pub large_threshold_default: u32,
     pub large_threshold_max: u32,
@@ -588,6 +600,9 @@ impl Default for GatewayConfig {
             client_events_per_window: 120,
             client_event_window_ms: 60_000,
             identify_concurrency: 8_192,
+            passive_guild_members: 1_000,
+            passive_update_ms: 1_000,
+            open_guilds_max: 3,
             large_threshold_default: 50,
             large_threshold_max: 250,
             shutdown_grace_ms: 3_000,

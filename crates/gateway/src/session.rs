@@ -87,6 +87,11 @@ pub struct SessionState {
     /// Taken over from another node, while its guild subscriptions move
     /// here: what arrives directly waits (see [`Holding`]).
     holding: Option<Box<Holding>>,
+    /// The guilds the client opened (op 14/37), the latest last, at most
+    /// `gateway.open_guilds_max`: opening one more tells the one opened
+    /// longest ago that it is no longer open (a large guild's actor makes
+    /// the session passive there again).
+    pub(crate) open_guilds: Vec<protocol::GuildId>,
 }
 
 /// A session taken over from another node subscribes to its guilds from

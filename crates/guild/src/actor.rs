@@ -2,7 +2,7 @@
 //! order, and fans each dispatch out to its subscribed sessions. It never
 //! awaits a session: pushes are `try_send` into bounded session queues.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -21,7 +21,7 @@ use super::names::Names;
 use super::remote::RemoteSubs;
 use super::{GuildEvent, GuildMsg};
 use fanout::Recipient;
-use fanout::{encode, Dispatch, FanEvent, Filter, Partitions, SessionRef, Sink, SubInfo, Subscribers};
+use fanout::{encode, Dispatch, FanEvent, Filter, Partitions, Reach, SessionRef, Sink, SubInfo, Subscribers};
 use node::presence::Presence;
 use node::route::{Op, OpReply, Post, PostReply, ReplyTo, Subscription};
 use node::Node;
@@ -47,10 +47,15 @@ pub struct GuildActor {
     seq: u64,
     /// The lazy member lists (ops 14/37), each built on its first subscription.
     lists: Lists,
-    /// Channels not every member may see: the subscribers who can, split by
-    /// worker. Built on a channel's first event, dropped whenever
-    /// subscribers, members or channels change.
-    hidden: HashMap<ChannelId, Partitions>,
+    /// Channels not every member may see: the subscribers (of a reach) who
+    /// can, split by worker. Built on a channel's first event, dropped
+    /// whenever subscribers, members or channels change.
+    hidden: HashMap<(ChannelId, Reach), Partitions>,
+    /// Channels with new messages since passive sessions last heard
+    /// (PASSIVE_UPDATE_V1), with the newest message of each.
+    unread: BTreeMap<ChannelId, protocol::MessageId>,
+    /// A `PassiveFlush` is on its way to this actor's mailbox.
+    flush_armed: bool,
     /// The guild was deleted: the actor ends.
     stopped: bool,
 }
@@ -72,8 +77,9 @@ impl Fenced for GuildActor {
         match done {
             Done::Message { message, body, reply } => {
                 let pinged = st.pinged(&message);
+                self.fan_out_message(st, "MESSAGE_CREATE", message.clone(), &body);
+                self.passive_message(st, &message, &body, &pinged);
                 self.core.node.read_states.mentioned(message.channel_id, message.id, pinged);
-                self.fan_out_message(st, "MESSAGE_CREATE", message, &body);
                 self.core.node.guilds.reply(reply, PostReply::ok_bytes(&body));
             }
             Done::Op { rows, then, reply } => {
@@ -125,6 +131,8 @@ impl GuildActor {
             seq: 0,
             lists: Lists::default(),
             hidden: HashMap::new(),
+            unread: BTreeMap::new(),
+            flush_armed: false,
             stopped: false,
         }
     }
@@ -214,7 +222,13 @@ impl GuildActor {
             GuildMsg::Move(m) => self.move_session(*m),
             GuildMsg::ListSubscribe(sub) => {
                 let Some(s) = self.subscriber(&sub.session) else { return true };
+                self.set_open(st, &sub.session, true);
                 self.lists.subscribe(&st.view(), s, &sub.channels, &st.channels);
+            }
+            GuildMsg::Opened { session, open } => self.set_open(st, &session, open),
+            GuildMsg::PassiveFlush => {
+                self.flush_armed = false;
+                self.flush_passive(st);
             }
             GuildMsg::RequestMembers { session, req } => {
                 if let Some(s) = self.subscriber(&session) {
@@ -418,7 +432,11 @@ impl GuildActor {
                 c.subscribed(&r, self.key(), self.core.epoch, true)
             };
         }
-        self.remote.insert(&self.core.node, r, info);
+        let passive = self.starts_passive(st, &info);
+        self.remote.insert(&self.core.node, r.clone(), info);
+        if passive {
+            self.remote.set_passive(&self.core.node, self.key(), self.core.epoch, &r, true);
+        }
         self.hidden.clear();
     }
 
@@ -432,19 +450,170 @@ impl GuildActor {
             let body = st.guild_create(info);
             self.core.node.delivery.one(session.clone(), Dispatch { name: "GUILD_CREATE", body });
         }
+        let id = session.id().clone();
         self.subs.insert(session);
+        if self.starts_passive(st, info) {
+            self.subs.set_passive(&id, true);
+        }
         self.hidden.clear();
+    }
+
+    /// Whether a session subscribing with `info` starts passive: a person's,
+    /// in a guild of more than `gateway.passive_guild_members` members.
+    fn starts_passive(&self, st: &State, info: &SubInfo) -> bool {
+        let t = self.core.node.config.gateway.passive_guild_members;
+        t > 0 && !info.bot && st.members.len() > t as usize
+    }
+
+    /// The session opened the guild (active: every event from now on, in
+    /// order, after the unread state gathered so far) or left it (passive
+    /// again, if it would start passive here).
+    fn set_open(&mut self, st: &mut State, r: &SessionRef, open: bool) {
+        let local = r.node == self.core.node.id;
+        let passive_now = if local { self.subs.is_passive(&r.id) } else { self.remote.is_passive(r) };
+        if open != passive_now {
+            return;
+        }
+        if open {
+            // What passive sessions have not heard yet comes before the
+            // first full event.
+            self.flush_passive(st);
+        } else {
+            let Some(s) = self.subscriber(r) else { return };
+            if !self.starts_passive(st, &s.sub_info()) {
+                return;
+            }
+            self.lists.unsubscribe(&r.id);
+        }
+        if local {
+            self.subs.set_passive(&r.id, !open);
+        } else {
+            self.remote.set_passive(&self.core.node, self.key(), self.core.epoch, r, !open);
+        }
+        self.hidden.clear();
+    }
+
+    /// Which subscribers an event of this guild reaches: what only matters
+    /// to someone looking at the guild goes to active sessions alone.
+    fn reach_of(name: &str) -> Reach {
+        match name {
+            "MESSAGE_CREATE"
+            | "MESSAGE_UPDATE"
+            | "MESSAGE_DELETE"
+            | "MESSAGE_DELETE_BULK"
+            | "MESSAGE_REACTION_ADD"
+            | "MESSAGE_REACTION_REMOVE"
+            | "MESSAGE_REACTION_REMOVE_ALL"
+            | "MESSAGE_REACTION_REMOVE_EMOJI"
+            | "TYPING_START"
+            | "PRESENCE_UPDATE"
+            | "GUILD_MEMBER_ADD"
+            | "GUILD_MEMBER_UPDATE"
+            | "GUILD_MEMBER_REMOVE" => Reach::Active,
+            _ => Reach::All,
+        }
+    }
+
+    /// Whether any subscriber, here or on another node, is passive.
+    fn has_passive(&self) -> bool {
+        self.subs.passive_count() > 0 || self.remote.passive_count() > 0
+    }
+
+    /// A new message, for the passive sessions: its channel joins the next
+    /// PASSIVE_UPDATE_V1, and those it mentions (`pinged`: who may see it)
+    /// get the message itself.
+    fn passive_message(&mut self, st: &State, m: &Arc<model::Message>, body: &Bytes, pinged: &[UserId]) {
+        if !self.has_passive() || !st.channels.iter().any(|c| c.id == m.channel_id) {
+            return;
+        }
+        self.unread.insert(m.channel_id, m.id);
+        self.arm_flush();
+        if pinged.is_empty() {
+            return;
+        }
+        let event = FanEvent::new("MESSAGE_CREATE", body.clone(), Filter::Message { message: m.clone(), redacted: Default::default() });
+        let set: HashSet<UserId> = pinged.iter().copied().collect();
+        self.publish_to_reach(event, &|u| set.contains(&u), Reach::Passive);
+    }
+
+    /// One event to the passive sessions of `user` (their own member
+    /// changes), which active sessions got with everyone's.
+    fn to_passive_user(&mut self, user: UserId, name: &'static str, body: &Bytes, intent: u64) {
+        if self.has_passive() {
+            self.publish_to_reach(FanEvent::new(name, body.clone(), Filter::Intent(intent)), &|u| u == user, Reach::Passive);
+        }
+    }
+
+    /// Asks for a `PassiveFlush` in `gateway.passive_update_ms`, unless one
+    /// is on its way.
+    fn arm_flush(&mut self) {
+        if self.flush_armed {
+            return;
+        }
+        self.flush_armed = true;
+        let (node, key) = (self.core.node.clone(), self.key());
+        let wait = std::time::Duration::from_millis(node.config.gateway.passive_update_ms.max(1));
+        self.core.node.tasks.spawn(async move {
+            tokio::time::sleep(wait).await;
+            loop {
+                match node.guilds.send(key, GuildMsg::PassiveFlush) {
+                    Err(node::route::RouteError::Busy(_)) if !node.shutdown.is_cancelled() => {
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    }
+                    Err(e) => return tracing::debug!(actor = %key, error = %e, "passive update not delivered"),
+                    Ok(()) => return,
+                }
+            }
+        });
+    }
+
+    /// PASSIVE_UPDATE_V1 to the passive sessions: the channels with new
+    /// messages and the newest of each. Channels everyone may see go in one
+    /// event to all of them; each other channel in its own, to those who
+    /// may see it.
+    fn flush_passive(&mut self, st: &State) {
+        if self.unread.is_empty() {
+            return;
+        }
+        let unread = std::mem::take(&mut self.unread);
+        let update = |channels: Vec<Value>| {
+            let body = encode(&json!({"guild_id": self.id, "channels": channels, "voice_states": [], "members": []}));
+            FanEvent::new("PASSIVE_UPDATE_V1", body, Filter::Intent(Intents::GUILDS))
+        };
+        let mut open = Vec::new();
+        let mut hidden = Vec::new();
+        for (c, m) in unread {
+            let Some(ch) = st.channels.iter().find(|x| x.id == c) else { continue };
+            let entry = json!({"id": c, "last_message_id": m});
+            if perm::everyone_can_view(self.id, &st.roles, ch) {
+                open.push(entry);
+            } else {
+                hidden.push((ch.clone(), update(vec![entry])));
+            }
+        }
+        if !open.is_empty() {
+            self.publish_as(update(open), Reach::Passive);
+        }
+        for (ch, event) in hidden {
+            self.publish_in_as(st, &ch, event, Reach::Passive);
+        }
     }
 
     /// Hands one encoded event to the delivery workers, each with its share
     /// of the subscribers. Never waits.
     fn publish(&mut self, event: Arc<FanEvent>) {
+        let reach = Self::reach_of(event.name);
+        self.publish_as(event, reach);
+    }
+
+    /// `publish` to the subscribers `reach` names.
+    fn publish_as(&mut self, event: Arc<FanEvent>, reach: Reach) {
         self.seq += 1;
         if self.wanted(&event) {
-            self.core.node.delivery.fan_out(&event, self.subs.partitions());
+            self.core.node.delivery.fan_out(&event, self.subs.partitions_of(reach));
         }
         if !self.remote.is_empty() && self.remote_wanted(&event) {
-            self.remote.fan(&self.core.node, self.key(), self.core.epoch, &event, None);
+            self.remote.fan(&self.core.node, self.key(), self.core.epoch, &event, None, reach);
         }
     }
 
@@ -452,21 +621,29 @@ impl GuildActor {
     /// it, only to the subscribers who can (their split is cached per
     /// channel until subscribers, members or channels change).
     pub(crate) fn publish_in(&mut self, st: &State, c: &ChannelRecord, event: Arc<FanEvent>) {
+        let reach = Self::reach_of(event.name);
+        self.publish_in_as(st, c, event, reach);
+    }
+
+    /// `publish_in` to the subscribers `reach` names.
+    fn publish_in_as(&mut self, st: &State, c: &ChannelRecord, event: Arc<FanEvent>, reach: Reach) {
         if perm::everyone_can_view(self.id, &st.roles, c) {
-            return self.publish(event);
+            return self.publish_as(event, reach);
         }
         self.seq += 1;
         let (gid, owner) = (self.id, st.guild.owner_id);
         if !self.remote.is_empty() && self.remote_wanted(&event) {
             let keep = |i: &SubInfo| st.members.get(&i.user_id).is_some_and(|(m, _)| perm::can_view(gid, owner, &st.roles, m, c));
-            self.remote.fan(&self.core.node, ActorKey::guild(gid), self.core.epoch, &event, Some(&keep));
+            self.remote.fan(&self.core.node, ActorKey::guild(gid), self.core.epoch, &event, Some(&keep), reach);
         }
         if !self.wanted(&event) {
             return;
         }
         let subs = &self.subs;
-        let parts = self.hidden.entry(c.id).or_insert_with(|| {
-            subs.partitions_where(|s| st.members.get(&s.user_id()).is_some_and(|(m, _)| perm::can_view(gid, owner, &st.roles, m, c)))
+        let parts = self.hidden.entry((c.id, reach)).or_insert_with(|| {
+            subs.partitions_of_where(reach, |s| {
+                st.members.get(&s.user_id()).is_some_and(|(m, _)| perm::can_view(gid, owner, &st.roles, m, c))
+            })
         });
         self.core.node.delivery.fan_out(&event, parts);
     }
@@ -493,7 +670,7 @@ impl GuildActor {
         self.seq += 1;
         if !self.remote.is_empty() {
             let keep_remote = |i: &SubInfo| i.user_id == user;
-            self.remote.fan(&self.core.node, self.key(), self.core.epoch, &event, Some(&keep_remote));
+            self.remote.fan(&self.core.node, self.key(), self.core.epoch, &event, Some(&keep_remote), Reach::All);
         }
         let parts = self.subs.partitions_where(|s| s.user_id() == user);
         self.core.node.delivery.fan_out(&event, &parts);
@@ -534,7 +711,13 @@ impl GuildActor {
     pub(crate) fn apply(&mut self, st: &mut State, ev: GuildEvent) -> bool {
         let gid = self.id;
         match ev {
-            GuildEvent::MessageCreate { message, body } => self.fan_out_message(st, "MESSAGE_CREATE", message, &body),
+            GuildEvent::MessageCreate { message, body } => {
+                self.fan_out_message(st, "MESSAGE_CREATE", message.clone(), &body);
+                if self.has_passive() {
+                    let pinged = st.pinged(&message);
+                    self.passive_message(st, &message, &body, &pinged);
+                }
+            }
             GuildEvent::MessageUpdate { message, body } => self.fan_out_message(st, "MESSAGE_UPDATE", message, &body),
             GuildEvent::MessageDelete { id, channel_id } => {
                 let body = encode(&json!({"id": id, "channel_id": channel_id, "guild_id": gid}));
@@ -660,7 +843,9 @@ impl GuildActor {
                 self.hidden.clear();
                 let mut m = convert::member(old, Some(user));
                 m.guild_id = Some(gid);
-                self.fan_out("GUILD_MEMBER_UPDATE", &encode(&m), Intents::GUILD_MEMBERS);
+                let body = encode(&m);
+                self.fan_out("GUILD_MEMBER_UPDATE", &body, Intents::GUILD_MEMBERS);
+                self.to_passive_user(uid, "GUILD_MEMBER_UPDATE", &body, Intents::GUILD_MEMBERS);
                 if let Some(before) = seen {
                     self.announce_seen_by(st, uid, &before);
                 }
@@ -675,7 +860,9 @@ impl GuildActor {
                 *held = self.core.node.users.intern(user);
                 let mut m = convert::member(member, Some(held));
                 m.guild_id = Some(gid);
-                self.fan_out("GUILD_MEMBER_UPDATE", &encode(&m), Intents::GUILD_MEMBERS);
+                let body = encode(&m);
+                self.fan_out("GUILD_MEMBER_UPDATE", &body, Intents::GUILD_MEMBERS);
+                self.to_passive_user(uid, "GUILD_MEMBER_UPDATE", &body, Intents::GUILD_MEMBERS);
                 self.lists.member_changed(&st.view(), uid);
             }
             GuildEvent::MemberRemove(uid) => {
@@ -689,6 +876,7 @@ impl GuildActor {
                 self.lists.member_removed(&st.view(), uid);
                 let body = encode(&json!({"guild_id": gid, "user": convert::user(&user)}));
                 self.fan_out("GUILD_MEMBER_REMOVE", &body, Intents::GUILD_MEMBERS);
+                self.to_passive_user(uid, "GUILD_MEMBER_REMOVE", &body, Intents::GUILD_MEMBERS);
                 let gone = encode(&json!({"id": gid}));
                 for s in self.subs.remove_user(uid) {
                     s.left(ActorKey::guild(gid));

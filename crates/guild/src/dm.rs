@@ -133,6 +133,8 @@ impl DmActor {
             GuildMsg::Counts { reply } => self.core.node.guilds.reply(reply, encode(&(dm.recipients.len(), 0))),
             // Guild matters: a DM has no member list, presences or members to request.
             GuildMsg::ListSubscribe(_)
+            | GuildMsg::Opened { .. }
+            | GuildMsg::PassiveFlush
             | GuildMsg::RequestMembers { .. }
             | GuildMsg::Presence { .. }
             | GuildMsg::NodesLive(_)
@@ -183,8 +185,15 @@ impl DmActor {
         };
         if !self.remote.is_empty() && self.remote.wants(intent) {
             match keep {
-                None => self.remote.fan(&self.core.node, self.core.key, self.core.epoch, &event, None),
-                Some(k) => self.remote.fan(&self.core.node, self.core.key, self.core.epoch, &event, Some(&|i: &SubInfo| k(i.user_id))),
+                None => self.remote.fan(&self.core.node, self.core.key, self.core.epoch, &event, None, fanout::Reach::All),
+                Some(k) => self.remote.fan(
+                    &self.core.node,
+                    self.core.key,
+                    self.core.epoch,
+                    &event,
+                    Some(&|i: &SubInfo| k(i.user_id)),
+                    fanout::Reach::All,
+                ),
             }
         }
         if !self.subs.wants(intent) {
@@ -461,7 +470,14 @@ impl Venue for DmActor {
     fn to_user(&mut self, user: UserId, name: &'static str, body: Bytes) {
         let event = FanEvent::new(name, body, Filter::Intent(0));
         if !self.remote.is_empty() {
-            self.remote.fan(&self.core.node, self.core.key, self.core.epoch, &event, Some(&|i: &SubInfo| i.user_id == user));
+            self.remote.fan(
+                &self.core.node,
+                self.core.key,
+                self.core.epoch,
+                &event,
+                Some(&|i: &SubInfo| i.user_id == user),
+                fanout::Reach::All,
+            );
         }
         let parts = self.subs.partitions_where(|s| s.user_id() == user);
         self.core.node.delivery.fan_out(&event, &parts);

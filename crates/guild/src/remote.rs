@@ -5,13 +5,14 @@
 //! needs to know of it.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use protocol::gateway::Intents;
 use protocol::{ActorKey, UserId};
 
-use fanout::{count_intents, Dispatch, FanEvent, NodeId, Recipient, SessionRef, Sink, SubInfo};
+use fanout::{count_intents, Dispatch, FanEvent, NodeId, Reach, Recipient, SessionRef, Sink, SubInfo};
 use node::Node;
 
 /// A session of another node, as the actor holds it. Only `push` reaches
@@ -19,7 +20,23 @@ use node::Node;
 pub struct RemoteSink {
     pub r: SessionRef,
     pub info: SubInfo,
+    /// Passive in this guild (its node knows it too: `ClusterLink::set_passive`).
+    passive: AtomicBool,
     node: Arc<Node>,
+}
+
+impl RemoteSink {
+    pub fn is_passive(&self) -> bool {
+        self.passive.load(Ordering::Relaxed)
+    }
+
+    fn in_reach(&self, reach: Reach) -> bool {
+        match reach {
+            Reach::All => true,
+            Reach::Active => !self.is_passive(),
+            Reach::Passive => self.is_passive(),
+        }
+    }
 }
 
 impl Recipient for RemoteSink {
@@ -62,6 +79,8 @@ pub struct RemoteSubs {
     by_node: BTreeMap<NodeId, HashMap<Arc<str>, Arc<RemoteSink>>>,
     /// Remote subscribers per intent bit (as `Subscribers` counts local ones).
     intents: [u32; 32],
+    /// How many of them are passive.
+    passive: std::sync::atomic::AtomicUsize,
 }
 
 impl RemoteSubs {
@@ -75,9 +94,12 @@ impl RemoteSubs {
 
     pub fn insert(&mut self, node: &Arc<Node>, r: SessionRef, info: SubInfo) -> Sink {
         count_intents(&mut self.intents, info.intents.0, true);
-        let s = Arc::new(RemoteSink { r: r.clone(), info, node: node.clone() });
+        let s = Arc::new(RemoteSink { r: r.clone(), info, passive: AtomicBool::new(false), node: node.clone() });
         if let Some(old) = self.by_node.entry(r.node).or_default().insert(r.id, s.clone()) {
             count_intents(&mut self.intents, old.info.intents.0, false);
+            if old.is_passive() {
+                self.passive.fetch_sub(1, Ordering::Relaxed);
+            }
         }
         s
     }
@@ -89,6 +111,9 @@ impl RemoteSubs {
             self.by_node.remove(&r.node);
         }
         count_intents(&mut self.intents, s.info.intents.0, false);
+        if s.is_passive() {
+            self.passive.fetch_sub(1, Ordering::Relaxed);
+        }
         Some(s)
     }
 
@@ -110,26 +135,65 @@ impl RemoteSubs {
         self.by_node.is_empty()
     }
 
-    /// Sends `event` once to each node with subscribers who may get it, for
-    /// those `keep` accepts (`None`: all of them, and the node resolves them
-    /// itself). A node whose only subscribers are the event's own user (a
-    /// presence they set) or lack its intent gets nothing.
-    pub fn fan(&self, node: &Node, key: ActorKey, epoch: u64, event: &Arc<FanEvent>, keep: Option<&dyn Fn(&SubInfo) -> bool>) {
+    /// Makes subscriber `r` passive (or active again) here and on its node;
+    /// whether it changed.
+    pub fn set_passive(&self, node: &Node, key: ActorKey, epoch: u64, r: &SessionRef, passive: bool) -> bool {
+        let Some(s) = self.by_node.get(&r.node).and_then(|m| m.get(&r.id)) else { return false };
+        if s.passive.swap(passive, Ordering::Relaxed) == passive {
+            return false;
+        }
+        if passive {
+            self.passive.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.passive.fetch_sub(1, Ordering::Relaxed);
+        }
+        if let Some(c) = node.cluster() {
+            c.set_passive(r, key, epoch, passive);
+        }
+        true
+    }
+
+    /// How many remote subscribers are passive.
+    pub fn passive_count(&self) -> usize {
+        self.passive.load(Ordering::Relaxed)
+    }
+
+    /// Whether subscriber `r` is passive.
+    pub fn is_passive(&self, r: &SessionRef) -> bool {
+        self.by_node.get(&r.node).and_then(|m| m.get(&r.id)).is_some_and(|s| s.is_passive())
+    }
+
+    /// Sends `event` once to each node with subscribers in `reach` who may
+    /// get it, for those `keep` accepts (`None`: all of them, and the node
+    /// resolves them itself). A node whose only subscribers are the event's
+    /// own user (a presence they set) or lack its intent gets nothing.
+    pub fn fan(
+        &self,
+        node: &Node,
+        key: ActorKey,
+        epoch: u64,
+        event: &Arc<FanEvent>,
+        keep: Option<&dyn Fn(&SubInfo) -> bool>,
+        reach: Reach,
+    ) {
         for (&n, subs) in &self.by_node {
             match keep {
                 None => {
-                    if subs.values().any(|s| event.may_reach(&s.info)) {
+                    if subs.values().any(|s| s.in_reach(reach) && event.may_reach(&s.info)) {
                         if let Some(c) = node.cluster() {
-                            c.fan(n, key, epoch, event, None)
+                            c.fan(n, key, epoch, event, None, reach)
                         };
                     }
                 }
                 Some(keep) => {
-                    let only: Vec<Arc<str>> =
-                        subs.values().filter(|s| event.may_reach(&s.info) && keep(&s.info)).map(|s| s.r.id.clone()).collect();
+                    let only: Vec<Arc<str>> = subs
+                        .values()
+                        .filter(|s| s.in_reach(reach) && event.may_reach(&s.info) && keep(&s.info))
+                        .map(|s| s.r.id.clone())
+                        .collect();
                     if !only.is_empty() {
                         if let Some(c) = node.cluster() {
-                            c.fan(n, key, epoch, event, Some(only))
+                            c.fan(n, key, epoch, event, Some(only), reach)
                         };
                     }
                 }
@@ -154,6 +218,7 @@ pub fn move_subscriber(
     m: node::route::Move,
 ) -> Option<Sink> {
     let node::route::Move { from, to, info } = m;
+    let passive = if from.node == node.id { subs.is_passive(&from.id) } else { remote.is_passive(&from) };
     let old = if from.node == node.id {
         subs.remove(&from.id)
     } else {
@@ -165,13 +230,19 @@ pub fn move_subscriber(
         }
         old
     };
+    // The session keeps its passive or active state where it went.
     let new: Option<Sink> = if to.node == node.id {
-        node.sessions.get(&to.id).inspect(|s| subs.insert(s.clone()))
+        node.sessions.get(&to.id).inspect(|s| {
+            subs.insert(s.clone());
+            subs.set_passive(&to.id, passive);
+        })
     } else {
         if let Some(c) = node.cluster() {
             c.subscribed(&to, key, epoch, true)
         };
-        Some(remote.insert(node, to.clone(), info))
+        let s = remote.insert(node, to.clone(), info);
+        remote.set_passive(node, key, epoch, &to, passive);
+        Some(s)
     };
     let marker = Dispatch { name: fanout::MOVED, body: Bytes::from(key.raw().to_string()) };
     match (old, &new) {

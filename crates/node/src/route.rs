@@ -45,8 +45,16 @@ pub enum GuildMsg {
     Move(Box<Move>),
     /// op 8: answer with GUILD_MEMBERS_CHUNK dispatches.
     RequestMembers { session: SessionRef, req: Box<RequestGuildMembers> },
-    /// op 14/37: the channels' member-list ranges this session watches now.
+    /// op 14/37: the channels' member-list ranges this session watches now;
+    /// it has the guild open, so it gets all its events (it is active).
     ListSubscribe(Box<ListSubscription>),
+    /// The session has the guild open (op 14/37 for it: active, every
+    /// event), or no longer has it (it opened others since: in a large
+    /// guild only the unread state again, passive).
+    Opened { session: SessionRef, open: bool },
+    /// Time to send the passive sessions the unread state gathered since the
+    /// last time (PASSIVE_UPDATE_V1); the actor's own timer.
+    PassiveFlush,
     /// A member's visible presence changed on node `node` (what that node
     /// knows of the user's sessions there; the actor combines the nodes').
     Presence { user: UserId, node: u64, presence: Presence },
@@ -348,9 +356,10 @@ pub trait ClusterLink: Send + Sync {
     /// so a post held for its owner is sent again at once.
     fn bus_epoch(&self) -> u64;
 
-    /// One event to `node`'s subscribers of `guild` (all of them, or `only`
-    /// these), from the actor that claimed `epoch`: a node takes no event of
-    /// a guild from an older epoch than one it has seen (a fenced owner).
+    /// One event to `node`'s subscribers of `guild` that `reach` names
+    /// (all of them, or `only` these), from the actor that claimed `epoch`:
+    /// a node takes no event of a guild from an older epoch than one it has
+    /// seen (a fenced owner).
     fn fan(
         &self,
         node: NodeId,
@@ -358,7 +367,11 @@ pub trait ClusterLink: Send + Sync {
         epoch: u64,
         event: &std::sync::Arc<fanout::FanEvent>,
         only: Option<Vec<std::sync::Arc<str>>>,
+        reach: fanout::Reach,
     );
+    /// `node`'s subscriber of `key` becomes passive (or active again) there
+    /// (from the actor of `epoch`, in the order of its other messages).
+    fn set_passive(&self, session: &SessionRef, key: ActorKey, epoch: u64, passive: bool);
     /// One dispatch to one session of `node`.
     fn one(&self, session: &SessionRef, d: fanout::Dispatch);
     /// One dispatch to one session of `node`, written as forwarded by the

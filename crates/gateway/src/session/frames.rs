@@ -89,14 +89,14 @@ impl SessionHandle {
                     let Ok(sub) = serde_json::from_str::<GuildSubscription>(d) else {
                         return Some(Outcome::Detach(Some(CloseCode::DecodeError.into())));
                     };
-                    self.list_subscribe(node, sub.guild_id, sub.channels);
+                    self.list_subscribe(node, st, sub.guild_id, sub.channels);
                 }
                 op::GUILD_SUBSCRIPTIONS_BULK => {
                     let Ok(bulk) = serde_json::from_str::<GuildSubscriptionsBulk>(d) else {
                         return Some(Outcome::Detach(Some(CloseCode::DecodeError.into())));
                     };
                     for (g, body) in bulk.subscriptions {
-                        self.list_subscribe(node, g, body.channels);
+                        self.list_subscribe(node, st, g, body.channels);
                     }
                 }
                 // Known ops this server accepts and has nothing to do for (yet):
@@ -110,16 +110,37 @@ impl SessionHandle {
 
     /// Forwards a member-list subscription to its guild (ignored for guilds
     /// the session is not in, or without channels).
+    /// The client has the guild open: the guild is told (a large guild makes
+    /// the session active there), and the guild it opened longest ago, one
+    /// past `gateway.open_guilds_max`, that it is open no longer.
     fn list_subscribe(
         self: &Arc<Self>,
         node: &Arc<Node>,
+        st: &mut SessionState,
         guild: protocol::GuildId,
         channels: Option<std::collections::BTreeMap<protocol::ChannelId, Vec<(u64, u64)>>>,
     ) {
-        let Some(channels) = channels else { return };
         if !self.in_guild(guild) {
             return;
         }
+        st.open_guilds.retain(|g| *g != guild);
+        st.open_guilds.push(guild);
+        let max = node.config.gateway.open_guilds_max.max(1);
+        let closed: Vec<protocol::GuildId> = st.open_guilds.drain(..st.open_guilds.len().saturating_sub(max)).collect();
+        for g in closed {
+            let msg = GuildMsg::Opened { session: self.session_ref(node), open: false };
+            if let Err(e) = node.guilds.send(ActorKey::guild(g), msg) {
+                tracing::debug!(guild = %g, error = %e, "guild close dropped");
+            }
+        }
+        let Some(channels) = channels else {
+            let msg = GuildMsg::Opened { session: self.session_ref(node), open: true };
+            if let Err(e) = node.guilds.send(ActorKey::guild(guild), msg) {
+                tracing::debug!(guild = %guild, error = %e, "guild open dropped");
+            }
+            return;
+        };
+        // The member-list subscription opens the guild as well.
         let msg = GuildMsg::ListSubscribe(Box::new(ListSubscription {
             session: self.session_ref(node),
             channels: channels.into_iter().collect(),

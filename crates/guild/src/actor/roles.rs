@@ -137,13 +137,19 @@ impl GuildActor {
     /// `publish` to the subscribers (of this node and others) whose user
     /// `keep` accepts; not cached (gained or lost channels, private threads).
     pub(crate) fn publish_to(&mut self, event: Arc<FanEvent>, keep: &dyn Fn(UserId) -> bool) {
+        let reach = Self::reach_of(event.name);
+        self.publish_to_reach(event, keep, reach);
+    }
+
+    /// `publish_to` the subscribers `reach` names.
+    pub(crate) fn publish_to_reach(&mut self, event: Arc<FanEvent>, keep: &dyn Fn(UserId) -> bool, reach: fanout::Reach) {
         self.seq += 1;
         if !self.remote.is_empty() && self.remote_wanted(&event) {
             let keep_remote = |i: &SubInfo| keep(i.user_id);
-            self.remote.fan(&self.core.node, self.key(), self.core.epoch, &event, Some(&keep_remote));
+            self.remote.fan(&self.core.node, self.key(), self.core.epoch, &event, Some(&keep_remote), reach);
         }
         if self.wanted(&event) {
-            let parts = self.subs.partitions_where(|s| keep(s.user_id()));
+            let parts = self.subs.partitions_of_where(reach, |s| keep(s.user_id()));
             self.core.node.delivery.fan_out(&event, &parts);
         }
     }

@@ -56,6 +56,11 @@ impl Drop for Nats {
 pub(crate) const VNODES: u32 = 128;
 
 pub(crate) async fn node(nats: &Nats, dir: &std::path::Path, id: u64) -> TestServer {
+    node_with(nats, dir, id, |_| {}).await
+}
+
+/// [`node`] with `tweak` applied to its configuration last.
+pub(crate) async fn node_with(nats: &Nats, dir: &std::path::Path, id: u64, tweak: impl FnOnce(&mut server::Config)) -> TestServer {
     let (url, dir) = (nats.url.clone(), dir.to_path_buf());
     TestServer::start_with(move |c| {
         c.data_dir = dir;
@@ -67,6 +72,7 @@ pub(crate) async fn node(nats: &Nats, dir: &std::path::Path, id: u64) -> TestSer
         // The tests' clients do not heartbeat: a scenario that outlasts the
         // test server's 3 s on a loaded box must not end in 4009.
         c.gateway.heartbeat_timeout_ms = Some(60_000);
+        tweak(c);
     })
     .await
 }

@@ -12,6 +12,8 @@ mod gateway;
 mod logs;
 mod member_list;
 mod openapi;
+// #31: passive sessions in large guilds
+mod passive;
 mod pg_restart;
 mod postgres;
 mod reactions;
