@@ -110,6 +110,13 @@ pub struct RunArgs {
     /// slow: GUILD_MESSAGES | MESSAGE_CONTENT, so no GUILD_CREATE).
     #[arg(long)]
     pub intents: Option<u64>,
+    /// Each session opens (op 14) the guilds of more members than this
+    /// (their GUILD_CREATE's `member_count`): the server keeps a person's
+    /// session passive in a guild over its `gateway.passive_guild_members`
+    /// (default 1,000) until it opens it. A number above every guild's size
+    /// leaves them all unopened (the passive model).
+    #[arg(long, default_value_t = crate::wire::default_open_above())]
+    pub open_guilds_above: u64,
     /// Sessions per worker process (a process holds ~19,900 sockets here).
     #[arg(long, default_value_t = 15_000)]
     pub sessions_per_worker: usize,
@@ -250,6 +257,7 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
         } else {
             Intents::GUILDS | Intents::GUILD_MESSAGES | Intents::MESSAGE_CONTENT
         }),
+        open_above: a.open_guilds_above,
         message_padding: a.message_padding,
         message_size: a.message_size.unwrap_or(if is_slow { 200 } else { 0 }),
         max_attempts: a.max_attempts.max(1),

@@ -119,6 +119,14 @@ struct ReadyGuild {
     unavailable: Option<bool>,
 }
 
+/// What a session reads of a GUILD_CREATE.
+#[derive(Deserialize)]
+struct GuildHead {
+    id: String,
+    #[serde(default)]
+    member_count: u64,
+}
+
 #[derive(Deserialize)]
 struct MessageCreate<'a> {
     #[serde(borrow)]
@@ -501,6 +509,11 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
                                     }
                                 }
                                 "GUILD_CREATE" => {
+                                    if let Ok(g) = serde_json::from_str::<GuildHead>(d) {
+                                        if g.member_count > w.cfg.open_above && send_open(&mut conn, &g.id).await.is_err() {
+                                            return Next::Reconnect { delay: Duration::ZERO };
+                                        }
+                                    }
                                     if let Some(p) = pending_guilds.as_mut() {
                                         if *p > 0 {
                                             *p -= 1;
@@ -726,6 +739,13 @@ async fn send_identify(conn: &mut WsConn, token: &str, intents: u64) -> std::io:
             "large_threshold": 50,
         }
     });
+    conn.send_text(msg.to_string().as_bytes()).await
+}
+
+/// op 14 without member-list ranges: the client has the guild open.
+async fn send_open(conn: &mut WsConn, guild: &str) -> std::io::Result<()> {
+    let msg =
+        serde_json::json!({"op": op::GUILD_SUBSCRIPTIONS, "d": {"guild_id": guild, "typing": true, "activities": true, "threads": true}});
     conn.send_text(msg.to_string().as_bytes()).await
 }
 

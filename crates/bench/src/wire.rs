@@ -20,6 +20,12 @@ pub struct WorkerConfig {
     /// Source addresses to spread connections over (empty: kernel's choice).
     pub sources: Vec<std::net::IpAddr>,
     pub intents: u64,
+    /// Each session opens (op 14, as a client looking at it) every guild
+    /// of more members than this that its GUILD_CREATE announces: on a
+    /// server where such guilds keep unopened sessions passive, they get
+    /// every event there, as before passive sessions existed.
+    #[serde(default = "default_open_above")]
+    pub open_above: u64,
     /// Bytes of padding added to every chat message's content.
     pub message_padding: usize,
     /// Give up on a session after this many failed connection attempts in a row.
@@ -232,6 +238,11 @@ impl Hist {
         let h = self.decode()?;
         into.add(&h).map_err(|e| anyhow::anyhow!("merging histograms: {e:?}"))
     }
+}
+
+/// The server's default `gateway.passive_guild_members`.
+pub fn default_open_above() -> u64 {
+    1_000
 }
 
 #[cfg(test)]

@@ -538,7 +538,7 @@ impl GuildActor {
 
     /// One event to the passive sessions of `user` (their own member
     /// changes), which active sessions got with everyone's.
-    fn to_passive_user(&mut self, user: UserId, name: &'static str, body: &Bytes, intent: u64) {
+    fn tell_passive_user(&mut self, user: UserId, name: &'static str, body: &Bytes, intent: u64) {
         if self.has_passive() {
             self.publish_to_reach(FanEvent::new(name, body.clone(), Filter::Intent(intent)), &|u| u == user, Reach::Passive);
         }
@@ -845,7 +845,7 @@ impl GuildActor {
                 m.guild_id = Some(gid);
                 let body = encode(&m);
                 self.fan_out("GUILD_MEMBER_UPDATE", &body, Intents::GUILD_MEMBERS);
-                self.to_passive_user(uid, "GUILD_MEMBER_UPDATE", &body, Intents::GUILD_MEMBERS);
+                self.tell_passive_user(uid, "GUILD_MEMBER_UPDATE", &body, Intents::GUILD_MEMBERS);
                 if let Some(before) = seen {
                     self.announce_seen_by(st, uid, &before);
                 }
@@ -862,7 +862,7 @@ impl GuildActor {
                 m.guild_id = Some(gid);
                 let body = encode(&m);
                 self.fan_out("GUILD_MEMBER_UPDATE", &body, Intents::GUILD_MEMBERS);
-                self.to_passive_user(uid, "GUILD_MEMBER_UPDATE", &body, Intents::GUILD_MEMBERS);
+                self.tell_passive_user(uid, "GUILD_MEMBER_UPDATE", &body, Intents::GUILD_MEMBERS);
                 self.lists.member_changed(&st.view(), uid);
             }
             GuildEvent::MemberRemove(uid) => {
@@ -876,7 +876,7 @@ impl GuildActor {
                 self.lists.member_removed(&st.view(), uid);
                 let body = encode(&json!({"guild_id": gid, "user": convert::user(&user)}));
                 self.fan_out("GUILD_MEMBER_REMOVE", &body, Intents::GUILD_MEMBERS);
-                self.to_passive_user(uid, "GUILD_MEMBER_REMOVE", &body, Intents::GUILD_MEMBERS);
+                self.tell_passive_user(uid, "GUILD_MEMBER_REMOVE", &body, Intents::GUILD_MEMBERS);
                 let gone = encode(&json!({"id": gid}));
                 for s in self.subs.remove_user(uid) {
                     s.left(ActorKey::guild(gid));
