@@ -117,6 +117,12 @@ pub struct RunArgs {
     /// leaves them all unopened (the passive model).
     #[arg(long, default_value_t = crate::wire::default_open_above())]
     pub open_guilds_above: u64,
+    /// Each session opens only its first guild of the fixture, whatever its
+    /// size (the passive model of a Discord-like run; with the server's
+    /// `gateway.passive_guild_members` below the guilds' size): a message
+    /// is then expected only by the members who have its guild open.
+    #[arg(long)]
+    pub open_home_only: bool,
     /// Sessions per worker process (a process holds ~19,900 sockets here).
     #[arg(long, default_value_t = 15_000)]
     pub sessions_per_worker: usize,
@@ -258,6 +264,7 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
             Intents::GUILDS | Intents::GUILD_MESSAGES | Intents::MESSAGE_CONTENT
         }),
         open_above: a.open_guilds_above,
+        open_home_only: a.open_home_only,
         message_padding: a.message_padding,
         message_size: a.message_size.unwrap_or(if is_slow { 200 } else { 0 }),
         max_attempts: a.max_attempts.max(1),
@@ -427,7 +434,7 @@ pub async fn run(kind: Scenario, a: RunArgs) -> anyhow::Result<i32> {
     }
     r.latency = lat;
     if matches!(kind, Scenario::Chat | Scenario::Storm | Scenario::Broadcast | Scenario::Capacity | Scenario::Slow) {
-        let (mut d, b) = account(&ix, &finals, t.duplicates_seq, cutoff_us);
+        let (mut d, b) = account(&ix, &finals, t.duplicates_seq, cutoff_us, a.open_home_only);
         d.seq_gaps = t.seq_gaps;
         if kind == Scenario::Broadcast {
             r.broadcast = Some(BroadcastRes { receipts: report::Receipts::of(&e2e), ..b });
@@ -778,7 +785,9 @@ impl StepWindow {
 /// Expected receipts per message from the fixture's member lists and each
 /// user's session life; compared with what the workers counted. Receipts
 /// after `cutoff_us` are late (a subset of received); lost never arrived.
-fn account(ix: &Index, finals: &[Final], duplicates_seq: u64, cutoff_us: Option<u64>) -> (Delivery, BroadcastRes) {
+/// With `home_only`, a member expects a message only in its first guild
+/// (the one it has open; `--open-home-only`).
+fn account(ix: &Index, finals: &[Final], duplicates_seq: u64, cutoff_us: Option<u64>, home_only: bool) -> (Delivery, BroadcastRes) {
     let mut life: HashMap<u32, (u64, Option<u64>)> = HashMap::new();
     for f in finals {
         for s in &f.sessions {
@@ -812,6 +821,7 @@ fn account(ix: &Index, finals: &[Final], duplicates_seq: u64, cutoff_us: Option<
             }
             let expected = ix.members_of[m.guild as usize]
                 .iter()
+                .filter(|&&u| !home_only || ix.guilds_of[u as usize].first() == Some(&m.guild))
                 .filter(|u| life.get(u).is_some_and(|&(ready, broken)| ready <= m.ts_us && broken.is_none_or(|b| m.ts_us < b)))
                 .count() as u64;
             let (got, last, late) = recv.get(&m.key).map(|&(n, l, late)| (u64::from(n), l, u64::from(late))).unwrap_or((0, 0, 0));

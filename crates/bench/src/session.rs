@@ -510,7 +510,12 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
                                 }
                                 "GUILD_CREATE" => {
                                     if let Ok(g) = serde_json::from_str::<GuildHead>(d) {
-                                        if g.member_count > w.cfg.open_above && send_open(&mut conn, &g.id).await.is_err() {
+                                        let open = if w.cfg.open_home_only {
+                                            w.home_guild(st.user) == Some(g.id.as_str())
+                                        } else {
+                                            g.member_count > w.cfg.open_above
+                                        };
+                                        if open && send_open(&mut conn, &g.id).await.is_err() {
                                             return Next::Reconnect { delay: Duration::ZERO };
                                         }
                                     }

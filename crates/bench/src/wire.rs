@@ -26,6 +26,12 @@ pub struct WorkerConfig {
     /// every event there, as before passive sessions existed.
     #[serde(default = "default_open_above")]
     pub open_above: u64,
+    /// Each session opens only its first guild of the fixture (a person
+    /// looking at one guild) and no other: on a server that keeps
+    /// unopened sessions passive, a message is expected by the members who
+    /// have its guild open.
+    #[serde(default)]
+    pub open_home_only: bool,
     /// Bytes of padding added to every chat message's content.
     pub message_padding: usize,
     /// Give up on a session after this many failed connection attempts in a row.

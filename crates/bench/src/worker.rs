@@ -204,6 +204,12 @@ impl Worker {
         self.ix.fixture.users[user as usize].token.clone()
     }
 
+    /// The id of `user`'s first guild in the fixture (`--open-home-only`).
+    pub fn home_guild(&self, user: u32) -> Option<&str> {
+        let g = *self.ix.guilds_of[user as usize].first()?;
+        Some(self.ix.fixture.guilds[g as usize].id.as_str())
+    }
+
     pub fn note_connect_failure(&self, reason: &str) {
         self.stats.borrow_mut().counters.connect_failures += 1;
         self.note_error(reason);

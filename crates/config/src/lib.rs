@@ -601,7 +601,7 @@ impl Default for GatewayConfig {
             client_event_window_ms: 60_000,
             identify_concurrency: 8_192,
             passive_guild_members: 1_000,
-            passive_update_ms: 1_000,
+            passive_update_ms: 5_000,
             open_guilds_max: 3,
             large_threshold_default: 50,
             large_threshold_max: 250,
