@@ -498,6 +498,9 @@ function dispatch(t: string, d: any) {
     case "MESSAGE_CREATE":
       messageCreate(d);
       break;
+    case "PASSIVE_UPDATE_V1":
+      passiveUpdate(d);
+      break;
     case "MESSAGE_UPDATE":
       messageUpdate(d);
       break;
@@ -1915,6 +1918,19 @@ function messageCreate(m: Message) {
     renderUnread(c);
   }
   renderTyping();
+}
+
+/** A large server this client does not have open (the server keeps the
+ *  session passive there) names its channels with new messages: they show
+ *  unread, and a history kept from before is read again when opened. */
+function passiveUpdate(d: any) {
+  for (const u of d.channels ?? []) {
+    const c = channels.get(u.id);
+    if (!c || !u.last_message_id || (c.last_message_id && cmpId(u.last_message_id, c.last_message_id) <= 0)) continue;
+    c.last_message_id = u.last_message_id;
+    histories.delete(c.id);
+    renderUnread(c);
+  }
 }
 
 /// Appends the messages of one frame at once (50 messages/s stay one layout per frame).
