@@ -289,6 +289,10 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
     let mut beat: Option<(Duration, tokio::time::Instant)> = None;
     let mut acked = true;
     let mut pending_guilds: Option<usize> = None;
+    // `--open-home-only`: ready once a heartbeat sent after the last
+    // GUILD_CREATE is acknowledged, so the op 14 sent before it has reached
+    // the server, and a message sent from then on finds the guild open.
+    let mut ready_on_ack = false;
     let deadline = tokio::time::Instant::now() + IDENTIFY_TIMEOUT;
     // Slow consumer: not reading at all, or reading again until `catch_up`.
     let mut stalled = false;
@@ -459,7 +463,12 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
                                 return Next::Reconnect { delay: Duration::ZERO };
                             }
                         }
-                        op::HEARTBEAT_ACK => acked = true,
+                        op::HEARTBEAT_ACK => {
+                            acked = true;
+                            if std::mem::take(&mut ready_on_ack) {
+                                became_ready(w, st, t0, false);
+                            }
+                        }
                         op::HEARTBEAT if send_heartbeat(&mut conn, st.seq).await.is_err() => {
                             st.end = (Cow::Borrowed("heartbeat write failed"), None);
                             return Next::Reconnect { delay: Duration::ZERO };
@@ -522,7 +531,12 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
                                     if let Some(p) = pending_guilds.as_mut() {
                                         if *p > 0 {
                                             *p -= 1;
-                                            if *p == 0 {
+                                            if *p == 0 && w.cfg.open_home_only {
+                                                if send_heartbeat(&mut conn, st.seq).await.is_err() {
+                                                    return Next::Reconnect { delay: Duration::ZERO };
+                                                }
+                                                ready_on_ack = true;
+                                            } else if *p == 0 {
                                                 became_ready(w, st, t0, false);
                                             }
                                         }

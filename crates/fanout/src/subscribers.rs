@@ -164,6 +164,11 @@ impl Subscribers {
         self.passive.len()
     }
 
+    /// The passive subscribers.
+    pub fn passive_values(&self) -> impl Iterator<Item = &Sink> {
+        self.passive.iter().filter_map(|id| self.by_id.get(id))
+    }
+
     /// The passive subscribers of `user`.
     pub fn passive_of(&self, user: UserId) -> impl Iterator<Item = &Sink> {
         self.by_id.values().filter(move |s| s.user_id() == user && self.passive.contains(s.id()))

@@ -56,6 +56,10 @@ pub struct GuildActor {
     unread: BTreeMap<ChannelId, protocol::MessageId>,
     /// A `PassiveFlush` is on its way to this actor's mailbox.
     flush_armed: bool,
+    /// The channels each person was told have new messages (in a passive
+    /// update) since they last read them there: told once, not at every
+    /// message, until an ack (which this actor checks) reads them.
+    told: HashMap<UserId, Vec<ChannelId>>,
     /// The guild was deleted: the actor ends.
     stopped: bool,
 }
@@ -133,6 +137,7 @@ impl GuildActor {
             hidden: HashMap::new(),
             unread: BTreeMap::new(),
             flush_armed: false,
+            told: HashMap::new(),
             stopped: false,
         }
     }
@@ -523,11 +528,15 @@ impl GuildActor {
     /// PASSIVE_UPDATE_V1, and those it mentions (`pinged`: who may see it)
     /// get the message itself.
     fn passive_message(&mut self, st: &State, m: &Arc<model::Message>, body: &Bytes, pinged: &[UserId]) {
-        if !self.has_passive() || !st.channels.iter().any(|c| c.id == m.channel_id) {
+        if !self.has_passive() {
             return;
         }
-        self.unread.insert(m.channel_id, m.id);
-        self.arm_flush();
+        // Threads are not in the update: a thread's message reaches a
+        // passive session only when it mentions it.
+        if st.channels.iter().any(|c| c.id == m.channel_id) {
+            self.unread.insert(m.channel_id, m.id);
+            self.arm_flush();
+        }
         if pinged.is_empty() {
             return;
         }
@@ -567,35 +576,73 @@ impl GuildActor {
         });
     }
 
-    /// PASSIVE_UPDATE_V1 to the passive sessions: the channels with new
-    /// messages and the newest of each. Channels everyone may see go in one
-    /// event to all of them; each other channel in its own, to those who
-    /// may see it.
+    /// PASSIVE_UPDATE_V1 to the passive sessions: of the channels with new
+    /// messages, with the newest of each, those each person may see and
+    /// was not told of since they last read them (one body per person,
+    /// for all their passive sessions; nothing to whoever has nothing new).
     fn flush_passive(&mut self, st: &State) {
         if self.unread.is_empty() {
             return;
         }
         let unread = std::mem::take(&mut self.unread);
-        let update = |channels: Vec<Value>| {
-            let body = encode(&json!({"guild_id": self.id, "channels": channels, "voice_states": [], "members": []}));
-            FanEvent::new("PASSIVE_UPDATE_V1", body, Filter::Intent(Intents::GUILDS))
+        let (gid, owner) = (self.id, st.guild.owner_id);
+        let news: Vec<(&ChannelRecord, protocol::MessageId, bool)> = unread
+            .into_iter()
+            .filter_map(|(c, m)| st.channels.iter().find(|x| x.id == c).map(|ch| (ch, m, perm::everyone_can_view(gid, &st.roles, ch))))
+            .collect();
+        // Each person's update, worked out once for all their sessions.
+        let mut bodies: HashMap<UserId, Option<Bytes>> = HashMap::new();
+        let told = &mut self.told;
+        let mut body_of = |user: UserId| -> Option<Bytes> {
+            bodies
+                .entry(user)
+                .or_insert_with(|| {
+                    let member = st.members.get(&user).map(|(m, _)| m)?;
+                    let seen = told.entry(user).or_default();
+                    let fresh: Vec<&(&ChannelRecord, protocol::MessageId, bool)> = news
+                        .iter()
+                        .filter(|(c, _, open)| !seen.contains(&c.id) && (*open || perm::can_view(gid, owner, &st.roles, member, c)))
+                        .collect();
+                    seen.extend(fresh.iter().map(|(c, _, _)| c.id));
+                    let channels: Vec<Value> = fresh.iter().map(|(c, m, _)| json!({"id": c.id, "last_message_id": m})).collect();
+                    if seen.is_empty() {
+                        told.remove(&user);
+                    }
+                    (!channels.is_empty())
+                        .then(|| encode(&json!({"guild_id": gid, "channels": channels, "voice_states": [], "members": []})))
+                })
+                .clone()
         };
-        let mut open = Vec::new();
-        let mut hidden = Vec::new();
-        for (c, m) in unread {
-            let Some(ch) = st.channels.iter().find(|x| x.id == c) else { continue };
-            let entry = json!({"id": c, "last_message_id": m});
-            if perm::everyone_can_view(self.id, &st.roles, ch) {
-                open.push(entry);
-            } else {
-                hidden.push((ch.clone(), update(vec![entry])));
+        self.seq += 1;
+        let wanted = |s: &dyn Recipient| s.intents().contains(Intents::GUILDS);
+        let local: Vec<(Sink, Bytes)> = self
+            .subs
+            .passive_values()
+            .filter(|s| wanted(s.as_ref()))
+            .filter_map(|s| body_of(s.user_id()).map(|b| (s.clone(), b)))
+            .collect();
+        let remote: Vec<(Sink, Bytes)> = self
+            .remote
+            .values()
+            .filter(|s| s.is_passive() && wanted(s.as_ref()))
+            .filter_map(|s| body_of(s.info.user_id).map(|b| (s.clone() as Sink, b)))
+            .collect();
+        for (s, body) in local {
+            self.core.node.delivery.one(s, Dispatch { name: "PASSIVE_UPDATE_V1", body });
+        }
+        for (s, body) in remote {
+            s.push(Dispatch { name: "PASSIVE_UPDATE_V1", body });
+        }
+    }
+
+    /// `user` read `channel` here (an ack): the next new message there is
+    /// news to them again.
+    pub(crate) fn passive_acked(&mut self, user: UserId, channel: ChannelId) {
+        if let Some(seen) = self.told.get_mut(&user) {
+            seen.retain(|c| *c != channel);
+            if seen.is_empty() {
+                self.told.remove(&user);
             }
-        }
-        if !open.is_empty() {
-            self.publish_as(update(open), Reach::Passive);
-        }
-        for (ch, event) in hidden {
-            self.publish_in_as(st, &ch, event, Reach::Passive);
         }
     }
 
@@ -867,6 +914,7 @@ impl GuildActor {
             }
             GuildEvent::MemberRemove(uid) => {
                 let Some((member, user)) = st.members.remove(&uid) else { return true };
+                self.told.remove(&uid);
                 if let Some(names) = st.names.get_mut() {
                     names.replace(Some((&member, &user)), None);
                 }

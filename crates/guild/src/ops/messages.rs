@@ -30,7 +30,10 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MessageAct
         MessageAction::Ack { channel } => match st.bits_in(channel, user) {
             None => Err(OpReply::not_found(ErrorCode::UnknownChannel)),
             Some(0) => Err(OpReply::forbidden(ErrorCode::MissingAccess)),
-            Some(_) => Ok(Plan::now(|_, _| OpReply::no_content())),
+            Some(_) => Ok(Plan::now(move |a, _| {
+                a.passive_acked(user, channel);
+                OpReply::no_content()
+            })),
         },
         MessageAction::Edit { message, referenced, pinned } => {
             let c = st.channel(message.channel_id)?;

@@ -49,7 +49,8 @@ fn names(evs: &[Value]) -> Vec<&str> {
 async fn unread_update(g: &mut Gw, channel: &str, message: &str) {
     loop {
         let evs = upto(g, "PASSIVE_UPDATE_V1").await;
-        let stream: Vec<&str> = names(&evs).into_iter().filter(|n| *n != "PASSIVE_UPDATE_V1").collect();
+        // MESSAGE_ACK is the person's own read, from another request.
+        let stream: Vec<&str> = names(&evs).into_iter().filter(|n| !["PASSIVE_UPDATE_V1", "MESSAGE_ACK"].contains(n)).collect();
         assert!(stream.is_empty(), "a passive session got {stream:?}");
         let update = &evs.last().unwrap()["d"];
         let newest = update["channels"].as_array().unwrap().iter().find(|c| c["id"] == channel).map(|c| c["last_message_id"].clone());
@@ -73,6 +74,9 @@ async fn a_passive_session_gets_unread_state_and_mentions_until_it_opens_the_gui
     let t = TestServer::start_with(large_at_three).await;
     let w = t.world().await;
     let (bob, bob_id) = with_bob(&t, &w).await;
+    let (s, v) = t.post(&format!("/guilds/{}/channels", w.guild), &w.owner, json!({"name": "side"})).await;
+    assert_eq!(s, 201, "{v}");
+    let side = v["id"].as_str().unwrap().to_string();
     let mut person = Gw::connect(&t.ws).await;
     person.identify(&bob, ALL_INTENTS).await;
     person.until("GUILD_CREATE").await;
@@ -86,6 +90,24 @@ async fn a_passive_session_gets_unread_state_and_mentions_until_it_opens_the_gui
     let one = t.say(&w.owner, &w.channel, "one").await;
     assert_eq!(names(&upto(&mut bot, "MESSAGE_CREATE").await), ["TYPING_START", "MESSAGE_CREATE"]);
     unread_update(&mut person, &w.channel, one["id"].as_str().unwrap()).await;
+
+    // Read (an ack): the next message is news again.
+    let (s, v) = t.post(&format!("/channels/{}/messages/{}/ack", w.channel, one["id"].as_str().unwrap()), &bob, json!({})).await;
+    assert_eq!(s, 200, "{v}");
+    let two = t.say(&w.owner, &w.channel, "two").await;
+    unread_update(&mut person, &w.channel, two["id"].as_str().unwrap()).await;
+    // Told once: unread until read, so the next message there is no news;
+    // another channel's is.
+    t.say(&w.owner, &w.channel, "three").await;
+    let elsewhere = t.say(&w.owner, &side, "elsewhere").await;
+    loop {
+        let evs = upto(&mut person, "PASSIVE_UPDATE_V1").await;
+        let channels = evs.last().unwrap()["d"]["channels"].as_array().unwrap().clone();
+        assert!(!channels.iter().any(|c| c["id"] == w.channel), "told again before a read: {channels:?}");
+        if channels.iter().any(|c| c["id"] == side.as_str() && c["last_message_id"] == elsewhere["id"]) {
+            break;
+        }
+    }
 
     // Another member's change is not sent; the person's own is.
     let nick = |n: &str| json!({ "nick": n });
@@ -224,6 +246,9 @@ async fn passive_sessions_across_a_cluster() {
     unread_update(&mut person, &w.channel, one["id"].as_str().unwrap()).await;
     let ping = o.say(&w.owner, &w.channel, &format!("<@{bob_id}>")).await;
     assert_eq!(upto(&mut person, "MESSAGE_CREATE").await.last().unwrap()["d"]["id"], ping["id"]);
+    // Read (through the other node): the next message is news again.
+    let (s, v) = other.post(&format!("/channels/{}/messages/{}/ack", w.channel, ping["id"].as_str().unwrap()), &bob, json!({})).await;
+    assert_eq!(s, 200, "{v}");
 
     // Resumed on the owner's node (the session moves): still passive.
     let seen = person.seq.unwrap();
