@@ -367,7 +367,11 @@ function linkState(s: LinkState) {
 
 // ---------- gateway events ----------
 
+/** Dispatches received, by name (for the browser tests). */
+const received = new Map<string, number>();
+
 function dispatch(t: string, d: any) {
+  received.set(t, (received.get(t) ?? 0) + 1);
   if (commands?.dispatch(t, d)) return;
   switch (t) {
     case "READY":
@@ -2591,6 +2595,7 @@ function history_replace() {
     heldRows: members.held(),
     maxHeldRows: members.maxHeld,
     listSyncs: members.syncs,
+    received: Object.fromEntries(received),
   }),
   rows: () => members.snapshot(),
   drop: () => gw?.drop(),

@@ -119,12 +119,14 @@ struct ReadyGuild {
     unavailable: Option<bool>,
 }
 
-/// What a session reads of a GUILD_CREATE.
-#[derive(Deserialize)]
-struct GuildHead {
-    id: String,
-    #[serde(default)]
-    member_count: u64,
+/// The first `"key":` value in `json` (a number, or a string with its
+/// quotes), found by scanning. A GUILD_CREATE's first `"id"` is the
+/// guild's (throng writes it first) and `"member_count"` occurs once.
+fn json_field<'a>(json: &'a str, key: &str) -> Option<&'a str> {
+    let pat = format!("\"{key}\":");
+    let rest = json[json.find(&pat)? + pat.len()..].trim_start();
+    let end = if let Some(s) = rest.strip_prefix('"') { s.find('"')? + 2 } else { rest.find([',', '}'])? };
+    Some(&rest[..end])
 }
 
 #[derive(Deserialize)]
@@ -518,13 +520,16 @@ async fn drive(w: &Rc<Worker>, st: &mut State, mut conn: WsConn, ctl: &mut watch
                                     }
                                 }
                                 "GUILD_CREATE" => {
-                                    if let Ok(g) = serde_json::from_str::<GuildHead>(d) {
+                                    // Read by scanning, not parsing: a GUILD_CREATE
+                                    // lists the online members, and the ramp reads
+                                    // thousands a second.
+                                    if let Some(id) = json_field(d, "id").map(|v| v.trim_matches('"')) {
                                         let open = if w.cfg.open_home_only {
-                                            w.home_guild(st.user) == Some(g.id.as_str())
+                                            w.home_guild(st.user) == Some(id)
                                         } else {
-                                            g.member_count > w.cfg.open_above
+                                            json_field(d, "member_count").and_then(|v| v.parse::<u64>().ok()).is_some_and(|n| n > w.cfg.open_above)
                                         };
-                                        if open && send_open(&mut conn, &g.id).await.is_err() {
+                                        if open && send_open(&mut conn, id).await.is_err() {
                                             return Next::Reconnect { delay: Duration::ZERO };
                                         }
                                     }
@@ -776,4 +781,18 @@ async fn send_resume(conn: &mut WsConn, token: &str, session_id: &str, seq: Opti
 /// Which transport compression the gateway URL asks for.
 pub fn transport_of(path_query: &str) -> Transport {
     path_query.split(['?', '&']).find_map(|kv| kv.strip_prefix("compress=")).and_then(Transport::parse).unwrap_or(Transport::None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::json_field;
+
+    #[test]
+    fn json_field_finds_the_first_value_of_a_key() {
+        let d = r#"{"id":"42","name":"g","roles":[{"id":"7"}],"member_count":1234,"members":[]}"#;
+        assert_eq!(json_field(d, "id"), Some("\"42\""));
+        assert_eq!(json_field(d, "member_count"), Some("1234"));
+        assert_eq!(json_field(d, "absent"), None);
+        assert_eq!(json_field(r#"{"member_count": 5}"#, "member_count"), Some("5"));
+    }
 }
