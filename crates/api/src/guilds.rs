@@ -447,7 +447,9 @@ pub async fn modify_member(
     State(node): State<Arc<Node>>,
     Caller(u): Caller,
     Path((id, uid)): Path<(String, String)>,
-    _: GuildMay<{ permission::MANAGE_NICKNAMES | permission::MANAGE_ROLES | permission::MODERATE_MEMBERS }>,
+    // One's own nickname needs only CHANGE_NICKNAME (discord.js sends
+    // `%40me`, which reaches this route rather than `members/@me`).
+    _: GuildMay<{ permission::CHANGE_NICKNAME | permission::MANAGE_NICKNAMES | permission::MANAGE_ROLES | permission::MODERATE_MEMBERS }>,
     JsonBody(b): JsonBody<ModifyMember>,
 ) -> ApiResult<Response> {
     let gid = parse_id(&id, ErrorCode::UnknownGuild)?;
