@@ -10,8 +10,8 @@
 // scroll anchoring): reading at the newest, the chunks are no anchors
 // (`.pinned`), so the end marker is, and new messages below or old ones
 // leaving above keep the view at the bottom; reading further up, the
-// message in view is the anchor, so a page drawn above or messages undrawn
-// below leave it where it is. Nothing here reads the layout.
+// message in view is the anchor, so messages undrawn below or leaving above
+// leave it where it is. Nothing here reads the layout.
 
 import { h } from "./dom";
 

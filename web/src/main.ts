@@ -1151,6 +1151,7 @@ function selectChannel(id: string | null) {
   renderTyping();
   if (c?.guild_id && !dm) commands?.prefetch(c.guild_id);
   list.reset();
+  view.top = view.height = view.client = 0;
   // The "New messages" line: where this channel was read up to, if it was
   // read before and something came since.
   newSince.clear();
@@ -1239,15 +1240,20 @@ async function loadHistory(id: string, fresh: boolean) {
 /** Older messages drawn per frame when a page arrives. */
 const OLDER_PER_FRAME = 10;
 
-/** `older` (just before the oldest drawn) drawn above: only they are
- *  drawn, and the message that headed the list again under them (its
- *  grouping and date line depend on what now precedes it). The reader's
- *  place is kept by the browser (scroll anchoring), which keeps none at the
- *  very top: there the list is moved one pixel down first. */
+/** `older` (just before the oldest drawn) drawn above, keeping the
+ *  reader's place: only they are drawn, and the message that headed the
+ *  list again under them (its grouping and date line depend on what now
+ *  precedes it). The place is kept by hand, not left to scroll anchoring:
+ *  the reader is near the top, where the browser may anchor to the head
+ *  drawn again (and at the very top anchors nothing). The message after
+ *  the head stays where it was on the screen: one layout is read, after
+ *  every change of the frame. */
 function prependOlder(hist: History, older: Message[]) {
   const ol = $("messages");
-  if (ol.scrollTop === 0) ol.scrollTop = 1;
   const oldFirst = hist.items[0];
+  const ref = hist.items[1] ?? oldFirst;
+  const refEl = ref && document.getElementById(`m-${ref.id}`);
+  const was = refEl ? refEl.getBoundingClientRect().top : 0;
   const entries: Node[][] = [];
   let prev: Message | undefined;
   for (const m of older) {
@@ -1260,6 +1266,8 @@ function prependOlder(hist: History, older: Message[]) {
   hist.items = older.concat(hist.items);
   shownTo += older.length;
   undrawNewest(hist);
+  const now = ref && document.getElementById(`m-${ref.id}`);
+  if (refEl && now) ol.scrollTop += now.getBoundingClientRect().top - was;
   renderJump();
 }
 
@@ -1319,6 +1327,8 @@ function drawNewer() {
   }
   list.append(entries);
   shownTo += next.length;
+  // Taller below by a page: not at the bottom, until measured again.
+  view.height = Infinity;
   dropOldest(hist, shownTo - DOM_MAX);
   renderJump();
 }
@@ -1987,8 +1997,8 @@ function flush() {
   // first message heads its run under a date line (only it is drawn again).
   if (hist && stick && !detached() && hist.items.length > KEEP) dropOldest(hist, hist.items.length - KEEP);
   // At the bottom the list stays there by itself (scroll anchoring), unless
-  // it was too short to scroll or not quite at the end.
-  if (stick && !detached() && (view.top === 0 || view.height - view.top - view.client > 1)) scrollToEnd();
+  // it was too short to scroll, not quite at the end, or not yet pinned there.
+  if (stick && !detached() && (view.top === 0 || view.height - view.top - view.client > 1 || !$("messages").classList.contains("pinned"))) scrollToEnd();
   markRead();
   // At the bottom with the newest drawn the bar has nothing to say.
   if (stick && !detached()) {
