@@ -1238,7 +1238,7 @@ async function loadHistory(id: string, fresh: boolean) {
 }
 
 /** Older messages drawn per frame when a page arrives. */
-const OLDER_PER_FRAME = 10;
+const OLDER_PER_FRAME = 5;
 
 /** `older` (just before the oldest drawn) drawn above, keeping the
  *  reader's place: only they are drawn, and the message that headed the
