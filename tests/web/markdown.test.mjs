@@ -125,7 +125,7 @@ test("when old messages leave a busy channel, the first one left heads its run u
     return texts.length === 300 && ["n300", "n319"].every((t) => texts.includes(t)) && !texts.includes("n0");
   });
   const shape = await page.evaluate(() => {
-    const lis = [...document.querySelectorAll("#messages > li")];
+    const lis = [...document.querySelectorAll("#messages li")];
     return { first: lis[0].className, second: lis[1].className, days: lis.filter((l) => l.classList.contains("day")).length };
   });
   assert.deepEqual(shape, { first: "day", second: "message", days: 1 });

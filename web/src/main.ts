@@ -13,6 +13,7 @@ import { MentionPicker } from "./mentions";
 import { SearchPanel } from "./search";
 import { RoleInfo, SettingsPanel } from "./settings";
 import { channelOrder } from "./settings-channels";
+import { Chunks } from "./chunks";
 import { CustomEmoji, emojiText, openEmojiPicker } from "./emoji";
 import { embedsEl, shownInEmbeds } from "./embeds";
 import { Thread, threadOf, ThreadPanel } from "./threads";
@@ -68,6 +69,8 @@ export function cmpId(a: string, b: string): number {
 }
 
 const api = new Api();
+/** The open channel's drawn messages (web/src/chunks.ts). */
+const list = new Chunks($("messages"));
 let gw: Gateway | null = null;
 let me: any = null;
 const guilds = new Map<string, Guild>();
@@ -315,7 +318,7 @@ async function logout() {
   members.close();
   clear($("guild-list"));
   clear($("channel-list"));
-  clear($("messages"));
+  list.reset();
   $<HTMLInputElement>("auth-pass").value = "";
   showAuth();
   $("auth-error").textContent = note;
@@ -1147,8 +1150,8 @@ function selectChannel(id: string | null) {
   renderChannels();
   renderTyping();
   if (c?.guild_id && !dm) commands?.prefetch(c.guild_id);
-  const ol = $("messages");
-  clear(ol);
+  list.reset();
+  view.top = view.height = view.client = 0;
   // The "New messages" line: where this channel was read up to, if it was
   // read before and something came since.
   newSince.clear();
@@ -1158,7 +1161,7 @@ function selectChannel(id: string | null) {
     if (guildId === HOME) {
       $("channel-name").textContent = "Direct messages";
       showRoute({ id: "", guild_id: HOME } as Channel);
-      ol.appendChild(h("li", { class: "empty muted" }, dms.length ? "Pick a conversation on the left." : "No direct messages yet."));
+      list.reset(h("li", { class: "empty muted" }, dms.length ? "Pick a conversation on the left." : "No direct messages yet."));
     }
     mark();
     return;
@@ -1235,33 +1238,36 @@ async function loadHistory(id: string, fresh: boolean) {
 }
 
 /** Older messages drawn per frame when a page arrives. */
-const OLDER_PER_FRAME = 10;
+const OLDER_PER_FRAME = 5;
 
 /** `older` (just before the oldest drawn) drawn above, keeping the
  *  reader's place: only they are drawn, and the message that headed the
  *  list again under them (its grouping and date line depend on what now
- *  precedes it). */
+ *  precedes it). The place is kept by hand, not left to scroll anchoring:
+ *  the reader is near the top, where the browser may anchor to the head
+ *  drawn again (and at the very top anchors nothing). The message after
+ *  the head stays where it was on the screen: one layout is read, after
+ *  every change of the frame. */
 function prependOlder(hist: History, older: Message[]) {
   const ol = $("messages");
   const oldFirst = hist.items[0];
-  const before = ol.scrollHeight - ol.scrollTop;
-  const frag = document.createDocumentFragment();
+  const ref = hist.items[1] ?? oldFirst;
+  const refEl = ref && document.getElementById(`m-${ref.id}`);
+  const was = refEl ? refEl.getBoundingClientRect().top : 0;
+  const entries: Node[][] = [];
   let prev: Message | undefined;
   for (const m of older) {
-    appendMessage(frag, m, prev);
+    entries.push(entry(m, prev));
     prev = m;
   }
   const head = oldFirst && document.getElementById(`m-${oldFirst.id}`);
-  if (head && head.parentElement === ol) {
-    while (head.previousElementSibling) head.previousElementSibling.remove();
-    appendMessage(frag, oldFirst, prev);
-    head.remove();
-  }
+  if (head) list.replace(head, entry(oldFirst, prev));
+  list.prepend(entries);
   hist.items = older.concat(hist.items);
-  ol.prepend(frag);
-  ol.scrollTop = ol.scrollHeight - before;
   shownTo += older.length;
   undrawNewest(hist);
+  const now = ref && document.getElementById(`m-${ref.id}`);
+  if (refEl && now) ol.scrollTop += now.getBoundingClientRect().top - was;
   renderJump();
 }
 
@@ -1279,25 +1285,22 @@ function detached(): boolean {
 }
 
 /** The `n` oldest messages leave the page and memory (scrolling up reads
- *  them again), keeping the reader's place; the new first message is drawn
- *  again as the head of its run, under a date line. */
-function dropOldest(hist: History, n: number, keepPlace = true) {
+ *  them again); the new first message is drawn again as the head of its
+ *  run, under a date line. The browser keeps the reader's place. */
+function dropOldest(hist: History, n: number) {
   if (n <= 0) return;
-  const ol = $("messages");
-  // (Reading at the bottom, the caller scrolls there anyway: no layout asked for.)
-  const before = keepPlace ? ol.scrollHeight - ol.scrollTop : 0;
-  for (const m of hist.items.splice(0, n)) document.getElementById(`m-${m.id}`)?.remove();
+  const gone = hist.items.splice(0, n);
   hist.hasMore = true;
   shownTo = Math.max(0, shownTo - n);
   const first = hist.items[0];
   const el = first && document.getElementById(`m-${first.id}`);
   if (el) {
-    while (el.previousElementSibling) el.previousElementSibling.remove();
-    const head = document.createDocumentFragment();
-    appendMessage(head, first, undefined);
-    el.replaceWith(head);
+    list.removeBefore(el);
+    list.replace(el, entry(first, undefined));
+  } else for (const m of gone) {
+    const li = document.getElementById(`m-${m.id}`);
+    if (li) list.remove(li);
   }
-  if (keepPlace) ol.scrollTop = ol.scrollHeight - before;
 }
 
 /** The drawn messages past `DOM_MAX`, newest first, leave the page (not memory). */
@@ -1306,36 +1309,31 @@ function undrawNewest(hist: History) {
   if (extra <= 0) return;
   const first = hist.items[shownTo - extra];
   const el = first && document.getElementById(`m-${first.id}`);
-  if (el) {
-    while (el.nextElementSibling) el.nextElementSibling.remove();
-    // Its date line or "New messages" line goes with it.
-    while (el.previousElementSibling && !el.previousElementSibling.classList.contains("message")) el.previousElementSibling.remove();
-    el.remove();
-  }
+  if (el) list.removeFrom(el);
   shownTo -= extra;
 }
 
 /** Detached and near the bottom: the next page of newer messages from
  *  memory is drawn, and as many of the oldest leave. */
 function drawNewer() {
-  const ol = $("messages");
   const hist = history(channelId!);
   const next = hist.items.slice(shownTo, shownTo + PAGE);
   if (!next.length) return;
-  const frag = document.createDocumentFragment();
+  const entries: Node[][] = [];
   let prev = hist.items[shownTo - 1];
   for (const m of next) {
-    appendMessage(frag, m, prev);
+    entries.push(entry(m, prev));
     prev = m;
   }
-  ol.appendChild(frag);
+  list.append(entries);
   shownTo += next.length;
+  // Taller below by a page: not at the bottom, until measured again.
+  view.height = Infinity;
   dropOldest(hist, shownTo - DOM_MAX);
   renderJump();
 }
 
 function renderHistory(toBottom = true) {
-  const ol = $("messages");
   const hist = history(channelId!);
   // The newest DOM_MAX only: older ones are read again on scrolling up.
   if (hist.items.length > DOM_MAX) {
@@ -1343,32 +1341,34 @@ function renderHistory(toBottom = true) {
     hist.hasMore = true;
   }
   shownTo = hist.items.length;
-  clear(ol);
-  const frag = document.createDocumentFragment();
+  list.reset();
+  const entries: Node[][] = [];
   let prev: Message | undefined;
   for (const m of hist.items) {
-    appendMessage(frag, m, prev);
+    entries.push(entry(m, prev));
     prev = m;
   }
-  ol.appendChild(frag);
-  if (toBottom) ol.scrollTop = ol.scrollHeight;
+  list.append(entries);
+  if (toBottom) scrollToEnd();
   markRead();
   renderJump();
 }
 
-/** `m` after `prev`: a date line first when the day changes, and the
- *  "New messages" line before the first one past the read mark. */
-function appendMessage(to: Node, m: Message, prev: Message | undefined) {
+/** `m` after `prev`, as drawn: a date line first when the day changes,
+ *  and the "New messages" line before the first one past the read mark. */
+function entry(m: Message, prev: Message | undefined): Node[] {
+  const out: Node[] = [];
   if (!prev || day(prev.timestamp) !== day(m.timestamp)) {
     const d = new Date(m.timestamp);
     const label = isNaN(d.getTime()) ? "" : DAY_FORMAT.format(d);
-    to.appendChild(h("li", { class: "day" }, h("span", null, label)));
+    out.push(h("li", { class: "day" }, h("span", null, label)));
   }
   const since = newSince.get(m.channel_id);
   if (since && cmpId(m.id, since) > 0 && (!prev || cmpId(prev.id, since) <= 0)) {
-    to.appendChild(h("li", { class: "new-line", id: "new-line", role: "separator" }, h("span", null, "New messages")));
+    out.push(h("li", { class: "new-line", id: "new-line", role: "separator" }, h("span", null, "New messages")));
   }
-  to.appendChild(messageEl(m, prev));
+  out.push(messageEl(m, prev));
+  return out;
 }
 
 /** Messages that arrived in the open channel while the reader was further up. */
@@ -1377,10 +1377,9 @@ let arrivedAbove = 0;
 /** "Jump to present": shown while the reader is more than a screen above
  *  the newest message, or new ones came while they were up there. */
 function renderJump() {
-  const ol = $("messages");
   const bar = $("jump-present");
-  const far = ol.scrollHeight - ol.scrollTop - ol.clientHeight > ol.clientHeight;
-  if (atBottom(ol)) arrivedAbove = 0;
+  const far = view.height - view.top - view.client > view.client;
+  if (atBottom()) arrivedAbove = 0;
   const show = !!channelId && (far || arrivedAbove > 0 || detached());
   if (bar.hidden === !show && bar.dataset.n === String(arrivedAbove)) return;
   bar.hidden = !show;
@@ -1389,13 +1388,12 @@ function renderJump() {
 }
 
 function jumpToPresent() {
-  const ol = $("messages");
   if (detached()) renderHistory();
-  ol.scrollTop = ol.scrollHeight;
+  scrollToEnd();
   arrivedAbove = 0;
   renderJump();
   markRead();
-  ol.focus();
+  $("messages").focus();
 }
 
 function day(ts: string): string {
@@ -1770,10 +1768,14 @@ function withMessage(cid: string, id: string, change: (m: Message) => void) {
 /** The quick picker under a message's React button. */
 function openPicker(li: HTMLElement, button: HTMLElement) {
   document.querySelector(".emoji-picker")?.remove();
+  document.querySelector(".chunk.raised")?.classList.remove("raised");
   const m = history(channelId!).items.find((x) => x.id === li.dataset.id);
   if (!m) return;
+  // Its chunk above the next ones, which would paint over the picker.
+  const chunk = li.closest(".chunk");
   const close = () => {
     picker.remove();
+    chunk?.classList.remove("raised");
     document.removeEventListener("keydown", onKey);
   };
   const onKey = (e: KeyboardEvent) => {
@@ -1822,6 +1824,7 @@ function openPicker(li: HTMLElement, button: HTMLElement) {
     ),
   );
   document.addEventListener("keydown", onKey);
+  chunk?.classList.add("raised");
   li.appendChild(picker);
   (picker.querySelector("button") as HTMLButtonElement | null)?.focus();
 }
@@ -1829,8 +1832,34 @@ function openPicker(li: HTMLElement, button: HTMLElement) {
 let pending: Message[] = [];
 let flushFrame = 0;
 
-function atBottom(ol: HTMLElement) {
-  return ol.scrollHeight - ol.scrollTop - ol.clientHeight < 40;
+/** Where the message list is scrolled, as of its last scroll event (read
+ *  there, before anything is drawn in that frame) or the client's own last
+ *  scroll. What draws messages decides from this and never reads the
+ *  layout it has just changed: a read after a write is a layout forced in
+ *  the middle of the frame. */
+const view = { top: 0, height: 0, client: 0 };
+
+function measure() {
+  const ol = $("messages");
+  view.top = ol.scrollTop;
+  view.height = ol.scrollHeight;
+  view.client = ol.clientHeight;
+  // Reading at the newest, the list follows new messages by itself: the
+  // chunks stop being anchors and the end marker is one (app.css).
+  ol.classList.toggle("pinned", atBottom() && !detached());
+}
+
+/** The reader is at the bottom of what is drawn (within 40 px). */
+function atBottom(): boolean {
+  return view.height - view.top - view.client < 40;
+}
+
+/** To the newest drawn, now (a layout is read: for a channel opened, a
+ *  jump, or a list too short to scroll, not for every frame). */
+function scrollToEnd() {
+  const ol = $("messages");
+  ol.scrollTop = ol.scrollHeight;
+  measure();
 }
 
 /** A thread made or changed: kept, and its starter message and the open
@@ -1899,7 +1928,7 @@ function messageCreate(m: Message) {
   const hist = history(m.channel_id);
   if (hist.items.some((x) => x.id === m.id) || pending.some((x) => x.id === m.id)) return;
   if (m.author.id === me?.id) read[m.channel_id] = m.id;
-  else if (m.channel_id !== channelId || !atBottom($("messages"))) {
+  else if (m.channel_id !== channelId || !atBottom()) {
     if (c.guild_id === HOME) dmCounts.set(c.id, (dmCounts.get(c.id) ?? 0) + 1);
     else if (mentionsMe(m)) mentionCounts.set(c.id, (mentionCounts.get(c.id) ?? 0) + 1);
   }
@@ -1942,9 +1971,8 @@ function flush() {
   flushFrame = 0;
   const batch = pending;
   pending = [];
-  const ol = $("messages");
-  const stick = atBottom(ol);
-  const frag = document.createDocumentFragment();
+  const stick = atBottom();
+  const entries: Node[][] = [];
   for (const m of batch) {
     if (m.channel_id !== channelId) continue;
     const hist = history(m.channel_id);
@@ -1959,19 +1987,20 @@ function flush() {
     const drawn = shownTo === hist.items.length;
     hist.items.push(m);
     if (drawn) {
-      appendMessage(frag, m, prev);
+      entries.push(entry(m, prev));
       shownTo = hist.items.length;
     }
   }
-  ol.appendChild(frag);
+  list.append(entries);
   const hist = channelId ? history(channelId) : null;
   // Reading at the bottom, the channel keeps its newest KEEP: the new
   // first message heads its run under a date line (only it is drawn again).
-  if (hist && stick && !detached() && hist.items.length > KEEP) dropOldest(hist, hist.items.length - KEEP, false);
-  if (stick) ol.scrollTop = ol.scrollHeight;
+  if (hist && stick && !detached() && hist.items.length > KEEP) dropOldest(hist, hist.items.length - KEEP);
+  // At the bottom the list stays there by itself (scroll anchoring), unless
+  // it was too short to scroll, not quite at the end, or not yet pinned there.
+  if (stick && !detached() && (view.top === 0 || view.height - view.top - view.client > 1 || !$("messages").classList.contains("pinned"))) scrollToEnd();
   markRead();
-  // At the bottom with the newest drawn the bar has nothing to say; asking
-  // the layout whether it is far up would cost a layout per frame.
+  // At the bottom with the newest drawn the bar has nothing to say.
   if (stick && !detached()) {
     arrivedAbove = 0;
     if (!$("jump-present").hidden) renderJump();
@@ -2027,8 +2056,10 @@ function acked(d: any) {
 function markRead() {
   if (!channelId || !me || detached()) return;
   const c = channels.get(channelId);
-  if (!c?.last_message_id || !atBottom($("messages"))) return;
-  const hadCounts = dmCounts.delete(c.id) || mentionCounts.delete(c.id);
+  if (!c?.last_message_id || !atBottom()) return;
+  // Both maps may hold it (READY's counts go to both).
+  const hadDm = dmCounts.delete(c.id);
+  const hadCounts = mentionCounts.delete(c.id) || hadDm;
   if (read[c.id] && cmpId(read[c.id], c.last_message_id) >= 0) {
     if (hadCounts) renderUnread(c);
     return;
@@ -2036,7 +2067,18 @@ function markRead() {
   read[c.id] = c.last_message_id;
   ackWanted.set(c.id, c.last_message_id);
   if (!ackTimer) ackTimer = window.setTimeout(sendAcks, ACK_EVERY);
-  renderUnread(c);
+  // Read as it arrives (every frame of a busy channel): the sidebar and the
+  // rail are drawn again only if they showed it unread.
+  if (hadCounts || showsUnread(c)) renderUnread(c);
+}
+
+/** Whether the sidebar or the rail shows `c` as unread: its link, or its
+ *  server's (or the DMs') button. */
+function showsUnread(c: Channel): boolean {
+  const link = $("channel-list").querySelector(`[data-channel-id="${CSS.escape(c.id)}"]`);
+  if (!link || link.classList.contains("unread") || link.querySelector(".badge")) return true;
+  const button = c.guild_id === HOME ? $("home").querySelector(".round") : $("guild-list").querySelector(".round.current");
+  return !button || button.classList.contains("unread") || !!button.querySelector(".badge");
 }
 
 /** Sends the waiting acks (`POST /channels/{c}/messages/{m}/ack`): the
@@ -2071,18 +2113,18 @@ function messageUpdate(d: any) {
 
 function messageDelete(cid: string, id: string) {
   const hist = histories.get(cid);
-  const was = hist?.items.length ?? 0;
-  if (hist) hist.items = hist.items.filter((m) => m.id !== id);
+  const at = hist ? hist.items.findIndex((m) => m.id === id) : -1;
+  if (hist && at >= 0) hist.items.splice(at, 1);
   pending = pending.filter((m) => m.id !== id);
   const el = document.getElementById(`m-${id}`);
+  if (cid === channelId && hist && at >= 0 && at < shownTo) shownTo--;
   if (!el) return;
-  if (cid === channelId && hist && hist.items.length < was) {
-    // Its neighbours may group (or stop grouping) now: drawn again in place.
-    const ol = $("messages");
-    const before = ol.scrollHeight - ol.scrollTop;
-    renderHistory(false);
-    ol.scrollTop = ol.scrollHeight - before;
-  } else el.remove();
+  list.remove(el);
+  // The one after it may head its run (or join the one before) now, and
+  // takes the date line or "New messages" line it had: drawn again in place.
+  const next = hist && at >= 0 && cid === channelId ? hist.items[at] : undefined;
+  const nextEl = next && document.getElementById(`m-${next.id}`);
+  if (nextEl) list.replace(nextEl, entry(next, hist!.items[at - 1]));
 }
 
 async function send(e: Event) {
@@ -2412,12 +2454,20 @@ function wire() {
     if (shown) e.preventDefault();
   });
   const ol = $("messages");
+  // The one place the list's layout is read as one scrolls: first thing
+  // in the frame, before anything is drawn in it.
   ol.addEventListener("scroll", () => {
-    if (ol.scrollTop < 200 && channelId && history(channelId).loaded) loadHistory(channelId, false);
-    else if (channelId && detached() && ol.scrollHeight - ol.scrollTop - ol.clientHeight < 600) drawNewer();
+    measure();
+    if (view.top < 200 && channelId && history(channelId).loaded) loadHistory(channelId, false);
+    else if (channelId && detached() && view.height - view.top - view.client < 600) drawNewer();
     markRead();
     renderJump();
   });
+  // The list made shorter or taller (the window, the composer growing):
+  // reading at the newest, it stays there.
+  new ResizeObserver(() => {
+    if (channelId && $("messages").classList.contains("pinned")) scrollToEnd();
+  }).observe(ol);
   $("jump").addEventListener("click", jumpToPresent);
   // A reload or a closed tab right after reading: the waiting acks go now.
   window.addEventListener("pagehide", () => {

@@ -160,7 +160,7 @@ export class ChannelsTab {
     };
     return h(
       "form",
-      { class: "role-form", "aria-label": `Edit ${c.name}`, onsubmit: (e: Event) => (e.preventDefault(), save()) },
+      { class: "role-form", "aria-label": `Edit ${c.name}`, "data-scope": `channel:${c.id}`, onsubmit: (e: Event) => (e.preventDefault(), save()) },
       h("label", { for: "ch-name" }, category ? "Category name" : "Channel name"),
       name,
       category
@@ -239,7 +239,7 @@ export class ChannelsTab {
         h("label", { class: `tri ${v}`, title: text }, h("input", { type: "radio", name, value: v, checked: now === v, "aria-label": `${permissionLabel(bit)}: ${text}` }), h("span", { "aria-hidden": "true" }, text === "Inherit" ? "/" : text === "Allow" ? "✓" : "✗"));
       return h("div", { class: "tri-row", role: "radiogroup", "aria-label": permissionLabel(bit) }, h("span", { class: "tri-name" }, permissionLabel(bit)), choice("deny", "Deny"), choice("inherit", "Inherit"), choice("allow", "Allow"));
     });
-    const form = h("form", { class: "role-form", "aria-label": `Permissions of ${label(o)} in ${c.name}` }, rows);
+    const form = h("form", { class: "role-form", "aria-label": `Permissions of ${label(o)} in ${c.name}`, "data-scope": `overwrite:${c.id}:${o.id}` }, rows);
     const save = () => {
       let a = allow;
       let d = deny;

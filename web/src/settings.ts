@@ -7,6 +7,7 @@
 
 import { Api } from "./api";
 import { Child, clear, h } from "./dom";
+import { keep, restore } from "./edits";
 import { permissionLabel } from "./permissions";
 import { ChannelInfo, ChannelsTab } from "./settings-channels";
 import { StatusLine } from "./status";
@@ -133,9 +134,13 @@ export class SettingsPanel {
     this.el = null;
   }
 
-  /** A role, a member or the server changed: redraw what shows it. */
+  /** A role, a member or the server changed: redraw what shows it,
+   *  keeping what the person has edited there and not saved (edits.ts). */
   changed(guild: string) {
-    if (this.el && guild === this.guildId && ["overview", "roles", "channels"].includes(this.tab)) this.show(this.tab, false);
+    if (!this.el || guild !== this.guildId || !["overview", "roles", "channels"].includes(this.tab)) return;
+    const kept = keep(this.body);
+    this.show(this.tab, false);
+    restore(this.body, kept);
   }
 
   private say(text: string, error = false) {
@@ -311,7 +316,7 @@ export class SettingsPanel {
       ),
       h(
         "form",
-        { class: "role-form", "aria-label": `Edit ${everyone ? "@everyone" : r.name}`, onsubmit: (e: Event) => (e.preventDefault(), save()) },
+        { class: "role-form", "aria-label": `Edit ${everyone ? "@everyone" : r.name}`, "data-scope": `role:${r.id}`, onsubmit: (e: Event) => (e.preventDefault(), save()) },
         h("label", { for: "role-name" }, "Role name"),
         name,
         h("label", { for: "role-color" }, "Colour"),
