@@ -228,6 +228,9 @@ try {
               // As the web client identifies: a person's session sends no intents.
               sock.send(JSON.stringify({ op: 2, d: { token, properties: { os: "linux", browser: "bare", device: "bare" } } }));
             } else if (f.t === "READY") ready();
+            // As the web client opens the server it reads: in a large guild a
+            // session that never does is passive and gets no messages.
+            else if (f.t === "GUILD_CREATE") sock.send(JSON.stringify({ op: 14, d: { guild_id: f.d.id, typing: true, activities: true, threads: true } }));
             else if (f.t === "MESSAGE_CREATE") {
               window.__got.push(f.d.content);
               if (!pending.length) requestAnimationFrame(draw);
