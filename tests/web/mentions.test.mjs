@@ -40,6 +40,8 @@ test("a mention typed with autocomplete becomes <@id>, and the person mentioned 
   await input.press("Enter");
   assert.equal(await input.inputValue(), "hey @bob and @Helpers see #random ");
   await input.press("Enter");
+  // Stored once it comes back over the gateway.
+  await a.locator("#messages .content", { hasText: "see #random" }).waitFor();
 
   const [sent] = await rest(base, "GET", `/channels/${general.id}/messages?limit=1`, alice.token);
   assert.equal(sent.content, `hey <@${bob.id}> and <@&${role.id}> see <#${random.id}>`);
