@@ -1962,6 +1962,9 @@ function passiveUpdate(d: any) {
     if (!c || !u.last_message_id || (c.last_message_id && cmpId(u.last_message_id, c.last_message_id) <= 0)) continue;
     c.last_message_id = u.last_message_id;
     histories.delete(c.id);
+    // The open channel itself (its server opened here, the op 14 saying so
+    // not yet taken): read again from the server now, not only when opened.
+    if (c.id === channelId) loadHistory(c.id, true);
     renderUnread(c);
   }
 }

@@ -57,7 +57,8 @@ export class MemberList {
 
   /// Shows the list of `channelId` in `guildId` (resets when the guild changes).
   open(guildId: string, channelId: string) {
-    if (this.guildId !== guildId) {
+    const other = this.guildId !== guildId;
+    if (other) {
       this.chunks.clear();
       this.total = 0;
       this.listId = null;
@@ -68,6 +69,12 @@ export class MemberList {
     this.guildId = guildId;
     this.channelId = channelId;
     this.wanted = "";
+    // Another server opened: its op 14 goes now, not after the gap (until
+    // the server has it, a large server sends this session no messages).
+    if (other) {
+      this.lastSent = -Infinity;
+      this.follow();
+    }
     this.schedule();
   }
 
