@@ -354,7 +354,10 @@ impl OneList {
     fn subscribe(&mut self, view: &View, session: Sink, requested: &[(u64, u64)]) {
         let chunks = requested_chunks(requested);
         let old = self.subs.get(session.id()).map(|(_, r)| r.clone()).unwrap_or_default();
-        let added: Vec<ListRange> = chunks.iter().filter(|c| !old.contains(c)).copied().collect();
+        // The same chunks asked for again: the client dropped what it held
+        // (it opened another server and came back), so they are sent again.
+        let again = !chunks.is_empty() && old == chunks;
+        let added: Vec<ListRange> = chunks.iter().filter(|c| again || !old.contains(c)).copied().collect();
         let mut ops: Vec<Op> = old.iter().filter(|c| !chunks.contains(c)).map(|&range| Op::Invalidate { range }).collect();
         ops.extend(self.list.sync_ops(&added));
         if !ops.is_empty() {
