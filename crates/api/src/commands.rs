@@ -45,7 +45,7 @@ const CONTEXTS: [u64; 3] = [0, 1, 2];
 const INTEGRATION_TYPES: [u64; 2] = [0, 1];
 
 /// The caller is the bot of application `app`: 403 50001 otherwise.
-async fn own_app(node: &Node, caller: UserId, app: &str) -> ApiResult<ApplicationId> {
+pub(crate) async fn own_app(node: &Node, caller: UserId, app: &str) -> ApiResult<ApplicationId> {
     let app: ApplicationId = parse_id(app, ErrorCode::UnknownApplication)?;
     match node.store.application_of_bot(caller).await? {
         Some(a) if a.id == app => Ok(app),
@@ -443,22 +443,6 @@ async fn overwrite(node: &Node, caller: UserId, app: &str, guild: Option<&str>, 
 
 type Body = axum::body::Bytes;
 
-/// The caller is the bot of the path's `{app_id}` (403 50001 otherwise),
-/// checked before a body is read.
-pub struct OwnApp;
-
-impl axum::extract::FromRequestParts<Arc<Node>> for OwnApp {
-    type Rejection = ApiError;
-    async fn from_request_parts(parts: &mut axum::http::request::Parts, node: &Arc<Node>) -> ApiResult<Self> {
-        let Caller(u) = Caller::from_request_parts(parts, node).await?;
-        let Path(params) = Path::<std::collections::HashMap<String, String>>::from_request_parts(parts, node)
-            .await
-            .map_err(|_| ApiError::internal("no path parameters"))?;
-        let app = params.get("app_id").ok_or_else(|| ApiError::internal("route has no {app_id}"))?;
-        own_app(node, u.id, app).await.map(|_| OwnApp)
-    }
-}
-
 pub async fn global_list(State(n): State<Arc<Node>>, Caller(u): Caller, Path(app): Path<String>) -> ApiResult<Response> {
     list(&n, u.id, &app, None).await
 }
@@ -466,7 +450,7 @@ pub async fn global_create(
     State(n): State<Arc<Node>>,
     Caller(u): Caller,
     Path(app): Path<String>,
-    _: OwnApp,
+    _: super::guard::OwnApp,
     b: Body,
 ) -> ApiResult<Response> {
     create(&n, u.id, &app, None, &b).await
@@ -475,7 +459,7 @@ pub async fn global_overwrite(
     State(n): State<Arc<Node>>,
     Caller(u): Caller,
     Path(app): Path<String>,
-    _: OwnApp,
+    _: super::guard::OwnApp,
     b: Body,
 ) -> ApiResult<Response> {
     overwrite(&n, u.id, &app, None, &b).await
@@ -487,7 +471,7 @@ pub async fn global_edit(
     State(n): State<Arc<Node>>,
     Caller(u): Caller,
     Path((app, id)): Path<(String, String)>,
-    _: OwnApp,
+    _: super::guard::OwnApp,
     b: Body,
 ) -> ApiResult<Response> {
     edit(&n, u.id, &app, None, &id, &b).await
@@ -502,7 +486,7 @@ pub async fn guild_create(
     State(n): State<Arc<Node>>,
     Caller(u): Caller,
     Path((app, g)): Path<(String, String)>,
-    _: OwnApp,
+    _: super::guard::OwnApp,
     b: Body,
 ) -> ApiResult<Response> {
     create(&n, u.id, &app, Some(&g), &b).await
@@ -511,7 +495,7 @@ pub async fn guild_overwrite(
     State(n): State<Arc<Node>>,
     Caller(u): Caller,
     Path((app, g)): Path<(String, String)>,
-    _: OwnApp,
+    _: super::guard::OwnApp,
     b: Body,
 ) -> ApiResult<Response> {
     overwrite(&n, u.id, &app, Some(&g), &b).await
@@ -527,7 +511,7 @@ pub async fn guild_edit(
     State(n): State<Arc<Node>>,
     Caller(u): Caller,
     Path((app, g, id)): Path<(String, String, String)>,
-    _: OwnApp,
+    _: super::guard::OwnApp,
     b: Body,
 ) -> ApiResult<Response> {
     edit(&n, u.id, &app, Some(&g), &id, &b).await

@@ -114,6 +114,17 @@ impl FromRequestParts<Arc<Node>> for Bot {
     }
 }
 
+/// The caller is the bot of the path's `{app_id}` (403 50001 otherwise).
+pub struct OwnApp;
+
+impl FromRequestParts<Arc<Node>> for OwnApp {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, node: &Arc<Node>) -> ApiResult<Self> {
+        let Caller(u) = Caller::from_request_parts(parts, node).await?;
+        super::commands::own_app(node, u.id, &param(parts, node, "app_id").await?).await.map(|_| OwnApp)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,9 @@
 //! Compare with `throng-bench broadcast` at one message per second.
 
 use std::io::{BufRead, BufReader, Read, Write};
+
+mod floor;
+use floor::raise_nofile;
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};
@@ -34,16 +37,6 @@ fn cpu_us() -> u64 {
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
     let t = |v: libc::timeval| v.tv_sec as u64 * 1_000_000 + v.tv_usec as u64;
     t(u.ru_utime) + t(u.ru_stime)
-}
-
-fn raise_nofile() {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: plain get/set of our own limit.
-    unsafe {
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
-        lim.rlim_cur = lim.rlim_max;
-        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-    }
 }
 
 fn main() {

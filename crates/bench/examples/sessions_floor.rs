@@ -33,6 +33,9 @@
 //! sysctls that bound it printed.
 
 use std::io::{BufRead, BufReader, Write};
+
+mod floor;
+use floor::raise_nofile;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -97,16 +100,6 @@ fn frames(carry: &mut Vec<u8>, data: &[u8], mut f: impl FnMut(&[u8])) {
 
 fn stamp(frame: &[u8]) -> u64 {
     u64::from_le_bytes(frame[8..16].try_into().unwrap())
-}
-
-fn raise_nofile() {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: plain get/set of our own limit.
-    unsafe {
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
-        lim.rlim_cur = lim.rlim_max;
-        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-    }
 }
 
 fn errno() -> i32 {
@@ -949,23 +942,19 @@ fn coordinator(args: &[String]) {
         if relayed > 0 { " or message" } else { "" }
     );
     let q = |h: &Hist, x: f64| h.quantile(x) as f64 / 1e3;
-    println!(
-        "heartbeat round trip: {} samples, p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3} ms, max {:.3} ms",
-        hb.count(),
-        q(&hb, 0.5),
-        q(&hb, 0.99),
-        q(&hb, 0.999),
-        q(&hb, 1.0)
-    );
-    if mh.count() > 0 {
+    let quantiles = |what: &str, h: &Hist| {
         println!(
-            "message end to end: {} samples, p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3} ms, max {:.3} ms",
-            mh.count(),
-            q(&mh, 0.5),
-            q(&mh, 0.99),
-            q(&mh, 0.999),
-            q(&mh, 1.0)
+            "{what}: {} samples, p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3} ms, max {:.3} ms",
+            h.count(),
+            q(h, 0.5),
+            q(h, 0.99),
+            q(h, 0.999),
+            q(h, 1.0)
         );
+    };
+    quantiles("heartbeat round trip", &hb);
+    if mh.count() > 0 {
+        quantiles("message end to end", &mh);
     }
     let hb_rate_41 = total as f64 / 41.25;
     let total_us = (srv_us + cli_us + soft as f64 / tck * 1e6) / events;

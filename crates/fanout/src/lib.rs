@@ -254,4 +254,34 @@ mod tests {
         want.sort_unstable();
         assert_eq!(seen, want.iter().map(String::as_str).collect::<Vec<_>>());
     }
+
+    #[test]
+    fn each_reach_holds_its_subscribers_and_follows_passive_changes() {
+        let mut subs = Subscribers::new(2);
+        for i in 0..6u16 {
+            subs.insert(Arc::new(Fake { id: format!("s{i}").into(), shard: i }) as Sink);
+        }
+        let ids = |subs: &mut Subscribers, r: Reach| {
+            let Partitions(parts) = subs.partitions_of(r);
+            let mut v: Vec<String> = parts.iter().flat_map(|p| p.iter().map(|s| s.id().to_string())).collect();
+            v.sort_unstable();
+            v
+        };
+        let all: Vec<String> = (0..6).map(|i| format!("s{i}")).collect();
+        assert_eq!((ids(&mut subs, Reach::Active), ids(&mut subs, Reach::Passive)), (all.clone(), vec![]));
+        assert!(subs.set_passive("s1", true) && subs.set_passive("s4", true) && !subs.set_passive("s4", true));
+        assert!(!subs.set_passive("nobody", true));
+        assert_eq!(ids(&mut subs, Reach::Passive), ["s1", "s4"]);
+        assert_eq!(ids(&mut subs, Reach::Active), ["s0", "s2", "s3", "s5"]);
+        assert_eq!(ids(&mut subs, Reach::All), all);
+        // Active again, or gone: out of the passive ones.
+        subs.set_passive("s1", false);
+        subs.remove("s4");
+        assert_eq!((ids(&mut subs, Reach::Passive), subs.passive_count()), (vec![], 0));
+        assert_eq!(ids(&mut subs, Reach::Active).len(), 5);
+        // A subscriber inserted again starts active.
+        subs.set_passive("s2", true);
+        subs.insert(Arc::new(Fake { id: "s2".into(), shard: 2 }) as Sink);
+        assert!(!subs.is_passive("s2"));
+    }
 }

@@ -126,10 +126,12 @@ impl Subscribers {
 
     /// [`partitions`](Self::partitions) of the subscribers `reach` names.
     pub fn partitions_of(&mut self, reach: Reach) -> &Partitions {
+        // Without passive subscribers the active ones are all of them: one
+        // split, not two copies of it.
+        let reach = if reach == Reach::Active && self.passive.is_empty() { Reach::All } else { reach };
         let (by_id, passive, workers) = (&self.by_id, &self.passive, self.workers);
         self.parts[reach as usize].get_or_insert_with(|| {
-            let all = reach == Reach::All || (reach == Reach::Active && passive.is_empty());
-            split(by_id.values().filter(|s| all || reach.admits(passive.contains(s.id()))), workers, true)
+            split(by_id.values().filter(|s| reach == Reach::All || reach.admits(passive.contains(s.id()))), workers, true)
         })
     }
 
@@ -167,11 +169,6 @@ impl Subscribers {
     /// The passive subscribers.
     pub fn passive_values(&self) -> impl Iterator<Item = &Sink> {
         self.passive.iter().filter_map(|id| self.by_id.get(id))
-    }
-
-    /// The passive subscribers of `user`.
-    pub fn passive_of(&self, user: UserId) -> impl Iterator<Item = &Sink> {
-        self.by_id.values().filter(move |s| s.user_id() == user && self.passive.contains(s.id()))
     }
 }
 
