@@ -11,12 +11,13 @@ use protocol::model::{self, iso8601, permission};
 use protocol::{ActorKey, ChannelId, GuildId, UserId};
 use serde::Serialize;
 use serde_json::{json, Value};
-use store::{Change, ChannelRecord, GuildRecord, GuildSnapshot, MemberRecord, MessageRecord, RoleRecord, UserRecord};
+use store::{Change, ChannelRecord, GuildRecord, GuildSnapshot, MessageRecord, RoleRecord, UserRecord};
 use tokio::sync::mpsc;
 
 use super::audit;
 use super::fenced::{self, Core, Done, Fenced, Job};
 use super::list::{Lists, View};
+use super::members::MemberRef;
 use super::names::Names;
 use super::remote::RemoteSubs;
 use super::{GuildEvent, GuildMsg};
@@ -101,7 +102,7 @@ pub(crate) struct State {
     pub(crate) guild: GuildRecord,
     pub(crate) roles: Vec<RoleRecord>,
     pub(crate) channels: Vec<ChannelRecord>,
-    pub(crate) members: HashMap<UserId, (MemberRecord, Arc<UserRecord>)>,
+    pub(crate) members: super::members::Members,
     /// Members whose visible status is not offline (what `presences` shows).
     pub(crate) online: HashMap<UserId, Presence>,
     /// Each node's report of the members it has sessions of.
@@ -159,7 +160,7 @@ impl GuildActor {
             // guild's lifetime.
             match Box::pin(node.guild_loads.get(id)).await {
                 Ok(Some(snap)) => {
-                    let mut state = State::from_snapshot(snap, &node.users);
+                    let mut state = State::from_snapshot(snap);
                     let channels: Vec<ChannelId> = state.channels.iter().map(|c| c.id).chain(state.threads.map.keys().copied()).collect();
                     if !self.core.load_keys(&channels).await {
                         let key = self.key();
@@ -169,7 +170,7 @@ impl GuildActor {
                     }
                     // This node's sessions; other nodes' come with their
                     // sessions' subscriptions and presence updates.
-                    let uids: Vec<UserId> = state.members.keys().copied().collect();
+                    let uids: Vec<UserId> = state.members.ids().collect();
                     for uid in uids {
                         let shown = state.presences.report(uid, node.id.0, node.presences.get(uid));
                         if shown.status != Status::Offline {
@@ -262,8 +263,8 @@ impl GuildActor {
         let Some(c) = st.channels.iter().find(|c| c.id == p.channel).or_else(|| st.thread_parent(p.channel)) else {
             return self.refuse(reply, PostReply::UnknownChannel);
         };
-        let Some((member, _)) = st.members.get(&p.author) else { return self.refuse(reply, PostReply::MissingAccess) };
-        let bits = perm::in_channel(perm::base(self.id, st.guild.owner_id, &st.roles, member), self.id, member, c);
+        let Some(member) = st.members.get(&p.author) else { return self.refuse(reply, PostReply::MissingAccess) };
+        let bits = perm::in_channel(perm::base(self.id, st.guild.owner_id, &st.roles, &member), self.id, &member, c);
         if bits & permission::VIEW_CHANNEL == 0 {
             return self.refuse(reply, PostReply::MissingAccess);
         }
@@ -282,7 +283,8 @@ impl GuildActor {
         if !self.core.first_post(p.author, p.key.as_deref(), reply) {
             return;
         }
-        let Some((member, author)) = st.members.get(&p.author) else { return self.refuse(reply, PostReply::MissingAccess) };
+        let Some(member) = st.members.get(&p.author) else { return self.refuse(reply, PostReply::MissingAccess) };
+        let author = member.user();
         let (mentions, mention_members) = st.mentioned(&p.mentions);
         let may_ping_all = bits & permission::MENTION_EVERYONE != 0;
         let mut extra = p.extra;
@@ -311,7 +313,7 @@ impl GuildActor {
             extra,
             content: p.content,
         };
-        let mut message = convert::message(&rec, author, &mentions, Some(convert::member(member, None)));
+        let mut message = convert::message(&rec, &author, &mentions, Some(member.model(false)));
         convert::attach_mention_members(&mut message, mention_members);
         if rec.kind == 19 {
             message.referenced_message = Some(p.referenced);
@@ -597,11 +599,11 @@ impl GuildActor {
             bodies
                 .entry(user)
                 .or_insert_with(|| {
-                    let member = st.members.get(&user).map(|(m, _)| m)?;
+                    let member = st.members.get(&user)?;
                     let seen = told.entry(user).or_default();
                     let fresh: Vec<&(&ChannelRecord, protocol::MessageId, bool)> = news
                         .iter()
-                        .filter(|(c, _, open)| !seen.contains(&c.id) && (*open || perm::can_view(gid, owner, &st.roles, member, c)))
+                        .filter(|(c, _, open)| !seen.contains(&c.id) && (*open || perm::can_view(gid, owner, &st.roles, &member, c)))
                         .collect();
                     seen.extend(fresh.iter().map(|(c, _, _)| c.id));
                     let channels: Vec<Value> = fresh.iter().map(|(c, m, _)| json!({"id": c.id, "last_message_id": m})).collect();
@@ -680,7 +682,7 @@ impl GuildActor {
         self.seq += 1;
         let (gid, owner) = (self.id, st.guild.owner_id);
         if !self.remote.is_empty() && self.remote_wanted(&event) {
-            let keep = |i: &SubInfo| st.members.get(&i.user_id).is_some_and(|(m, _)| perm::can_view(gid, owner, &st.roles, m, c));
+            let keep = |i: &SubInfo| st.members.get(&i.user_id).is_some_and(|m| perm::can_view(gid, owner, &st.roles, &m, c));
             self.remote.fan(&self.core.node, ActorKey::guild(gid), self.core.epoch, &event, Some(&keep), reach);
         }
         if !self.wanted(&event) {
@@ -688,9 +690,7 @@ impl GuildActor {
         }
         let subs = &self.subs;
         let parts = self.hidden.entry((c.id, reach)).or_insert_with(|| {
-            subs.partitions_of_where(reach, |s| {
-                st.members.get(&s.user_id()).is_some_and(|(m, _)| perm::can_view(gid, owner, &st.roles, m, c))
-            })
+            subs.partitions_of_where(reach, |s| st.members.get(&s.user_id()).is_some_and(|m| perm::can_view(gid, owner, &st.roles, &m, c)))
         });
         self.core.node.delivery.fan_out(&event, parts);
     }
@@ -771,7 +771,7 @@ impl GuildActor {
                 self.fan_out_in(st, channel_id, "MESSAGE_DELETE", &body, Intents::GUILD_MESSAGES);
             }
             GuildEvent::TypingStart { channel_id, user_id, timestamp } => {
-                let member = st.members.get(&user_id).map(|(m, u)| convert::member(m, Some(u)));
+                let member = st.members.get(&user_id).map(|m| m.model(true));
                 let body = encode(&json!({
                     "channel_id": channel_id, "guild_id": gid, "user_id": user_id,
                     "timestamp": timestamp, "member": member,
@@ -854,9 +854,9 @@ impl GuildActor {
                 m.guild_id = Some(gid);
                 let p = st.presences.report(uid, self.core.node.id.0, self.core.node.presences.get(uid));
                 if let Some(names) = st.names.get_mut() {
-                    names.replace(st.members.get(&uid).map(|(m, u)| (m, &**u)), Some((&member, &user)));
+                    names.replace(st.members.get(&uid), Some((&member, &user)));
                 }
-                st.members.insert(uid, (member, self.core.node.users.intern(user)));
+                st.members.insert(&member, &user);
                 self.hidden.clear();
                 if p.status != Status::Offline {
                     st.online.insert(uid, p);
@@ -881,14 +881,15 @@ impl GuildActor {
             GuildEvent::MemberUpdate(member) => {
                 let uid = member.user_id;
                 // New roles may show or hide channels: what the member saw before.
-                let seen = st.members.get(&uid).filter(|(old, _)| old.roles != member.roles).map(|_| self.seen_by(st, uid));
-                let Some((old, user)) = st.members.get_mut(&uid) else { return true };
+                let seen = st.members.get(&uid).filter(|old| old.roles() != member.roles).map(|_| self.seen_by(st, uid));
+                let Some(old) = st.members.get(&uid) else { return true };
+                let user = old.user();
                 if let Some(names) = st.names.get_mut() {
-                    names.replace(Some((old, user)), Some((&member, user)));
+                    names.replace(Some(old), Some((&member, &user)));
                 }
-                *old = member;
+                st.members.insert(&member, &user);
                 self.hidden.clear();
-                let mut m = convert::member(old, Some(user));
+                let mut m = convert::member(&member, Some(&user));
                 m.guild_id = Some(gid);
                 let body = encode(&m);
                 self.fan_out("GUILD_MEMBER_UPDATE", &body, Intents::GUILD_MEMBERS);
@@ -900,12 +901,13 @@ impl GuildActor {
             }
             GuildEvent::UserUpdate(user) => {
                 let uid = user.id;
-                let Some((member, held)) = st.members.get_mut(&uid) else { return true };
+                let Some(held) = st.members.get(&uid) else { return true };
+                let member = held.record();
                 if let Some(names) = st.names.get_mut() {
-                    names.replace(Some((member, held)), Some((member, &user)));
+                    names.replace(Some(held), Some((&member, &user)));
                 }
-                *held = self.core.node.users.intern(user);
-                let mut m = convert::member(member, Some(held));
+                st.members.insert(&member, &user);
+                let mut m = convert::member(&member, Some(&user));
                 m.guild_id = Some(gid);
                 let body = encode(&m);
                 self.fan_out("GUILD_MEMBER_UPDATE", &body, Intents::GUILD_MEMBERS);
@@ -916,7 +918,7 @@ impl GuildActor {
                 let Some((member, user)) = st.members.remove(&uid) else { return true };
                 self.told.remove(&uid);
                 if let Some(names) = st.names.get_mut() {
-                    names.replace(Some((&member, &user)), None);
+                    names.replace(Some((&member, &user)), None::<MemberRef<'_>>);
                 }
                 self.hidden.clear();
                 st.online.remove(&uid);
@@ -955,7 +957,7 @@ impl GuildActor {
         // ids and the whole list are sorted by id and cut at `limit`.
         let by_name = req.user_ids.is_none() && !query.is_empty();
         let mut not_found = Vec::new();
-        let mut found: Vec<&(MemberRecord, Arc<UserRecord>)> = match req.user_ids {
+        let mut found: Vec<MemberRef<'_>> = match req.user_ids {
             Some(ids) => ids
                 .into_vec()
                 .into_iter()
@@ -969,10 +971,10 @@ impl GuildActor {
                 .collect(),
             // Discord sends at most 100 for a prefix (and 100 for limit 0).
             None if by_name => st.search_members(&query, if limit == 0 { QUERY_MAX } else { limit.min(QUERY_MAX) }),
-            None => st.members.values().collect(),
+            None => st.members.iter().collect(),
         };
         if !by_name {
-            found.sort_by_key(|(m, _)| m.user_id);
+            found.sort_by_key(|m| m.id());
             if limit > 0 {
                 found.truncate(limit);
             }
@@ -984,7 +986,7 @@ impl GuildActor {
             let part = chunks.get(i).copied().unwrap_or(&[]);
             let mut d = json!({
                 "guild_id": self.id,
-                "members": part.iter().map(|(m, u)| convert::member(m, Some(u))).collect::<Vec<_>>(),
+                "members": part.iter().map(|m| m.model(true)).collect::<Vec<_>>(),
                 "chunk_index": i,
                 "chunk_count": count,
             });
@@ -996,7 +998,7 @@ impl GuildActor {
             }
             if with_presences {
                 let ps: Vec<Value> =
-                    part.iter().filter_map(|(m, _)| st.online.get(&m.user_id).map(|p| presence_json(self.id, m.user_id, p))).collect();
+                    part.iter().filter_map(|m| st.online.get(&m.id()).map(|p| presence_json(self.id, m.id(), p))).collect();
                 d["presences"] = Value::Array(ps);
             }
             s.clone().push(Dispatch { name: "GUILD_MEMBERS_CHUNK", body: encode(&d) });
@@ -1027,13 +1029,11 @@ impl State {
     pub(super) fn pinged(&self, m: &model::Message) -> Vec<UserId> {
         let here_only = m.mention_everyone && !m.content.contains("@everyone");
         let mut who: Vec<UserId> = if m.mention_everyone {
-            self.members.keys().filter(|u| !here_only || self.online.contains_key(u)).copied().collect()
+            self.members.ids().filter(|u| !here_only || self.online.contains_key(u)).collect()
         } else {
             let mut v: Vec<UserId> = m.mentions.iter().map(|u| u.id).filter(|u| self.members.contains_key(u)).collect();
             if !m.mention_roles.is_empty() {
-                v.extend(
-                    self.members.values().filter(|(mm, _)| mm.roles.iter().any(|r| m.mention_roles.contains(r))).map(|(mm, _)| mm.user_id),
-                );
+                v.extend(self.members.iter().filter(|mm| mm.roles().iter().any(|r| m.mention_roles.contains(r))).map(|mm| mm.id()));
                 v.sort_unstable();
                 v.dedup();
             }
@@ -1055,21 +1055,22 @@ impl State {
     /// The members among `ids` (others are left out, as Discord does):
     /// their users for the message, their partial members for its events.
     pub(super) fn mentioned(&self, ids: &[UserId]) -> (Vec<UserRecord>, Vec<protocol::model::Member>) {
-        ids.iter().filter_map(|u| self.members.get(u)).map(|(m, u)| ((**u).clone(), convert::member(m, None))).unzip()
+        ids.iter().filter_map(|u| self.members.get(u)).map(|m| (m.user(), m.model(false))).unzip()
     }
 
     fn view(&self) -> View<'_> {
         View { guild: self.guild.id, owner: self.guild.owner_id, roles: &self.roles, members: &self.members, online: &self.online }
     }
 
-    fn from_snapshot(s: GuildSnapshot, users: &node::users::UserCache) -> State {
+    fn from_snapshot(s: GuildSnapshot) -> State {
         let mut channels = s.channels;
+        let members = super::members::Members::load(s.guild.id, s.members);
         let threads = super::threads::Threads::load(s.threads, &mut channels);
         State {
             guild: s.guild,
             roles: s.roles,
             channels,
-            members: s.members.into_iter().map(|(m, u)| (m.user_id, (m, users.intern(u)))).collect(),
+            members,
             online: HashMap::new(),
             presences: presence::Sources::default(),
             emojis: s.emojis,
@@ -1082,8 +1083,8 @@ impl State {
 
     /// Members whose username, global name or nickname starts with
     /// `query` (any case), at most `limit`.
-    pub(crate) fn search_members(&self, query: &str, limit: usize) -> Vec<&(MemberRecord, Arc<UserRecord>)> {
-        let names = self.names.get_or_init(|| Names::build(self.members.values().map(|(m, u)| (m, &**u))));
+    pub(crate) fn search_members(&self, query: &str, limit: usize) -> Vec<MemberRef<'_>> {
+        let names = self.names.get_or_init(|| Names::build(self.members.iter()));
         names.search(query, limit).iter().filter_map(|id| self.members.get(id)).collect()
     }
 
@@ -1120,9 +1121,9 @@ impl State {
         let members = if large {
             let own = self.members.get(&s.user_id);
             let online = self.online.keys().filter(|&&u| with_online && u != s.user_id).filter_map(|u| self.members.get(u));
-            own.into_iter().chain(online).map(|(m, u)| convert::member(m, Some(u))).collect()
+            own.into_iter().chain(online).map(|m| m.model(true)).collect()
         } else {
-            self.members.values().map(|(m, u)| convert::member(m, Some(u))).collect()
+            self.members.iter().map(|m| m.model(true)).collect()
         };
         let presences = if s.intents.contains(Intents::GUILD_PRESENCES) {
             self.online.iter().map(|(u, p)| presence_json(self.guild.id, *u, p)).collect()
@@ -1131,7 +1132,7 @@ impl State {
         };
         let gc = GuildCreate {
             guild: self.guild_object(),
-            joined_at: self.members.get(&s.user_id).map(|(m, _)| iso8601(m.joined_at)),
+            joined_at: self.members.get(&s.user_id).map(|m| iso8601(m.joined_at())),
             large,
             unavailable: false,
             lazy: true,

@@ -161,7 +161,7 @@ pub(crate) fn entries(st: &State, user: UserId, hint: Hint, changes: &[Change]) 
                 out.push(AuditNote::new(kind::BOT_ADD, m.user_id.0));
             }
             Change::UpdateMember(m) => {
-                let Some((old, _)) = st.members.get(&m.user_id) else { continue };
+                let Some(old) = st.members.get(&m.user_id).map(|o| o.record()) else { continue };
                 let mut d = Vec::new();
                 if old.nick != m.nick {
                     d.push(AuditNote::change("nick", old.nick.clone().map(Into::into), m.nick.clone().map(Into::into)));
@@ -169,7 +169,7 @@ pub(crate) fn entries(st: &State, user: UserId, hint: Hint, changes: &[Change]) 
                 if old.communication_disabled_until != m.communication_disabled_until {
                     let t =
                         |r: &MemberRecord| -> Option<Value> { r.communication_disabled_until.map(|t| protocol::model::iso8601(t).into()) };
-                    d.push(AuditNote::change("communication_disabled_until", t(old), t(m)));
+                    d.push(AuditNote::change("communication_disabled_until", t(&old), t(m)));
                 }
                 if !d.is_empty() {
                     out.push(AuditNote::new(kind::MEMBER_UPDATE, m.user_id.0).with(d));
@@ -317,8 +317,8 @@ fn overwrites(st: &State, old: &ChannelRecord, new: &ChannelRecord, out: &mut Ve
 
 /// Who receives GUILD_AUDIT_LOG_ENTRY_CREATE: members who may read the log.
 pub(crate) fn reads_log(st: &State, user: UserId) -> bool {
-    st.members.get(&user).is_some_and(|(m, _)| {
-        let bits = node::perm::base(st.guild.id, st.guild.owner_id, &st.roles, m);
+    st.members.get(&user).is_some_and(|m| {
+        let bits = node::perm::base(st.guild.id, st.guild.owner_id, &st.roles, &m);
         bits & (permission::VIEW_AUDIT_LOG | permission::ADMINISTRATOR) != 0
     })
 }

@@ -9,6 +9,7 @@ mod fenced;
 mod interact;
 mod keys;
 pub mod list;
+pub mod members;
 pub mod names;
 mod ops;
 pub mod remote;

@@ -22,7 +22,9 @@ use protocol::model::permission;
 use protocol::{ChannelId, GuildId, UserId};
 use serde::Serialize;
 use serde_json::Value;
-use store::{ChannelRecord, MemberRecord, RoleRecord, UserRecord};
+use store::{ChannelRecord, RoleRecord};
+
+use crate::members::{MemberRef, Members};
 
 use fanout::{Dispatch, Sink};
 use node::presence::Presence;
@@ -78,7 +80,7 @@ pub struct View<'a> {
     pub guild: GuildId,
     pub owner: UserId,
     pub roles: &'a [RoleRecord],
-    pub members: &'a HashMap<UserId, (MemberRecord, Arc<UserRecord>)>,
+    pub members: &'a Members,
     pub online: &'a HashMap<UserId, Presence>,
 }
 
@@ -87,7 +89,7 @@ impl View<'_> {
         self.online.get(&u).map(|p| p.status).unwrap_or(Status::Offline)
     }
 
-    fn can_view(&self, m: &MemberRecord, c: &ChannelRecord) -> bool {
+    fn can_view(&self, m: &impl node::perm::MemberFacts, c: &ChannelRecord) -> bool {
         node::perm::can_view(self.guild, self.owner, self.roles, m, c)
     }
 }
@@ -101,14 +103,14 @@ pub fn lstatus(s: Status) -> LStatus {
     }
 }
 
-pub fn list_member(m: &MemberRecord, u: &UserRecord, status: Status) -> Member {
+pub fn list_member(m: MemberRef<'_>, status: Status) -> Member {
     Member {
-        user_id: u.id.0,
-        username: u.username.clone(),
-        global_name: u.global_name.clone(),
-        nick: m.nick.clone(),
+        user_id: m.id().0,
+        username: m.username().to_owned(),
+        global_name: m.global_name().map(str::to_owned),
+        nick: m.nick().map(str::to_owned),
         status: lstatus(status),
-        roles: m.roles.iter().map(|r| r.0).collect(),
+        roles: m.roles().iter().map(|r| r.0).collect(),
     }
 }
 
@@ -278,10 +280,10 @@ impl Lists {
 
     /// A member joined or changed (nick, roles): listed where it can view, removed elsewhere.
     pub fn member_changed(&mut self, view: &View, uid: UserId) {
-        let Some((m, u)) = view.members.get(&uid) else { return self.member_removed(view, uid) };
+        let Some(m) = view.members.get(&uid) else { return self.member_removed(view, uid) };
         for one in self.lists.values_mut() {
             let changes =
-                if view.can_view(m, &one.channel) { one.list.upsert(list_member(m, u, view.status(uid))) } else { one.list.remove(uid.0) };
+                if view.can_view(&m, &one.channel) { one.list.upsert(list_member(m, view.status(uid))) } else { one.list.remove(uid.0) };
             one.publish(view, &changes);
         }
     }
@@ -333,9 +335,9 @@ impl OneList {
     fn build(view: &View, id: Arc<str>, channel: ChannelRecord) -> OneList {
         let hoisted = hoisted(view.roles);
         let mut list = MemberList::new(hoisted.iter().copied());
-        for (uid, (m, u)) in view.members {
-            if view.can_view(m, &channel) {
-                list.upsert(list_member(m, u, view.status(*uid)));
+        for m in view.members.iter() {
+            if view.can_view(&m, &channel) {
+                list.upsert(list_member(m, view.status(m.id())));
             }
         }
         OneList { id, list, hoisted, channel, subs: HashMap::new() }
@@ -510,31 +512,31 @@ fn item_json<'a>(view: &View<'a>, item: &Item) -> ItemJson<'a> {
                 activities,
                 client_status: ClientStatusJson { desktop: (status != "offline").then_some(status) },
             };
-            let Some((m, u)) = view.members.get(&uid) else {
+            let Some(m) = view.members.get(&uid) else {
                 // Not reachable while the list mirrors the members map; render a stub.
                 return ItemJson::Group(GroupJson { id: format!("missing:{uid}"), count: 0 });
             };
             ItemJson::Member(MemberJson {
                 user: UserJson {
-                    id: u.id,
-                    username: &u.username,
-                    global_name: u.global_name.as_deref(),
+                    id: uid,
+                    username: m.username(),
+                    global_name: m.global_name(),
                     discriminator: "0",
-                    avatar: u.avatar.as_deref(),
-                    bot: u.bot,
-                    flags: u.flags,
-                    public_flags: u.flags,
+                    avatar: m.avatar(),
+                    bot: m.bot(),
+                    flags: m.user_flags(),
+                    public_flags: m.user_flags(),
                 },
-                nick: m.nick.as_deref(),
+                nick: m.nick(),
                 avatar: None,
-                roles: &m.roles,
-                joined_at: protocol::model::iso8601(m.joined_at),
+                roles: m.roles(),
+                joined_at: protocol::model::iso8601(m.joined_at()),
                 premium_since: None,
                 deaf: false,
                 mute: false,
-                flags: m.flags,
+                flags: m.flags(),
                 pending: false,
-                communication_disabled_until: node::convert::timeout(m),
+                communication_disabled_until: m.timeout().filter(|_| node::perm::timed_out(&m)).map(protocol::model::iso8601),
                 presence,
             })
         }
@@ -557,11 +559,11 @@ fn op_json<'a>(view: &View<'a>, op: &Op) -> OpJson<'a> {
 mod tests {
     use super::*;
     use protocol::gateway::Intents;
-    use store::OverwriteRecord;
+    use store::{MemberRecord, OverwriteRecord, UserRecord};
 
-    fn user(id: u64, name: &str) -> (UserId, (MemberRecord, Arc<UserRecord>)) {
+    fn user(id: u64, name: &str) -> (MemberRecord, UserRecord) {
         let u = UserRecord { id: UserId(id), username: name.into(), global_name: None, avatar: None, bot: false, flags: 0, created_at: 0 };
-        (UserId(id), (MemberRecord::joined(GuildId(1), UserId(id), 0), Arc::new(u)))
+        (MemberRecord::joined(GuildId(1), UserId(id), 0), u)
     }
 
     fn roles() -> Vec<RoleRecord> {
@@ -607,7 +609,7 @@ mod tests {
     #[test]
     fn update_json_has_discords_shape_and_restricted_lists_filter() {
         let g = GuildId(1);
-        let members: HashMap<_, _> = [user(5, "bob"), user(6, "amy")].into_iter().collect();
+        let members = Members::load(g, vec![user(5, "bob"), user(6, "amy")]);
         let online: HashMap<_, _> = [(UserId(6), Presence { status: Status::Idle, activities: vec![] })].into_iter().collect();
         let roles = roles();
         let view = View { guild: g, owner: UserId(99), roles: &roles, members: &members, online: &online };

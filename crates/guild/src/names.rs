@@ -10,15 +10,42 @@ use std::ops::Bound;
 use protocol::UserId;
 use store::{MemberRecord, UserRecord};
 
+use crate::members::MemberRef;
+
+/// A member as the index reads them: their id and the names they are
+/// found by (username, global name, nickname).
+pub trait Named {
+    fn id(&self) -> UserId;
+    fn names(&self) -> [Option<&str>; 3];
+}
+
+impl Named for (&MemberRecord, &UserRecord) {
+    fn id(&self) -> UserId {
+        self.1.id
+    }
+    fn names(&self) -> [Option<&str>; 3] {
+        [Some(self.1.username.as_str()), self.1.global_name.as_deref(), self.0.nick.as_deref()]
+    }
+}
+
+impl Named for MemberRef<'_> {
+    fn id(&self) -> UserId {
+        MemberRef::id(self)
+    }
+    fn names(&self) -> [Option<&str>; 3] {
+        [Some(self.username()), self.global_name(), self.nick()]
+    }
+}
+
 #[derive(Default)]
 pub struct Names {
     set: BTreeSet<(Box<str>, UserId)>,
 }
 
 /// The names a member is found by, lowercased, without repeats.
-fn keys(m: &MemberRecord, u: &UserRecord) -> impl Iterator<Item = Box<str>> {
+fn keys(m: &impl Named) -> impl Iterator<Item = Box<str>> {
     let mut out: Vec<Box<str>> = Vec::with_capacity(3);
-    for n in [Some(u.username.as_str()), u.global_name.as_deref(), m.nick.as_deref()].into_iter().flatten() {
+    for n in m.names().into_iter().flatten() {
         let k: Box<str> = n.to_lowercase().into();
         if !k.is_empty() && !out.contains(&k) {
             out.push(k);
@@ -28,24 +55,29 @@ fn keys(m: &MemberRecord, u: &UserRecord) -> impl Iterator<Item = Box<str>> {
 }
 
 impl Names {
-    pub fn build<'a>(members: impl Iterator<Item = (&'a MemberRecord, &'a UserRecord)>) -> Names {
+    pub fn build(members: impl Iterator<Item = impl Named>) -> Names {
         // Collected, then built in one go (sorted, then laid out), which is
         // several times faster than one insert at a time.
-        let keys: Vec<(Box<str>, UserId)> = members.flat_map(|(m, u)| keys(m, u).map(move |k| (k, u.id))).collect();
+        let keys: Vec<(Box<str>, UserId)> = members
+            .flat_map(|m| {
+                let id = m.id();
+                keys(&m).map(move |k| (k, id))
+            })
+            .collect();
         Names { set: keys.into_iter().collect() }
     }
 
     /// A member changed: `before` as the index has them (`None`: new),
     /// `after` as they are now (`None`: gone).
-    pub fn replace(&mut self, before: Option<(&MemberRecord, &UserRecord)>, after: Option<(&MemberRecord, &UserRecord)>) {
-        if let Some((m, u)) = before {
-            for k in keys(m, u) {
-                self.set.remove(&(k, u.id));
+    pub fn replace(&mut self, before: Option<impl Named>, after: Option<impl Named>) {
+        if let Some(m) = before {
+            for k in keys(&m) {
+                self.set.remove(&(k, m.id()));
             }
         }
-        if let Some((m, u)) = after {
-            for k in keys(m, u) {
-                self.set.insert((k, u.id));
+        if let Some(m) = after {
+            for k in keys(&m) {
+                self.set.insert((k, m.id()));
             }
         }
     }
@@ -110,7 +142,7 @@ mod tests {
         n.replace(Some((m3, u3)), Some((&renamed, u3)));
         assert_eq!(n.search("zed", 10), vec![UserId(3)]);
         assert!(n.search("bobb", 10).is_empty());
-        n.replace(Some((&renamed, u3)), None);
+        n.replace(Some((&renamed, u3)), None::<(&MemberRecord, &UserRecord)>);
         assert!(!n.search("al", 10).contains(&UserId(3)), "gone with the member");
     }
 }

@@ -128,8 +128,8 @@ impl State {
     /// MANAGE_THREADS).
     pub(crate) fn thread_bits(&self, t: &Thread, user: UserId) -> u64 {
         let Some(parent) = t.channel.parent_id.and_then(|p| self.channels.iter().find(|c| c.id == p)) else { return 0 };
-        let Some((m, _)) = self.members.get(&user) else { return 0 };
-        let bits = perm::in_channel(perm::base(self.guild.id, self.guild.owner_id, &self.roles, m), self.guild.id, m, parent);
+        let Some(m) = self.members.get(&user) else { return 0 };
+        let bits = perm::in_channel(perm::base(self.guild.id, self.guild.owner_id, &self.roles, &m), self.guild.id, &m, parent);
         if bits & permission::VIEW_CHANNEL == 0 {
             return 0;
         }
@@ -146,8 +146,8 @@ impl State {
             return Some(self.thread_bits(t, user));
         }
         let c = self.channels.iter().find(|c| c.id == channel)?;
-        let Some((m, _)) = self.members.get(&user) else { return Some(0) };
-        let bits = perm::in_channel(perm::base(self.guild.id, self.guild.owner_id, &self.roles, m), self.guild.id, m, c);
+        let Some(m) = self.members.get(&user) else { return Some(0) };
+        let bits = perm::in_channel(perm::base(self.guild.id, self.guild.owner_id, &self.roles, &m), self.guild.id, &m, c);
         Some(if bits & permission::VIEW_CHANNEL == 0 { 0 } else { bits })
     }
 
@@ -227,7 +227,7 @@ impl GuildActor {
         let gained = |u: UserId| {
             st.members
                 .get(&u)
-                .is_some_and(|(m, _)| !perm::can_view(g, owner, &st.roles, m, before) && perm::can_view(g, owner, &st.roles, m, after))
+                .is_some_and(|m| !perm::can_view(g, owner, &st.roles, &m, before) && perm::can_view(g, owner, &st.roles, &m, after))
         };
         let event = FanEvent::new("THREAD_LIST_SYNC", fanout::encode(&body), Filter::Intent(protocol::gateway::Intents::GUILDS));
         self.publish_to(event, &gained);

@@ -2,25 +2,47 @@
 //! guild-level bits, and the bits in a channel after its overwrites.
 
 use protocol::model::permission;
+use protocol::RoleId;
 use protocol::{GuildId, UserId};
 use store::{ChannelRecord, MemberRecord, OverwriteRecord, RoleRecord};
+
+/// What permission arithmetic reads of a member: a store record, or a
+/// guild actor's packed slot.
+pub trait MemberFacts {
+    fn user_id(&self) -> UserId;
+    fn roles(&self) -> &[RoleId];
+    /// Until when (ms) a timeout was set, if ever.
+    fn timeout_until(&self) -> Option<u64>;
+}
+
+impl MemberFacts for MemberRecord {
+    fn user_id(&self) -> UserId {
+        self.user_id
+    }
+    fn roles(&self) -> &[RoleId] {
+        &self.roles
+    }
+    fn timeout_until(&self) -> Option<u64> {
+        self.communication_disabled_until
+    }
+}
 
 /// What a timed-out member keeps, in the guild and in every channel
 /// whatever its overwrites: reading (Discord's rule).
 pub const TIMED_OUT_KEEPS: u64 = permission::VIEW_CHANNEL | permission::READ_MESSAGE_HISTORY;
 
 /// Whether `member` is in a timeout now.
-pub fn timed_out(member: &MemberRecord) -> bool {
-    member.communication_disabled_until.is_some_and(|t| t > crate::auth::now_ms())
+pub fn timed_out(member: &(impl MemberFacts + ?Sized)) -> bool {
+    member.timeout_until().is_some_and(|t| t > crate::auth::now_ms())
 }
 
 /// Guild-level bits: everything for the owner, else `@everyone` OR the
 /// member's roles; only reading during a timeout, unless ADMINISTRATOR.
-pub fn base(guild: GuildId, owner: UserId, roles: &[RoleRecord], member: &MemberRecord) -> u64 {
-    if owner == member.user_id {
+pub fn base(guild: GuildId, owner: UserId, roles: &[RoleRecord], member: &(impl MemberFacts + ?Sized)) -> u64 {
+    if owner == member.user_id() {
         return permission::ALL;
     }
-    let bits = roles.iter().filter(|r| r.id.0 == guild.0 || member.roles.contains(&r.id)).fold(0, |acc, r| acc | r.permissions);
+    let bits = roles.iter().filter(|r| r.id.0 == guild.0 || member.roles().contains(&r.id)).fold(0, |acc, r| acc | r.permissions);
     if bits & permission::ADMINISTRATOR == 0 && timed_out(member) {
         return bits & TIMED_OUT_KEEPS;
     }
@@ -30,7 +52,7 @@ pub fn base(guild: GuildId, owner: UserId, roles: &[RoleRecord], member: &Member
 /// Bits in channel `c` for a member with guild-level `base`: Discord's order,
 /// `@everyone` overwrite, then the member's roles' overwrites together, then
 /// the member's own overwrite.
-pub fn in_channel(base: u64, guild: GuildId, member: &MemberRecord, c: &ChannelRecord) -> u64 {
+pub fn in_channel(base: u64, guild: GuildId, member: &(impl MemberFacts + ?Sized), c: &ChannelRecord) -> u64 {
     if base & permission::ADMINISTRATOR != 0 {
         return permission::ALL;
     }
@@ -40,12 +62,12 @@ pub fn in_channel(base: u64, guild: GuildId, member: &MemberRecord, c: &ChannelR
         p = apply(p, o);
     }
     let (mut allow, mut deny) = (0, 0);
-    for o in c.overwrites.iter().filter(|o| o.kind == 0 && member.roles.iter().any(|r| r.0 == o.id)) {
+    for o in c.overwrites.iter().filter(|o| o.kind == 0 && member.roles().iter().any(|r| r.0 == o.id)) {
         allow |= o.allow;
         deny |= o.deny;
     }
     p = (p & !deny) | allow;
-    if let Some(o) = c.overwrites.iter().find(|o| o.kind == 1 && o.id == member.user_id.0) {
+    if let Some(o) = c.overwrites.iter().find(|o| o.kind == 1 && o.id == member.user_id().0) {
         p = apply(p, o);
     }
     if timed_out(member) {
@@ -55,7 +77,7 @@ pub fn in_channel(base: u64, guild: GuildId, member: &MemberRecord, c: &ChannelR
 }
 
 /// Whether a member may see channel `c`.
-pub fn can_view(guild: GuildId, owner: UserId, roles: &[RoleRecord], member: &MemberRecord, c: &ChannelRecord) -> bool {
+pub fn can_view(guild: GuildId, owner: UserId, roles: &[RoleRecord], member: &(impl MemberFacts + ?Sized), c: &ChannelRecord) -> bool {
     in_channel(base(guild, owner, roles, member), guild, member, c) & permission::VIEW_CHANNEL != 0
 }
 

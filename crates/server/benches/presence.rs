@@ -4,13 +4,13 @@
 //! the push to the subscriber's session (no socket: into its replay buffer).
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use protocol::gateway::{Intents, Status};
 use protocol::{GuildId, UserId};
 use server::gateway::SessionHandle;
 use server::guild::list::{Lists, View};
+use server::guild::members::Members;
 use server::presence::Presence;
 use store::{MemberRecord, UserRecord};
 
@@ -18,7 +18,7 @@ const MEMBERS: u64 = 1_000_000;
 
 fn bench(c: &mut Criterion) {
     let guild = GuildId(1);
-    let mut members = HashMap::with_capacity(MEMBERS as usize);
+    let mut members = Members::new(guild);
     for n in 0..MEMBERS {
         let u = UserRecord {
             id: UserId(10 + n),
@@ -30,7 +30,7 @@ fn bench(c: &mut Criterion) {
             created_at: 0,
         };
         let m = MemberRecord::joined(guild, u.id, 0);
-        members.insert(u.id, (m, Arc::new(u)));
+        members.insert(&m, &u);
     }
     let mut online: HashMap<UserId, Presence> = HashMap::new();
     // 10% online, so both groups are large.

@@ -40,7 +40,7 @@ fn sees(sight: &Sight, channel: ChannelId, user: &UserId) -> bool {
 
 impl State {
     fn can_view(&self, user: &UserId, c: &ChannelRecord) -> bool {
-        self.members.get(user).is_some_and(|(m, _)| perm::can_view(self.guild.id, self.guild.owner_id, &self.roles, m, c))
+        self.members.get(user).is_some_and(|m| perm::can_view(self.guild.id, self.guild.owner_id, &self.roles, &m, c))
     }
 
     /// Roles in Discord's order: by position, ties by id.
@@ -206,9 +206,7 @@ impl GuildActor {
         let users = self.subscribed_users();
         let before = self.sight(st, &users);
         st.roles.retain(|r| r.id != role);
-        for (m, _) in st.members.values_mut() {
-            m.roles.retain(|r| *r != role);
-        }
+        st.members.remove_role(role);
         for c in &channels {
             if let Some(old) = st.channels.iter_mut().find(|x| x.id == c.id) {
                 *old = c.clone();
@@ -235,7 +233,7 @@ impl GuildActor {
     fn ban_event(&mut self, st: &State, name: &'static str, user: &UserRecord) {
         let body = encode(&json!({ "guild_id": self.id, "user": convert::user(user) }));
         let (gid, owner) = (self.id, st.guild.owner_id);
-        let moderator = |u: UserId| st.members.get(&u).is_some_and(|(m, _)| perm::base(gid, owner, &st.roles, m) & SEES_BANS != 0);
+        let moderator = |u: UserId| st.members.get(&u).is_some_and(|m| perm::base(gid, owner, &st.roles, &m) & SEES_BANS != 0);
         self.publish_to(FanEvent::new(name, body, Filter::Intent(Intents::GUILD_MODERATION)), &moderator);
     }
 

@@ -20,9 +20,9 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: BanAction)
             if target.id == st.guild.owner_id || target.id == user {
                 return Err(missing_permissions());
             }
-            let member = st.members.get(&target.id).map(|(m, _)| m);
+            let member = st.members.get(&target.id);
             if let Some(m) = member {
-                caller.outranks(st, m)?;
+                caller.outranks(st, &m)?;
             }
             if st.bans.contains(&target.id) {
                 return Ok(Plan::now(|_, _| OpReply::no_content()));

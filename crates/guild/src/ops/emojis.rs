@@ -35,7 +35,7 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: EmojiActio
             if st.emojis.iter().filter(|x| x.animated == e.animated).count() >= MAX_EMOJIS {
                 return Err(OpReply::error(StatusCode::BAD_REQUEST, ErrorCode::MaxEmojis));
             }
-            let creator = (**caller.user).clone();
+            let creator = (*caller.user).clone();
             Ok(Plan::new(vec![Change::CreateEmoji(e.clone())], move |a, st, _| {
                 let body = emoji::full(&e, Some(&creator));
                 st.emojis.push(e);
@@ -54,8 +54,8 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: EmojiActio
                 if gone(rows) {
                     return OpReply::not_found(ErrorCode::UnknownEmoji);
                 }
-                let creator = e.creator_id.and_then(|c| st.members.get(&c)).map(|(_, u)| u.clone());
-                let body = emoji::full(&e, creator.as_deref());
+                let creator = e.creator_id.and_then(|c| st.members.get(&c)).map(|m| m.user());
+                let body = emoji::full(&e, creator.as_ref());
                 if let Some(old) = st.emojis.iter_mut().find(|x| x.id == e.id) {
                     *old = e;
                 }

@@ -65,15 +65,15 @@ impl Venue for GuildActor {
             return Err(super::missing_permissions());
         }
         // The bot must be in the guild to be asked.
-        let Some((bot_member, bot_user)) = st.members.get(&inv.bot) else {
+        let Some(bot_member) = st.members.get(&inv.bot) else {
             return Err(OpReply::not_found(ErrorCode::UnknownApplication));
         };
         let app_bits = {
-            let base = node::perm::base(st.guild.id, st.guild.owner_id, &st.roles, bot_member);
-            node::perm::in_channel(base, st.guild.id, bot_member, c)
+            let base = node::perm::base(st.guild.id, st.guild.owner_id, &st.roles, &bot_member);
+            node::perm::in_channel(base, st.guild.id, &bot_member, c)
         };
         let gid = st.guild.id;
-        let mut member = serde_json::to_value(convert::member(caller.member, Some(caller.user))).unwrap_or(Value::Null);
+        let mut member = serde_json::to_value(convert::member(&caller.member, Some(&caller.user))).unwrap_or(Value::Null);
         member["permissions"] = json!(bits.to_string());
         // Built in place: `json!` would copy the member and channel values.
         let mut fields = Map::new();
@@ -86,8 +86,8 @@ impl Venue for GuildActor {
         // GUILD
         fields.insert("context".into(), json!(0));
         Ok(Admitted {
-            bot: bot_user.clone(),
-            invoker: (**caller.user).clone(),
+            bot: std::sync::Arc::new(bot_member.user()),
+            invoker: (*caller.user).clone(),
             fields,
             // GUILD_INSTALL: this guild.
             owners: json!({"0": gid}),
@@ -99,9 +99,9 @@ impl Venue for GuildActor {
         let m = &inv.mentions;
         let (mut users, mut members, mut roles, mut channels) = (Map::new(), Map::new(), Map::new(), Map::new());
         let mut add_user = |id: UserId| {
-            if let Some((mem, u)) = st.members.get(&id) {
-                users.insert(id.to_string(), serde_json::to_value(convert::user(u)).unwrap_or(Value::Null));
-                let mut mv = serde_json::to_value(convert::member(mem, None)).unwrap_or(Value::Null);
+            if let Some(mem) = st.members.get(&id) {
+                users.insert(id.to_string(), serde_json::to_value(convert::user(&mem.user())).unwrap_or(Value::Null));
+                let mut mv = serde_json::to_value(mem.model(false)).unwrap_or(Value::Null);
                 if let Some(o) = mv.as_object_mut() {
                     o.remove("user");
                 }
@@ -140,7 +140,7 @@ impl Venue for GuildActor {
     }
 
     fn bot_member(st: &State, bot: UserId) -> Option<model::Member> {
-        st.members.get(&bot).map(|(m, _)| convert::member(m, None))
+        st.members.get(&bot).map(|m| m.model(false))
     }
 
     /// To every session of `user` subscribed to this guild, on any node.

@@ -54,25 +54,26 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MemberActi
         }
         MemberAction::Modify { user: target, nick, roles, timeout } => {
             let caller = st.caller(user)?;
-            let (current, target_user) = st.members.get(&target).ok_or_else(|| OpReply::not_found(ErrorCode::UnknownMember))?;
+            let found = st.members.get(&target).ok_or_else(|| OpReply::not_found(ErrorCode::UnknownMember))?;
+            let (current, target_user) = (found.record(), found.user());
             if nick.is_set() {
                 if target == user {
                     caller.require_any(permission::CHANGE_NICKNAME | permission::MANAGE_NICKNAMES)?;
                 } else {
                     caller.require(permission::MANAGE_NICKNAMES)?;
-                    caller.outranks(st, current)?;
+                    caller.outranks(st, &current)?;
                 }
             }
             if timeout.is_set() {
                 caller.require(permission::MODERATE_MEMBERS)?;
                 // Never the owner or an administrator (Discord's 403).
                 if target == st.guild.owner_id
-                    || node::perm::base(st.guild.id, st.guild.owner_id, &st.roles, current) & permission::ADMINISTRATOR != 0
+                    || node::perm::base(st.guild.id, st.guild.owner_id, &st.roles, &current) & permission::ADMINISTRATOR != 0
                 {
                     return Err(missing_permissions());
                 }
                 if target != user {
-                    caller.outranks(st, current)?;
+                    caller.outranks(st, &current)?;
                 }
             }
             let mut m = current.clone();
@@ -94,7 +95,6 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MemberActi
             if m.roles != current.roles {
                 super::roles::check_new_roles(st, &caller, &current.roles, &m.roles)?;
             }
-            let target_user = target_user.clone();
             Ok(Plan::new(vec![Change::UpdateMember(m.clone())], move |a, st, rows| {
                 if gone(rows) {
                     return OpReply::not_found(ErrorCode::UnknownMember);
@@ -111,8 +111,8 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MemberActi
             if target == st.guild.owner_id {
                 return Err(missing_permissions());
             }
-            let (m, _) = st.members.get(&target).ok_or_else(|| OpReply::not_found(ErrorCode::UnknownMember))?;
-            caller.outranks(st, m)?;
+            let m = st.members.get(&target).ok_or_else(|| OpReply::not_found(ErrorCode::UnknownMember))?;
+            caller.outranks(st, &m)?;
             Ok(remove(st, target))
         }
         MemberAction::Leave => {
@@ -133,7 +133,7 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MemberActi
                 return Err(OpReply::field("limit", "NUMBER_TYPE_MAX", &format!("Must be between 1 and {SEARCH_MAX}.")));
             }
             let found = st.search_members(&query, limit as usize);
-            let body: Vec<_> = found.iter().map(|(m, u)| convert::member(m, Some(u))).collect();
+            let body: Vec<_> = found.iter().map(|m| m.model(true)).collect();
             let reply = ok(&body);
             Ok(Plan::now(move |_, _| reply))
         }

@@ -45,7 +45,7 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MessageAct
             let (mentions, mention_members) = st.mentioned(&rec.mentions);
             rec.mentions = mentions.iter().map(|u| u.id).collect();
             let author = caller.user.clone();
-            let member = convert::member(caller.member, None);
+            let member = convert::member(&caller.member, None);
             Ok(Plan::new(vec![Change::UpdateMessage(rec.clone())], move |a, st, rows| {
                 if gone(rows) {
                     return OpReply::not_found(ErrorCode::UnknownMessage);

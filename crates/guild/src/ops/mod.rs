@@ -66,8 +66,10 @@ pub(super) fn plan(a: &GuildActor, st: &State, user: UserId, action: Action) -> 
 
 /// A member asking for something, with their guild-level permissions.
 pub(super) struct Caller<'a> {
-    pub member: &'a MemberRecord,
-    pub user: &'a std::sync::Arc<UserRecord>,
+    pub member: MemberRecord,
+    pub user: std::sync::Arc<UserRecord>,
+    /// Borrowed from the state the caller was found in.
+    pub _state: std::marker::PhantomData<&'a ()>,
     /// Guild-level bits (everything for the owner).
     pub base: u64,
     pub owner: bool,
@@ -76,11 +78,12 @@ pub(super) struct Caller<'a> {
 impl State {
     /// `user` as a member: 403 50001 if they are not one.
     pub(super) fn caller(&self, user: UserId) -> Result<Caller<'_>, OpReply> {
-        let (member, u) = self.members.get(&user).ok_or_else(|| OpReply::forbidden(ErrorCode::MissingAccess))?;
+        let m = self.members.get(&user).ok_or_else(|| OpReply::forbidden(ErrorCode::MissingAccess))?;
         Ok(Caller {
-            member,
-            user: u,
-            base: perm::base(self.guild.id, self.guild.owner_id, &self.roles, member),
+            member: m.record(),
+            user: std::sync::Arc::new(m.user()),
+            _state: std::marker::PhantomData,
+            base: perm::base(self.guild.id, self.guild.owner_id, &self.roles, &m),
             owner: self.guild.owner_id == user,
         })
     }
@@ -117,7 +120,7 @@ impl Caller<'_> {
 
     /// The caller's bits in channel `c`: 403 50001 if they may not see it.
     pub fn view(&self, st: &State, c: &ChannelRecord) -> Result<u64, OpReply> {
-        let bits = perm::in_channel(self.base, st.guild.id, self.member, c);
+        let bits = perm::in_channel(self.base, st.guild.id, &self.member, c);
         if bits & permission::VIEW_CHANNEL == 0 {
             return Err(OpReply::forbidden(ErrorCode::MissingAccess));
         }

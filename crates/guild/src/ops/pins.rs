@@ -75,7 +75,7 @@ pub(super) fn plan(a: &GuildActor, st: &State, user: UserId, action: PinAction) 
                 reference: Some(json!({ "type": 0, "message_id": message, "channel_id": channel, "guild_id": gid })),
                 extra: json!({}),
             };
-            let (author, member) = (caller.user.clone(), convert::member(caller.member, None));
+            let (author, member) = (caller.user.clone(), convert::member(&caller.member, None));
             let changes = vec![
                 Change::PinMessage { channel, message, at, max: MAX_PINS },
                 Change::PinNotice { message: rec.clone(), pinned: message, at },

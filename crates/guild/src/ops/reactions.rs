@@ -44,7 +44,7 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: ReactionAc
                 usable(st, &caller, bits, id, custom.as_deref())?;
             }
             let reaction = ReactionRecord { message_id: message, emoji: emoji.clone(), user_id: user, created_at: now_ms() };
-            let member = convert::member(caller.member, Some(&**caller.user));
+            let member = convert::member(&caller.member, Some(&*caller.user));
             Ok(Plan::new(vec![Change::AddReaction { reaction, max_emojis: MAX_REACTION_EMOJIS }], move |a, st, rows| {
                 // Not added: it raced another add of the same reaction, the
                 // message's deletion or its 20th emoji.

@@ -9,12 +9,13 @@
 //! only permissions they have. ADMINISTRATOR grants every permission but
 //! not rank; only the owner is above the hierarchy.
 
+use node::perm::MemberFacts;
 use std::cmp::Reverse;
 
 use axum::http::StatusCode;
 use protocol::model::permission;
 use protocol::{ErrorCode, RoleId, UserId};
-use store::{Change, ChannelRecord, MemberRecord, OverwriteRecord, RoleRecord};
+use store::{Change, ChannelRecord, OverwriteRecord, RoleRecord};
 
 use super::{gone, missing_permissions, ok, Caller, Decided, Plan};
 use crate::actor::{GuildActor, State};
@@ -46,10 +47,10 @@ impl State {
     }
 
     /// A member's highest role (`@everyone` if they have no other).
-    pub(super) fn top(&self, m: &MemberRecord) -> Rank {
+    pub(super) fn top(&self, m: &impl MemberFacts) -> Rank {
         self.roles
             .iter()
-            .filter(|r| self.is_everyone(r.id) || m.roles.contains(&r.id))
+            .filter(|r| self.is_everyone(r.id) || m.roles().contains(&r.id))
             .map(rank)
             .max()
             .unwrap_or((0, Reverse(self.guild.id.0)))
@@ -59,7 +60,7 @@ impl State {
 impl Caller<'_> {
     /// The owner, or a highest role above `r`: else 403 50013.
     pub(super) fn above(&self, st: &State, r: Rank) -> Result<(), OpReply> {
-        if self.owner || st.top(self.member) > r {
+        if self.owner || st.top(&self.member) > r {
             Ok(())
         } else {
             Err(missing_permissions())
@@ -68,8 +69,8 @@ impl Caller<'_> {
 
     /// May act on `target` (kick, ban, nickname): the owner, or ranked above
     /// them; nobody but the owner acts on the owner.
-    pub(super) fn outranks(&self, st: &State, target: &MemberRecord) -> Result<(), OpReply> {
-        if target.user_id == st.guild.owner_id && !self.owner {
+    pub(super) fn outranks(&self, st: &State, target: &impl MemberFacts) -> Result<(), OpReply> {
+        if target.user_id() == st.guild.owner_id && !self.owner {
             return Err(missing_permissions());
         }
         self.above(st, st.top(target))
@@ -223,11 +224,11 @@ fn member_role(st: &State, caller: &Caller, target: UserId, role: RoleId, add: b
     if r.bot_id.is_some() {
         return Err(OpReply::error(StatusCode::BAD_REQUEST, ErrorCode::InvalidRole));
     }
-    let (m, _) = st.members.get(&target).ok_or_else(|| OpReply::not_found(ErrorCode::UnknownMember))?;
-    if st.is_everyone(role) || m.roles.contains(&role) == add {
+    let m = st.members.get(&target).ok_or_else(|| OpReply::not_found(ErrorCode::UnknownMember))?;
+    if st.is_everyone(role) || m.roles().contains(&role) == add {
         return Ok(Plan::now(|_, _| OpReply::no_content()));
     }
-    let mut m = m.clone();
+    let mut m = m.record();
     if add {
         m.roles.push(role);
     } else {
@@ -287,7 +288,7 @@ pub(super) fn check_overwrite_bits(
         return Ok(());
     }
     let have = match c.parent_id.and_then(|p| st.channels.iter().find(|x| x.id == p)) {
-        Some(parent) => node::perm::in_channel(caller.base, st.guild.id, caller.member, parent),
+        Some(parent) => node::perm::in_channel(caller.base, st.guild.id, &caller.member, parent),
         None => caller.base,
     };
     caller.may_grant(changed, have)

@@ -14,7 +14,6 @@ use super::{gone, missing_permissions, ok, Decided, Plan};
 use crate::actor::{GuildActor, State};
 use crate::threads::{member_json, Thread};
 use node::auth::now_ms;
-use node::convert;
 use node::route::threads::{ThreadAction, ThreadPatch};
 use node::route::{OpReply, PostReply, ReplyTo};
 
@@ -114,8 +113,8 @@ pub(super) fn plan(a: &GuildActor, st: &State, user: UserId, action: ThreadActio
             let render = |m: &ThreadMemberRecord| {
                 let mut v = member_json(m);
                 if with_member {
-                    if let Some((gm, u)) = st.members.get(&m.user_id) {
-                        v["member"] = json!(convert::member(gm, Some(u)));
+                    if let Some(gm) = st.members.get(&m.user_id) {
+                        v["member"] = json!(gm.model(true));
                     }
                 }
                 v
@@ -273,8 +272,8 @@ fn members_update(a: &mut GuildActor, st: &State, thread: ChannelId, added: Opti
     let who = match (added, removed) {
         (Some(m), _) => {
             let mut v = member_json(m);
-            if let Some((gm, u)) = st.members.get(&m.user_id) {
-                v["member"] = json!(convert::member(gm, Some(u)));
+            if let Some(gm) = st.members.get(&m.user_id) {
+                v["member"] = json!(gm.model(true));
             }
             body["added_members"] = json!([v]);
             m.user_id
