@@ -170,9 +170,9 @@ impl GuildActor {
                     }
                     // This node's sessions; other nodes' come with their
                     // sessions' subscriptions and presence updates.
-                    let uids: Vec<UserId> = state.members.ids().collect();
-                    for uid in uids {
-                        let shown = state.presences.report(uid, node.id.0, node.presences.get(uid));
+                    let here = node.presences.online_among(state.members.len(), state.members.ids(), |u| state.members.contains_key(&u));
+                    for (uid, p) in here {
+                        let shown = state.presences.report(uid, node.id.0, p);
                         if shown.status != Status::Offline {
                             state.online.insert(uid, shown);
                         }

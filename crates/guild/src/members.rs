@@ -226,14 +226,15 @@ impl Members {
             names: None,
         };
         let (names, user_len, global_len, mut bits) = pack(u, &mut extra);
+        let at = self.position(u.id);
         if !extra.is_empty() {
             bits |= HAS_EXTRA;
             self.extra.insert(u.id, extra);
-        } else {
+        } else if at.is_some_and(|i| self.slots[i].bits & HAS_EXTRA != 0) {
             self.extra.remove(&u.id);
         }
         let slot = Slot { id: u.id, joined_at: m.joined_at, created_at: u.created_at, names, roles, bits, user_len, global_len };
-        match self.position(u.id) {
+        match at {
             Some(i) => {
                 let old = std::mem::replace(&mut self.slots[i], slot);
                 self.roles.release(old.roles);

@@ -50,11 +50,18 @@ pub(super) async fn load(db: Pool<'_>, ids: &[GuildId]) -> Result<Vec<GuildSnaps
     let roles: Vec<RoleRow> = query(q).bind(&ids[..]).fetch_all(db).await?;
     let q = format!("SELECT {CHANNEL_COLS} FROM channels WHERE guild_id {in_ids} ORDER BY guild_id, position, id");
     let channels: Vec<ChannelRow> = query(q).bind(&ids[..]).fetch_all(db).await?;
+    // SQLite aggregates in the order it reads the members' primary key
+    // (guild, user): an ORDER BY in the aggregate would sort them again in
+    // a temporary b-tree, 0.9 of a million-member guild's 1.6 s. The order
+    // is checked below, where it costs nothing when it holds. Most members
+    // have no roles: `json_array()` for those skips parsing `'[]'` again
+    // (0.9 -> 0.75 s for a million members).
     let members = match db.dialect() {
         Dialect::Sqlite => {
-            "json_group_array(json_array(m.user_id, m.nick, json(m.roles), m.joined_at, m.flags,
+            "json_group_array(json_array(m.user_id, m.nick,
+                                         CASE m.roles WHEN '[]' THEN json_array() ELSE json(m.roles) END, m.joined_at, m.flags,
                                          u.username, u.global_name, u.avatar, u.bot, u.flags, u.created_at,
-                                         m.communication_disabled_until) ORDER BY m.user_id)"
+                                         m.communication_disabled_until))"
         }
         Dialect::Postgres => {
             "json_agg(json_build_array(m.user_id, m.nick, m.roles::json, m.joined_at, m.flags,
@@ -87,7 +94,11 @@ pub(super) async fn load(db: Pool<'_>, ids: &[GuildId]) -> Result<Vec<GuildSnaps
         let Some(&n) = index.get(&g) else { continue };
         let rows: Vec<MemberJson> = serde_json::from_str(&json)?;
         let guild_id = snaps[n].guild.id;
-        snaps[n].members = rows.into_iter().map(|m| m.into_records(guild_id)).collect();
+        let mut members: Vec<_> = rows.into_iter().map(|m| m.into_records(guild_id)).collect();
+        if !members.is_sorted_by_key(|(m, _)| m.user_id) {
+            members.sort_unstable_by_key(|(m, _)| m.user_id);
+        }
+        snaps[n].members = members;
     }
     for e in emojis {
         if let Some(&n) = index.get(&e.guild_id) {

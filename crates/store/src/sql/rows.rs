@@ -229,12 +229,30 @@ pub(crate) struct MemberJson(
 );
 
 /// A flag in JSON: `true`/`false` from PostgreSQL, 1/0 from SQLite (which
-/// stores booleans as integers).
-#[derive(serde::Deserialize)]
-#[serde(untagged)]
-enum JsonBool {
-    Bool(bool),
-    Int(i64),
+/// stores booleans as integers). Read by hand: serde's untagged enums
+/// buffer each value first, a tenth of a million-member guild's load.
+struct JsonBool(bool);
+
+impl<'de> serde::Deserialize<'de> for JsonBool {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = JsonBool;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a boolean or an integer")
+            }
+            fn visit_bool<E>(self, b: bool) -> std::result::Result<JsonBool, E> {
+                Ok(JsonBool(b))
+            }
+            fn visit_i64<E>(self, n: i64) -> std::result::Result<JsonBool, E> {
+                Ok(JsonBool(n != 0))
+            }
+            fn visit_u64<E>(self, n: u64) -> std::result::Result<JsonBool, E> {
+                Ok(JsonBool(n != 0))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 impl MemberJson {
@@ -250,10 +268,7 @@ impl MemberJson {
             flags: mflags as u64,
             communication_disabled_until: until.map(|t| t as u64),
         };
-        let bot = match bot {
-            JsonBool::Bool(b) => b,
-            JsonBool::Int(n) => n != 0,
-        };
+        let JsonBool(bot) = bot;
         let user = UserRecord { id: user_id, username, global_name, avatar, bot, flags: flags as u64, created_at: created_at as u64 };
         (member, user)
     }
