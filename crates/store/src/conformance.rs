@@ -96,6 +96,7 @@ pub async fn run_all(s: &dyn Store) {
     accounts::run(s).await;
     bulk(s).await;
     batched_guild_loads(s).await;
+    large_guild_loads(s).await;
 }
 
 async fn bulk(s: &dyn Store) {
@@ -128,6 +129,55 @@ async fn bulk(s: &dyn Store) {
     found.sort_by_key(|(_, w)| w.user.id);
     let got: Vec<_> = found.into_iter().map(|(h, w)| (h, w.user.id, w.guilds, w.application)).collect();
     assert_eq!(got, vec![(a, UserId(10_000), vec![GuildId(9_000)], None), (b, UserId(10_001), vec![GuildId(9_000)], None)]);
+}
+
+/// A guild read range by range (more members than one statement of the
+/// load reads; exactly two ranges' worth, so the last range is empty)
+/// loads whole and in order, beside a small guild in the same batch.
+async fn large_guild_loads(s: &dyn Store) {
+    const N: u64 = 2 * crate::sql::MEMBER_RANGE as u64;
+    let g = GuildId(9_001);
+    let users: Vec<UserRecord> = (0..N)
+        .map(|n| UserRecord {
+            global_name: (n % 7 == 0).then(|| format!("Größe {n}")),
+            ..user(100_000 + n, &format!("big{n}"), n % 1000 == 1)
+        })
+        .collect();
+    let members: Vec<MemberRecord> = users
+        .iter()
+        .enumerate()
+        .map(|(n, u)| MemberRecord {
+            nick: (n % 1000 == 3).then(|| format!("nick {n}")),
+            roles: if n % 500 == 0 { vec![RoleId(90_011), RoleId(90_012)] } else { vec![] },
+            communication_disabled_until: (n % 999 == 0).then_some(1_900_000_000_000 + n as u64),
+            ..MemberRecord::joined(g, u.id, 1_000 + n as u64)
+        })
+        .collect();
+    let guild = GuildRecord {
+        id: g,
+        name: "large".into(),
+        icon: None,
+        description: None,
+        owner_id: users[0].id,
+        system_channel_id: None,
+        created_at: 1,
+    };
+    s.bulk_load(&BulkLoad {
+        users: users.clone(),
+        tokens: vec![],
+        // Inserted last user first: the load orders them.
+        guilds: vec![NewGuild { guild, roles: vec![], channels: vec![], members: members.iter().rev().cloned().collect() }],
+        messages: vec![],
+    })
+    .await
+    .unwrap();
+    let want: Vec<(MemberRecord, UserRecord)> = members.into_iter().zip(users).collect();
+    let mut got = s.load_guilds(&[GuildId(9_000), g]).await.unwrap();
+    got.sort_by_key(|s| s.guild.id);
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].members.len(), 5000, "the small guild of the batch loads whole");
+    assert_eq!(got[1].members.len(), want.len(), "every member of the large guild loads");
+    assert!(got[1].members == want, "the large guild's members load as stored, in user id order");
 }
 
 /// `load_guilds` returns, for each guild that exists, exactly what was

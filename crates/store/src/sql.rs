@@ -39,6 +39,7 @@ pub(crate) mod rows;
 mod store;
 mod threads;
 
+pub(crate) use guilds::MEMBER_RANGE;
 pub(crate) use query::{i, query, On};
 
 /// What a backend gives the SQL written once: its pools, and the methods
@@ -77,6 +78,14 @@ impl Dialect {
         }
     }
 
+    /// The list bound as `param` ([`Arg::Ids`]) as rows of one column, `id`.
+    pub(crate) fn each_id(self, param: &str) -> String {
+        match self {
+            Dialect::Sqlite => format!("SELECT value AS id FROM json_each({param})"),
+            Dialect::Postgres => format!("SELECT unnest({param}::bigint[]) AS id"),
+        }
+    }
+
     /// A human account, in the words of each backend's partial index on
     /// usernames: a planner uses a partial index only for a condition it
     /// can match against the index's own.
@@ -111,6 +120,15 @@ impl Pool<'_> {
         Ok(match self {
             Pool::Sqlite(p) => Tx::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?),
             Pool::Postgres(p) => Tx::Postgres(p.begin().await?),
+        })
+    }
+
+    /// A read-only transaction: its statements see one snapshot, on one
+    /// connection. Rolled back when done.
+    pub(crate) async fn snapshot(self) -> Result<Tx> {
+        Ok(match self {
+            Pool::Sqlite(p) => Tx::Sqlite(p.begin_with("BEGIN DEFERRED").await?),
+            Pool::Postgres(p) => Tx::Postgres(p.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?),
         })
     }
 }

@@ -175,10 +175,7 @@ impl<B: Backend> CommunityStore for B {
             return Ok(());
         }
         let mut tx = self.writer().begin().await?;
-        let each = match tx.dialect() {
-            Dialect::Sqlite => "SELECT value AS id FROM json_each($1)",
-            Dialect::Postgres => "SELECT unnest($1::bigint[]) AS id",
-        };
+        let each = tx.dialect().each_id("$1");
         for w in writes {
             match w {
                 // The channel must still exist (a row of a deleted channel
