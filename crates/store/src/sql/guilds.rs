@@ -137,14 +137,16 @@ async fn members(db: Pool<'_>, ids: &[i64]) -> Result<Vec<(i64, Vec<(MemberRecor
 /// parsed.
 async fn large_members(tx: &mut Tx, guild: i64, first: i64) -> Result<Vec<(MemberRecord, UserRecord)>> {
     let mut ends = vec![first];
-    while let Some(end) = query("SELECT user_id FROM members WHERE guild_id = $1 AND user_id > $2 ORDER BY user_id LIMIT 1 OFFSET $3")
+    let mut last = first;
+    while let Some((end,)) = query("SELECT user_id FROM members WHERE guild_id = $1 AND user_id > $2 ORDER BY user_id LIMIT 1 OFFSET $3")
         .bind(guild)
-        .bind(*ends.last().unwrap_or(&first))
+        .bind(last)
         .bind(MEMBER_RANGE - 1)
         .fetch_optional::<(i64,)>(&mut *tx)
         .await?
     {
-        ends.push(end.0);
+        ends.push(end);
+        last = end;
     }
     ends.push(i64::MAX);
     let q = format!(
