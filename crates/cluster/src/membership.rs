@@ -124,6 +124,12 @@ pub(crate) async fn membership(
     let mut tick = tokio::time::interval(Duration::from_millis(cc.heartbeat_ms.max(10)));
     let beat = serde_json::to_vec(&Heartbeat { node: me, url: node.config.gateway_url() }).expect("heartbeat encodes");
     let mut live: Vec<u64> = Vec::new();
+    // Since when this node's own connections are down (while the client
+    // moves to another NATS server): within `grace` the ring stays, so a
+    // reconnection of a millisecond neither stops this node's actors (and
+    // loses their subscribers on other nodes) nor fails a send.
+    let grace = Duration::from_millis(cc.disconnect_grace_ms);
+    let mut cut_since: Option<Instant> = None;
     loop {
         tokio::select! {
             _ = node.shutdown.cancelled() => break,
@@ -148,6 +154,8 @@ pub(crate) async fn membership(
         }
         let connected = [&main, &client].iter().all(|c| matches!(c.connection_state(), async_nats::connection::State::Connected));
         let now = Instant::now();
+        cut_since = if connected { None } else { cut_since.or(Some(now)) };
+        let on_bus = cut_since.is_none_or(|t| now.duration_since(t) < grace);
         seen.retain(|_, t| now.duration_since(*t) < timeout);
         if let (Some(after), true) = (probe_after, connected) {
             for (&n, &last) in seen.iter().filter(|(&n, &t)| n != me && now.duration_since(t) >= after) {
@@ -164,7 +172,13 @@ pub(crate) async fn membership(
             }
             probed.retain(|n, _| seen.contains_key(n));
         }
-        let mut next: Vec<u64> = if connected && seen.contains_key(&me) { seen.keys().map(|n| n.0).collect() } else { Vec::new() };
+        let mut next: Vec<u64> = if !on_bus || !seen.contains_key(&me) {
+            Vec::new()
+        } else if connected {
+            seen.keys().map(|n| n.0).collect()
+        } else {
+            live.clone() // within the grace: as it was
+        };
         next.sort_unstable();
         if next != live {
             tracing::info!(nodes = ?next, connected, "cluster membership changed");

@@ -343,6 +343,12 @@ pub struct ClusterConfig {
     /// when the owner answers "retry", and after this long without an
     /// answer (a message lost with a NATS server).
     pub post_resend_ms: u64,
+    /// A node whose own NATS connections drop keeps its ring (and so its
+    /// guilds' actors and their subscribers) for this long while the
+    /// client reconnects to another server; disconnected longer, it leaves
+    /// its ring until it is back. Below `probe_after_ms` (and
+    /// `node_timeout_ms`), so the others have not dropped it meanwhile.
+    pub disconnect_grace_ms: u64,
 }
 
 impl Default for ClusterConfig {
@@ -355,6 +361,7 @@ impl Default for ClusterConfig {
             outbound_queue: 65_536,
             takeover_timeout_ms: 5_000,
             post_resend_ms: 1_000,
+            disconnect_grace_ms: 150,
         }
     }
 }
@@ -870,6 +877,10 @@ impl Config {
         if self.attachments.url_lifetime_s == 0 {
             return bad("attachments.url_lifetime_s must be positive");
         }
+        let c = &self.cluster;
+        if c.disconnect_grace_ms >= c.node_timeout_ms || (c.probe_after_ms > 0 && c.disconnect_grace_ms >= c.probe_after_ms) {
+            return bad("cluster.disconnect_grace_ms must be below cluster.probe_after_ms and cluster.node_timeout_ms");
+        }
         if self.gateway.large_threshold_default > self.gateway.large_threshold_max {
             return bad("large_threshold_default exceeds large_threshold_max");
         }
@@ -961,6 +972,14 @@ mod tests {
         assert!(Config::load(Some(&f), Vec::<(String, String)>::new()).is_err());
         let c = Config { database: Some("mysql://h/db".into()), ..Config::default() };
         assert!(c.validate().is_err(), "only PostgreSQL URLs");
+        let mut c = Config::default();
+        c.validate().unwrap();
+        c.cluster.disconnect_grace_ms = c.cluster.probe_after_ms;
+        assert!(c.validate().is_err(), "the others would drop the node while it thinks it is in");
+        c.cluster.probe_after_ms = 0;
+        c.validate().unwrap();
+        c.cluster.disconnect_grace_ms = c.cluster.node_timeout_ms;
+        assert!(c.validate().is_err());
     }
 
     #[test]
