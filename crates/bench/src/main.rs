@@ -22,6 +22,7 @@ mod failover;
 mod fixture;
 mod fleet;
 mod hub;
+mod identify_floor;
 mod ingest;
 mod interactions;
 mod procfs;
@@ -88,6 +89,10 @@ enum Cmd {
     /// Draw the plots of report directories from their report.json (an older
     /// run's too) and link them from report.md (written if missing).
     Plot(PlotArgs),
+    /// The floor under IDENTIFY: a bare gateway answering the fixture's
+    /// users with a READY and GUILD_CREATEs of throng's sizes, nothing
+    /// else (run `connect` against it).
+    IdentifyFloor(identify_floor::FloorArgs),
     /// Internal: a worker process driven by the coordinator over stdin/stdout.
     #[command(hide = true)]
     Worker,
@@ -110,6 +115,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Capacity(a) => run(Scenario::Capacity, a),
         Cmd::Slow(a) => run(Scenario::Slow, a),
         Cmd::Plot(a) => plot(a).map(|()| 0),
+        Cmd::IdentifyFloor(a) => identify_floor::run(a).map(|()| 0),
     };
     match result {
         Ok(code) => std::process::ExitCode::from(code as u8),
