@@ -68,6 +68,24 @@ struct Sent {
     not_ok: Vec<String>,
 }
 
+/// A session on `ws` that has its guild: the task gathers the content of
+/// every MESSAGE_CREATE until one says "after".
+async fn reader(ws: &str, token: &str) -> tokio::task::JoinHandle<Vec<String>> {
+    let mut live = Gw::connect(ws).await;
+    live.identify(token, ALL_INTENTS).await;
+    live.until("GUILD_CREATE").await;
+    tokio::spawn(async move {
+        let mut got = Vec::new();
+        loop {
+            let m = live.until("MESSAGE_CREATE").await;
+            if m["d"]["content"] == "after" {
+                return got;
+            }
+            got.push(m["d"]["content"].as_str().unwrap().to_string());
+        }
+    })
+}
+
 /// A client posting 20 messages a second for `run`, each with a nonce and
 /// `enforce_nonce`, one at a time, starting on `bases[first]`: on a lost
 /// connection it sends the same post to the next node (as a balancer
@@ -140,19 +158,7 @@ async fn kill_9_of_a_guild_owner_fails_no_send_and_loses_or_repeats_nothing() {
         tokens.push(member(&http, &bases[0], &owner_token, &channel, name).await);
     }
     // A session on a survivor reads all along.
-    let mut live = Gw::connect(&wss[survivor - 1]).await;
-    live.identify(&owner_token, ALL_INTENTS).await;
-    live.until("GUILD_CREATE").await;
-    let reader = tokio::spawn(async move {
-        let mut got = Vec::new();
-        loop {
-            let m = live.until("MESSAGE_CREATE").await;
-            if m["d"]["content"] == "after" {
-                return got;
-            }
-            got.push(m["d"]["content"].as_str().unwrap().to_string());
-        }
-    });
+    let reader = reader(&wss[survivor - 1], &owner_token).await;
 
     // Client i starts on node i: one of them on the owner.
     let run = Duration::from_secs(5);
@@ -369,19 +375,7 @@ async fn kill_9_of_a_nats_server_fails_no_send_and_stalls_under_a_second() {
     // A session on each node reads all along.
     let mut readers = Vec::new();
     for ws in &wss {
-        let mut live = Gw::connect(ws).await;
-        live.identify(&owner_token, ALL_INTENTS).await;
-        live.until("GUILD_CREATE").await;
-        readers.push(tokio::spawn(async move {
-            let mut got = Vec::new();
-            loop {
-                let m = live.until("MESSAGE_CREATE").await;
-                if m["d"]["content"] == "after" {
-                    return got;
-                }
-                got.push(m["d"]["content"].as_str().unwrap().to_string());
-            }
-        }));
+        readers.push(reader(ws, &owner_token).await);
     }
     let run = Duration::from_secs(5);
     let writers: Vec<_> = (0..3)
