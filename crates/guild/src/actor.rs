@@ -74,11 +74,39 @@ impl Fenced for GuildActor {
     }
 
     fn handle(&mut self, st: &mut State, msg: GuildMsg) -> bool {
-        GuildActor::handle(self, st, msg)
+        // What leaves the guild, its roles, emojis and channels as they are.
+        let reads = matches!(
+            msg,
+            GuildMsg::Subscribe(_)
+                | GuildMsg::Unsubscribe { .. }
+                | GuildMsg::Move(_)
+                | GuildMsg::ListSubscribe(_)
+                | GuildMsg::Opened { .. }
+                | GuildMsg::PassiveFlush
+                | GuildMsg::RequestMembers { .. }
+                | GuildMsg::Presence { .. }
+                | GuildMsg::Counts { .. }
+        );
+        if reads {
+            return GuildActor::handle(self, st, msg);
+        }
+        st.changed();
+        let go_on = GuildActor::handle(self, st, msg);
+        st.changed();
+        go_on
     }
 
     /// Fanned out and answered in commit order.
     fn committed(&mut self, st: &mut State, done: Done<Self::Then>) -> bool {
+        st.changed();
+        let go_on = self.fan_out_committed(st, done);
+        st.changed();
+        go_on
+    }
+}
+
+impl GuildActor {
+    fn fan_out_committed(&mut self, st: &mut State, done: Done<super::ops::Then>) -> bool {
         match done {
             Done::Message { message, body, reply } => {
                 let pinged = st.pinged(&message);
@@ -118,6 +146,9 @@ pub(crate) struct State {
     pub(crate) interactions: super::interact::Interactions,
     /// Members by name prefix, built at the first search.
     pub(crate) names: std::cell::OnceCell<Names>,
+    /// GUILD_CREATE's part alike for every session, encoded at the first
+    /// IDENTIFY after a change ([`State::changed`]).
+    gc_head: std::cell::OnceCell<String>,
 }
 
 impl GuildActor {
@@ -1078,6 +1109,7 @@ impl State {
             threads,
             interactions: Default::default(),
             names: Default::default(),
+            gc_head: Default::default(),
         }
     }
 
@@ -1090,27 +1122,24 @@ impl State {
 
     /// GUILD_CREATE for one session. Large guilds list only online members
     /// (and the session's own); the rest come through op 8.
+    ///
+    /// The part every session gets alike (the guild object, its roles and
+    /// emojis, the channels) is encoded once and kept until the state
+    /// changes ([`State::changed`]); each session's own part (its member,
+    /// the online members and presences, its threads) is appended to it.
     fn guild_create(&self, s: &SubInfo) -> Bytes {
         #[derive(Serialize)]
-        struct GuildCreate<'a> {
-            #[serde(flatten)]
-            guild: model::Guild,
+        struct Own {
             joined_at: Option<String>,
             large: bool,
             unavailable: bool,
             lazy: bool,
             member_count: usize,
             members: Vec<model::Member>,
-            channels: Vec<model::Channel>,
             threads: Vec<Value>,
             presences: Vec<Value>,
-            voice_states: [(); 0],
-            stage_instances: [(); 0],
-            guild_scheduled_events: [(); 0],
-            soundboard_sounds: [(); 0],
-            #[serde(skip)]
-            _p: std::marker::PhantomData<&'a ()>,
         }
+        let head = self.gc_head.get_or_init(|| self.guild_create_head());
         let large = self.members.len() > s.large_threshold as usize;
         // Large guilds: online members only, and only for sessions that get
         // presences (as Discord does); everyone else gets just their own member.
@@ -1130,24 +1159,56 @@ impl State {
         } else {
             Vec::new()
         };
-        let gc = GuildCreate {
-            guild: self.guild_object(),
+        let own = Own {
             joined_at: self.members.get(&s.user_id).map(|m| iso8601(m.joined_at())),
             large,
             unavailable: false,
             lazy: true,
             member_count: self.members.len(),
             members,
-            channels: self.channels.iter().map(convert::channel).collect(),
             threads: self.threads_for(s.user_id),
             presences,
+        };
+        let mut out = Vec::with_capacity(head.len() + 256);
+        out.extend_from_slice(head.as_bytes());
+        // `{…}` of `own`, its opening brace replaced by the comma that
+        // continues the head's object.
+        if serde_json::to_writer(&mut out, &own).is_ok() {
+            out[head.len()] = b',';
+        }
+        Bytes::from(out)
+    }
+
+    /// GUILD_CREATE's part alike for every session: the JSON object without
+    /// its closing brace.
+    fn guild_create_head(&self) -> String {
+        #[derive(Serialize)]
+        struct Head {
+            #[serde(flatten)]
+            guild: model::Guild,
+            channels: Vec<model::Channel>,
+            voice_states: [(); 0],
+            stage_instances: [(); 0],
+            guild_scheduled_events: [(); 0],
+            soundboard_sounds: [(); 0],
+        }
+        let head = Head {
+            guild: self.guild_object(),
+            channels: self.channels.iter().map(convert::channel).collect(),
             voice_states: [],
             stage_instances: [],
             guild_scheduled_events: [],
             soundboard_sounds: [],
-            _p: std::marker::PhantomData,
         };
-        encode(&gc)
+        let mut json = serde_json::to_string(&head).unwrap_or_else(|_| "{}".into());
+        json.pop();
+        json
+    }
+
+    /// Drops what is kept encoded from the state ([`State::guild_create`]'s
+    /// head): called around every message that may change it.
+    pub(crate) fn changed(&mut self) {
+        self.gc_head.take();
     }
 }
 
