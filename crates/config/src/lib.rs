@@ -550,6 +550,12 @@ pub struct StorageConfig {
     /// checkpoint themselves, so none waits for one; 0 leaves checkpoints to
     /// SQLite's own, inside the commit that fills the WAL to 1,000 pages.
     pub sqlite_checkpoint_ms: u64,
+    /// MiB of the database file each SQLite reader connection maps into
+    /// memory (`PRAGMA mmap_size`) instead of reading it page by page
+    /// through its own page cache; 0: no mapping. The mapped pages are the
+    /// kernel's page cache, shared by every reader (searches, history,
+    /// guild loads), not copies per connection.
+    pub sqlite_mmap_mb: u64,
 }
 
 impl Default for Config {
@@ -652,6 +658,7 @@ impl Default for StorageConfig {
             sqlite_synchronous_full: false,
             sqlite_busy_timeout_ms: 20_000,
             sqlite_checkpoint_ms: 100,
+            sqlite_mmap_mb: 0,
         }
     }
 }

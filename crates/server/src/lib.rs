@@ -78,6 +78,7 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn store::Store>, store:
                 busy_timeout: std::time::Duration::from_millis(config.storage.sqlite_busy_timeout_ms),
                 checkpoint_every: (config.storage.sqlite_checkpoint_ms > 0)
                     .then(|| std::time::Duration::from_millis(config.storage.sqlite_checkpoint_ms)),
+                mmap_bytes: config.storage.sqlite_mmap_mb << 20,
             };
             Arc::new(store::sqlite::SqliteStore::open(&config.data_dir, &opts).await?)
         }

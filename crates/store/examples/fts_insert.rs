@@ -10,6 +10,7 @@
 //! a `messages` table like the store's and, but for `none`, the index. It
 //! prints the microseconds of one thread per message, the index's share
 //! being the difference from `none`, measured in the same run.
+//! `FTS_KEEP=DIR` keeps each variant's database as `DIR/VARIANT.db`.
 
 use std::time::Instant;
 
@@ -62,6 +63,13 @@ fn variant(name: &str) -> Option<(&'static str, &'static [&'static str])> {
         "ascii" => ("CREATE VIRTUAL TABLE messages_fts USING fts5(content, scope, content = '', contentless_delete = 1, tokenize = 'ascii')", &[]),
         "automerge8" => (BASE, &["INSERT INTO messages_fts (messages_fts, rank) VALUES ('automerge', 8)"]),
         "automerge16" => (BASE, &["INSERT INTO messages_fts (messages_fts, rank) VALUES ('automerge', 16)"]),
+        "automerge16-crisis64" => (
+            BASE,
+            &[
+                "INSERT INTO messages_fts (messages_fts, rank) VALUES ('automerge', 16)",
+                "INSERT INTO messages_fts (messages_fts, rank) VALUES ('crisismerge', 64)",
+            ],
+        ),
         "pgsz16k" => (BASE, &["INSERT INTO messages_fts (messages_fts, rank) VALUES ('pgsz', 16000)"]),
         "automerge0" => (BASE, &["INSERT INTO messages_fts (messages_fts, rank) VALUES ('automerge', 0)"]),
         "words-only" | "no-pairs" => (BASE, &[]),
@@ -112,8 +120,14 @@ fn main() {
             eprintln!("unknown variant {name}");
             continue;
         };
+        // `FTS_KEEP=DIR` keeps each variant's database as DIR/VARIANT.db
+        // (for `fts_query`); otherwise a temporary directory's.
         let dir = tempfile::tempdir().expect("temp dir");
-        let conn = Connection::open(dir.path().join("db")).expect("open");
+        let path = match std::env::var("FTS_KEEP") {
+            Ok(keep) => std::path::Path::new(&keep).join(format!("{name}.db")),
+            Err(_) => dir.path().join("db"),
+        };
+        let conn = Connection::open(path).expect("open");
         conn.pragma_update(None, "journal_mode", "WAL").unwrap();
         conn.pragma_update(None, "synchronous", "NORMAL").unwrap();
         conn.pragma_update(None, "cache_size", "-16000").unwrap();
@@ -126,7 +140,9 @@ fn main() {
         }
         let start = Instant::now();
         let mut conn = conn;
+        let mut slowest = 0f64;
         for chunk in rows.chunks(batch) {
+            let t = Instant::now();
             let tx = conn.transaction().unwrap();
             {
                 let mut insert = tx
@@ -150,8 +166,9 @@ fn main() {
                 }
             }
             tx.commit().unwrap();
+            slowest = slowest.max(t.elapsed().as_secs_f64() * 1e3);
         }
         let us = start.elapsed().as_secs_f64() * 1e6 / total as f64;
-        println!("{name:12} {us:7.2} µs per message ({total} messages, {batch} a transaction)");
+        println!("{name:12} {us:7.2} µs per message ({total} messages, {batch} a transaction; slowest transaction {slowest:.1} ms)");
     }
 }

@@ -29,7 +29,12 @@ fn main() {
     let expr = &args[1];
     let runs: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(50);
     let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY).expect("open");
-    conn.pragma_update(None, "cache_size", "-4000").expect("cache");
+    // The server's readers' settings unless told (`FTS_CACHE_KIB`, `FTS_MMAP`).
+    let cache = std::env::var("FTS_CACHE_KIB").unwrap_or_else(|_| "4000".into());
+    conn.pragma_update(None, "cache_size", format!("-{cache}")).expect("cache");
+    if let Ok(mmap) = std::env::var("FTS_MMAP") {
+        conn.pragma_update(None, "mmap_size", mmap).expect("mmap");
+    }
     let count_sql = "SELECT COUNT(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH ?1 LIMIT 1001)";
     let page_sql = "SELECT m.id, m.content FROM messages_fts f JOIN messages m ON m.id = f.rowid WHERE f.messages_fts MATCH ?1 ORDER BY f.rowid DESC LIMIT 25";
     for (name, sql) in [("count", count_sql), ("page", page_sql)] {

@@ -54,6 +54,8 @@ pub struct SqliteOptions {
     /// Checkpoints on a thread of their own, this often (see [`checkpointer`]);
     /// `None`: SQLite's automatic ones, inside commits.
     pub checkpoint_every: Option<Duration>,
+    /// `PRAGMA mmap_size` of the reader connections (0: none).
+    pub mmap_bytes: u64,
 }
 
 impl Default for SqliteOptions {
@@ -63,6 +65,7 @@ impl Default for SqliteOptions {
             synchronous_full: false,
             busy_timeout: Duration::from_secs(20),
             checkpoint_every: Some(Duration::from_millis(100)),
+            mmap_bytes: 0,
         }
     }
 }
@@ -115,7 +118,7 @@ impl SqliteStore {
         let reader = SqlitePoolOptions::new()
             .test_before_acquire(false)
             .max_connections(opts.readers.max(1))
-            .connect_with(connect.clone().read_only(true))
+            .connect_with(connect.clone().read_only(true).pragma("mmap_size", opts.mmap_bytes.to_string()))
             .await?;
         // It reads tokens, users and memberships only: a smaller page cache.
         let lookup = SqlitePoolOptions::new()
