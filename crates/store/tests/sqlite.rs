@@ -52,20 +52,6 @@ async fn open_rebuilds_the_search_index_when_a_migration_asks() {
     assert_eq!(pending, 0, "the rebuild is done once");
 }
 
-/// Migration 0018: FTS5 merges 16 segments of a level, not its default 4
-/// (fewer rewrites of each message's entries per group commit), and a
-/// level whole only at 64 (at its default 16 every merge would be one).
-#[tokio::test]
-async fn the_search_index_merges_sixteen_segments_at_a_time() {
-    let dir = tempfile::tempdir().unwrap();
-    drop(SqliteStore::open(dir.path(), &SqliteOptions::default()).await.unwrap());
-    let db = rusqlite::Connection::open(dir.path().join("throng.db")).unwrap();
-    let automerge: i64 = db.query_row("SELECT v FROM messages_fts_config WHERE k = 'automerge'", [], |r| r.get(0)).unwrap();
-    assert_eq!(automerge, 16);
-    let crisis: i64 = db.query_row("SELECT v FROM messages_fts_config WHERE k = 'crisismerge'", [], |r| r.get(0)).unwrap();
-    assert_eq!(crisis, 64, "a level merged whole only at 64 segments");
-}
-
 /// Readers that map the file (`storage.sqlite_mmap_mb`) see what the
 /// writer commits as readers without a mapping do.
 #[tokio::test]
