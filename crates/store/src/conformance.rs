@@ -16,7 +16,7 @@ mod reactions;
 mod read_states;
 mod roles;
 mod search;
-pub use search::{rebuild_sample, rebuilt_index_finds};
+pub use search::{one_commit_each, rebuild_sample, rebuilt_index_finds};
 mod threads;
 
 fn user(id: u64, name: &str, bot: bool) -> UserRecord {

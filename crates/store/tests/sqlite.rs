@@ -61,3 +61,24 @@ async fn mapped_readers_pass_conformance() {
     let s = SqliteStore::open(dir.path(), &opts).await.unwrap();
     store::conformance::run_all(&s).await;
 }
+
+/// Migration 0018 lets a level of the index hold up to 15 segments (cheaper
+/// writes); the checkpoint thread merges them while the writer rests.
+#[tokio::test]
+async fn an_idle_store_merges_its_search_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = SqliteOptions { checkpoint_every: Some(std::time::Duration::from_millis(20)), ..SqliteOptions::default() };
+    let s = SqliteStore::open(dir.path(), &opts).await.unwrap();
+    let db = rusqlite::Connection::open(dir.path().join("throng.db")).unwrap();
+    let automerge: i64 = db.query_row("SELECT v FROM messages_fts_config WHERE k = 'automerge'", [], |r| r.get(0)).unwrap();
+    assert_eq!(automerge, 16);
+    store::conformance::rebuild_sample(&s).await;
+    store::conformance::one_commit_each(&s, 12).await;
+    let segments = || -> i64 { db.query_row("SELECT COUNT(DISTINCT segid) FROM messages_fts_idx", [], |r| r.get(0)).unwrap() };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while segments() > 2 {
+        assert!(std::time::Instant::now() < deadline, "still {} segments after 20 s idle", segments());
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    store::conformance::rebuilt_index_finds(&s).await;
+}

@@ -182,6 +182,17 @@ pub async fn rebuild_sample(s: &dyn Store) {
     guild_with_message(s, (9_170, 9_171), message(9_172, 9_171, 4, "and so it is, see http://x.y")).await;
 }
 
+/// `n` messages posted one at a time in a guild of their own, each in a
+/// commit (a segment of SQLite's index) of its own.
+pub async fn one_commit_each(s: &dyn Store, n: u64) {
+    guild_with_message(s, (9_270, 9_271), message(9_272, 9_271, 4, "a first one")).await;
+    for i in 1..n {
+        let mut m = message(9_272 + i, 9_271, 4, "and so on");
+        m.guild_id = Some(GuildId(9_270));
+        s.create_message(&m).await.unwrap();
+    }
+}
+
 /// A guild of its own with one channel, and `m` posted there.
 async fn guild_with_message(s: &dyn Store, (guild, channel_id): (u64, u64), mut m: MessageRecord) {
     let g = GuildRecord {
