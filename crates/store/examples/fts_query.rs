@@ -21,7 +21,7 @@ fn main() {
             let n: i64 = args[2].parse().expect("pages");
             conn.execute("INSERT INTO messages_fts (messages_fts, rank) VALUES ('merge', ?1)", [n]).expect("merge");
         }
-        println!("{} in {:.1} s", args[1], t.elapsed().as_secs_f64());
+        println!("{} in {:.1} ms", args[1], t.elapsed().as_secs_f64() * 1e3);
         let segs: i64 = conn.query_row("SELECT count(DISTINCT segid) FROM messages_fts_idx", [], |r| r.get(0)).expect("segments");
         println!("{segs} segments");
         return;
