@@ -9,26 +9,8 @@
 #
 # FLOOR_ARGS passes sizes to the floor (default: --ready-bytes 870
 # --guild-create-bytes 2100, throng's for that fixture).
+# It is docs/bench/run.sh's `connect` with FLOOR=1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 name=$1; seed=$2; shift 2
-THRONG=${THRONG:-target-bench/release/throng}
-BENCH=${BENCH:-target-bench/release/throng-bench}
-PORT=${PORT:-28181}
-work=$(mktemp -d /tmp/throng-floor.XXXXXX)
-case $name in
-    /*) out=$name ;;
-    *) out=docs/bench/$name ;;
-esac
-# shellcheck disable=SC2086
-"$THRONG" seed --data-dir "$work/data" $seed --out "$work/fixture.json" >&2
-# shellcheck disable=SC2086
-"$BENCH" identify-floor --listen "127.0.0.1:$PORT" --fixture "$work/fixture.json" ${FLOOR_ARGS:-} >"$work/floor.log" 2>&1 &
-pid=$!
-trap 'kill "$pid" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
-for _ in $(seq 300); do
-    curl -fs "http://127.0.0.1:$PORT/health" >/dev/null && break
-    sleep 0.1
-done
-rm -rf "$out"
-"$BENCH" connect --server "http://127.0.0.1:$PORT" --fixture "$work/fixture.json" --server-pid "$pid" --out "$out" "$@"
+FLOOR=1 exec docs/bench/run.sh "$name" "$seed" connect "$@"

@@ -13,6 +13,10 @@
 # every node as a --server and every node's pid plus nats-server's as
 # --server-pid (so CPU and RSS are the whole cluster's).
 #
+# FLOOR=1 (one node) serves the scenario from the bare gateway of
+# `throng-bench identify-floor` instead of throng (the floor under IDENTIFY,
+# docs/bench/identify-floor.sh), with FLOOR_ARGS passed to it.
+#
 # Binaries: $THRONG (default target-bench/release/throng) and $BENCH
 # (default target-bench/release/throng-bench); build them with
 #   CARGO_TARGET_DIR=target-bench cargo build --release -p server -p bench
@@ -50,6 +54,11 @@ if [ "$NODES" -gt 1 ]; then
         # The first node creates nothing new, but let it open the store first.
         [ "$n" = 1 ] && sleep 0.5
     done
+elif [ -n "${FLOOR:-}" ]; then
+    # shellcheck disable=SC2086
+    "$BENCH" identify-floor --listen "127.0.0.1:$PORT" --fixture "$work/fixture.json" ${FLOOR_ARGS:-} >"$work/server-1.log" 2>&1 &
+    pids+=($!)
+    servers+=(--server "http://127.0.0.1:$PORT")
 else
     # shellcheck disable=SC2086
     "$THRONG" serve --listen "127.0.0.1:$PORT" --data-dir "$work/data" --admin-token bench $SERVER_ARGS >"$work/server-1.log" 2>&1 &
@@ -74,8 +83,9 @@ set +e
 "$BENCH" "$scenario" "${servers[@]}" --fixture "$work/fixture.json" "${pid_args[@]}" --out "$out" "$@"
 rc=$?
 set -e
-# Each node's own counters at the end (in a cluster: bus messages per node).
-for n in $(seq 1 "$NODES"); do
+# Each node's own counters at the end (in a cluster: bus messages per node;
+# the floor has none).
+[ -n "${FLOOR:-}" ] || for n in $(seq 1 "$NODES"); do
     curl -fs -H 'x-throng-admin-token: bench' "http://127.0.0.1:$((PORT + n - 1))/api/v10/_throng/admin/stats" >"$out/admin-stats-$n.json" || true
 done
 # Server warnings and errors (if any) go next to the report.

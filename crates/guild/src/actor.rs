@@ -75,6 +75,8 @@ impl Fenced for GuildActor {
 
     fn handle(&mut self, st: &mut State, msg: GuildMsg) -> bool {
         // What leaves the guild, its roles, emojis and channels as they are.
+        // Every other message, and every commit, drops GUILD_CREATE's kept
+        // head when done, so it is current when the next one starts.
         let reads = matches!(
             msg,
             GuildMsg::Subscribe(_)
@@ -87,26 +89,15 @@ impl Fenced for GuildActor {
                 | GuildMsg::Presence { .. }
                 | GuildMsg::Counts { .. }
         );
-        if reads {
-            return GuildActor::handle(self, st, msg);
-        }
-        st.changed();
         let go_on = GuildActor::handle(self, st, msg);
-        st.changed();
+        if !reads {
+            st.changed();
+        }
         go_on
     }
 
     /// Fanned out and answered in commit order.
     fn committed(&mut self, st: &mut State, done: Done<Self::Then>) -> bool {
-        st.changed();
-        let go_on = self.fan_out_committed(st, done);
-        st.changed();
-        go_on
-    }
-}
-
-impl GuildActor {
-    fn fan_out_committed(&mut self, st: &mut State, done: Done<super::ops::Then>) -> bool {
         match done {
             Done::Message { message, body, reply } => {
                 let pinged = st.pinged(&message);
@@ -120,6 +111,7 @@ impl GuildActor {
                 self.core.node.guilds.reply(reply, encode(&answer));
             }
         }
+        st.changed();
         !self.stopped
     }
 }
@@ -1206,7 +1198,7 @@ impl State {
     }
 
     /// Drops what is kept encoded from the state ([`State::guild_create`]'s
-    /// head): called around every message that may change it.
+    /// head): called after every message that may change it.
     pub(crate) fn changed(&mut self) {
         self.gc_head.take();
     }

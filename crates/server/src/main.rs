@@ -265,8 +265,8 @@ async fn main() -> anyhow::Result<()> {
                 if c.database.is_none() {
                     // As a server's idle merging would leave the index.
                     let began = std::time::Instant::now();
-                    let path = c.data_dir.join("throng.db");
-                    tokio::task::spawn_blocking(move || store::sqlite::merge_search_index(&path)).await??;
+                    let dir = c.data_dir.clone();
+                    tokio::task::spawn_blocking(move || store::sqlite::merge_search_index(&dir)).await??;
                     println!("search index merged and checkpointed in {:.1} s", began.elapsed().as_secs_f64());
                 }
                 fixture.search = Some(search);

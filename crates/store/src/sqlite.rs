@@ -201,11 +201,11 @@ fn merge_step(conn: &rusqlite::Connection) -> rusqlite::Result<bool> {
     Ok(conn.total_changes() - before >= 2)
 }
 
-/// Merges the search index of the database at `path` as far as the idle
-/// steps would, then checkpoints the WAL into the database (the seeder's
-/// bulk load, before a benchmark reads it).
-pub fn merge_search_index(path: &Path) -> Result<()> {
-    let conn = rusqlite::Connection::open(path)?;
+/// Merges the search index of the store in `dir` as far as the idle steps
+/// would, then checkpoints the WAL into the database (the seeder's bulk
+/// load, before a benchmark reads it).
+pub fn merge_search_index(dir: &Path) -> Result<()> {
+    let conn = rusqlite::Connection::open(dir.join("throng.db"))?;
     while merge_step(&conn)? {}
     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
     Ok(())
