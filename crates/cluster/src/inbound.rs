@@ -260,7 +260,7 @@ pub(crate) async fn inbound_deliver(node: Arc<Node>, r: Arc<ClusterRouter>, mut 
                         actors,
                         &node.delivery,
                     );
-                    let _first = h.home.set(home.clone());
+                    let _first = h.home.set(Box::new(home.clone()));
                     let replay = replay.into_iter().map(|(q, name, body)| (q, wire_dispatch(&name, &body))).collect();
                     // Registered before the next message of this stream (its
                     // first forwarded dispatch, maybe) is read.

@@ -196,7 +196,7 @@ pub fn encode<T: serde::Serialize>(v: &T) -> Bytes {
 mod tests {
     use super::*;
 
-    /// A recipient that is only an id and a shard.
+    /// A recipient that is only an id and a shard (its user's id too).
     struct Fake {
         id: Arc<str>,
         shard: u16,
@@ -207,7 +207,7 @@ mod tests {
             &self.id
         }
         fn user_id(&self) -> UserId {
-            UserId(1)
+            UserId(u64::from(self.shard))
         }
         fn bot(&self) -> bool {
             false
@@ -283,5 +283,35 @@ mod tests {
         subs.set_passive("s2", true);
         subs.insert(Arc::new(Fake { id: "s2".into(), shard: 2 }) as Sink);
         assert!(!subs.is_passive("s2"));
+    }
+
+    #[test]
+    fn the_registry_finds_sessions_by_id_and_by_user() {
+        let reg: Registry<Fake> = Registry::default();
+        let fake = |id: &str, user: u16| Arc::new(Fake { id: id.into(), shard: user });
+        for i in 0..200u16 {
+            reg.insert(fake(&format!("s{i}"), i % 50));
+        }
+        assert_eq!(reg.len(), 200);
+        let ids = |user: u64| {
+            let mut v: Vec<String> = reg.of_user(UserId(user)).iter().map(|s| s.id().to_string()).collect();
+            v.sort_unstable();
+            v
+        };
+        assert_eq!(ids(7), ["s107", "s157", "s57", "s7"]);
+        reg.remove("s57");
+        reg.remove("nobody");
+        assert_eq!(ids(7), ["s107", "s157", "s7"]);
+        assert!(reg.get("s57").is_none() && reg.get("s157").is_some());
+        // The same id again replaces the session, under its new user too.
+        reg.insert(fake("s7", 8));
+        assert_eq!(ids(7), ["s107", "s157"]);
+        assert_eq!(ids(8).len(), 5);
+        assert_eq!(reg.get("s7").map(|s| s.user_id()), Some(UserId(8)));
+        assert_eq!(reg.len(), 199);
+        for i in 0..200u16 {
+            reg.remove(&format!("s{i}"));
+        }
+        assert!(reg.is_empty() && ids(8).is_empty());
     }
 }

@@ -6,8 +6,10 @@
 //! holds a `Registry<SessionHandle>`); the layers below it see the same
 //! table through [`SessionTable`], as [`Sink`]s. Nothing is downcast.
 
-use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
+
+use hashbrown::{DefaultHashBuilder, HashTable};
 
 use protocol::UserId;
 
@@ -53,14 +55,32 @@ pub struct Registry<S> {
     inner: Mutex<Inner<S>>,
 }
 
+/// Tables of the sessions themselves, each hashed by its id and by its
+/// user (each knows both): 8 bytes a bucket, not a map entry's 24 by id and
+/// a list per user (issue #31's memory diet). A user's sessions are the
+/// entries of the user table with the user's hash and id.
 struct Inner<S> {
-    by_id: HashMap<Arc<str>, Arc<S>>,
-    by_user: HashMap<UserId, Vec<Arc<S>>>,
+    by_id: HashTable<Arc<S>>,
+    by_user: HashTable<Arc<S>>,
+    hasher: DefaultHashBuilder,
 }
 
 impl<S> Default for Registry<S> {
     fn default() -> Self {
-        Registry { inner: Mutex::new(Inner { by_id: HashMap::new(), by_user: HashMap::new() }) }
+        Registry { inner: Mutex::new(Inner { by_id: HashTable::new(), by_user: HashTable::new(), hasher: DefaultHashBuilder::default() }) }
+    }
+}
+
+impl<S: Recipient> Inner<S> {
+    fn get(&self, id: &str) -> Option<&Arc<S>> {
+        self.by_id.find(self.hasher.hash_one(id), |s| s.id().as_ref() == id)
+    }
+
+    fn unlink_user(&mut self, s: &Arc<S>) {
+        let hash = self.hasher.hash_one(s.user_id());
+        if let Ok(e) = self.by_user.find_entry(hash, |x| Arc::ptr_eq(x, s)) {
+            e.remove();
+        }
     }
 }
 
@@ -71,33 +91,44 @@ impl<S: Recipient> Registry<S> {
 
     pub fn insert(&self, s: Arc<S>) {
         let mut g = self.lock();
-        g.by_user.entry(s.user_id()).or_default().push(s.clone());
-        g.by_id.insert(s.id().clone(), s);
+        let g = &mut *g;
+        let hash = g.hasher.hash_one(s.id().as_ref());
+        let hasher = &g.hasher;
+        match g.by_id.entry(hash, |x| x.id() == s.id(), |x| hasher.hash_one(x.id().as_ref())) {
+            hashbrown::hash_table::Entry::Occupied(mut e) => {
+                // The same id again replaces the session (as a map insert would).
+                let old = std::mem::replace(e.get_mut(), s.clone());
+                g.unlink_user(&old);
+            }
+            hashbrown::hash_table::Entry::Vacant(e) => {
+                e.insert(s.clone());
+            }
+        }
+        let hasher = &g.hasher;
+        g.by_user.insert_unique(hasher.hash_one(s.user_id()), s, |x| hasher.hash_one(x.user_id()));
     }
 
     pub fn remove(&self, id: &str) {
         let mut g = self.lock();
-        if let Some(s) = g.by_id.remove(id) {
-            if let Some(v) = g.by_user.get_mut(&s.user_id()) {
-                v.retain(|x| x.id().as_ref() != id);
-                if v.is_empty() {
-                    g.by_user.remove(&s.user_id());
-                }
-            }
+        let hash = g.hasher.hash_one(id);
+        let removed = g.by_id.find_entry(hash, |s| s.id().as_ref() == id).ok().map(|e| e.remove().0);
+        if let Some(s) = removed {
+            g.unlink_user(&s);
         }
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<S>> {
-        self.lock().by_id.get(id).cloned()
+        self.lock().get(id).cloned()
     }
 
     pub fn of_user(&self, user: UserId) -> Vec<Arc<S>> {
-        self.lock().by_user.get(&user).cloned().unwrap_or_default()
+        let g = self.lock();
+        g.by_user.iter_hash(g.hasher.hash_one(user)).filter(|s| s.user_id() == user).cloned().collect()
     }
 
     /// A snapshot of every session (the sweeper and shutdown walk it without holding the lock).
     pub fn all(&self) -> Vec<Arc<S>> {
-        self.lock().by_id.values().cloned().collect()
+        self.lock().by_id.iter().cloned().collect()
     }
 
     pub fn len(&self) -> usize {
@@ -125,7 +156,7 @@ impl<S: Recipient> SessionTable for Registry<S> {
     fn revoke(&self, token_hashes: &[[u8; 32]]) -> usize {
         // Rare (a logout elsewhere, a password change): a pass over the
         // node's sessions, outside the table's lock.
-        let all: Vec<Arc<S>> = self.lock().by_id.values().cloned().collect();
+        let all: Vec<Arc<S>> = self.lock().by_id.iter().cloned().collect();
         all.iter().filter(|s| s.revoke(token_hashes)).count()
     }
 }

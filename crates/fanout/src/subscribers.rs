@@ -3,8 +3,11 @@
 //! active (every event) or passive (a large guild it does not have open:
 //! only what keeps its unread and mention state right).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+use std::hash::BuildHasher;
 use std::sync::Arc;
+
+use hashbrown::{DefaultHashBuilder, HashTable};
 
 use protocol::UserId;
 
@@ -41,7 +44,12 @@ impl Reach {
 /// A guild actor's subscribers: looked up by session id, and partitioned
 /// for fan-out. The partitions are rebuilt lazily, once per batch of changes.
 pub struct Subscribers {
-    by_id: HashMap<Arc<str>, Sink>,
+    /// By session id: a table of the sinks themselves (each knows its id),
+    /// 16 bytes a bucket rather than a map entry's 32 with the id's `Arc`
+    /// again as its key (issue #31's memory diet: every session has one
+    /// entry in each of its guilds).
+    by_id: HashTable<Sink>,
+    hasher: DefaultHashBuilder,
     /// The passive ones among them (a new subscriber is active).
     passive: HashSet<Arc<str>>,
     /// Partitions of all, the active and the passive subscribers.
@@ -54,15 +62,34 @@ pub struct Subscribers {
 
 impl Subscribers {
     pub fn new(workers: usize) -> Self {
-        Self { by_id: HashMap::new(), passive: HashSet::new(), parts: [None, None, None], workers: workers.max(1), intents: [0; 32] }
+        Self {
+            by_id: HashTable::new(),
+            hasher: DefaultHashBuilder::default(),
+            passive: HashSet::new(),
+            parts: [None, None, None],
+            workers: workers.max(1),
+            intents: [0; 32],
+        }
+    }
+
+    fn hash(&self, id: &str) -> u64 {
+        self.hasher.hash_one(id)
+    }
+
+    fn find(&self, id: &str) -> Option<&Sink> {
+        self.by_id.find(self.hash(id), |s| s.id().as_ref() == id)
     }
 
     pub fn contains(&self, id: &str) -> bool {
-        self.by_id.contains_key(id)
+        self.find(id).is_some()
     }
 
     pub fn get(&self, id: &str) -> Option<Sink> {
-        self.by_id.get(id).cloned()
+        self.find(id).cloned()
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_id.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -73,13 +100,22 @@ impl Subscribers {
         self.parts = [None, None, None];
         self.passive.remove(s.id());
         self.count_intents(s.intents().0, true);
-        if let Some(old) = self.by_id.insert(s.id().clone(), s) {
-            self.count_intents(old.intents().0, false);
+        let hasher = &self.hasher;
+        let hash = hasher.hash_one(s.id().as_ref());
+        match self.by_id.entry(hash, |x| x.id() == s.id(), |x| hasher.hash_one(x.id().as_ref())) {
+            hashbrown::hash_table::Entry::Occupied(mut e) => {
+                let old = std::mem::replace(e.get_mut(), s);
+                self.count_intents(old.intents().0, false);
+            }
+            hashbrown::hash_table::Entry::Vacant(e) => {
+                e.insert(s);
+            }
         }
     }
 
     pub fn remove(&mut self, id: &str) -> Option<Sink> {
-        let r = self.by_id.remove(id);
+        let hash = self.hash(id);
+        let r = self.by_id.find_entry(hash, |s| s.id().as_ref() == id).ok().map(|e| e.remove().0);
         if let Some(s) = &r {
             self.parts = [None, None, None];
             self.passive.remove(id);
@@ -98,12 +134,12 @@ impl Subscribers {
     }
 
     pub fn values(&self) -> impl Iterator<Item = &Sink> {
-        self.by_id.values()
+        self.by_id.iter()
     }
 
     /// Removes (and returns) the sessions of `user`.
     pub fn remove_user(&mut self, user: UserId) -> Vec<Sink> {
-        let ids: Vec<Arc<str>> = self.by_id.values().filter(|s| s.user_id() == user).map(|s| s.id().clone()).collect();
+        let ids: Vec<Arc<str>> = self.by_id.iter().filter(|s| s.user_id() == user).map(|s| s.id().clone()).collect();
         ids.iter().filter_map(|id| self.remove(id)).collect()
     }
 
@@ -131,24 +167,24 @@ impl Subscribers {
         let reach = if reach == Reach::Active && self.passive.is_empty() { Reach::All } else { reach };
         let (by_id, passive, workers) = (&self.by_id, &self.passive, self.workers);
         self.parts[reach as usize].get_or_insert_with(|| {
-            split(by_id.values().filter(|s| reach == Reach::All || reach.admits(passive.contains(s.id()))), workers, true)
+            split(by_id.iter().filter(|s| reach == Reach::All || reach.admits(passive.contains(s.id()))), workers, true)
         })
     }
 
     /// The subscribers `keep` accepts, split by worker (not cached here).
     pub fn partitions_where(&self, keep: impl Fn(&dyn Recipient) -> bool) -> Partitions {
-        split(self.by_id.values().filter(|s| keep(s.as_ref())), self.workers, false)
+        split(self.by_id.iter().filter(|s| keep(s.as_ref())), self.workers, false)
     }
 
     /// The subscribers of `reach` that `keep` accepts, split by worker.
     pub fn partitions_of_where(&self, reach: Reach, keep: impl Fn(&dyn Recipient) -> bool) -> Partitions {
         let passive = &self.passive;
-        split(self.by_id.values().filter(|s| reach.admits(passive.contains(s.id())) && keep(s.as_ref())), self.workers, false)
+        split(self.by_id.iter().filter(|s| reach.admits(passive.contains(s.id())) && keep(s.as_ref())), self.workers, false)
     }
 
     /// Makes subscriber `id` passive (or active again); whether it changed.
     pub fn set_passive(&mut self, id: &str, passive: bool) -> bool {
-        let Some(s) = self.by_id.get(id) else { return false };
+        let Some(s) = self.find(id) else { return false };
         let changed = if passive { self.passive.insert(s.id().clone()) } else { self.passive.remove(id) };
         if changed {
             self.parts[Reach::Active as usize] = None;
@@ -168,7 +204,7 @@ impl Subscribers {
 
     /// The passive subscribers.
     pub fn passive_values(&self) -> impl Iterator<Item = &Sink> {
-        self.passive.iter().filter_map(|id| self.by_id.get(id))
+        self.passive.iter().filter_map(|id| self.find(id))
     }
 }
 

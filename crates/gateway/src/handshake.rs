@@ -277,8 +277,8 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
     let handle = SessionHandle::new(session_id, user.id, user.bot, intents, large_threshold, actors, &node.delivery);
     let _ = handle.token_hash.set(token_hash);
     let presence = match ident.presence {
-        Some(p) => Presence { status: p.status, activities: p.activities.unwrap_or_default() },
-        None => Presence { status: protocol::gateway::Status::Online, activities: Vec::new() },
+        Some(p) => Presence { status: p.status, activities: p.activities.unwrap_or_default().into() },
+        None => Presence::new(protocol::gateway::Status::Online),
     };
     Ok(Some(Identified { handle, ready: serde_json::to_vec(&ready).map_err(|_| CloseCode::UnknownError)?.into(), presence }))
 }

@@ -39,7 +39,7 @@ pub struct SessionHandle {
     /// subscriptions move here (`GuildMsg::Move`); until they have, and for
     /// anything else that still reaches it, that node forwards its
     /// dispatches here in order. The two end together.
-    pub home: std::sync::OnceLock<delivery::SessionRef>,
+    pub home: std::sync::OnceLock<Box<delivery::SessionRef>>,
     /// The node this session was handed over to (a RESUME there): a later
     /// RESUME elsewhere is sent on to it.
     pub handed_to: std::sync::OnceLock<delivery::NodeId>,
@@ -160,3 +160,13 @@ pub fn home_node(session_id: &str) -> Option<fanout::NodeId> {
 /// [`fanout::SessionTable`]); the gateway, the cluster's hand-over and the
 /// admin routes use it typed. Made once per node, before the node.
 pub type Sessions = fanout::Registry<SessionHandle>;
+#[cfg(test)]
+mod sizes {
+    /// Every session has one (with its `Arc`'s two counts): 512 bytes is
+    /// jemalloc's size class; one byte more takes 640 (issue #31's memory
+    /// diet). Rarely used parts are boxed.
+    #[test]
+    fn a_session_handle_fits_512_bytes() {
+        assert!(std::mem::size_of::<super::SessionHandle>() + 16 <= 512, "{}", std::mem::size_of::<super::SessionHandle>());
+    }
+}

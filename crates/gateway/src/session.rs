@@ -278,9 +278,12 @@ impl SessionHandle {
 
     /// The socket's reader: parks until readable, then handles what arrived.
     async fn read_loop(self: Arc<Self>, node: Arc<Node>, sock: Sock, gen: u32) {
-        let mut frames = Vec::new();
         loop {
-            let readable = sock.readable().await;
+            let readable = sock.read_ready().await;
+            // Nothing kept between reads: an idle session's list would hold
+            // 128 bytes for its next heartbeat (issue #31's memory diet);
+            // a read that parses frames allocates one.
+            let mut frames = Vec::new();
             let outcome = {
                 let mut st = self.lock();
                 if st.gen != gen || st.ended {
@@ -298,7 +301,7 @@ impl SessionHandle {
                         }
                     }
                 };
-                frames.clear();
+                drop(frames);
                 match outcome {
                     Some(Outcome::Detach(code)) => {
                         st.detach(&self, code);
@@ -317,9 +320,6 @@ impl SessionHandle {
             if outcome {
                 self.end(&node);
                 return;
-            }
-            if frames.capacity() > 16 {
-                frames = Vec::new();
             }
         }
     }

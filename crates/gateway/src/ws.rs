@@ -99,12 +99,15 @@ pub enum FrameError {
     TooLarge(u64),
 }
 
-/// Reassembly state for fragmented messages. Empty (no allocation) between messages.
+/// Reassembly state for fragmented messages: nothing (8 bytes, no
+/// allocation) between messages, as nearly every session is.
 #[derive(Default)]
-pub struct Reassembly {
-    fragments: Vec<u8>,
+pub struct Reassembly(Option<Box<Partial>>);
+
+/// A fragmented message's first frames.
+struct Partial {
     binary: bool,
-    in_message: bool,
+    fragments: Vec<u8>,
 }
 
 /// Parses as many complete frames as `buf` holds. Returns the number of bytes
@@ -131,7 +134,7 @@ pub fn parse(buf: &[u8], max_payload: usize, st: &mut Reassembly, out: &mut Vec<
             n => (u64::from(n), 2),
         };
         let limit = if opcode >= OP_CLOSE { MAX_CONTROL_PAYLOAD } else { max_payload as u64 };
-        if len > limit || (st.fragments.len() as u64 + len) > max_payload as u64 {
+        if len > limit || (st.0.as_ref().map_or(0, |p| p.fragments.len()) as u64 + len) > max_payload as u64 {
             return Err(FrameError::TooLarge(len));
         }
         if b.len() < hdr + 4 + len as usize {
@@ -146,25 +149,24 @@ pub fn parse(buf: &[u8], max_payload: usize, st: &mut Reassembly, out: &mut Vec<
         pos += hdr + len as usize;
         match opcode {
             OP_TEXT | OP_BINARY => {
-                if st.in_message {
+                if st.0.is_some() {
                     return Err(FrameError::Protocol);
                 }
                 if fin {
                     out.push(Incoming::Message { binary: opcode == OP_BINARY, payload });
                 } else {
-                    st.in_message = true;
-                    st.binary = opcode == OP_BINARY;
-                    st.fragments = payload;
+                    st.0 = Some(Box::new(Partial { binary: opcode == OP_BINARY, fragments: payload }));
                 }
             }
             OP_CONT => {
-                if !st.in_message {
+                let Some(partial) = st.0.as_mut() else {
                     return Err(FrameError::Protocol);
-                }
-                st.fragments.extend_from_slice(&payload);
+                };
+                partial.fragments.extend_from_slice(&payload);
                 if fin {
-                    st.in_message = false;
-                    out.push(Incoming::Message { binary: st.binary, payload: std::mem::take(&mut st.fragments) });
+                    if let Some(p) = st.0.take() {
+                        out.push(Incoming::Message { binary: p.binary, payload: p.fragments });
+                    }
                 }
             }
             OP_PING if fin => out.push(Incoming::Ping(payload)),

@@ -123,10 +123,9 @@ pub(crate) struct State {
     pub(crate) roles: Vec<RoleRecord>,
     pub(crate) channels: Vec<ChannelRecord>,
     pub(crate) members: super::members::Members,
-    /// Members whose visible status is not offline (what `presences` shows).
-    pub(crate) online: HashMap<UserId, Presence>,
-    /// Each node's report of the members it has sessions of.
-    pub(crate) presences: presence::Sources,
+    /// Members whose visible status is not offline, from each node's
+    /// reports of the members it has sessions of.
+    pub(crate) online: crate::online::Online,
     /// Custom emojis, by id.
     pub(crate) emojis: Vec<store::EmojiRecord>,
     /// Users banned from the guild: their joins are refused here, where
@@ -195,10 +194,7 @@ impl GuildActor {
                     // sessions' subscriptions and presence updates.
                     let here = node.presences.online_among(state.members.len(), state.members.ids(), |u| state.members.contains_key(&u));
                     for (uid, p) in here {
-                        let shown = state.presences.report(uid, node.id.0, p);
-                        if shown.status != Status::Offline {
-                            state.online.insert(uid, shown);
-                        }
+                        state.online.report(uid, node.id.0, p);
                     }
                     fenced::serve(&mut self, &mut state).await;
                 }
@@ -875,15 +871,12 @@ impl GuildActor {
                 let known = st.members.contains_key(&uid);
                 let mut m = convert::member(&member, Some(&user));
                 m.guild_id = Some(gid);
-                let p = st.presences.report(uid, self.core.node.id.0, self.core.node.presences.get(uid));
+                st.online.report(uid, self.core.node.id.0, self.core.node.presences.get(uid));
                 if let Some(names) = st.names.get_mut() {
                     names.replace(st.members.get(&uid), Some((&member, &user)));
                 }
                 st.members.insert(&member, &user);
                 self.hidden.clear();
-                if p.status != Status::Offline {
-                    st.online.insert(uid, p);
-                }
                 self.lists.member_changed(&st.view(), uid);
                 if !known {
                     self.fan_out("GUILD_MEMBER_ADD", &encode(&m), Intents::GUILD_MEMBERS);
@@ -944,8 +937,7 @@ impl GuildActor {
                     names.replace(Some((&member, &user)), None::<MemberRef<'_>>);
                 }
                 self.hidden.clear();
-                st.online.remove(&uid);
-                st.presences.forget(uid);
+                st.online.forget(uid);
                 self.lists.member_removed(&st.view(), uid);
                 let body = encode(&json!({"guild_id": gid, "user": convert::user(&user)}));
                 self.fan_out("GUILD_MEMBER_REMOVE", &body, Intents::GUILD_MEMBERS);
@@ -1020,8 +1012,7 @@ impl GuildActor {
                 d["not_found"] = json!(not_found);
             }
             if with_presences {
-                let ps: Vec<Value> =
-                    part.iter().filter_map(|m| st.online.get(&m.id()).map(|p| presence_json(self.id, m.id(), p))).collect();
+                let ps: Vec<Value> = part.iter().filter_map(|m| st.online.get(m.id()).map(|p| presence_json(self.id, m.id(), p))).collect();
                 d["presences"] = Value::Array(ps);
             }
             s.clone().push(Dispatch { name: "GUILD_MEMBERS_CHUNK", body: encode(&d) });
@@ -1052,7 +1043,7 @@ impl State {
     pub(super) fn pinged(&self, m: &model::Message) -> Vec<UserId> {
         let here_only = m.mention_everyone && !m.content.contains("@everyone");
         let mut who: Vec<UserId> = if m.mention_everyone {
-            self.members.ids().filter(|u| !here_only || self.online.contains_key(u)).collect()
+            self.members.ids().filter(|u| !here_only || self.online.contains(*u)).collect()
         } else {
             let mut v: Vec<UserId> = m.mentions.iter().map(|u| u.id).filter(|u| self.members.contains_key(u)).collect();
             if !m.mention_roles.is_empty() {
@@ -1094,8 +1085,7 @@ impl State {
             roles: s.roles,
             channels,
             members,
-            online: HashMap::new(),
-            presences: presence::Sources::default(),
+            online: crate::online::Online::default(),
             emojis: s.emojis,
             bans: s.bans.into_iter().collect(),
             threads,
@@ -1141,13 +1131,13 @@ impl State {
         let with_online = s.intents.contains(Intents::GUILD_PRESENCES);
         let members = if large {
             let own = self.members.get(&s.user_id);
-            let online = self.online.keys().filter(|&&u| with_online && u != s.user_id).filter_map(|u| self.members.get(u));
+            let online = self.online.users().filter(|&u| with_online && u != s.user_id).filter_map(|u| self.members.get(&u));
             own.into_iter().chain(online).map(|m| m.model(true)).collect()
         } else {
             self.members.iter().map(|m| m.model(true)).collect()
         };
         let presences = if s.intents.contains(Intents::GUILD_PRESENCES) {
-            self.online.iter().map(|(u, p)| presence_json(self.guild.id, *u, p)).collect()
+            self.online.iter().map(|(u, p)| presence_json(self.guild.id, u, p)).collect()
         } else {
             Vec::new()
         };
@@ -1211,7 +1201,7 @@ fn presence_json(guild: GuildId, user: UserId, p: &Presence) -> Value {
         "user": {"id": user},
         "guild_id": guild,
         "status": status,
-        "activities": p.activities,
+        "activities": p.activities.as_slice(),
         "client_status": client_status,
     })
 }

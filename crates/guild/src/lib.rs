@@ -11,6 +11,7 @@ mod keys;
 pub mod list;
 pub mod members;
 pub mod names;
+pub mod online;
 mod ops;
 pub mod remote;
 pub mod threads;

@@ -27,7 +27,6 @@ use store::{ChannelRecord, RoleRecord};
 use crate::members::{MemberRef, Members};
 
 use fanout::{Dispatch, Sink};
-use node::presence::Presence;
 
 /// Chunks one session may watch in one guild (Discord: 5 channels x 3 ranges).
 pub const MAX_CHUNKS: usize = 15;
@@ -81,12 +80,12 @@ pub struct View<'a> {
     pub owner: UserId,
     pub roles: &'a [RoleRecord],
     pub members: &'a Members,
-    pub online: &'a HashMap<UserId, Presence>,
+    pub online: &'a crate::online::Online,
 }
 
 impl View<'_> {
     fn status(&self, u: UserId) -> Status {
-        self.online.get(&u).map(|p| p.status).unwrap_or(Status::Offline)
+        self.online.status(u)
     }
 
     fn can_view(&self, m: &impl node::perm::MemberFacts, c: &ChannelRecord) -> bool {
@@ -502,7 +501,7 @@ fn item_json<'a>(view: &View<'a>, item: &Item) -> ItemJson<'a> {
         Item::Group { id, count } => ItemJson::Group(GroupJson { id: id.to_string(), count: *count }),
         Item::Member(mi) => {
             let uid = UserId(mi.user_id);
-            let (status, activities) = match view.online.get(&uid) {
+            let (status, activities) = match view.online.get(uid) {
                 Some(p) => (p.status.visible().as_str(), p.activities.as_slice()),
                 None => ("offline", NO_ACTIVITIES),
             };
@@ -610,7 +609,8 @@ mod tests {
     fn update_json_has_discords_shape_and_restricted_lists_filter() {
         let g = GuildId(1);
         let members = Members::load(g, vec![user(5, "bob"), user(6, "amy")]);
-        let online: HashMap<_, _> = [(UserId(6), Presence { status: Status::Idle, activities: vec![] })].into_iter().collect();
+        let mut online = crate::online::Online::default();
+        online.report(UserId(6), 1, node::presence::Presence::new(Status::Idle));
         let roles = roles();
         let view = View { guild: g, owner: UserId(99), roles: &roles, members: &members, online: &online };
         let open = crate::text_channel(protocol::ChannelId(2), g, "open".into(), 0);

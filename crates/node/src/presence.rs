@@ -3,20 +3,61 @@
 //! during its resume window); their status is the one set last.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use protocol::gateway::Status;
 use protocol::UserId;
+use serde_json::Value;
 
+/// 16 bytes: every guild actor keeps one per online member (issue #31's
+/// memory diet), so the activities are one shared pointer, none when empty.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Presence {
     pub status: Status,
-    pub activities: Vec<serde_json::Value>,
+    pub activities: Activities,
 }
 
 impl Presence {
     pub fn offline() -> Self {
-        Presence { status: Status::Offline, activities: Vec::new() }
+        Presence { status: Status::Offline, activities: Activities::default() }
+    }
+
+    pub fn new(status: Status) -> Self {
+        Presence { status, activities: Activities::default() }
+    }
+}
+
+/// A presence's activities: shared by every copy of the presence (a user's
+/// report goes to each of their guilds), unallocated when there are none
+/// (most users). Serialized as the plain list.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Activities(Option<Arc<Vec<Value>>>);
+
+impl Activities {
+    pub fn new(list: Vec<Value>) -> Self {
+        Activities((!list.is_empty()).then(|| Arc::new(list)))
+    }
+
+    pub fn as_slice(&self) -> &[Value] {
+        self.0.as_deref().map_or(&[], Vec::as_slice)
+    }
+}
+
+impl From<Vec<Value>> for Activities {
+    fn from(list: Vec<Value>) -> Self {
+        Activities::new(list)
+    }
+}
+
+impl serde::Serialize for Activities {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.as_slice().serialize(s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Activities {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Vec::<Value>::deserialize(d).map(Activities::new)
     }
 }
 
@@ -104,7 +145,19 @@ mod tests {
     use super::*;
 
     fn p(s: Status) -> Presence {
-        Presence { status: s, activities: vec![] }
+        Presence::new(s)
+    }
+
+    #[test]
+    fn activities_are_shared_and_serialize_as_a_list() {
+        assert_eq!(std::mem::size_of::<Presence>(), 16);
+        let a = Activities::new(vec![serde_json::json!({"name": "x", "type": 0})]);
+        let p = Presence { status: Status::Online, activities: a.clone() };
+        let text = serde_json::to_string(&p).unwrap();
+        assert_eq!(text, r#"{"status":"online","activities":[{"name":"x","type":0}]}"#);
+        assert_eq!(serde_json::from_str::<Presence>(&text).unwrap(), p);
+        assert_eq!(serde_json::to_string(&Presence::offline()).unwrap(), r#"{"status":"offline","activities":[]}"#);
+        assert!(Activities::new(Vec::new()).0.is_none(), "no allocation for none");
     }
 
     #[test]

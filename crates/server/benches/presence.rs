@@ -3,8 +3,6 @@
 //! subscriber of [0, 99], the JSON encoding of GUILD_MEMBER_LIST_UPDATE, and
 //! the push to the subscriber's session (no socket: into its replay buffer).
 
-use std::collections::HashMap;
-
 use criterion::{criterion_group, criterion_main, Criterion};
 use protocol::gateway::{Intents, Status};
 use protocol::{GuildId, UserId};
@@ -32,10 +30,10 @@ fn bench(c: &mut Criterion) {
         let m = MemberRecord::joined(guild, u.id, 0);
         members.insert(&m, &u);
     }
-    let mut online: HashMap<UserId, Presence> = HashMap::new();
+    let mut online = server::guild::online::Online::default();
     // 10% online, so both groups are large.
     for n in (0..MEMBERS).step_by(10) {
-        online.insert(UserId(10 + n), Presence { status: Status::Online, activities: vec![] });
+        online.report(UserId(10 + n), 1, Presence::new(Status::Online));
     }
     let roles = vec![server::guild::everyone_role(guild)];
     let view = View { guild, owner: UserId(0), roles: &roles, members: &members, online: &online };

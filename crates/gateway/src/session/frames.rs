@@ -63,7 +63,7 @@ impl SessionHandle {
                     let Ok(p) = serde_json::from_str::<PresenceUpdate>(d) else {
                         return Some(Outcome::Detach(Some(CloseCode::DecodeError.into())));
                     };
-                    let p = Presence { status: p.status, activities: p.activities.unwrap_or_default() };
+                    let p = Presence { status: p.status, activities: p.activities.unwrap_or_default().into() };
                     if let Some(changed) = node.presences.update(self.user_id, p) {
                         node::route::broadcast_presence(node.guilds.as_ref(), node.id.0, self.user_id, &self.actors(), changed);
                     }

@@ -598,7 +598,7 @@ impl Harness {
         self.had_socket = true;
         self.wire = Some(Wire::new(pipe, self.p.transport, 0));
         self.seen = 0;
-        let presence = Presence { status: protocol::gateway::Status::Online, activities: Vec::new() };
+        let presence = Presence::new(protocol::gateway::Status::Online);
         super::start(&self.node, &self.table, conn, Identified { handle: self.s.clone(), ready: ready.clone(), presence }, Vec::new());
         self.m.record(&self.limits, Entry { name: "READY", w: Some(w), body: ready, at: now }, 1);
         settle().await;

@@ -184,7 +184,7 @@ async fn member_list_ranges_stay_equal_to_a_fresh_sync() {
     let listed: Vec<_> = gc["d"]["members"].as_array().unwrap().iter().map(|m| m["user"]["id"].as_str().unwrap().to_string()).collect();
     assert_eq!(listed, vec!["10".to_string()]);
     for n in 0..2_000u64 {
-        let p = Presence { status: statuses[(n % 3) as usize], activities: vec![] };
+        let p = Presence::new(statuses[(n % 3) as usize]);
         send(&node, gid, GuildMsg::Presence { user: UserId(1_000 + n * 37), node: 1, presence: p });
     }
     // Client A: op 14 with two chunks. Client B: op 37 with other chunks, one deep in the list.
@@ -248,11 +248,7 @@ async fn member_list_ranges_stay_equal_to_a_fresh_sync() {
             }
             2 => {
                 let uid = present[rng.gen_range(0..present.len())];
-                GuildMsg::Presence {
-                    user: UserId(uid),
-                    node: 1,
-                    presence: Presence { status: statuses[rng.gen_range(0..4)], activities: vec![] },
-                }
+                GuildMsg::Presence { user: UserId(uid), node: 1, presence: Presence::new(statuses[rng.gen_range(0..4)]) }
             }
             _ => {
                 let uid = present[rng.gen_range(0..present.len())];

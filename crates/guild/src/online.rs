@@ -1,0 +1,250 @@
+//! A guild's online members and what each shows, across the nodes of a
+//! cluster.
+//!
+//! Each node knows the presence of the users with sessions on it
+//! (`node::presence`: online while any of its sessions lives, the status
+//! set last). A user may have sessions on several nodes (two clients
+//! behind a load balancer), so the guild keeps what every node that has
+//! the user online reported: what the user shows is the report taken last,
+//! and the user is offline only when no node has one. A node that reports
+//! offline (its last session of the user ended) takes its report back; a
+//! node that leaves the cluster takes all of its reports (`keep_nodes`).
+//!
+//! Nearly every online member is reported by one node, so that case is
+//! one 24-byte entry (the shown presence and its node) in one map; the
+//! reports of users on several nodes are kept apart, in a map only they
+//! are in. (Issue #31's memory diet: a map of what each member shows and
+//! a second map of every report, each a list, took ~300 bytes a member;
+//! this takes ~50.)
+
+use std::collections::HashMap;
+
+use protocol::gateway::Status;
+use protocol::UserId;
+
+use node::presence::Presence;
+
+/// What an online member shows, and which node reported it.
+#[derive(Debug)]
+struct Shown {
+    presence: Presence,
+    /// The one node reporting the user, unless `many` holds the reports.
+    node: u64,
+}
+
+/// One node's report of a user reported by several, and when it was taken
+/// (the map's own count).
+#[derive(Debug, Clone)]
+struct Report {
+    node: u64,
+    presence: Presence,
+    at: u64,
+}
+
+/// The guild's online members.
+#[derive(Debug, Default)]
+pub struct Online {
+    shown: HashMap<UserId, Shown>,
+    /// Every node's report of the users more than one node reports.
+    many: HashMap<UserId, Vec<Report>>,
+    clock: u64,
+}
+
+impl Online {
+    /// Node `node` reports `presence` for `user`. Returns what the user
+    /// shows now if that changed (offline when no node has them).
+    pub fn report(&mut self, user: UserId, node: u64, presence: Presence) -> Option<Presence> {
+        let before = self.get(user).cloned();
+        let offline = presence.status == Status::Offline;
+        if let Some(list) = self.many.get_mut(&user) {
+            if offline {
+                list.retain(|r| r.node != node);
+            } else {
+                match list.iter_mut().find(|r| r.node == node) {
+                    // Unchanged reports (a session subscribing again) do
+                    // not make this node's the latest.
+                    Some(r) if r.presence == presence => {}
+                    Some(r) => {
+                        self.clock += 1;
+                        *r = Report { node, presence, at: self.clock };
+                    }
+                    None => {
+                        self.clock += 1;
+                        list.push(Report { node, presence, at: self.clock });
+                    }
+                }
+            }
+            self.settle(user);
+        } else {
+            match self.shown.get_mut(&user) {
+                None if offline => {}
+                None => {
+                    self.shown.insert(user, Shown { presence, node });
+                }
+                Some(s) if s.node == node => {
+                    if offline {
+                        self.shown.remove(&user);
+                    } else {
+                        s.presence = presence;
+                    }
+                }
+                // A node that has no report takes none back.
+                Some(_) if offline => {}
+                Some(s) => {
+                    // A second node: both reports kept, the new one latest.
+                    let first = Report { node: s.node, presence: s.presence.clone(), at: self.clock + 1 };
+                    self.clock += 2;
+                    self.many.insert(user, vec![first, Report { node, presence: presence.clone(), at: self.clock }]);
+                    s.presence = presence;
+                }
+            }
+        }
+        let after = self.get(user);
+        (after != before.as_ref()).then(|| after.cloned().unwrap_or_else(Presence::offline))
+    }
+
+    /// After a change of `user`'s several reports: shows the latest, back
+    /// to one entry when one node is left, none when none is.
+    fn settle(&mut self, user: UserId) {
+        let Some(list) = self.many.get(&user) else { return };
+        let node = if list.len() == 1 { list[0].node } else { u64::MAX };
+        match list.iter().max_by_key(|r| r.at) {
+            None => {
+                self.many.remove(&user);
+                self.shown.remove(&user);
+            }
+            Some(latest) => {
+                let presence = latest.presence.clone();
+                self.shown.insert(user, Shown { presence, node });
+                if node != u64::MAX {
+                    self.many.remove(&user);
+                }
+            }
+        }
+    }
+
+    /// The user left the guild.
+    pub fn forget(&mut self, user: UserId) {
+        self.shown.remove(&user);
+        self.many.remove(&user);
+    }
+
+    /// Drops the reports of nodes not in `live`; returns the users whose
+    /// shown presence changed, with what they show now.
+    pub fn keep_nodes(&mut self, live: &[u64]) -> Vec<(UserId, Presence)> {
+        let mut changed = Vec::new();
+        let before: Vec<(UserId, Presence)> =
+            self.many.keys().filter_map(|u| self.shown.get(u).map(|s| (*u, s.presence.clone()))).collect();
+        for list in self.many.values_mut() {
+            list.retain(|r| live.contains(&r.node));
+        }
+        for (user, was) in before {
+            self.settle(user);
+            let now = self.get(user).cloned().unwrap_or_else(Presence::offline);
+            if now != was {
+                changed.push((user, now));
+            }
+        }
+        self.shown.retain(|user, s| {
+            let keep = self.many.contains_key(user) || live.contains(&s.node);
+            if !keep {
+                changed.push((*user, Presence::offline()));
+            }
+            keep
+        });
+        changed
+    }
+
+    /// What `user` shows, if online.
+    pub fn get(&self, user: UserId) -> Option<&Presence> {
+        self.shown.get(&user).map(|s| &s.presence)
+    }
+
+    /// What `user` shows (offline if not online).
+    pub fn status(&self, user: UserId) -> Status {
+        self.get(user).map_or(Status::Offline, |p| p.status)
+    }
+
+    pub fn contains(&self, user: UserId) -> bool {
+        self.shown.contains_key(&user)
+    }
+
+    pub fn len(&self) -> usize {
+        self.shown.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.shown.is_empty()
+    }
+
+    /// The online members and what they show, in no order.
+    pub fn iter(&self) -> impl Iterator<Item = (UserId, &Presence)> {
+        self.shown.iter().map(|(u, s)| (*u, &s.presence))
+    }
+
+    /// The online members, in no order.
+    pub fn users(&self) -> impl Iterator<Item = UserId> + '_ {
+        self.shown.keys().copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(status: Status) -> Presence {
+        Presence::new(status)
+    }
+
+    fn shows(o: &Online, u: UserId) -> Status {
+        o.status(u)
+    }
+
+    #[test]
+    fn the_latest_report_shows_and_offline_needs_every_node() {
+        let mut o = Online::default();
+        let u = UserId(7);
+        assert_eq!(o.report(u, 1, p(Status::Online)).map(|p| p.status), Some(Status::Online));
+        assert_eq!(o.report(u, 1, p(Status::Online)), None, "the same again changes nothing");
+        assert_eq!(o.report(u, 2, p(Status::Idle)).map(|p| p.status), Some(Status::Idle), "node 2 reported last");
+        // Node 1 says the same again (a re-subscription): still node 2's.
+        assert_eq!(o.report(u, 1, p(Status::Online)), None);
+        assert_eq!(shows(&o, u), Status::Idle);
+        assert_eq!(o.report(u, 1, p(Status::Dnd)).map(|p| p.status), Some(Status::Dnd));
+        // Node 1's last session ends: node 2's session still shows.
+        assert_eq!(o.report(u, 1, p(Status::Offline)).map(|p| p.status), Some(Status::Idle));
+        assert!(o.many.is_empty(), "one node left: one entry again");
+        assert_eq!(o.report(u, 3, p(Status::Offline)), None, "a node without a report takes none back");
+        assert_eq!(o.report(u, 2, p(Status::Offline)).map(|p| p.status), Some(Status::Offline));
+        assert!(o.shown.is_empty() && o.many.is_empty(), "nothing kept for offline users");
+    }
+
+    #[test]
+    fn a_node_that_leaves_takes_its_reports() {
+        let mut o = Online::default();
+        o.report(UserId(1), 1, p(Status::Online));
+        o.report(UserId(1), 3, p(Status::Idle));
+        o.report(UserId(2), 3, p(Status::Online));
+        o.report(UserId(3), 1, p(Status::Online));
+        o.report(UserId(4), 1, p(Status::Dnd));
+        o.report(UserId(4), 2, p(Status::Dnd));
+        let mut changed = o.keep_nodes(&[1, 2]);
+        changed.sort_by_key(|(u, _)| *u);
+        assert_eq!(changed, [(UserId(1), p(Status::Online)), (UserId(2), p(Status::Offline))]);
+        assert_eq!(shows(&o, UserId(1)), Status::Online, "node 1's report is what is left");
+        assert_eq!(shows(&o, UserId(2)), Status::Offline);
+        assert_eq!(shows(&o, UserId(3)), Status::Online);
+        assert_eq!(shows(&o, UserId(4)), Status::Dnd, "both its nodes live");
+        assert_eq!(o.len(), 3);
+        assert_eq!(o.many.len(), 1, "user 1 is back to one entry");
+    }
+
+    #[test]
+    fn an_online_member_costs_one_small_entry() {
+        assert!(std::mem::size_of::<Shown>() <= 24);
+        let mut o = Online::default();
+        o.report(UserId(1), 1, p(Status::Online));
+        o.forget(UserId(1));
+        assert!(o.is_empty());
+    }
+}
