@@ -1012,7 +1012,8 @@ impl GuildActor {
                 d["not_found"] = json!(not_found);
             }
             if with_presences {
-                let ps: Vec<Value> = part.iter().filter_map(|m| st.online.get(m.id()).map(|p| presence_json(self.id, m.id(), p))).collect();
+                let ps: Vec<Value> =
+                    part.iter().filter_map(|m| st.online.get(m.id()).map(|p| presence_json(self.id, m.id(), &p))).collect();
                 d["presences"] = Value::Array(ps);
             }
             s.clone().push(Dispatch { name: "GUILD_MEMBERS_CHUNK", body: encode(&d) });
@@ -1137,7 +1138,7 @@ impl State {
             self.members.iter().map(|m| m.model(true)).collect()
         };
         let presences = if s.intents.contains(Intents::GUILD_PRESENCES) {
-            self.online.iter().map(|(u, p)| presence_json(self.guild.id, u, p)).collect()
+            self.online.iter().map(|(u, p)| presence_json(self.guild.id, u, &p)).collect()
         } else {
             Vec::new()
         };

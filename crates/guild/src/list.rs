@@ -501,8 +501,8 @@ fn item_json<'a>(view: &View<'a>, item: &Item) -> ItemJson<'a> {
         Item::Group { id, count } => ItemJson::Group(GroupJson { id: id.to_string(), count: *count }),
         Item::Member(mi) => {
             let uid = UserId(mi.user_id);
-            let (status, activities) = match view.online.get(uid) {
-                Some(p) => (p.status.visible().as_str(), p.activities.as_slice()),
+            let (status, activities) = match view.online.shown(uid) {
+                Some((status, activities)) => (status.visible().as_str(), activities.as_slice()),
                 None => ("offline", NO_ACTIVITIES),
             };
             let presence = PresenceJson {

@@ -11,25 +11,43 @@
 //! node that leaves the cluster takes all of its reports (`keep_nodes`).
 //!
 //! Nearly every online member is reported by one node, so that case is
-//! one 24-byte entry (the shown presence and its node) in one map; the
-//! reports of users on several nodes are kept apart, in a map only they
-//! are in. (Issue #31's memory diet: a map of what each member shows and
-//! a second map of every report, each a list, took ~300 bytes a member;
-//! this takes ~50.)
+//! one 16-byte entry (status, activities, node) in one map; the reports of
+//! users on several nodes (or on a node whose id needs more than 32 bits)
+//! are kept apart, in a map only they are in. (Issue #31's memory diet: a
+//! map of what each member shows and a second map of every report, each a
+//! list, took ~300 bytes a member; this takes ~35.)
 
 use std::collections::HashMap;
 
 use protocol::gateway::Status;
 use protocol::UserId;
 
-use node::presence::Presence;
+use node::presence::{Activities, Presence};
 
 /// What an online member shows, and which node reported it.
 #[derive(Debug)]
 struct Shown {
-    presence: Presence,
-    /// The one node reporting the user, unless `many` holds the reports.
-    node: u64,
+    activities: Activities,
+    /// The one node reporting the user; [`MANY`] if `many` holds the reports.
+    node: u32,
+    status: Status,
+}
+
+const MANY: u32 = u32::MAX;
+
+/// A node id as a [`Shown`] holds it, if it fits.
+fn small(node: u64) -> Option<u32> {
+    u32::try_from(node).ok().filter(|n| *n != MANY)
+}
+
+impl Shown {
+    fn new(presence: Presence, node: u32) -> Self {
+        Shown { activities: presence.activities, node, status: presence.status }
+    }
+
+    fn presence(&self) -> Presence {
+        Presence { status: self.status, activities: self.activities.clone() }
+    }
 }
 
 /// One node's report of a user reported by several, and when it was taken
@@ -54,7 +72,7 @@ impl Online {
     /// Node `node` reports `presence` for `user`. Returns what the user
     /// shows now if that changed (offline when no node has them).
     pub fn report(&mut self, user: UserId, node: u64, presence: Presence) -> Option<Presence> {
-        let before = self.get(user).cloned();
+        let before = self.get(user);
         let offline = presence.status == Status::Offline;
         if let Some(list) = self.many.get_mut(&user) {
             if offline {
@@ -78,45 +96,52 @@ impl Online {
         } else {
             match self.shown.get_mut(&user) {
                 None if offline => {}
-                None => {
-                    self.shown.insert(user, Shown { presence, node });
-                }
-                Some(s) if s.node == node => {
+                None => match small(node) {
+                    Some(n) => {
+                        self.shown.insert(user, Shown::new(presence, n));
+                    }
+                    None => {
+                        self.clock += 1;
+                        self.many.insert(user, vec![Report { node, presence, at: self.clock }]);
+                        self.settle(user);
+                    }
+                },
+                Some(s) if Some(s.node) == small(node) => {
                     if offline {
                         self.shown.remove(&user);
                     } else {
-                        s.presence = presence;
+                        *s = Shown::new(presence, s.node);
                     }
                 }
                 // A node that has no report takes none back.
                 Some(_) if offline => {}
                 Some(s) => {
                     // A second node: both reports kept, the new one latest.
-                    let first = Report { node: s.node, presence: s.presence.clone(), at: self.clock + 1 };
+                    let first = Report { node: u64::from(s.node), presence: s.presence(), at: self.clock + 1 };
                     self.clock += 2;
                     self.many.insert(user, vec![first, Report { node, presence: presence.clone(), at: self.clock }]);
-                    s.presence = presence;
+                    *s = Shown::new(presence, MANY);
                 }
             }
         }
         let after = self.get(user);
-        (after != before.as_ref()).then(|| after.cloned().unwrap_or_else(Presence::offline))
+        (after != before).then(|| after.unwrap_or_else(Presence::offline))
     }
 
     /// After a change of `user`'s several reports: shows the latest, back
     /// to one entry when one node is left, none when none is.
     fn settle(&mut self, user: UserId) {
         let Some(list) = self.many.get(&user) else { return };
-        let node = if list.len() == 1 { list[0].node } else { u64::MAX };
+        let node = if list.len() == 1 { small(list[0].node).unwrap_or(MANY) } else { MANY };
         match list.iter().max_by_key(|r| r.at) {
             None => {
                 self.many.remove(&user);
                 self.shown.remove(&user);
             }
             Some(latest) => {
-                let presence = latest.presence.clone();
-                self.shown.insert(user, Shown { presence, node });
-                if node != u64::MAX {
+                let shown = Shown::new(latest.presence.clone(), node);
+                self.shown.insert(user, shown);
+                if node != MANY {
                     self.many.remove(&user);
                 }
             }
@@ -133,20 +158,19 @@ impl Online {
     /// shown presence changed, with what they show now.
     pub fn keep_nodes(&mut self, live: &[u64]) -> Vec<(UserId, Presence)> {
         let mut changed = Vec::new();
-        let before: Vec<(UserId, Presence)> =
-            self.many.keys().filter_map(|u| self.shown.get(u).map(|s| (*u, s.presence.clone()))).collect();
+        let before: Vec<(UserId, Presence)> = self.many.keys().filter_map(|u| self.shown.get(u).map(|s| (*u, s.presence()))).collect();
         for list in self.many.values_mut() {
             list.retain(|r| live.contains(&r.node));
         }
         for (user, was) in before {
             self.settle(user);
-            let now = self.get(user).cloned().unwrap_or_else(Presence::offline);
+            let now = self.get(user).unwrap_or_else(Presence::offline);
             if now != was {
                 changed.push((user, now));
             }
         }
         self.shown.retain(|user, s| {
-            let keep = self.many.contains_key(user) || live.contains(&s.node);
+            let keep = s.node == MANY || live.contains(&u64::from(s.node));
             if !keep {
                 changed.push((*user, Presence::offline()));
             }
@@ -156,13 +180,18 @@ impl Online {
     }
 
     /// What `user` shows, if online.
-    pub fn get(&self, user: UserId) -> Option<&Presence> {
-        self.shown.get(&user).map(|s| &s.presence)
+    pub fn get(&self, user: UserId) -> Option<Presence> {
+        self.shown.get(&user).map(Shown::presence)
+    }
+
+    /// What `user` shows without a copy, if online: status and activities.
+    pub fn shown(&self, user: UserId) -> Option<(Status, &Activities)> {
+        self.shown.get(&user).map(|s| (s.status, &s.activities))
     }
 
     /// What `user` shows (offline if not online).
     pub fn status(&self, user: UserId) -> Status {
-        self.get(user).map_or(Status::Offline, |p| p.status)
+        self.shown.get(&user).map_or(Status::Offline, |s| s.status)
     }
 
     pub fn contains(&self, user: UserId) -> bool {
@@ -178,8 +207,8 @@ impl Online {
     }
 
     /// The online members and what they show, in no order.
-    pub fn iter(&self) -> impl Iterator<Item = (UserId, &Presence)> {
-        self.shown.iter().map(|(u, s)| (*u, &s.presence))
+    pub fn iter(&self) -> impl Iterator<Item = (UserId, Presence)> + '_ {
+        self.shown.iter().map(|(u, s)| (*u, s.presence()))
     }
 
     /// The online members, in no order.
@@ -240,8 +269,20 @@ mod tests {
     }
 
     #[test]
+    fn a_node_id_beyond_32_bits_keeps_its_report_apart() {
+        let mut o = Online::default();
+        let (u, big) = (UserId(5), u64::from(u32::MAX) + 7);
+        assert_eq!(o.report(u, big, p(Status::Idle)).map(|p| p.status), Some(Status::Idle));
+        assert_eq!(o.many.len(), 1);
+        assert_eq!(o.report(u, 1, p(Status::Online)).map(|p| p.status), Some(Status::Online));
+        assert_eq!(o.report(u, 1, p(Status::Offline)).map(|p| p.status), Some(Status::Idle), "the big node's report is left");
+        assert_eq!(o.keep_nodes(&[1]), [(u, p(Status::Offline))]);
+        assert!(o.is_empty() && o.many.is_empty());
+    }
+
+    #[test]
     fn an_online_member_costs_one_small_entry() {
-        assert!(std::mem::size_of::<Shown>() <= 24);
+        assert_eq!(std::mem::size_of::<Shown>(), 16);
         let mut o = Online::default();
         o.report(UserId(1), 1, p(Status::Online));
         o.forget(UserId(1));
