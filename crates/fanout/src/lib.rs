@@ -18,6 +18,7 @@ pub mod worker;
 pub use subscribers::*;
 pub use worker::*;
 
+mod by_id;
 pub mod registry;
 
 pub use registry::{NoSessions, Registry, SessionTable};

@@ -13,6 +13,7 @@ use hashbrown::{DefaultHashBuilder, HashTable};
 
 use protocol::UserId;
 
+use super::by_id::ById;
 use super::{Recipient, Sink};
 
 /// The node's sessions as fan-out and the actors see them: recipients,
@@ -55,27 +56,23 @@ pub struct Registry<S> {
     inner: Mutex<Inner<S>>,
 }
 
-/// Tables of the sessions themselves, each hashed by its id and by its
-/// user (each knows both): 8 bytes a bucket, not a map entry's 24 by id and
-/// a list per user (issue #31's memory diet). A user's sessions are the
-/// entries of the user table with the user's hash and id.
+/// The sessions by id, and by user in a table of the sessions themselves
+/// hashed by their user (8 bytes a bucket, not a list per user: issue #31's
+/// memory diet): a user's sessions are the entries with the user's hash
+/// and id.
 struct Inner<S> {
-    by_id: HashTable<Arc<S>>,
+    by_id: ById<Arc<S>>,
     by_user: HashTable<Arc<S>>,
     hasher: DefaultHashBuilder,
 }
 
 impl<S> Default for Registry<S> {
     fn default() -> Self {
-        Registry { inner: Mutex::new(Inner { by_id: HashTable::new(), by_user: HashTable::new(), hasher: DefaultHashBuilder::default() }) }
+        Registry { inner: Mutex::new(Inner { by_id: ById::default(), by_user: HashTable::new(), hasher: DefaultHashBuilder::default() }) }
     }
 }
 
 impl<S: Recipient> Inner<S> {
-    fn get(&self, id: &str) -> Option<&Arc<S>> {
-        self.by_id.find(self.hasher.hash_one(id), |s| s.id().as_ref() == id)
-    }
-
     fn unlink_user(&mut self, s: &Arc<S>) {
         let hash = self.hasher.hash_one(s.user_id());
         if let Ok(e) = self.by_user.find_entry(hash, |x| Arc::ptr_eq(x, s)) {
@@ -92,17 +89,9 @@ impl<S: Recipient> Registry<S> {
     pub fn insert(&self, s: Arc<S>) {
         let mut g = self.lock();
         let g = &mut *g;
-        let hash = g.hasher.hash_one(s.id().as_ref());
-        let hasher = &g.hasher;
-        match g.by_id.entry(hash, |x| x.id() == s.id(), |x| hasher.hash_one(x.id().as_ref())) {
-            hashbrown::hash_table::Entry::Occupied(mut e) => {
-                // The same id again replaces the session (as a map insert would).
-                let old = std::mem::replace(e.get_mut(), s.clone());
-                g.unlink_user(&old);
-            }
-            hashbrown::hash_table::Entry::Vacant(e) => {
-                e.insert(s.clone());
-            }
+        // The same id again replaces the session (as a map insert would).
+        if let Some(old) = g.by_id.insert(s.clone()) {
+            g.unlink_user(&old);
         }
         let hasher = &g.hasher;
         g.by_user.insert_unique(hasher.hash_one(s.user_id()), s, |x| hasher.hash_one(x.user_id()));
@@ -110,15 +99,13 @@ impl<S: Recipient> Registry<S> {
 
     pub fn remove(&self, id: &str) {
         let mut g = self.lock();
-        let hash = g.hasher.hash_one(id);
-        let removed = g.by_id.find_entry(hash, |s| s.id().as_ref() == id).ok().map(|e| e.remove().0);
-        if let Some(s) = removed {
+        if let Some(s) = g.by_id.remove(id) {
             g.unlink_user(&s);
         }
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<S>> {
-        self.lock().get(id).cloned()
+        self.lock().by_id.get(id).cloned()
     }
 
     pub fn of_user(&self, user: UserId) -> Vec<Arc<S>> {

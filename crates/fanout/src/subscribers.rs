@@ -4,13 +4,11 @@
 //! only what keeps its unread and mention state right).
 
 use std::collections::HashSet;
-use std::hash::BuildHasher;
 use std::sync::Arc;
-
-use hashbrown::{DefaultHashBuilder, HashTable};
 
 use protocol::UserId;
 
+use crate::by_id::ById;
 use crate::{Recipient, Sink};
 
 /// A guild's subscribers split by delivery worker, shared with the workers
@@ -44,12 +42,7 @@ impl Reach {
 /// A guild actor's subscribers: looked up by session id, and partitioned
 /// for fan-out. The partitions are rebuilt lazily, once per batch of changes.
 pub struct Subscribers {
-    /// By session id: a table of the sinks themselves (each knows its id),
-    /// 16 bytes a bucket rather than a map entry's 32 with the id's `Arc`
-    /// again as its key (issue #31's memory diet: every session has one
-    /// entry in each of its guilds).
-    by_id: HashTable<Sink>,
-    hasher: DefaultHashBuilder,
+    by_id: ById<Sink>,
     /// The passive ones among them (a new subscriber is active).
     passive: HashSet<Arc<str>>,
     /// Partitions of all, the active and the passive subscribers.
@@ -62,60 +55,32 @@ pub struct Subscribers {
 
 impl Subscribers {
     pub fn new(workers: usize) -> Self {
-        Self {
-            by_id: HashTable::new(),
-            hasher: DefaultHashBuilder::default(),
-            passive: HashSet::new(),
-            parts: [None, None, None],
-            workers: workers.max(1),
-            intents: [0; 32],
-        }
-    }
-
-    fn hash(&self, id: &str) -> u64 {
-        self.hasher.hash_one(id)
-    }
-
-    fn find(&self, id: &str) -> Option<&Sink> {
-        self.by_id.find(self.hash(id), |s| s.id().as_ref() == id)
+        Self { by_id: ById::default(), passive: HashSet::new(), parts: [None, None, None], workers: workers.max(1), intents: [0; 32] }
     }
 
     pub fn contains(&self, id: &str) -> bool {
-        self.find(id).is_some()
+        self.by_id.get(id).is_some()
     }
 
     pub fn get(&self, id: &str) -> Option<Sink> {
-        self.find(id).cloned()
-    }
-
-    pub fn len(&self) -> usize {
-        self.by_id.len()
+        self.by_id.get(id).cloned()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.by_id.is_empty()
+        self.by_id.len() == 0
     }
 
     pub fn insert(&mut self, s: Sink) {
         self.parts = [None, None, None];
         self.passive.remove(s.id());
         self.count_intents(s.intents().0, true);
-        let hasher = &self.hasher;
-        let hash = hasher.hash_one(s.id().as_ref());
-        match self.by_id.entry(hash, |x| x.id() == s.id(), |x| hasher.hash_one(x.id().as_ref())) {
-            hashbrown::hash_table::Entry::Occupied(mut e) => {
-                let old = std::mem::replace(e.get_mut(), s);
-                self.count_intents(old.intents().0, false);
-            }
-            hashbrown::hash_table::Entry::Vacant(e) => {
-                e.insert(s);
-            }
+        if let Some(old) = self.by_id.insert(s) {
+            self.count_intents(old.intents().0, false);
         }
     }
 
     pub fn remove(&mut self, id: &str) -> Option<Sink> {
-        let hash = self.hash(id);
-        let r = self.by_id.find_entry(hash, |s| s.id().as_ref() == id).ok().map(|e| e.remove().0);
+        let r = self.by_id.remove(id);
         if let Some(s) = &r {
             self.parts = [None, None, None];
             self.passive.remove(id);
@@ -184,7 +149,7 @@ impl Subscribers {
 
     /// Makes subscriber `id` passive (or active again); whether it changed.
     pub fn set_passive(&mut self, id: &str, passive: bool) -> bool {
-        let Some(s) = self.find(id) else { return false };
+        let Some(s) = self.by_id.get(id) else { return false };
         let changed = if passive { self.passive.insert(s.id().clone()) } else { self.passive.remove(id) };
         if changed {
             self.parts[Reach::Active as usize] = None;
@@ -204,7 +169,7 @@ impl Subscribers {
 
     /// The passive subscribers.
     pub fn passive_values(&self) -> impl Iterator<Item = &Sink> {
-        self.passive.iter().filter_map(|id| self.find(id))
+        self.passive.iter().filter_map(|id| self.by_id.get(id))
     }
 }
 

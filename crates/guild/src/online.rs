@@ -74,6 +74,38 @@ impl Online {
     pub fn report(&mut self, user: UserId, node: u64, presence: Presence) -> Option<Presence> {
         let before = self.get(user);
         let offline = presence.status == Status::Offline;
+        if !self.many.contains_key(&user) {
+            let here = small(node);
+            match self.shown.get_mut(&user) {
+                // Its one node reports again.
+                Some(s) if Some(s.node) == here => {
+                    if offline {
+                        self.shown.remove(&user);
+                    } else {
+                        *s = Shown::new(presence, s.node);
+                    }
+                    return self.changed(user, before);
+                }
+                // A node that has no report takes none back.
+                _ if offline => return None,
+                None => match here {
+                    Some(n) => {
+                        self.shown.insert(user, Shown::new(presence, n));
+                        return self.changed(user, before);
+                    }
+                    // A node id beyond 32 bits: its report is kept in a list.
+                    None => {
+                        self.many.insert(user, Vec::new());
+                    }
+                },
+                // A second node: the reports go to a list, the first one's too.
+                Some(s) => {
+                    self.clock += 1;
+                    let first = Report { node: u64::from(s.node), presence: s.presence(), at: self.clock };
+                    self.many.insert(user, vec![first]);
+                }
+            }
+        }
         if let Some(list) = self.many.get_mut(&user) {
             if offline {
                 list.retain(|r| r.node != node);
@@ -93,37 +125,12 @@ impl Online {
                 }
             }
             self.settle(user);
-        } else {
-            match self.shown.get_mut(&user) {
-                None if offline => {}
-                None => match small(node) {
-                    Some(n) => {
-                        self.shown.insert(user, Shown::new(presence, n));
-                    }
-                    None => {
-                        self.clock += 1;
-                        self.many.insert(user, vec![Report { node, presence, at: self.clock }]);
-                        self.settle(user);
-                    }
-                },
-                Some(s) if Some(s.node) == small(node) => {
-                    if offline {
-                        self.shown.remove(&user);
-                    } else {
-                        *s = Shown::new(presence, s.node);
-                    }
-                }
-                // A node that has no report takes none back.
-                Some(_) if offline => {}
-                Some(s) => {
-                    // A second node: both reports kept, the new one latest.
-                    let first = Report { node: u64::from(s.node), presence: s.presence(), at: self.clock + 1 };
-                    self.clock += 2;
-                    self.many.insert(user, vec![first, Report { node, presence: presence.clone(), at: self.clock }]);
-                    *s = Shown::new(presence, MANY);
-                }
-            }
         }
+        self.changed(user, before)
+    }
+
+    /// What `user` shows now, if it is not `before`.
+    fn changed(&self, user: UserId, before: Option<Presence>) -> Option<Presence> {
         let after = self.get(user);
         (after != before).then(|| after.unwrap_or_else(Presence::offline))
     }
