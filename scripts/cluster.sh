@@ -87,6 +87,13 @@ pid_of() {
 # A process we started is still running (its pid file names a live pid).
 # Right after the start its cmdline may still be this script's subshell,
 # before `exec`: `pid_of` would not recognise it yet.
+# What a node's log says of why it stopped: its error or panic lines (a
+# backtrace follows them and would fill a plain tail), then its last lines.
+log_reason() {
+  grep -m 5 -E '^Error|panicked at|ERROR' "$1" >&2 || true
+  tail -n 20 "$1" | grep -v '^ ' >&2 || true
+}
+
 running() {
   local pid
   [ -f "$1" ] || return 1
@@ -377,8 +384,8 @@ EOF
   local deadline=$((SECONDS + START_TIMEOUT_S))
   start_node 1
   until port_answers $((base + 1)); do
-    running "$RUN/node-1.pid" || { tail -n 20 "$RUN/node-1.log" >&2; say "node 1 exited"; false; }
-    [ "$SECONDS" -lt "$deadline" ] || { tail -n 20 "$RUN/node-1.log" >&2; say "node 1 did not listen within ${START_TIMEOUT_S}s"; false; }
+    running "$RUN/node-1.pid" || { log_reason "$RUN/node-1.log"; say "node 1 exited"; false; }
+    [ "$SECONDS" -lt "$deadline" ] || { log_reason "$RUN/node-1.log"; say "node 1 did not listen within ${START_TIMEOUT_S}s"; false; }
     sleep 0.1
   done
   for ((i = 2; i <= n; i++)); do start_node "$i"; done
@@ -392,7 +399,10 @@ EOF
       if [[ "$h" == *" 200" ]] && [ "$(echo "${h% *}" | jq -c '.cluster_nodes' 2>/dev/null | tr -d '[]')" = "$want" ]; then
         break
       fi
-      running "$RUN/node-$i.pid" || { tail -n 20 "$RUN/node-$i.log" >&2; say "node $i exited"; false; }
+      # Any node that died meanwhile ends the wait at once, with its reason.
+      for ((j = 1; j <= n; j++)); do
+        running "$RUN/node-$j.pid" || { log_reason "$RUN/node-$j.log"; say "node $j exited"; false; }
+      done
       [ "$SECONDS" -lt "$deadline" ] || { say "node $i not healthy in a cluster of 1..$n within ${START_TIMEOUT_S}s: $h"; false; }
       sleep 0.2
     done

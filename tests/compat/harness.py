@@ -89,12 +89,24 @@ def server_log_excerpt(path: Path, n: int = 40) -> str:
 
 
 def tail_file(path: Path, n: int = 60, width: int = 600) -> str:
+    """The last `n` lines of a log, after its first error or panic lines when
+    the tail does not hold them (a backtrace after the reason fills a tail)."""
     try:
+        reasons, lines = [], deque(maxlen=n)
         with open(path, "r", errors="replace") as f:
-            lines = deque(f, maxlen=n)
-        return "".join(l if len(l) <= width else l[:width] + f"...(+{len(l) - width} chars)\n" for l in lines)
+            for l in f:
+                if len(reasons) < 5 and _REASON.search(l):
+                    reasons.append(l)
+                lines.append(l)
+        head = [l for l in reasons if l not in lines]
+        if head:
+            head.append("[...]\n")
+        return "".join(l if len(l) <= width else l[:width] + f"...(+{len(l) - width} chars)\n" for l in head + list(lines))
     except FileNotFoundError:
         return "<no file>"
+
+
+_REASON = re.compile(r"^Error|panicked at|\bERROR\b")
 
 
 def _kill_tree(proc: subprocess.Popen, grace: float = 3.0) -> None:

@@ -56,9 +56,19 @@ def _port_free(p: int) -> bool:
 
 
 def _free_range(n: int) -> int:
-    """A base port P with P..P+n-1 all free (cluster.sh uses consecutive ports)."""
+    """A base port P with P..P+n-1 all free (cluster.sh uses consecutive ports),
+    below the kernel's ephemeral range where it can: cluster.sh binds them
+    one by one while the NATS servers and the first nodes dial out, and an
+    outgoing connection given one of them as its local port would take it."""
+    low, span = 20000, 30000
+    try:
+        first = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+        if first - n > 12000:
+            low, span = 10000, first - n - 10000
+    except (OSError, ValueError, IndexError):
+        pass
     for _ in range(200):
-        base = 20000 + secrets.randbelow(30000)
+        base = low + secrets.randbelow(span)
         if all(_port_free(base + i) for i in range(n)):
             return base
     raise AssertionError(f"no {n} consecutive free ports found")
