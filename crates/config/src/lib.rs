@@ -556,6 +556,12 @@ pub struct StorageConfig {
     /// kernel's page cache, shared by every reader (searches, history,
     /// guild loads), not copies per connection.
     pub sqlite_mmap_mb: u64,
+    /// KiB of page cache each SQLite reader connection keeps. SQLite drops a
+    /// connection's whole cache at its next read after any other
+    /// connection commits (the node's own writer, or another node on the
+    /// same file), walking every slot the cache ever grew to; under a
+    /// steady trickle of commits a large cache buys little and costs that walk.
+    pub sqlite_reader_cache_kb: u64,
 }
 
 impl Default for Config {
@@ -659,6 +665,7 @@ impl Default for StorageConfig {
             sqlite_busy_timeout_ms: 20_000,
             sqlite_checkpoint_ms: 100,
             sqlite_mmap_mb: 0,
+            sqlite_reader_cache_kb: 16_000,
         }
     }
 }

@@ -56,6 +56,8 @@ pub struct SqliteOptions {
     pub checkpoint_every: Option<Duration>,
     /// `PRAGMA mmap_size` of the reader connections (0: none).
     pub mmap_bytes: u64,
+    /// Page cache of each reader connection, KiB (`PRAGMA cache_size=-N`).
+    pub reader_cache_kb: u64,
 }
 
 impl Default for SqliteOptions {
@@ -66,6 +68,7 @@ impl Default for SqliteOptions {
             busy_timeout: Duration::from_secs(20),
             checkpoint_every: Some(Duration::from_millis(100)),
             mmap_bytes: 0,
+            reader_cache_kb: 16_000,
         }
     }
 }
@@ -118,7 +121,13 @@ impl SqliteStore {
         let reader = SqlitePoolOptions::new()
             .test_before_acquire(false)
             .max_connections(opts.readers.max(1))
-            .connect_with(connect.clone().read_only(true).pragma("mmap_size", opts.mmap_bytes.to_string()))
+            .connect_with(
+                connect
+                    .clone()
+                    .read_only(true)
+                    .pragma("mmap_size", opts.mmap_bytes.to_string())
+                    .pragma("cache_size", format!("-{}", opts.reader_cache_kb.max(1))),
+            )
             .await?;
         // It reads tokens, users and memberships only: a smaller page cache.
         let lookup = SqlitePoolOptions::new()
@@ -326,5 +335,29 @@ impl Backend for SqliteStore {
         }
         tx.commit().await?;
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `storage.sqlite_reader_cache_kb` sizes every reader connection's page
+    /// cache; the lookup connection keeps its own smaller one.
+    #[tokio::test]
+    async fn reader_connections_take_the_configured_page_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = SqliteOptions { readers: 2, reader_cache_kb: 1234, ..SqliteOptions::default() };
+        let s = SqliteStore::open(dir.path(), &opts).await.unwrap();
+        // Two at once, so both reader connections answer.
+        let (a, b) = (s.reader.acquire().await.unwrap(), s.reader.acquire().await.unwrap());
+        for mut c in [a, b] {
+            let kb: i64 = sqlx::query_scalar("PRAGMA cache_size").fetch_one(&mut *c).await.unwrap();
+            assert_eq!(kb, -1234);
+        }
+        let lookup: i64 = sqlx::query_scalar("PRAGMA cache_size").fetch_one(&s.lookup).await.unwrap();
+        assert_eq!(lookup, -4000);
+        let writer: i64 = sqlx::query_scalar("PRAGMA cache_size").fetch_one(&s.writer).await.unwrap();
+        assert_eq!(writer, -16000);
     }
 }
