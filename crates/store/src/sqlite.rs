@@ -68,7 +68,7 @@ impl Default for SqliteOptions {
             busy_timeout: Duration::from_secs(20),
             checkpoint_every: Some(Duration::from_millis(100)),
             mmap_bytes: 0,
-            reader_cache_kb: 16_000,
+            reader_cache_kb: 1_000,
         }
     }
 }
