@@ -84,16 +84,17 @@ pid_of() {
   echo "$pid"
 }
 
-# A process we started is still running (its pid file names a live pid).
-# Right after the start its cmdline may still be this script's subshell,
-# before `exec`: `pid_of` would not recognise it yet.
 # What a node's log says of why it stopped: its error or panic lines (a
-# backtrace follows them and would fill a plain tail), then its last lines.
+# backtrace follows them and would fill a plain tail), then its last lines
+# without the backtrace's frames.
 log_reason() {
   grep -m 5 -E '^Error|panicked at|ERROR' "$1" >&2 || true
   tail -n 20 "$1" | grep -v '^ ' >&2 || true
 }
 
+# A process we started is still running (its pid file names a live pid).
+# Right after the start its cmdline may still be this script's subshell,
+# before `exec`: `pid_of` would not recognise it yet.
 running() {
   local pid
   [ -f "$1" ] || return 1

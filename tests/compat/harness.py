@@ -60,7 +60,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def server_log_excerpt(path: Path, n: int = 40) -> str:
-    """Tail of the server log without ANSI colours/backtrace frames, plus any panic messages."""
+    """Tail of the server log without ANSI colours/backtrace frames, plus any
+    panic messages and the error `throng` exited with (`Error: ...`)."""
     try:
         raw = open(path, "r", errors="replace").read().splitlines()
     except FileNotFoundError:
@@ -69,7 +70,7 @@ def server_log_excerpt(path: Path, n: int = 40) -> str:
     lines = [l for l in lines if not re.match(r"^\s+(\d+: |at )", l)]
     panics = []
     for i, l in enumerate(lines):
-        if "panicked at" in l:
+        if "panicked at" in l or l.startswith("Error: "):
             msg = l + (" :: " + lines[i + 1] if i + 1 < len(lines) else "")
             if msg not in panics:
                 panics.append(msg)
@@ -84,29 +85,17 @@ def server_log_excerpt(path: Path, n: int = 40) -> str:
         prev, rep = l, 0
     if rep:
         out.append(f"    (previous line repeated {rep} more times)")
-    head = ("PANICS:\n  " + "\n  ".join(panics[:5]) + "\n") if panics else ""
+    head = ("PANICS AND ERRORS:\n  " + "\n  ".join(panics[:5]) + "\n") if panics else ""
     return head + "\n".join(out[-n:])
 
 
 def tail_file(path: Path, n: int = 60, width: int = 600) -> str:
-    """The last `n` lines of a log, after its first error or panic lines when
-    the tail does not hold them (a backtrace after the reason fills a tail)."""
     try:
-        reasons, lines = [], deque(maxlen=n)
         with open(path, "r", errors="replace") as f:
-            for l in f:
-                if len(reasons) < 5 and _REASON.search(l):
-                    reasons.append(l)
-                lines.append(l)
-        head = [l for l in reasons if l not in lines]
-        if head:
-            head.append("[...]\n")
-        return "".join(l if len(l) <= width else l[:width] + f"...(+{len(l) - width} chars)\n" for l in head + list(lines))
+            lines = deque(f, maxlen=n)
+        return "".join(l if len(l) <= width else l[:width] + f"...(+{len(l) - width} chars)\n" for l in lines)
     except FileNotFoundError:
         return "<no file>"
-
-
-_REASON = re.compile(r"^Error|panicked at|\bERROR\b")
 
 
 def _kill_tree(proc: subprocess.Popen, grace: float = 3.0) -> None:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import HERE, BotProcess, Rest, RestError, budget_left, database_for, start_budget, store_args, tail_file
+from harness import HERE, BotProcess, Rest, RestError, budget_left, database_for, server_log_excerpt, start_budget, store_args, tail_file
 from test_compat import Variant, check_available
 
 ROOT = HERE.parent.parent
@@ -62,7 +62,7 @@ def _free_range(n: int) -> int:
     outgoing connection given one of them as its local port would take it."""
     low, span = 20000, 30000
     try:
-        first = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+        first = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
         if first - n > 12000:
             low, span = 10000, first - n - 10000
     except (OSError, ValueError, IndexError):
@@ -161,7 +161,7 @@ class LB:
         for b in self.bots:
             parts.append(b.summary(25, 10))
         for i in range(1, NODES + 1):
-            parts.append(f"--- node {i} log ---\n" + tail_file(self.run / f"node-{i}.log", 10, 300))
+            parts.append(f"--- node {i} log ---\n" + server_log_excerpt(self.run / f"node-{i}.log", 10))
         return "\n".join(parts)
 
     def fail(self, msg: str):
