@@ -565,6 +565,13 @@ pub struct StorageConfig {
     /// 10% less CPU chatting on 4 nodes, search within 17% either way, the
     /// million-member guild's load no slower and 16 MiB less RSS).
     pub sqlite_reader_cache_kb: u64,
+    /// MiB of frames in SQLite's WAL at which the checkpoint thread makes
+    /// the next commit start the WAL over from its beginning (a RESTART
+    /// checkpoint); also the size the file is cut back to then. PASSIVE
+    /// checkpoints alone need not let the WAL start over under steady
+    /// writes, and nothing bounded the file (1.4 GB after 80 s of ~950
+    /// messages a second, docs/benchmarks-history.md, 2026-12-05).
+    pub sqlite_wal_restart_mb: u64,
 }
 
 impl Default for Config {
@@ -669,6 +676,7 @@ impl Default for StorageConfig {
             sqlite_checkpoint_ms: 100,
             sqlite_mmap_mb: 0,
             sqlite_reader_cache_kb: 1_000,
+            sqlite_wal_restart_mb: 64,
         }
     }
 }

@@ -80,6 +80,7 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn store::Store>, store:
                     .then(|| std::time::Duration::from_millis(config.storage.sqlite_checkpoint_ms)),
                 mmap_bytes: config.storage.sqlite_mmap_mb << 20,
                 reader_cache_kb: config.storage.sqlite_reader_cache_kb,
+                wal_restart_bytes: config.storage.sqlite_wal_restart_mb.max(1) << 20,
             };
             Arc::new(store::sqlite::SqliteStore::open(&config.data_dir, &opts).await?)
         }

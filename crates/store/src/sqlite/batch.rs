@@ -30,18 +30,19 @@ pub(super) struct BatchWriter {
 
 impl BatchWriter {
     /// Opens a connection to `path` (migrated already) and starts the thread.
-    /// `autocheckpoint`: false when a checkpointer thread does them.
-    pub(super) fn start(path: &Path, synchronous_full: bool, busy_tries: usize, autocheckpoint: bool) -> Result<BatchWriter> {
+    /// SQLite checkpoints inside its commits unless `opts` has a checkpointer.
+    pub(super) fn start(path: &Path, opts: &super::SqliteOptions, busy_tries: usize) -> Result<BatchWriter> {
         let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
         // SAFETY: a live connection this thread owns; the handler is a plain
         // function whose argument is a number, not a pointer.
         unsafe {
             libsqlite3_sys::sqlite3_busy_handler(conn.handle(), Some(super::busy_retry), busy_tries as *mut std::ffi::c_void);
         }
-        conn.pragma_update(None, "synchronous", if synchronous_full { "FULL" } else { "NORMAL" })?;
+        conn.pragma_update(None, "synchronous", if opts.synchronous_full { "FULL" } else { "NORMAL" })?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.pragma_update(None, "cache_size", "-16000")?;
-        if !autocheckpoint {
+        conn.pragma_update_and_check(None, "journal_size_limit", opts.wal_restart_bytes as i64, |_| Ok(()))?;
+        if opts.checkpoint_every.is_some() {
             conn.pragma_update(None, "wal_autocheckpoint", "0")?;
         }
         conn.set_prepared_statement_cache_capacity(16);
