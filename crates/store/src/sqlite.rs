@@ -221,7 +221,8 @@ fn checkpointer(path: &Path, every: Duration, restart_bytes: u64) -> Result<std:
 
 /// How long a RESTART checkpoint waits for the write lock, and then (holding
 /// it, so commits wait too) for readers of the WAL; when either does not come,
-/// it tries again a period later.
+/// it tries again a period later. An idle merge step waits as long for the
+/// write lock (a busy one ends the merging until the next commit).
 const RESTART_WAIT: Duration = Duration::from_millis(10);
 
 /// Runs `PRAGMA wal_checkpoint(MODE)`: the frames in the WAL when it ran.
