@@ -114,6 +114,10 @@ pub fn json_bytes(status: StatusCode, body: impl Into<axum::body::Body>) -> Resp
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         match self {
+            // Discord answers a missing or wrong token with code 0 and this message.
+            ApiError::Code(StatusCode::UNAUTHORIZED, ErrorCode::General) => {
+                json_bytes(StatusCode::UNAUTHORIZED, json!({ "code": 0, "message": "401: Unauthorized" }).to_string())
+            }
             ApiError::Code(status, code) => json_bytes(status, json!({ "code": code.code(), "message": code.message() }).to_string()),
             ApiError::InvalidForm(errors) => json_bytes(
                 StatusCode::BAD_REQUEST,

@@ -27,11 +27,13 @@ async fn json_content_type_is_exact_and_gateway_routes_answer() {
     }
     let (s, v) = t.get("/users/@me", &bot).await;
     assert_eq!((s, v["bot"].as_bool()), (200, Some(true)));
+    // Discord's body for a missing or wrong token.
+    let unauthorized = (401, Some(0), Some("401: Unauthorized"));
     let (s, v, _) = t.req(Method::GET, "/users/@me", None, None).await;
-    assert_eq!((s, v["code"].as_u64()), (401, Some(0)));
+    assert_eq!((s, v["code"].as_u64(), v["message"].as_str()), unauthorized);
     // A bot token without its "Bot " prefix is not accepted.
-    let (s, _) = t.get("/users/@me", bot.trim_start_matches("Bot ")).await;
-    assert_eq!(s, 401);
+    let (s, v) = t.get("/users/@me", bot.trim_start_matches("Bot ")).await;
+    assert_eq!((s, v["code"].as_u64(), v["message"].as_str()), unauthorized);
     let (s, v) = t.get("/no/such/route", &bot).await;
     assert_eq!((s, v["message"].as_str()), (404, Some("404: Not Found")));
 }
