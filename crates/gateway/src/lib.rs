@@ -2,6 +2,7 @@
 
 pub mod counters;
 pub mod handshake;
+pub mod reader;
 pub mod session;
 pub mod socket;
 pub mod ws;
@@ -18,7 +19,7 @@ use fanout::{self as delivery, Recipient};
 /// The shareable face of a session: what guild actors, delivery workers and
 /// the registry hold. There is no task per session: the state behind
 /// `state` is written by whoever has something for it (a delivery worker,
-/// the socket's reader task, a RESUME), always under the lock, so sequence
+/// the node's reader thread, a RESUME), always under the lock, so sequence
 /// numbers and frames go out in one order.
 pub struct SessionHandle {
     pub id: Arc<str>,
@@ -159,7 +160,59 @@ pub fn home_node(session_id: &str) -> Option<fanout::NodeId> {
 /// the same table as recipients (`Node::sessions`, a
 /// [`fanout::SessionTable`]); the gateway, the cluster's hand-over and the
 /// admin routes use it typed. Made once per node, before the node.
-pub type Sessions = fanout::Registry<SessionHandle>;
+#[derive(Default)]
+pub struct Sessions {
+    table: fanout::Registry<SessionHandle>,
+    /// The thread that reads every session's socket, started by the first
+    /// session (`reader`).
+    reader: std::sync::OnceLock<Arc<reader::Reader>>,
+    starting: std::sync::Mutex<()>,
+}
+
+impl Sessions {
+    /// The node's reader, started on first use.
+    pub fn reader(&self, node: &Arc<node::Node>) -> std::io::Result<&Arc<reader::Reader>> {
+        if let Some(r) = self.reader.get() {
+            return Ok(r);
+        }
+        let _one = self.starting.lock().expect("reader start poisoned");
+        if let Some(r) = self.reader.get() {
+            return Ok(r);
+        }
+        let r = reader::Reader::start(node)?;
+        Ok(self.reader.get_or_init(|| r))
+    }
+
+    /// Sockets the reader waits on now (0 before the first session).
+    pub fn reading(&self) -> usize {
+        self.reader.get().map_or(0, |r| r.len())
+    }
+}
+
+impl std::ops::Deref for Sessions {
+    type Target = fanout::Registry<SessionHandle>;
+    fn deref(&self) -> &Self::Target {
+        &self.table
+    }
+}
+
+impl fanout::SessionTable for Sessions {
+    fn get(&self, id: &str) -> Option<fanout::Sink> {
+        fanout::SessionTable::get(&self.table, id)
+    }
+    fn of_user(&self, user: UserId) -> Vec<fanout::Sink> {
+        fanout::SessionTable::of_user(&self.table, user)
+    }
+    fn remove(&self, id: &str) {
+        fanout::SessionTable::remove(&self.table, id)
+    }
+    fn len(&self) -> usize {
+        fanout::SessionTable::len(&self.table)
+    }
+    fn revoke(&self, token_hashes: &[[u8; 32]]) -> usize {
+        fanout::SessionTable::revoke(&self.table, token_hashes)
+    }
+}
 #[cfg(test)]
 mod sizes {
     /// Every session has one (with its `Arc`'s two counts): 512 bytes is

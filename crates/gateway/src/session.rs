@@ -2,12 +2,13 @@
 //!
 //! A session's state (sequence, replay buffer, current socket) lives behind
 //! its handle's lock. Whoever has something for it writes there: delivery
-//! workers frame dispatches and write the socket; a small reader task per
-//! connected socket waits for readability, reads into a per-thread scratch
-//! buffer and handles the client's frames; RESUME swaps the socket in. An
-//! idle session is its state plus that parked reader; a detached session
-//! (waiting for RESUME) has no task at all. One sweeper per node enforces
-//! heartbeat timeouts and resume windows.
+//! workers frame dispatches and write the socket; the node's reader thread
+//! (`crate::reader`), which waits on every session's socket in one epoll
+//! set, reads into a per-thread scratch buffer, handles the client's frames
+//! and writes a backed-up socket again once it drains; RESUME swaps the
+//! socket in. An idle session is its state and a slot in the reader; no
+//! session has a task. One sweeper per node enforces heartbeat timeouts and
+//! resume windows.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -17,7 +18,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use protocol::{ActorKey, CloseCode};
 
-use super::socket::{Conn, ReadStatus, Sock};
+use super::socket::{Conn, ReadStatus};
 use super::{Dispatch, SessionHandle};
 use node::presence::Presence;
 use node::route::Subscription;
@@ -225,7 +226,8 @@ impl SessionHandle {
         frames
     }
 
-    /// Writes the socket once; hands a backed-up socket to a flusher task,
+    /// Writes the socket once; a backed-up socket is written again when it
+    /// drains (by the node's reader; a test's pipe by a flusher task);
     /// closes a slow consumer (resumably).
     fn flush_locked(self: &Arc<Self>, st: &mut SessionState) {
         if st.flushing || !st.has_output() {
@@ -238,14 +240,16 @@ impl SessionHandle {
                 st.backlogged_since = None;
             }
             Ok(false) => {
-                let Some(sock) = st.conn.as_ref().map(Conn::sock) else { return };
                 shared.stats.pending_bytes_max.fetch_max(st.backlog(), Ordering::Relaxed);
                 if st.is_slow(shared) {
                     return self.close_slow(st);
                 }
                 st.flushing = true;
-                let (me, gen) = (self.clone(), st.gen);
-                shared.spawn(async move { me.flusher(sock, gen).await });
+                #[cfg(test)]
+                if let Some(pipe) = st.conn.as_ref().and_then(Conn::pipe_of) {
+                    let (me, gen) = (self.clone(), st.gen);
+                    shared.spawn(async move { me.flusher(pipe, gen).await });
+                }
             }
             Err(_) => st.detach(self, None),
         }
@@ -259,12 +263,74 @@ impl SessionHandle {
         st.detach(self, Some(CloseCode::UnknownError.into()));
     }
 
-    /// Waits for a backed-up socket to become writable and writes it once.
-    /// Still backed up, `flush_locked` hands it to a new flusher, so one
-    /// task waits per socket (looping here as well left one more waiting
-    /// task per partial write until the socket drained).
-    async fn flusher(self: Arc<Self>, sock: Sock, gen: u32) {
-        let writable = sock.writable().await;
+    /// The node's reader found socket generation `gen` of this session
+    /// readable (or closed) and/or writable: a backed-up socket is written
+    /// again, and what arrived is read and handled (heartbeats answered,
+    /// other ops sent on), all on the reader's thread.
+    pub(crate) fn on_ready(self: &Arc<Self>, node: &Arc<Node>, gen: u32, readable: bool, writable: bool) {
+        let end = {
+            let mut st = self.lock();
+            if st.gen != gen || st.ended {
+                return;
+            }
+            if writable && st.flushing {
+                st.flushing = false;
+                self.flush_locked(&mut st);
+            }
+            if !readable || st.gen != gen {
+                return;
+            }
+            match self.read_once(node, &mut st) {
+                Some(end) => end,
+                None => return,
+            }
+        };
+        if end {
+            self.end(node);
+        }
+    }
+
+    /// Reads what the socket has and handles it, under the lock. `None`
+    /// while the socket stays; `Some(true)` when the session ends (the
+    /// caller calls `end` without the lock), `Some(false)` when the socket
+    /// was taken out.
+    fn read_once(self: &Arc<Self>, node: &Arc<Node>, st: &mut SessionState) -> Option<bool> {
+        let conn = st.conn.as_mut()?;
+        // Nothing kept between reads: an idle session's list would hold
+        // 128 bytes for its next heartbeat (issue #31's memory diet); a
+        // read that parses frames allocates one.
+        let mut frames = Vec::new();
+        let outcome = match conn.read_frames(node.config.gateway.max_client_payload, &mut frames) {
+            Err(super::socket::ConnError::Io(_)) => Some(Outcome::Detach(None)),
+            Err(_) => Some(Outcome::Detach(Some(CloseCode::DecodeError.into()))),
+            Ok(status) => match (self.handle_frames(node, st, &mut frames), status) {
+                (None, ReadStatus::Eof) => Some(Outcome::Detach(None)),
+                (o, _) => o,
+            },
+        };
+        match outcome {
+            Some(Outcome::Detach(code)) => {
+                st.detach(self, code);
+                Some(false)
+            }
+            Some(Outcome::End(code)) => {
+                st.detach(self, Some(code));
+                Some(true)
+            }
+            None => {
+                self.flush_locked(st);
+                None
+            }
+        }
+    }
+
+    /// A test pipe's flusher: waits for room and writes once. Still backed
+    /// up, `flush_locked` hands it to a new flusher, so one task waits per
+    /// socket (looping here as well left one more waiting task per partial
+    /// write until the socket drained).
+    #[cfg(test)]
+    async fn flusher(self: Arc<Self>, pipe: Arc<super::socket::pipe::Pipe>, gen: u32) {
+        let writable = pipe.writable().await;
         let mut st = self.lock();
         if st.gen != gen {
             return;
@@ -276,51 +342,28 @@ impl SessionHandle {
         }
     }
 
-    /// The socket's reader: parks until readable, then handles what arrived.
-    async fn read_loop(self: Arc<Self>, node: Arc<Node>, sock: Sock, gen: u32) {
+    /// A test pipe's reader: what the node's reader does for a real socket.
+    #[cfg(test)]
+    async fn read_loop(self: Arc<Self>, node: Arc<Node>, pipe: Arc<super::socket::pipe::Pipe>, gen: u32) {
         loop {
-            let readable = sock.read_ready().await;
-            // Nothing kept between reads: an idle session's list would hold
-            // 128 bytes for its next heartbeat (issue #31's memory diet);
-            // a read that parses frames allocates one.
-            let mut frames = Vec::new();
-            let outcome = {
+            let readable = Box::pin(pipe.readable()).await;
+            let end = {
                 let mut st = self.lock();
                 if st.gen != gen || st.ended {
                     return;
                 }
-                let Some(conn) = st.conn.as_mut() else { return };
-                let outcome = match readable.map(|()| conn.read_frames(node.config.gateway.max_client_payload, &mut frames)) {
-                    Err(_) | Ok(Err(super::socket::ConnError::Io(_))) => Some(Outcome::Detach(None)),
-                    Ok(Err(_)) => Some(Outcome::Detach(Some(CloseCode::DecodeError.into()))),
-                    Ok(Ok(status)) => {
-                        let o = self.handle_frames(&node, &mut st, &mut frames);
-                        match (o, status) {
-                            (None, ReadStatus::Eof) => Some(Outcome::Detach(None)),
-                            (o, _) => o,
-                        }
-                    }
-                };
-                drop(frames);
-                match outcome {
-                    Some(Outcome::Detach(code)) => {
-                        st.detach(&self, code);
-                        return;
-                    }
-                    Some(Outcome::End(code)) => {
-                        st.detach(&self, Some(code));
-                        true
-                    }
-                    None => {
-                        self.flush_locked(&mut st);
-                        false
-                    }
+                if readable.is_err() {
+                    return st.detach(&self, None);
+                }
+                match self.read_once(&node, &mut st) {
+                    None => continue,
+                    Some(end) => end,
                 }
             };
-            if outcome {
+            if end {
                 self.end(&node);
-                return;
             }
+            return;
         }
     }
 
@@ -504,6 +547,15 @@ impl SessionState {
         backlog > l.max_pending_hard_bytes || now.duration_since(since) >= l.slow_consumer_grace
     }
 
+    /// Puts the current socket, if it is still of generation `gen`, in
+    /// the node's reader.
+    fn register(&mut self, reader: &Arc<crate::reader::Reader>, s: &Arc<SessionHandle>, gen: u32) -> std::io::Result<()> {
+        match self.conn.as_mut() {
+            Some(conn) if self.gen == gen => conn.register(reader, s, gen),
+            _ => Ok(()),
+        }
+    }
+
     /// Puts a socket in and returns its generation.
     /// Every dispatch recorded so far counts as handed to it; RESUME
     /// moves `sent` back to what the client has (see `replay_from`).
@@ -557,7 +609,7 @@ impl SessionState {
         let (sent, last) = (self.sent, self.seq);
         self.unsent_bytes = 0;
         match code {
-            None => conn.sock().shutdown(),
+            None => conn.shutdown(),
             Some(code) => {
                 if conn.is_direct() {
                     conn.cut_direct(&self.replay, sent, last);
@@ -569,7 +621,7 @@ impl SessionState {
                     Close::Echo(c) => conn.queue_close_echo(c),
                 }
                 match conn.try_flush() {
-                    Ok(true) | Err(_) => conn.sock().shutdown(),
+                    Ok(true) | Err(_) => conn.shutdown(),
                     // The close frame waits (briefly) behind a full socket.
                     Ok(false) => {
                         let linger = s.delivery().shared.limits.close_linger;

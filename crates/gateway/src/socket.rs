@@ -107,19 +107,55 @@ impl Drop for ConnSlot {
     }
 }
 
-/// The socket under a `Conn`: shared so a session's reader task can wait
-/// for readability while delivery workers write through the session's lock.
-#[derive(Clone)]
+/// The socket under a `Conn`.
 pub enum Sock {
-    /// The stream and its descriptor, kept here so a delivery worker's
-    /// write reaches the kernel without loading the stream's own memory
-    /// (see [`Sock::try_write`]).
-    Tcp(Arc<TcpStream>, RawFd),
+    /// A connection before it is a session's: the handshake task's stream,
+    /// registered with tokio.
+    Tcp(Box<TcpStream>),
+    /// A session's socket: no task and no tokio registration; the node's
+    /// reader thread (`crate::reader`) waits on it.
+    Session(SessionSock),
     /// Discards everything written (in-process benchmarks: no file descriptor).
     Sink,
     /// An in-memory socket whose other end is a test (see `pipe`).
     #[cfg(test)]
     Pipe(Arc<pipe::Pipe>),
+}
+
+/// A session's socket and its place in the node's reader (its slot, and
+/// the reader, weakly; none yet while the reader is `Weak::new()`), which
+/// it leaves before it closes. Flat, in 16 bytes: the session handle stays
+/// in jemalloc's 512-byte class. (The stream is an `Option` only to move it
+/// out of a type with a destructor; its niche makes that free.)
+pub struct SessionSock {
+    stream: Option<std::net::TcpStream>,
+    slot: u32,
+    reader: std::sync::Weak<crate::reader::Reader>,
+}
+
+impl SessionSock {
+    fn stream(&self) -> &std::net::TcpStream {
+        self.stream.as_ref().expect("a session socket's stream")
+    }
+
+    /// The stream, out of the reader.
+    fn into_stream(mut self) -> std::net::TcpStream {
+        self.release();
+        self.stream.take().expect("a session socket's stream")
+    }
+
+    fn release(&mut self) {
+        let reader = std::mem::take(&mut self.reader);
+        if let Some(s) = self.stream.as_ref() {
+            crate::reader::release(reader, self.slot, s.as_raw_fd());
+        }
+    }
+}
+
+impl Drop for SessionSock {
+    fn drop(&mut self) {
+        self.release();
+    }
 }
 
 pub struct Conn {
@@ -138,12 +174,11 @@ pub struct Conn {
     /// (`head_sent` bytes of it). Lets a slow consumer's queue be cut at a
     /// frame boundary so its close frame still parses.
     frames: VecDeque<(u32, u64)>,
-    head_sent: usize,
+    head_sent: u32,
     /// The last dispatch queued (direct mode): frames queued now follow it.
     mark: u64,
     /// Boxed: most sockets have none (8 bytes here rather than 40).
     compressor: Option<Box<Compressor>>,
-    pub transport: Transport,
     /// Client-event rate limit window.
     window_start: Instant,
     window_events: u32,
@@ -165,7 +200,7 @@ impl Conn {
         transport: Transport,
         params: &CompressParams,
     ) -> Result<Conn, ConnError> {
-        let c = Conn::with_sock(Some(slot), Sock::tcp(stream), transport, params)?;
+        let c = Conn::with_sock(Some(slot), Sock::Tcp(Box::new(stream)), transport, params)?;
         Ok(Conn { rbuf: leftover.to_vec(), ..c })
     }
 
@@ -191,15 +226,44 @@ impl Conn {
             head_sent: 0,
             mark: 0,
             compressor: Compressor::new(transport, params)?.map(Box::new),
-            transport,
             window_start: Instant::now(),
             window_events: 0,
             last_heartbeat: Instant::now(),
         })
     }
 
-    pub fn sock(&self) -> Sock {
-        self.sock.clone()
+    /// Takes the socket off tokio for a session: from now on the node's
+    /// reader waits on it once [`register`](Self::register)ed.
+    pub fn into_session(mut self) -> io::Result<Conn> {
+        if let Sock::Tcp(_) = self.sock {
+            let Sock::Tcp(t) = std::mem::replace(&mut self.sock, Sock::Sink) else { unreachable!() };
+            self.sock = Sock::Session(SessionSock { stream: Some((*t).into_std()?), slot: 0, reader: std::sync::Weak::new() });
+        }
+        Ok(self)
+    }
+
+    /// Puts a session's socket in the node's reader (sockets of other
+    /// kinds have none).
+    pub(crate) fn register(&mut self, reader: &Arc<crate::reader::Reader>, s: &Arc<crate::SessionHandle>, gen: u32) -> io::Result<()> {
+        if let Sock::Session(ss) = &mut self.sock {
+            ss.slot = reader.register(ss.stream().as_raw_fd(), s, gen)?;
+            ss.reader = Arc::downgrade(reader);
+        }
+        Ok(())
+    }
+
+    /// The in-memory pipe under a test's connection.
+    #[cfg(test)]
+    pub(crate) fn pipe_of(&self) -> Option<Arc<pipe::Pipe>> {
+        match &self.sock {
+            Sock::Pipe(p) => Some(p.clone()),
+            _ => None,
+        }
+    }
+
+    /// Shuts both directions down now (the peer sees EOF).
+    pub fn shutdown(&self) {
+        self.sock.shutdown()
     }
 
     pub async fn readable(&self) -> io::Result<()> {
@@ -227,7 +291,7 @@ impl Conn {
     /// has let pile up (one large frame, e.g. a big GUILD_CREATE, is not
     /// slowness by itself).
     pub fn backlog_len(&self) -> usize {
-        let head = self.frames.front().map_or(0, |&(l, _)| l as usize).saturating_sub(self.head_sent);
+        let head = self.frames.front().map_or(0, |&(l, _)| l as usize).saturating_sub(self.head_sent as usize);
         self.pending.len() - head.min(self.pending.len())
     }
 
@@ -364,7 +428,7 @@ impl Conn {
             Ok(true)
         } else {
             self.pending.drain(..off);
-            let mut left = self.head_sent + off;
+            let mut left = self.head_sent as usize + off;
             while let Some(&(len, _)) = self.frames.front() {
                 if (len as usize) > left {
                     break;
@@ -372,7 +436,7 @@ impl Conn {
                 left -= len as usize;
                 self.frames.pop_front();
             }
-            self.head_sent = left;
+            self.head_sent = left as u32;
             Ok(false)
         }
     }
@@ -396,7 +460,7 @@ impl Conn {
                 // write, and nothing is held per session.
                 s.stage.clear();
                 let (mut fi, mut poff, mut d) = (0usize, 0usize, *sent + 1);
-                let mut skip = self.head_sent;
+                let mut skip = self.head_sent as usize;
                 while s.stage.len() < MAX_WRITE {
                     if fi < self.frames.len() && self.frames[fi].1 < d {
                         let len = self.frames[fi].0 as usize - skip;
@@ -433,7 +497,7 @@ impl Conn {
                 let mut first = true;
                 loop {
                     let head_frame = self.frames.front().is_some_and(|f| f.1 < *sent + 1);
-                    let skip = if first { self.head_sent } else { 0 };
+                    let skip = if first { self.head_sent as usize } else { 0 };
                     let len = if head_frame {
                         self.frames[0].0 as usize
                     } else if *sent < last {
@@ -444,7 +508,7 @@ impl Conn {
                     };
                     let rem = len - skip;
                     if left < rem {
-                        self.head_sent = skip + left;
+                        self.head_sent = (skip + left) as u32;
                         if head_frame {
                             pend_done += left;
                         }
@@ -494,7 +558,7 @@ impl Conn {
         let mut v = Vec::new();
         frame_dispatch(&mut v, d.name, sent + 1, &d.body);
         let len = v.len();
-        v.drain(..self.head_sent);
+        v.drain(..self.head_sent as usize);
         self.pending = v;
         self.frames = VecDeque::from([(len as u32, 0)]);
     }
@@ -508,7 +572,7 @@ impl Conn {
     /// the partly written one (a slow consumer's queue is abandoned; its
     /// session replays from the replay buffer on RESUME).
     pub fn discard_unsent(&mut self) {
-        let head = self.frames.front().map_or(0, |&(l, _)| l as usize - self.head_sent);
+        let head = self.frames.front().map_or(0, |&(l, _)| l as usize - self.head_sent as usize);
         self.pending.truncate(head);
         self.frames.truncate(1.min(self.frames.len()));
         if self.pending.is_empty() {
@@ -549,6 +613,16 @@ impl Conn {
     /// Writes what is queued (for at most `linger`), then shuts the socket down.
     pub async fn finish(&mut self, linger: Duration) {
         let deadline = tokio::time::Instant::now() + linger;
+        if !self.pending.is_empty() {
+            if let Sock::Session(_) = self.sock {
+                // Waiting for room takes tokio: the socket leaves the reader.
+                let Sock::Session(ss) = std::mem::replace(&mut self.sock, Sock::Sink) else { unreachable!() };
+                match TcpStream::from_std(ss.into_stream()) {
+                    Ok(t) => self.sock = Sock::Tcp(Box::new(t)),
+                    Err(e) => return tracing::trace!(error = %e, "closing socket back to tokio"),
+                }
+            }
+        }
         while !self.pending.is_empty() {
             if self.try_flush().is_err() {
                 break;
@@ -566,67 +640,41 @@ impl Conn {
 }
 
 impl Sock {
-    fn tcp(stream: TcpStream) -> Sock {
-        let fd = stream.as_raw_fd();
-        Sock::Tcp(Arc::new(stream), fd)
-    }
-
-    /// Waits until the socket may be read, as [`readable`](Self::readable),
-    /// through the stream's own reader waker (`poll_read_ready`): a session
-    /// waiting here holds no waiter of its own (issue #31's memory diet: the
-    /// read loop's future is 104 bytes rather than 272 in a debug build). One
-    /// task per socket may wait this way (the session's read loop).
-    pub async fn read_ready(&self) -> io::Result<()> {
-        match self {
-            Sock::Tcp(s, _) => std::future::poll_fn(|cx| s.poll_read_ready(cx)).await,
-            Sock::Sink => std::future::pending().await,
-            // Tests: boxed, so that the read loop's state stays small.
-            #[cfg(test)]
-            Sock::Pipe(p) => Box::pin(p.readable()).await,
-        }
-    }
-
     pub async fn readable(&self) -> io::Result<()> {
         match self {
-            Sock::Tcp(s, _) => s.readable().await,
-            Sock::Sink => std::future::pending().await,
+            Sock::Tcp(s) => s.readable().await,
+            Sock::Session(_) | Sock::Sink => std::future::pending().await,
             #[cfg(test)]
             Sock::Pipe(p) => p.readable().await,
         }
     }
 
+    /// Waits for room to write. A session's socket has no tokio
+    /// registration to wait with: the node's reader writes it again when
+    /// it drains (`SessionHandle::on_ready`).
     pub async fn writable(&self) -> io::Result<()> {
         match self {
-            Sock::Tcp(s, _) => s.writable().await,
+            Sock::Tcp(s) => s.writable().await,
+            Sock::Session(_) => Err(io::ErrorKind::Unsupported.into()),
             Sock::Sink => Ok(()),
             #[cfg(test)]
             Sock::Pipe(p) => p.writable().await,
         }
     }
 
-    /// Writes what the socket takes now. A TCP socket is written straight
-    /// through its descriptor: tokio's `try_write` first loads the stream
-    /// and its registration's readiness, two more cache misses per socket
-    /// in a large fan-out (measured in the 100,000-member broadcast: see
-    /// docs/benchmarks-history.md). Only a full socket goes through tokio.
+    /// Writes what the socket takes now, through its descriptor ([`send`]).
     fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
         match self {
-            Sock::Tcp(s, fd) => {
-                // SAFETY: `fd` is the descriptor of `s`, which this Sock keeps
-                // open; the buffer is valid for its length.
-                let n = unsafe { libc::send(*fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
-                if n >= 0 {
-                    return Ok(n as usize);
-                }
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::WouldBlock {
-                    return Err(e);
-                }
+            // A session's socket is edge-triggered in the reader's epoll
+            // set: a full one reports when it drains, nothing to clear.
+            Sock::Session(ss) => send(ss.stream().as_raw_fd(), buf),
+            Sock::Tcp(s) => match send(s.as_raw_fd(), buf) {
                 // Full: once more through tokio, which then clears the
                 // socket's write readiness (only if no newer event came),
-                // so a flusher waiting for room really waits.
-                s.try_write(buf)
-            }
+                // so a task waiting for room really waits.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => s.try_write(buf),
+                r => r,
+            },
             Sock::Sink => Ok(buf.len()),
             #[cfg(test)]
             Sock::Pipe(p) => p.try_write(buf),
@@ -635,7 +683,8 @@ impl Sock {
 
     fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
-            Sock::Tcp(s, _) => s.try_read(buf),
+            Sock::Tcp(s) => s.try_read(buf),
+            Sock::Session(ss) => io::Read::read(&mut ss.stream(), buf),
             Sock::Sink => Err(io::ErrorKind::WouldBlock.into()),
             #[cfg(test)]
             Sock::Pipe(p) => p.try_read(buf),
@@ -645,16 +694,33 @@ impl Sock {
     /// Shuts both directions down now: the peer sees EOF, and a task waiting
     /// for readability on this socket wakes (and finds it is no longer current).
     pub fn shutdown(&self) {
-        match self {
-            Sock::Tcp(s, _) => {
-                if let Err(e) = socket2::SockRef::from(&**s).shutdown(std::net::Shutdown::Both) {
-                    tracing::trace!(error = %e, "socket shutdown");
-                }
-            }
-            Sock::Sink => {}
+        let r = match self {
+            Sock::Tcp(s) => socket2::SockRef::from(&**s).shutdown(std::net::Shutdown::Both),
+            Sock::Session(ss) => ss.stream().shutdown(std::net::Shutdown::Both),
+            Sock::Sink => Ok(()),
             #[cfg(test)]
-            Sock::Pipe(p) => p.shutdown(),
+            Sock::Pipe(p) => {
+                p.shutdown();
+                Ok(())
+            }
+        };
+        if let Err(e) = r {
+            tracing::trace!(error = %e, "socket shutdown");
         }
+    }
+}
+
+/// A non-blocking `send` on a descriptor, straight to the kernel: tokio's
+/// `try_write` first loads the stream and its registration's readiness,
+/// two more cache misses per socket in a large fan-out (measured in the
+/// 100,000-member broadcast: see docs/benchmarks-history.md).
+fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: the caller's socket keeps `fd` open; the buffer is valid for its length.
+    let n = unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
+    if n >= 0 {
+        Ok(n as usize)
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 
@@ -686,7 +752,7 @@ mod tests {
         let mut client = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
         let (server, _) = listener.accept().await.unwrap();
         socket2::SockRef::from(&server).set_send_buffer_size(4096).unwrap();
-        let mut conn = Conn::with_sock(None, Sock::tcp(server), Transport::None, &CompressParams::default()).unwrap();
+        let mut conn = Conn::with_sock(None, Sock::Tcp(Box::new(server)), Transport::None, &CompressParams::default()).unwrap();
         assert!(conn.is_direct());
 
         let mut replay = ReplayQueue::new();

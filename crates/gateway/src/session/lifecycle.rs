@@ -116,20 +116,23 @@ impl SessionHandle {
     }
 }
 
-/// Starts an identified session on `conn`: READY, guild subscriptions,
-/// presence, then its reader task.
+/// Starts an identified session on `conn`: READY, its socket in the node's
+/// reader, guild subscriptions, presence.
 pub fn start(node: &Arc<Node>, sessions: &crate::Sessions, conn: Conn, id: Identified, mut early: Vec<Incoming>) {
     let s = id.handle;
+    let conn = match conn.into_session() {
+        Ok(c) => c,
+        Err(e) => return tracing::debug!(error = %e, "socket not taken off tokio; session not started"),
+    };
     sessions.insert(s.clone());
     let limits = &s.delivery().shared.limits;
-    let (sock, gen) = {
+    let gen = {
         let mut st = s.lock();
-        let sock = conn.sock();
         let gen = st.attach(conn);
         st.record_and_send(limits, Dispatch { name: "READY", body: id.ready });
         crate::counters::COUNTERS.identifies.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         s.flush_locked(&mut st);
-        (sock, gen)
+        gen
     };
     // The presence goes with each subscription (`Subscription::presence`,
     // read after this): an actor on another node gets one message per
@@ -150,7 +153,28 @@ pub fn start(node: &Arc<Node>, sessions: &crate::Sessions, conn: Conn, id: Ident
             None => s.flush_locked(&mut st),
         }
     }
-    node.tasks.spawn(s.read_loop(node.clone(), sock, gen));
+    // Read from here on: the frames that came with IDENTIFY went first,
+    // behind the subscriptions.
+    register(node, sessions, &s, gen);
+}
+
+/// Puts socket generation `gen` of session `s` in the node's reader, if it
+/// is still the session's socket; one that cannot be is closed (the client
+/// resumes).
+fn register(node: &Arc<Node>, sessions: &crate::Sessions, s: &Arc<SessionHandle>, gen: u32) {
+    let reader = sessions.reader(node);
+    let mut st = s.lock();
+    // A test's pipe has a reader task of its own.
+    #[cfg(test)]
+    if let Some(pipe) = st.conn.as_ref().filter(|_| st.gen == gen).and_then(Conn::pipe_of) {
+        node.tasks.spawn(s.clone().read_loop(node.clone(), pipe, gen));
+        return;
+    }
+    let r = reader.and_then(|r| st.register(r, s, gen));
+    if let Err(e) = r {
+        tracing::warn!(error = %e, "session socket not registered with the reader; closed");
+        st.detach(s, None);
+    }
 }
 
 /// A subscription refused by a full guild mailbox (a big guild during an
@@ -199,23 +223,29 @@ pub fn resume(node: &Arc<Node>, sessions: &crate::Sessions, conn: Conn, r: &Resu
         return Err(Box::new(conn));
     };
     let limits = &s.delivery().shared.limits;
-    let (sock, gen) = {
-        let mut st = s.lock();
+    let gen = {
+        let mut guard = s.lock();
+        let st = &mut *guard;
         if !st.can_resume(r.seq) {
             return Err(Box::new(conn));
         }
+        let conn = match conn.into_session() {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(error = %e, "socket not taken off tokio; not resumed");
+                return Ok(());
+            }
+        };
         // A socket still attached is replaced (the client has moved on).
         st.detach(&s, Some(CloseCode::UnknownError.into()));
-        let sock = conn.sock();
         let gen = st.attach(conn);
         st.replay_from(r.seq.unwrap_or(0));
-        let st = &mut *st;
         st.record_and_send(limits, Dispatch { name: "RESUMED", body: Bytes::from_static(b"{\"_trace\":[\"throng\"]}") });
         crate::counters::COUNTERS.resumes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         s.flush_locked(st);
-        (sock, gen)
+        gen
     };
-    node.tasks.spawn(s.read_loop(node.clone(), sock, gen));
+    register(node, sessions, &s, gen);
     Ok(())
 }
 
