@@ -1,11 +1,12 @@
 //! The node's session reader: one thread that waits on every session's
-//! socket in one epoll set (mio: edge-triggered, read and write interest)
-//! and handles what arrives there and then: a heartbeat is read, acknowledged
-//! and answered on this thread, a backed-up socket is written again when it
-//! drains. A session therefore has no task and no tokio registration of its
-//! own (issue #31's memory diet: the read loop's task and tokio's
-//! registration of its socket were ~640 of the ~1,900 bytes an idle session
-//! cost); what it costs here is one slot of 16 bytes.
+//! socket in one epoll set (mio: edge-triggered; reads, and writes once a
+//! socket has backed up) and handles what arrives there and then: a
+//! heartbeat is read, acknowledged and answered on this thread, a backed-up
+//! socket is written again when it drains. A session therefore has no task
+//! and no tokio registration of its own (issue #31's memory diet: the read
+//! loop's task and tokio's registration of its socket were ~540 of the
+//! ~1,650 bytes allocated per idle session); what it costs here is one slot
+//! of 16 bytes.
 //!
 //! Connections before IDENTIFY stay on tokio (`handshake::serve`); a socket
 //! moves here when it becomes a session's (`Conn::into_session`,
@@ -88,9 +89,10 @@ impl Reader {
         Ok(reader)
     }
 
-    /// Registers session `s`'s socket `fd` of generation `gen`; its slot's
-    /// index, for [`release`].
-    pub(crate) fn register(&self, fd: RawFd, s: &Arc<SessionHandle>, gen: u32) -> io::Result<u32> {
+    /// Registers session `s`'s socket `fd` of generation `gen`, for reads
+    /// (and writes too if it has `backed_up` already); its slot's index,
+    /// for [`release`].
+    pub(crate) fn register(&self, fd: RawFd, s: &Arc<SessionHandle>, gen: u32, backed_up: bool) -> io::Result<u32> {
         let (index, tag) = {
             let mut slots = self.slots.lock().expect("reader slots poisoned");
             let index = match slots.free.pop() {
@@ -106,12 +108,23 @@ impl Reader {
             (index, slot.tag)
         };
         // Registered after the slot is filled: epoll reports at once what
-        // is already readable or writable.
-        if let Err(e) = self.registry.register(&mut SourceFd(&fd), token(index, tag), Interest::READABLE | Interest::WRITABLE) {
+        // is already there to read. Writes are watched only once the
+        // socket backs up (`watch_writes`): watched from the start, every
+        // new socket, writable, woke this thread once for nothing.
+        let interest = if backed_up { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE };
+        if let Err(e) = self.registry.register(&mut SourceFd(&fd), token(index, tag), interest) {
             self.release(index, fd);
             return Err(e);
         }
         Ok(index)
+    }
+
+    /// Watches socket `fd` in slot `index` for room to write as well (it
+    /// backed up). Edge-triggered: reported at once if it has room now,
+    /// else when it drains.
+    pub(crate) fn watch_writes(&self, index: u32, fd: RawFd) -> io::Result<()> {
+        let tag = self.slots.lock().expect("reader slots poisoned").entries[index as usize].tag;
+        self.registry.reregister(&mut SourceFd(&fd), token(index, tag), Interest::READABLE | Interest::WRITABLE)
     }
 
     fn release(&self, index: u32, fd: RawFd) {
@@ -182,6 +195,7 @@ mod tests {
     /// Also: the node's tasks before the session started.
     async fn node_and_session(
         config: config::Config,
+        ready: Bytes,
     ) -> (Arc<Node>, Arc<crate::Sessions>, Arc<SessionHandle>, std::net::TcpStream, usize, tempfile::TempDir) {
         let dir = tempfile::tempdir().expect("temp dir");
         let store = Arc::new(store::sqlite::SqliteStore::open(dir.path(), &Default::default()).await.expect("store"));
@@ -192,12 +206,12 @@ mod tests {
         let (server, _) = listener.accept().await.unwrap();
         // Small buffers, so that a test can back the socket up.
         socket2::SockRef::from(&server).set_send_buffer_size(4096).unwrap();
-        socket2::SockRef::from(&client).set_recv_buffer_size(4096).unwrap();
+        socket2::SockRef::from(&client).set_recv_buffer_size(32 << 10).unwrap();
+        server.set_nodelay(true).unwrap();
         let slot = ConnSlot::try_acquire(&Arc::new(AtomicUsize::new(0)), 1).unwrap();
         let conn = Conn::new(slot, server, &[], Transport::None, &CompressParams::default()).unwrap();
         let s = SessionHandle::new("reader-test".into(), UserId(1), false, Intents::ALL, 50, Vec::new(), &node.delivery);
-        let id =
-            Identified { handle: s.clone(), ready: Bytes::from_static(b"{}"), presence: Presence::new(protocol::gateway::Status::Online) };
+        let id = Identified { handle: s.clone(), ready, presence: Presence::new(protocol::gateway::Status::Online) };
         let tasks = node.tasks.len();
         session::start(&node, &table, conn, id, Vec::new());
         (node, table, s, client, tasks, dir)
@@ -237,7 +251,7 @@ mod tests {
     /// socket leaves the reader's set when the client goes.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_reader_answers_heartbeats_of_a_session_without_a_task() {
-        let (node, table, s, mut client, tasks, _dir) = node_and_session(config::Config::default()).await;
+        let (node, table, s, mut client, tasks, _dir) = node_and_session(config::Config::default(), Bytes::from_static(b"{}")).await;
         let mut ready = Vec::new();
         frame_dispatch(&mut ready, "READY", 1, b"{}");
         assert_eq!(read_exact(&client, ready.len()).await, ready);
@@ -265,11 +279,11 @@ mod tests {
         config.gateway.max_pending_write_bytes = 64 << 20;
         config.gateway.replay_max_bytes = 64 << 20;
         config.gateway.replay_max_events = 100_000;
-        let (node, _table, s, client, tasks_before, _dir) = node_and_session(config).await;
+        let (node, _table, s, client, tasks_before, _dir) = node_and_session(config, Bytes::from_static(b"{}")).await;
         let mut expect = Vec::new();
         frame_dispatch(&mut expect, "READY", 1, b"{}");
         let now = Instant::now();
-        for seq in 2..=401u64 {
+        for seq in 2..=201u64 {
             let body = Bytes::from(format!("{{\"n\":\"{}\"}}", "y".repeat(2000 + (seq as usize * 31) % 1000)));
             frame_dispatch(&mut expect, "MESSAGE_CREATE", seq, &body);
             s.write_dispatch("MESSAGE_CREATE", &body, now);
@@ -279,6 +293,21 @@ mod tests {
         assert_eq!(node.tasks.len(), tasks_before, "no task waits for the socket");
         let got = read_exact(&client, expect.len()).await;
         assert!(got == expect, "the byte stream differs from the frames in order");
+        until("nothing is left to write", || s.pending_bytes() == 0).await;
+    }
+
+    /// A READY that backs the socket up before the reader has it: the
+    /// socket is watched for room from its registration on, and drains.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_ready_that_backs_up_before_registration_drains() {
+        let mut config = config::Config::default();
+        config.gateway.max_pending_write_bytes = 64 << 20;
+        let body = Bytes::from(format!("{{\"n\":\"{}\"}}", "z".repeat(512 << 10)));
+        let mut expect = Vec::new();
+        frame_dispatch(&mut expect, "READY", 1, &body);
+        let (_node, _table, s, client, _tasks, _dir) = node_and_session(config, body).await;
+        let got = read_exact(&client, expect.len()).await;
+        assert!(got == expect, "READY arrived altered");
         until("nothing is left to write", || s.pending_bytes() == 0).await;
     }
 }

@@ -245,6 +245,10 @@ impl SessionHandle {
                     return self.close_slow(st);
                 }
                 st.flushing = true;
+                if let Some(Err(e)) = st.conn.as_ref().map(Conn::want_writable) {
+                    tracing::debug!(error = %e, "a backed-up socket not watched for room; closed");
+                    return st.detach(self, None);
+                }
                 #[cfg(test)]
                 if let Some(pipe) = st.conn.as_ref().and_then(Conn::pipe_of) {
                     let (me, gen) = (self.clone(), st.gen);
@@ -551,7 +555,7 @@ impl SessionState {
     /// the node's reader.
     fn register(&mut self, reader: &Arc<crate::reader::Reader>, s: &Arc<SessionHandle>, gen: u32) -> std::io::Result<()> {
         match self.conn.as_mut() {
-            Some(conn) if self.gen == gen => conn.register(reader, s, gen),
+            Some(conn) if self.gen == gen => conn.register(reader, s, gen, self.flushing),
             _ => Ok(()),
         }
     }

@@ -244,12 +244,31 @@ impl Conn {
 
     /// Puts a session's socket in the node's reader (sockets of other
     /// kinds have none).
-    pub(crate) fn register(&mut self, reader: &Arc<crate::reader::Reader>, s: &Arc<crate::SessionHandle>, gen: u32) -> io::Result<()> {
+    /// A socket that has `backed_up` is watched for room to write as well.
+    pub(crate) fn register(
+        &mut self,
+        reader: &Arc<crate::reader::Reader>,
+        s: &Arc<crate::SessionHandle>,
+        gen: u32,
+        backed_up: bool,
+    ) -> io::Result<()> {
         if let Sock::Session(ss) = &mut self.sock {
-            ss.slot = reader.register(ss.stream().as_raw_fd(), s, gen)?;
+            ss.slot = reader.register(ss.stream().as_raw_fd(), s, gen, backed_up)?;
             ss.reader = Arc::downgrade(reader);
         }
         Ok(())
+    }
+
+    /// A session's socket that backed up: the reader is to write it again
+    /// when it drains (it watches only for reads until the first time).
+    pub(crate) fn want_writable(&self) -> io::Result<()> {
+        match &self.sock {
+            Sock::Session(ss) => match (ss.reader.upgrade(), ss.stream.as_ref()) {
+                (Some(r), Some(s)) => r.watch_writes(ss.slot, s.as_raw_fd()),
+                _ => Ok(()),
+            },
+            _ => Ok(()),
+        }
     }
 
     /// The in-memory pipe under a test's connection.
