@@ -245,14 +245,15 @@ impl SessionHandle {
                     return self.close_slow(st);
                 }
                 st.flushing = true;
-                if let Some(Err(e)) = st.conn.as_ref().map(Conn::want_writable) {
+                if let Err(e) = st.conn.as_ref().map_or(Ok(()), Conn::want_writable) {
                     tracing::debug!(error = %e, "a backed-up socket not watched for room; closed");
-                    return st.detach(self, None);
-                }
-                #[cfg(test)]
-                if let Some(pipe) = st.conn.as_ref().and_then(Conn::pipe_of) {
-                    let (me, gen) = (self.clone(), st.gen);
-                    shared.spawn(async move { me.flusher(pipe, gen).await });
+                    st.detach(self, None);
+                } else {
+                    #[cfg(test)]
+                    if let Some(pipe) = st.conn.as_ref().and_then(Conn::pipe_of) {
+                        let (me, gen) = (self.clone(), st.gen);
+                        shared.spawn(async move { me.flusher(pipe, gen).await });
+                    }
                 }
             }
             Err(_) => st.detach(self, None),
