@@ -1,7 +1,7 @@
 //! A gateway connection before it belongs to a session: HELLO, heartbeats,
 //! then IDENTIFY (which starts a session) or RESUME (which hands the socket
 //! to the existing session). Either way this task ends there; the node's
-//! reader thread (`crate::reader`) takes over the socket.
+//! reader (`crate::reader`) takes over the socket.
 
 use std::sync::Arc;
 use std::time::Duration;

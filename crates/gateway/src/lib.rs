@@ -19,7 +19,7 @@ use fanout::{self as delivery, Recipient};
 /// The shareable face of a session: what guild actors, delivery workers and
 /// the registry hold. There is no task per session: the state behind
 /// `state` is written by whoever has something for it (a delivery worker,
-/// the node's reader thread, a RESUME), always under the lock, so sequence
+/// the node's reader, a RESUME), always under the lock, so sequence
 /// numbers and frames go out in one order.
 pub struct SessionHandle {
     pub id: Arc<str>,

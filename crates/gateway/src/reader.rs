@@ -1,7 +1,7 @@
-//! The node's session reader: one thread that waits on every session's
+//! The node's session reader: one task that waits on every session's
 //! socket in one epoll set (mio: edge-triggered; reads, and writes once a
 //! socket has backed up) and handles what arrives there and then: a
-//! heartbeat is read, acknowledged and answered on this thread, a backed-up
+//! heartbeat is read, acknowledged and answered by this task, a backed-up
 //! socket is written again when it drains. A session therefore has no task
 //! and no tokio registration of its own (issue #31's memory diet: the read
 //! loop's task and tokio's registration of its socket were ~540 of the
@@ -25,15 +25,11 @@ use node::Node;
 
 use crate::SessionHandle;
 
-/// How long the thread waits for events before it checks that its node
-/// still exists (the thread ends with it).
-const IDLE_CHECK: Duration = Duration::from_secs(1);
-
 /// Events taken per wait.
 const EVENTS: usize = 1024;
 
 /// The epoll set and the sessions registered in it. One per node, started
-/// with its thread by the first session (`crate::Sessions::reader`).
+/// with its task by the first session (`crate::Sessions::reader`).
 pub struct Reader {
     registry: mio::Registry,
     slots: Mutex<Slots>,
@@ -74,18 +70,30 @@ pub(crate) fn release(reader: Weak<Reader>, index: u32, fd: RawFd) {
 }
 
 impl Reader {
-    /// Starts the thread for `node`; it runs while the node exists.
+    /// Starts the reader for `node`: a task on the node's runtime that
+    /// waits for the epoll set itself to be readable (the set is one more
+    /// descriptor in tokio's own epoll), then takes its events without
+    /// waiting. Run as a thread of its own, it cost a thread wake-up per
+    /// event where tokio's workers were awake anyway: an IDENTIFY ramp of
+    /// 20,000 sessions over 4 nodes took 22.4 / 24.5 CPU s against 22.1 /
+    /// 21.1 with a task per session; as this task, 22.4 / 20.8. It ends
+    /// with the node (or its shutdown).
     pub(crate) fn start(node: &Arc<Node>) -> io::Result<Arc<Reader>> {
         let poll = Poll::new()?;
         let reader = Arc::new(Reader { registry: poll.registry().try_clone()?, slots: Mutex::new(Slots::default()) });
-        let (weak, me) = (Arc::downgrade(node), reader.clone());
-        let rt = tokio::runtime::Handle::current();
-        std::thread::Builder::new().name(format!("throng-reader-{}", node.id.0)).spawn(move || {
-            // Handling a frame may spawn (a guild actor's first message, a
-            // close frame's linger) and the cluster's router sends on tokio.
-            let _rt = rt.enter();
-            me.run(poll, weak)
-        })?;
+        // SAFETY: the `Poll` owns its epoll descriptor, which stays open
+        // and the same for as long as the `AsyncFd` holds it.
+        let set = unsafe { tokio::io::unix::AsyncFd::register_with_interest(poll, tokio::io::Interest::READABLE) }
+            .map_err(|e| e.into_parts().1)?;
+        let (weak, me, stop) = (Arc::downgrade(node), reader.clone(), node.shutdown.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                r = me.run(set, weak) => if let Err(e) = r {
+                    tracing::error!(error = %e, "session reader stopped");
+                },
+            }
+        });
         Ok(reader)
     }
 
@@ -110,7 +118,7 @@ impl Reader {
         // Registered after the slot is filled: epoll reports at once what
         // is already there to read. Writes are watched only once the
         // socket backs up (`watch_writes`): watched from the start, every
-        // new socket, writable, woke this thread once for nothing.
+        // new socket, writable, woke the reader once for nothing.
         let interest = if backed_up { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE };
         if let Err(e) = self.registry.register(&mut SourceFd(&fd), token(index, tag), interest) {
             self.release(index, fd);
@@ -148,17 +156,22 @@ impl Reader {
         self.len() == 0
     }
 
-    fn run(&self, mut poll: Poll, node: Weak<Node>) {
+    async fn run(&self, mut set: tokio::io::unix::AsyncFd<Poll>, node: Weak<Node>) -> io::Result<()> {
         let mut events = Events::with_capacity(EVENTS);
         loop {
-            if let Err(e) = poll.poll(&mut events, Some(IDLE_CHECK)) {
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                tracing::error!(error = %e, "session reader stopped");
-                return;
+            let mut ready = set.readable_mut().await?;
+            match ready.get_inner_mut().poll(&mut events, Some(Duration::ZERO)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
             }
-            let Some(node) = node.upgrade() else { return };
+            if events.is_empty() {
+                // Nothing left: wait for the set's next edge.
+                ready.clear_ready();
+                continue;
+            }
+            drop(ready);
+            let Some(node) = node.upgrade() else { return Ok(()) };
             for ev in events.iter() {
                 let (index, tag) = untoken(ev.token());
                 let found = {
@@ -168,6 +181,10 @@ impl Reader {
                 let Some((session, gen)) = found else { continue };
                 let read = ev.is_readable() || ev.is_read_closed() || ev.is_error();
                 session.on_ready(&node, gen, read, ev.is_writable());
+            }
+            // A full batch: let other tasks run before the next one.
+            if events.iter().count() == EVENTS {
+                tokio::task::yield_now().await;
             }
         }
     }

@@ -2,7 +2,7 @@
 //!
 //! A session's state (sequence, replay buffer, current socket) lives behind
 //! its handle's lock. Whoever has something for it writes there: delivery
-//! workers frame dispatches and write the socket; the node's reader thread
+//! workers frame dispatches and write the socket; the node's reader task
 //! (`crate::reader`), which waits on every session's socket in one epoll
 //! set, reads into a per-thread scratch buffer, handles the client's frames
 //! and writes a backed-up socket again once it drains; RESUME swaps the
@@ -271,7 +271,7 @@ impl SessionHandle {
     /// The node's reader found socket generation `gen` of this session
     /// readable (or closed) and/or writable: a backed-up socket is written
     /// again, and what arrived is read and handled (heartbeats answered,
-    /// other ops sent on), all on the reader's thread.
+    /// other ops sent on), all in the reader's task.
     pub(crate) fn on_ready(self: &Arc<Self>, node: &Arc<Node>, gen: u32, readable: bool, writable: bool) {
         let end = {
             let mut st = self.lock();

@@ -113,7 +113,7 @@ pub enum Sock {
     /// registered with tokio.
     Tcp(Box<TcpStream>),
     /// A session's socket: no task and no tokio registration; the node's
-    /// reader thread (`crate::reader`) waits on it.
+    /// reader (`crate::reader`) waits on it.
     Session(SessionSock),
     /// Discards everything written (in-process benchmarks: no file descriptor).
     Sink,
