@@ -158,22 +158,39 @@ impl Drop for SessionSock {
     }
 }
 
+/// Encoded frames not yet accepted by a socket. Boxed in `Conn` and only
+/// while there are some: an idle session's `Conn` holds 8 bytes for them
+/// rather than 56, so its handle fits jemalloc's 448-byte class (issue
+/// #31's memory diet).
+#[derive(Default)]
+struct Out {
+    pending: Vec<u8>,
+    /// The frames in `pending`, oldest first: length, and the last dispatch
+    /// queued before it (direct writes send dispatches up to that one
+    /// first). Lets a slow consumer's queue be cut at a frame boundary so
+    /// its close frame still parses.
+    frames: VecDeque<(u32, u64)>,
+}
+
+/// What a `Conn` without queued frames reads as its queue.
+static NO_OUT: Out = Out { pending: Vec::new(), frames: VecDeque::new() };
+
 pub struct Conn {
     /// Held for the socket's lifetime (counts toward the process's cap).
     _slot: Option<ConnSlot>,
     sock: Sock,
-    /// Bytes of an incomplete frame carried between reads; empty otherwise.
-    rbuf: Vec<u8>,
+    /// Bytes of an incomplete frame carried between reads; none otherwise.
+    /// Boxed on purpose: 8 bytes here rather than a `Vec`'s 24 keep the
+    /// session handle in its 448-byte class, and the box exists only
+    /// between the two reads of a split frame.
+    #[allow(clippy::box_collection)]
+    rbuf: Option<Box<Vec<u8>>>,
     reasm: ws::Reassembly,
-    /// Encoded frames not yet accepted by the socket; empty (unallocated) when idle.
-    pending: Vec<u8>,
-    /// The frames in `pending`, oldest first: length, and the last dispatch
-    /// queued before it (direct writes send dispatches up to that one
-    /// first). The head element of the outgoing stream (a frame of
-    /// `pending` or, in direct mode, a dispatch) may be partly written
-    /// (`head_sent` bytes of it). Lets a slow consumer's queue be cut at a
-    /// frame boundary so its close frame still parses.
-    frames: VecDeque<(u32, u64)>,
+    /// Frames not yet accepted by the socket; none (unallocated) when idle.
+    out: Option<Box<Out>>,
+    /// The head element of the outgoing stream (a frame of `Out::pending`
+    /// or, in direct mode, a dispatch) may be partly written: this many
+    /// bytes of it.
     head_sent: u32,
     /// The last dispatch queued (direct mode): frames queued now follow it.
     mark: u64,
@@ -201,7 +218,7 @@ impl Conn {
         params: &CompressParams,
     ) -> Result<Conn, ConnError> {
         let c = Conn::with_sock(Some(slot), Sock::Tcp(Box::new(stream)), transport, params)?;
-        Ok(Conn { rbuf: leftover.to_vec(), ..c })
+        Ok(Conn { rbuf: (!leftover.is_empty()).then(|| Box::new(leftover.to_vec())), ..c })
     }
 
     /// A connection whose writes go nowhere (benchmarks of the delivery path).
@@ -219,10 +236,9 @@ impl Conn {
         Ok(Conn {
             _slot: slot,
             sock,
-            rbuf: Vec::new(),
+            rbuf: None,
             reasm: ws::Reassembly::default(),
-            pending: Vec::new(),
-            frames: VecDeque::new(),
+            out: None,
             head_sent: 0,
             mark: 0,
             compressor: Compressor::new(transport, params)?.map(Box::new),
@@ -293,25 +309,30 @@ impl Conn {
         self.sock.writable().await
     }
 
+    fn out(&self) -> &Out {
+        self.out.as_deref().unwrap_or(&NO_OUT)
+    }
+
     pub fn has_pending(&self) -> bool {
-        !self.pending.is_empty()
+        !self.out().pending.is_empty()
     }
 
     /// Frames queued (the first may be partly written).
     pub fn queued_frames(&self) -> usize {
-        self.frames.len()
+        self.out().frames.len()
     }
 
     pub fn pending_len(&self) -> usize {
-        self.pending.len()
+        self.out().pending.len()
     }
 
     /// Queued bytes beyond the frame being written now: what a slow reader
     /// has let pile up (one large frame, e.g. a big GUILD_CREATE, is not
     /// slowness by itself).
     pub fn backlog_len(&self) -> usize {
-        let head = self.frames.front().map_or(0, |&(l, _)| l as usize).saturating_sub(self.head_sent as usize);
-        self.pending.len() - head.min(self.pending.len())
+        let o = self.out();
+        let head = o.frames.front().map_or(0, |&(l, _)| l as usize).saturating_sub(self.head_sent as usize);
+        o.pending.len() - head.min(o.pending.len())
     }
 
     /// Whether dispatches are written straight from the session's replay
@@ -329,9 +350,12 @@ impl Conn {
     /// Reads whatever the socket has and parses complete frames into `out`.
     pub fn read_frames(&mut self, max_payload: usize, out: &mut Vec<Incoming>) -> Result<ReadStatus, ConnError> {
         // Frames left over from the handshake read come first.
-        if !self.rbuf.is_empty() {
-            let n = ws::parse(&self.rbuf, max_payload, &mut self.reasm, out)?;
-            self.rbuf.drain(..n);
+        if let Some(r) = self.rbuf.as_mut() {
+            let n = ws::parse(r, max_payload, &mut self.reasm, out)?;
+            r.drain(..n);
+            if r.is_empty() {
+                self.rbuf = None;
+            }
         }
         if let Sock::Sink = self.sock {
             return Ok(ReadStatus::Open);
@@ -342,16 +366,21 @@ impl Conn {
                 match self.sock.try_read(&mut s.read) {
                     Ok(0) => return Ok(ReadStatus::Eof),
                     Ok(n) => {
-                        if self.rbuf.is_empty() {
-                            let used = ws::parse(&s.read[..n], max_payload, &mut self.reasm, out)?;
-                            self.rbuf.extend_from_slice(&s.read[used..n]);
-                        } else {
-                            self.rbuf.extend_from_slice(&s.read[..n]);
-                            let used = ws::parse(&self.rbuf, max_payload, &mut self.reasm, out)?;
-                            self.rbuf.drain(..used);
-                        }
-                        if self.rbuf.is_empty() {
-                            self.rbuf = Vec::new();
+                        match self.rbuf.as_mut() {
+                            None => {
+                                let used = ws::parse(&s.read[..n], max_payload, &mut self.reasm, out)?;
+                                if used < n {
+                                    self.rbuf = Some(Box::new(s.read[used..n].to_vec()));
+                                }
+                            }
+                            Some(r) => {
+                                r.extend_from_slice(&s.read[..n]);
+                                let used = ws::parse(r, max_payload, &mut self.reasm, out)?;
+                                r.drain(..used);
+                                if r.is_empty() {
+                                    self.rbuf = None;
+                                }
+                            }
                         }
                         if n < s.read.len() {
                             return Ok(ReadStatus::Open);
@@ -377,25 +406,27 @@ impl Conn {
 
     /// Appends one frame to `pending` through `write`, remembering its length.
     fn push_frame(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
-        let before = self.pending.len();
-        write(&mut self.pending);
-        self.frames.push_back(((self.pending.len() - before) as u32, self.mark));
+        let o = self.out.get_or_insert_with(Default::default);
+        let before = o.pending.len();
+        write(&mut o.pending);
+        o.frames.push_back(((o.pending.len() - before) as u32, self.mark));
     }
 
     /// Queues one gateway message (a complete JSON document).
     pub fn send_json(&mut self, json: &[u8]) -> Result<(), ConnError> {
-        let before = self.pending.len();
         match &mut self.compressor {
-            None => ws::write_frame(&mut self.pending, ws::OP_TEXT, json),
+            None => self.push_frame(|p| ws::write_frame(p, ws::OP_TEXT, json)),
             Some(c) => SCRATCH.with(|s| {
                 let s = &mut *s.borrow_mut();
                 s.stage.clear();
                 c.compress(json, &mut s.stage)?;
-                ws::write_frame(&mut self.pending, ws::OP_BINARY, &s.stage);
+                let o = self.out.get_or_insert_with(Default::default);
+                let before = o.pending.len();
+                ws::write_frame(&mut o.pending, ws::OP_BINARY, &s.stage);
+                o.frames.push_back(((o.pending.len() - before) as u32, self.mark));
                 Ok::<(), ConnError>(())
             })?,
         }
-        self.frames.push_back(((self.pending.len() - before) as u32, self.mark));
         Ok(())
     }
 
@@ -431,29 +462,32 @@ impl Conn {
     /// for everything queued (frames coalesce). Returns true when everything
     /// is written (and the buffer is released).
     pub fn try_flush(&mut self) -> io::Result<bool> {
+        let Some(o) = self.out.as_deref_mut() else {
+            self.head_sent = 0;
+            return Ok(true);
+        };
         let mut off = 0;
-        while off < self.pending.len() {
-            match self.sock.try_write(&self.pending[off..]) {
+        while off < o.pending.len() {
+            match self.sock.try_write(&o.pending[off..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => off += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => return Err(e),
             }
         }
-        if off == self.pending.len() {
-            self.pending = Vec::new();
-            self.frames = VecDeque::new();
+        if off == o.pending.len() {
+            self.out = None;
             self.head_sent = 0;
             Ok(true)
         } else {
-            self.pending.drain(..off);
+            o.pending.drain(..off);
             let mut left = self.head_sent as usize + off;
-            while let Some(&(len, _)) = self.frames.front() {
+            while let Some(&(len, _)) = o.frames.front() {
                 if (len as usize) > left {
                     break;
                 }
                 left -= len as usize;
-                self.frames.pop_front();
+                o.frames.pop_front();
             }
             self.head_sent = left as u32;
             Ok(false)
@@ -470,9 +504,14 @@ impl Conn {
     pub fn flush_direct(&mut self, replay: &ReplayQueue, sent: &mut u64, last: u64, unsent: &mut usize) -> io::Result<bool> {
         let front = replay.front().map_or(last + 1, |(q, _, _)| *q);
         debug_assert!(*sent + 1 >= front || *sent == last, "unwritten dispatches left the replay buffer");
+        let (mut no_pending, mut no_frames) = (Vec::new(), VecDeque::new());
         SCRATCH.with(|s| {
             let s = &mut *s.borrow_mut();
             loop {
+                let (pending, frames) = match self.out.as_deref_mut() {
+                    Some(o) => (&mut o.pending, &mut o.frames),
+                    None => (&mut no_pending, &mut no_frames),
+                };
                 // Render one write into the per-thread stage buffer: the
                 // copy is a few hundred hot bytes per frame, cheaper than
                 // the kernel walking three slices per frame of a vectored
@@ -481,9 +520,9 @@ impl Conn {
                 let (mut fi, mut poff, mut d) = (0usize, 0usize, *sent + 1);
                 let mut skip = self.head_sent as usize;
                 while s.stage.len() < MAX_WRITE {
-                    if fi < self.frames.len() && self.frames[fi].1 < d {
-                        let len = self.frames[fi].0 as usize - skip;
-                        s.stage.extend_from_slice(&self.pending[poff..poff + len]);
+                    if fi < frames.len() && frames[fi].1 < d {
+                        let len = frames[fi].0 as usize - skip;
+                        s.stage.extend_from_slice(&pending[poff..poff + len]);
                         poff += len;
                         fi += 1;
                     } else if d <= last {
@@ -515,10 +554,10 @@ impl Conn {
                 let mut pend_done = 0usize;
                 let mut first = true;
                 loop {
-                    let head_frame = self.frames.front().is_some_and(|f| f.1 < *sent + 1);
+                    let head_frame = frames.front().is_some_and(|f| f.1 < *sent + 1);
                     let skip = if first { self.head_sent as usize } else { 0 };
                     let len = if head_frame {
-                        self.frames[0].0 as usize
+                        frames[0].0 as usize
                     } else if *sent < last {
                         let (_, disp, _) = &replay[(*sent + 1 - front) as usize];
                         dispatch_frame_len(disp.name, *sent + 1, disp.body.len())
@@ -537,7 +576,7 @@ impl Conn {
                     left -= rem;
                     if head_frame {
                         pend_done += rem;
-                        self.frames.pop_front();
+                        frames.pop_front();
                     } else {
                         *sent += 1;
                         *unsent = unsent.saturating_sub(len);
@@ -549,13 +588,9 @@ impl Conn {
                     }
                 }
                 debug_assert_eq!(left, 0);
-                if pend_done == self.pending.len() {
-                    self.pending = Vec::new();
-                } else {
-                    self.pending.drain(..pend_done);
-                }
-                if self.frames.is_empty() {
-                    self.frames = VecDeque::new();
+                pending.drain(..pend_done);
+                if pending.is_empty() && frames.is_empty() {
+                    self.out = None;
                 }
                 if wrote < bytes {
                     return Ok(false);
@@ -568,7 +603,7 @@ impl Conn {
     /// head element (rendering a dispatch's rest into `pending`), so the
     /// close frame that follows starts at a frame boundary.
     pub fn cut_direct(&mut self, replay: &ReplayQueue, sent: u64, last: u64) {
-        let head_frame = self.frames.front().is_some_and(|f| f.1 < sent + 1);
+        let head_frame = self.out().frames.front().is_some_and(|f| f.1 < sent + 1);
         if head_frame || self.head_sent == 0 || sent >= last {
             return self.discard_unsent();
         }
@@ -578,8 +613,7 @@ impl Conn {
         frame_dispatch(&mut v, d.name, sent + 1, &d.body);
         let len = v.len();
         v.drain(..self.head_sent as usize);
-        self.pending = v;
-        self.frames = VecDeque::from([(len as u32, 0)]);
+        self.out = Some(Box::new(Out { pending: v, frames: VecDeque::from([(len as u32, 0)]) }));
     }
 
     /// Answers a ping.
@@ -591,14 +625,16 @@ impl Conn {
     /// the partly written one (a slow consumer's queue is abandoned; its
     /// session replays from the replay buffer on RESUME).
     pub fn discard_unsent(&mut self) {
-        let head = self.frames.front().map_or(0, |&(l, _)| l as usize - self.head_sent as usize);
-        self.pending.truncate(head);
-        self.frames.truncate(1.min(self.frames.len()));
-        if self.pending.is_empty() {
-            self.pending = Vec::new();
-            self.frames = VecDeque::new();
-            self.head_sent = 0;
+        if let Some(o) = self.out.as_deref_mut() {
+            let head = o.frames.front().map_or(0, |&(l, _)| l as usize - self.head_sent as usize);
+            o.pending.truncate(head);
+            o.frames.truncate(1.min(o.frames.len()));
+            if !o.pending.is_empty() {
+                return;
+            }
         }
+        self.out = None;
+        self.head_sent = 0;
     }
 
     /// Queues a close frame with `code` (never 1000: clients treat it as a drop anyway).
@@ -632,7 +668,7 @@ impl Conn {
     /// Writes what is queued (for at most `linger`), then shuts the socket down.
     pub async fn finish(&mut self, linger: Duration) {
         let deadline = tokio::time::Instant::now() + linger;
-        if !self.pending.is_empty() {
+        if self.has_pending() {
             if let Sock::Session(_) = self.sock {
                 // Waiting for room takes tokio: the socket leaves the reader.
                 let Sock::Session(ss) = std::mem::replace(&mut self.sock, Sock::Sink) else { unreachable!() };
@@ -642,11 +678,11 @@ impl Conn {
                 }
             }
         }
-        while !self.pending.is_empty() {
+        while self.has_pending() {
             if self.try_flush().is_err() {
                 break;
             }
-            if self.pending.is_empty() {
+            if !self.has_pending() {
                 break;
             }
             match tokio::time::timeout_at(deadline, self.sock.writable()).await {
