@@ -46,7 +46,7 @@ pub async fn ack(
     let channel: ChannelId = parse_id(&c, ErrorCode::UnknownChannel)?;
     let message: MessageId = parse_id(&m, ErrorCode::UnknownMessage)?;
     let key = actor_of(&node, channel).await?;
-    match ask_actor_reply(&node, key, u.id, Action::Message(MessageAction::Ack { channel })).await? {
+    match ask_actor_reply(&node, key, u.id, Action::Message(MessageAction::Ack { channel, message })).await? {
         OpReply::Done { .. } => {}
         refused => return reply_response(refused),
     }

@@ -61,6 +61,11 @@ pub struct GuildActor {
     /// update) since they last read them there: told once, not at every
     /// message, until an ack (which this actor checks) reads them.
     told: HashMap<UserId, Vec<ChannelId>>,
+    /// Acks that came while their channel's update was pending, with the
+    /// message each read up to: that update tells them nothing they have
+    /// not read (and so does not count as told, which would hide the next
+    /// message). Emptied at every flush.
+    read_pending: HashMap<UserId, Vec<(ChannelId, protocol::MessageId)>>,
     /// The guild was deleted: the actor ends.
     stopped: bool,
 }
@@ -161,6 +166,7 @@ impl GuildActor {
             unread: BTreeMap::new(),
             flush_armed: false,
             told: HashMap::new(),
+            read_pending: HashMap::new(),
             stopped: false,
         }
     }
@@ -606,6 +612,7 @@ impl GuildActor {
             return;
         }
         let unread = std::mem::take(&mut self.unread);
+        let read_pending = std::mem::take(&mut self.read_pending);
         let (gid, owner) = (self.id, st.guild.owner_id);
         let news: Vec<(&ChannelRecord, protocol::MessageId, bool)> = unread
             .into_iter()
@@ -620,9 +627,14 @@ impl GuildActor {
                 .or_insert_with(|| {
                     let member = st.members.get(&user)?;
                     let seen = told.entry(user).or_default();
+                    let read = read_pending.get(&user).map_or(&[][..], Vec::as_slice);
                     let fresh: Vec<&(&ChannelRecord, protocol::MessageId, bool)> = news
                         .iter()
-                        .filter(|(c, _, open)| !seen.contains(&c.id) && (*open || perm::can_view(gid, owner, &st.roles, &member, c)))
+                        .filter(|(c, m, open)| {
+                            !seen.contains(&c.id)
+                                && !read.iter().any(|(rc, r)| *rc == c.id && m <= r)
+                                && (*open || perm::can_view(gid, owner, &st.roles, &member, c))
+                        })
                         .collect();
                     seen.extend(fresh.iter().map(|(c, _, _)| c.id));
                     let channels: Vec<Value> = fresh.iter().map(|(c, m, _)| json!({"id": c.id, "last_message_id": m})).collect();
@@ -656,14 +668,22 @@ impl GuildActor {
         }
     }
 
-    /// `user` read `channel` here (an ack): the next new message there is
-    /// news to them again.
-    pub(crate) fn passive_acked(&mut self, user: UserId, channel: ChannelId) {
+    /// `user` read `channel` here up to `message` (an ack): the next new
+    /// message there is news to them again, and an update pending for
+    /// the channel that names nothing newer is not (the flush after an ack
+    /// would otherwise tell them of what they read, count the channel as
+    /// told and so keep the next message from them).
+    pub(crate) fn passive_acked(&mut self, user: UserId, channel: ChannelId, message: protocol::MessageId) {
         if let Some(seen) = self.told.get_mut(&user) {
             seen.retain(|c| *c != channel);
             if seen.is_empty() {
                 self.told.remove(&user);
             }
+        }
+        if self.unread.get(&channel).is_some_and(|m| *m <= message) {
+            let read = self.read_pending.entry(user).or_default();
+            read.retain(|(c, _)| *c != channel);
+            read.push((channel, message));
         }
     }
 

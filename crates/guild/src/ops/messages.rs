@@ -27,11 +27,11 @@ pub(super) fn plan(_a: &GuildActor, st: &State, user: UserId, action: MessageAct
                 OpReply::no_content()
             }))
         }
-        MessageAction::Ack { channel } => match st.bits_in(channel, user) {
+        MessageAction::Ack { channel, message } => match st.bits_in(channel, user) {
             None => Err(OpReply::not_found(ErrorCode::UnknownChannel)),
             Some(0) => Err(OpReply::forbidden(ErrorCode::MissingAccess)),
             Some(_) => Ok(Plan::now(move |a, _| {
-                a.passive_acked(user, channel);
+                a.passive_acked(user, channel, message);
                 OpReply::no_content()
             })),
         },

@@ -96,8 +96,10 @@ pub enum MessageAction {
     Typing { channel: ChannelId },
     /// May the caller mark `channel` read (they can see it: a guild
     /// channel they may view, a thread they may see, a DM of theirs)?
-    /// Answered 204; the ack itself is written by the node.
-    Ack { channel: ChannelId },
+    /// Answered 204; the ack itself is written by the node. `message` is
+    /// what the caller read up to (a passive update pending for that
+    /// channel tells them of nothing newer).
+    Ack { channel: ChannelId, message: protocol::MessageId },
     /// The author edits a message: `message` is its row with the edit
     /// applied (content, embeds, `edited_at`; `mentions` as parsed from the
     /// content: the actor keeps the members among them).
