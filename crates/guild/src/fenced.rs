@@ -170,9 +170,10 @@ impl<T: Send + 'static> Core<T> {
         let limits = &self.node.config.limits;
         let since = self.keys.since(node::auth::now_ms());
         let max = u32::try_from(limits.nonce_keys_max).unwrap_or(u32::MAX);
-        match self.node.store.recent_message_keys(channels, since, max).await {
+        let ask = node::batch::KeysAsk { channels: channels.to_vec(), since, max };
+        match self.node.message_keys.get(ask).await {
             Ok(rows) => {
-                self.keys.load(rows);
+                self.keys.load(rows.unwrap_or_default());
                 true
             }
             Err(e) => {

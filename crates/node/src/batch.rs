@@ -7,14 +7,17 @@
 //!   tokens per statement;
 //! - guild loads for up to 64 guilds per round of statements. Loading 1,000
 //!   guilds of ~95 members one by one took ~930 ms of CPU (0.44 s wall);
-//!   batched, ~250 ms (0.14 s).
+//!   batched, ~250 ms (0.14 s);
+//! - the deduplication keys every actor reads back when it starts, for up
+//!   to 64 actors per statement (an IDENTIFY ramp into cold guilds starts
+//!   an actor per session's guild).
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use protocol::{ActorKey, GuildId, UserId};
+use protocol::{ActorKey, ChannelId, GuildId, MessageId, UserId};
 use store::{DmChannel, GuildSnapshot, IdentifyRecord, Store, StoreError};
 use tokio::sync::{mpsc, oneshot};
 
@@ -132,6 +135,55 @@ pub fn guild_loads(store: Arc<dyn Store>) -> Batcher<GuildId, GuildSnapshot> {
     })
 }
 
+/// What a starting actor asks of [`message_keys`]: its channels, the
+/// window's start and the most keys it keeps.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct KeysAsk {
+    pub channels: Vec<ChannelId>,
+    pub since: MessageId,
+    pub max: u32,
+}
+
+/// A post's deduplication key as an actor keeps it: (id, author, key).
+pub type KeyRow = (MessageId, UserId, String);
+
+/// Most actors one key read carries.
+const KEYS_BATCH: usize = 64;
+
+/// Actors' deduplication keys (see `Store::recent_message_keys`): the
+/// channels of every actor starting together in one statement, from the
+/// earliest window start; each actor gets its own channels' rows from its
+/// own start on, newest first, at most its `max`.
+pub fn message_keys(store: Arc<dyn Store>) -> Batcher<KeysAsk, Vec<KeyRow>> {
+    Batcher::start(KEYS_BATCH, move |asks: Vec<KeysAsk>| {
+        let store = store.clone();
+        async move {
+            let mut channels: Vec<ChannelId> = asks.iter().flat_map(|a| a.channels.iter().copied()).collect();
+            channels.sort_unstable();
+            channels.dedup();
+            let since = asks.iter().map(|a| a.since).min().unwrap_or(MessageId(0));
+            let limit = asks.iter().fold(0u32, |n, a| n.saturating_add(a.max));
+            let rows = store.recent_message_keys(&channels, since, limit).await.map_err(BatchError::from)?;
+            Ok(split_keys(asks, &rows))
+        }
+    })
+}
+
+/// Each ask's share of one read's rows (newest first).
+fn split_keys(asks: Vec<KeysAsk>, rows: &[(ChannelId, MessageId, UserId, String)]) -> Vec<(KeysAsk, Vec<KeyRow>)> {
+    asks.into_iter()
+        .map(|a| {
+            let mine = rows
+                .iter()
+                .filter(|(c, id, _, _)| *id >= a.since && a.channels.contains(c))
+                .take(a.max as usize)
+                .map(|(_, id, author, key)| (*id, *author, key.clone()))
+                .collect();
+            (a, mine)
+        })
+        .collect()
+}
+
 /// Guild actors' claims in a cluster (see `Store::claim_guilds`): one
 /// write transaction for every actor starting at about the same time
 /// (after an IDENTIFY burst or a ring change, thousands).
@@ -169,6 +221,27 @@ pub fn read_state_lookups(store: Arc<dyn store::Store>) -> Batcher<UserId, Vec<s
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// One read for several actors: each gets its own channels' keys,
+    /// from its own window's start, at most its own count, newest first.
+    #[test]
+    fn one_key_read_is_shared_out_by_channel_window_and_count() {
+        let row = |c: u64, id: u64| (ChannelId(c), MessageId(id), UserId(id), format!("k{id}"));
+        // As the store returns them: newest first.
+        let rows = [row(1, 90), row(2, 80), row(1, 70), row(3, 60), row(1, 50)];
+        let ask = |channels: &[u64], since: u64, max: u32| KeysAsk {
+            channels: channels.iter().map(|&c| ChannelId(c)).collect(),
+            since: MessageId(since),
+            max,
+        };
+        let got = split_keys(vec![ask(&[1], 0, 10), ask(&[1], 0, 2), ask(&[2, 3], 65, 10), ask(&[4], 0, 10)], &rows);
+        let ids = |v: &Vec<KeyRow>| v.iter().map(|(id, _, _)| id.0).collect::<Vec<_>>();
+        assert_eq!(ids(&got[0].1), [90, 70, 50]);
+        assert_eq!(ids(&got[1].1), [90, 70], "at most its max");
+        assert_eq!(ids(&got[2].1), [80], "its channels, from its since");
+        assert!(got[3].1.is_empty());
+        assert_eq!(got[2].1[0], (MessageId(80), UserId(80), "k80".to_string()));
+    }
 
     #[tokio::test]
     async fn concurrent_reads_share_statements_and_repeated_keys_all_get_answers() {

@@ -81,6 +81,9 @@ pub struct Node {
     pub lookups: crate::lookups::Lookups,
     /// Guild actors' loads, batched (see `batch`).
     pub guild_loads: Batcher<GuildId, GuildSnapshot>,
+    /// Starting actors' deduplication keys, read together
+    /// (`batch::message_keys`).
+    pub message_keys: Batcher<batch::KeysAsk, Vec<batch::KeyRow>>,
     /// READY's DM channels, batched with concurrent IDENTIFYs (see `batch`).
     pub dm_lookups: Batcher<protocol::UserId, Vec<store::DmChannel>>,
     /// READY's `read_state` (people only), batched the same way.
@@ -181,6 +184,7 @@ impl Node {
                 rest_limits: RateLimiter::new(config.limits.rest_requests_per_window, config.limits.rest_window_ms),
                 identify_lookups: batch::identify_lookups(store.clone()),
                 guild_loads: batch::guild_loads(store.clone()),
+                message_keys: batch::message_keys(store.clone()),
                 dm_lookups: crate::batch::dm_lookups(store.clone()),
                 read_state_lookups: crate::batch::read_state_lookups(store.clone()),
                 read_states: crate::read_states::ReadStates::start(store.clone(), config.read_states.queue, config.read_states.batch_max),

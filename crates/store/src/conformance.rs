@@ -477,8 +477,8 @@ async fn group_commit_and_fencing(s: &dyn Store) {
 }
 
 /// `recent_message_keys`: the keyed messages of the channels asked for,
-/// from `since` on, newest first, at most `limit`; a key that only looks
-/// like one in the text is not one.
+/// with their channel, from `since` on, newest first, at most `limit`; a
+/// key that only looks like one in the text is not one.
 async fn recent_message_keys(s: &dyn Store, epoch: u64) {
     let g = GuildId(100);
     let keyed = |id: u64, author: u64, key: &str| MessageRecord {
@@ -498,10 +498,11 @@ async fn recent_message_keys(s: &dyn Store, epoch: u64) {
     let keys = |since: u64, limit: u32, channels: Vec<ChannelId>| async move {
         s.recent_message_keys(&channels, MessageId(since), limit).await.unwrap()
     };
+    let c = ChannelId(101);
     let all = vec![
-        (MessageId(1_012), UserId(1), "n2".to_string()),
-        (MessageId(1_011), UserId(2), "r5".into()),
-        (MessageId(1_010), UserId(1), "n1".into()),
+        (c, MessageId(1_012), UserId(1), "n2".to_string()),
+        (c, MessageId(1_011), UserId(2), "r5".into()),
+        (c, MessageId(1_010), UserId(1), "n1".into()),
     ];
     assert_eq!(keys(1_000, 10, vec![ChannelId(101), ChannelId(999)]).await, all);
     assert_eq!(keys(1_011, 10, vec![ChannelId(101)]).await, all[..2], "from `since` on");

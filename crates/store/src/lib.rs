@@ -218,9 +218,16 @@ pub trait Store: DmThreadCommandStore + AccountStore + CommunityStore + Send + S
     async fn get_message(&self, channel: ChannelId, id: MessageId) -> Result<Option<MessageRecord>>;
     /// The messages of `channels` from `since` on that carry a
     /// deduplication key ([`DEDUP_FIELD`] in `extra`), newest first, at
-    /// most `limit`: (id, author, key). An actor that starts reads them so
-    /// a post its previous owner committed is not committed twice.
-    async fn recent_message_keys(&self, channels: &[ChannelId], since: MessageId, limit: u32) -> Result<Vec<(MessageId, UserId, String)>>;
+    /// most `limit`: (channel, id, author, key). An actor that starts
+    /// reads them so a post its previous owner committed is not committed
+    /// twice; actors starting together read theirs in one statement
+    /// (`node::batch::message_keys`).
+    async fn recent_message_keys(
+        &self,
+        channels: &[ChannelId],
+        since: MessageId,
+        limit: u32,
+    ) -> Result<Vec<(ChannelId, MessageId, UserId, String)>>;
     async fn update_message(&self, m: &MessageRecord) -> Result<()> {
         self.apply_changes(0, ActorKey::guild(m.guild_id.unwrap_or(GuildId(0))), &[Change::UpdateMessage(m.clone())]).await.map(drop)
     }

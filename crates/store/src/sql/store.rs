@@ -253,7 +253,12 @@ impl<B: Backend> Store for B {
         query(q).bind(id).bind(channel).fetch_optional::<MessageRow>(self.reader()).await?.map(TryInto::try_into).transpose()
     }
 
-    async fn recent_message_keys(&self, channels: &[ChannelId], since: MessageId, limit: u32) -> Result<Vec<(MessageId, UserId, String)>> {
+    async fn recent_message_keys(
+        &self,
+        channels: &[ChannelId],
+        since: MessageId,
+        limit: u32,
+    ) -> Result<Vec<(ChannelId, MessageId, UserId, String)>> {
         if channels.is_empty() {
             return Ok(Vec::new());
         }
@@ -261,10 +266,10 @@ impl<B: Backend> Store for B {
         // `extra` is JSON text as serde_json writes it: the LIKE keeps the
         // rows read to those that may have a key; the parse below decides.
         let q = format!(
-            "SELECT id, author_id, extra FROM messages WHERE channel_id {} AND id >= $2 AND extra LIKE $3 ORDER BY id DESC LIMIT $4",
+            "SELECT channel_id, id, author_id, extra FROM messages WHERE channel_id {} AND id >= $2 AND extra LIKE $3 ORDER BY id DESC LIMIT $4",
             db.dialect().in_ids("$1")
         );
-        let rows: Vec<(i64, i64, String)> = query(q)
+        let rows: Vec<(i64, i64, i64, String)> = query(q)
             .bind(channels.iter().map(|&c| i(c)).collect::<Vec<_>>())
             .bind(since)
             .bind(format!("%\"{DEDUP_FIELD}\":%"))
@@ -273,10 +278,10 @@ impl<B: Backend> Store for B {
             .await?;
         Ok(rows
             .into_iter()
-            .filter_map(|(id, author, extra)| {
+            .filter_map(|(channel, id, author, extra)| {
                 let v: serde_json::Value = serde_json::from_str(&extra).ok()?;
                 let key = v.get(DEDUP_FIELD)?.as_str()?.to_string();
-                Some((MessageId(id as u64), UserId(author as u64), key))
+                Some((ChannelId(channel as u64), MessageId(id as u64), UserId(author as u64), key))
             })
             .collect())
     }
