@@ -251,16 +251,21 @@ pub async fn start_node(
     sessions: Arc<gateway::Sessions>,
 ) -> Result<Arc<Node>, ClusterError> {
     let url = config.nats.clone().unwrap_or_default();
-    // Every (re)connection of this node's main client: told to the others
-    // (`RECONNECTED`), which count it as this node does (`bus_epoch`).
-    let (connected_tx, mut connected_rx) = mpsc::unbounded_channel::<()>();
+    // Every (re)connection of this node's main client (`true`): told to
+    // the others (`RECONNECTED`), which count it as this node does
+    // (`bus_epoch`). A connection lost or messages dropped to this node as
+    // a slow consumer (`false`) and every (re)connection: notices may have
+    // been missed, so the token cache starts over (`Auth::forget_all`).
+    let (connected_tx, mut connected_rx) = mpsc::unbounded_channel::<bool>();
     let client = async_nats::ConnectOptions::new()
         .name(format!("throng-node-{}", config.node_id))
         .event_callback(move |e| {
             let tx = connected_tx.clone();
             async move {
-                if matches!(e, async_nats::Event::Connected) {
-                    let _ = tx.send(());
+                match e {
+                    async_nats::Event::Connected => drop(tx.send(true)),
+                    async_nats::Event::Disconnected | async_nats::Event::SlowConsumer(_) => drop(tx.send(false)),
+                    _ => {}
                 }
             }
         })
@@ -301,13 +306,17 @@ pub async fn start_node(
     let notice_sub = client.subscribe(NOTICES).await?;
     let mut reconnected_sub = client.subscribe(RECONNECTED).await?;
     {
-        let (r, client) = (r.clone(), client.clone());
+        let (r, client, weak) = (r.clone(), client.clone(), Arc::downgrade(&node));
         node.tasks.spawn(async move {
             loop {
                 tokio::select! {
                     c = connected_rx.recv() => {
-                        if c.is_none() {
-                            break;
+                        let Some(connected) = c else { break };
+                        if let Some(node) = weak.upgrade() {
+                            node.auth.forget_all();
+                        }
+                        if !connected {
+                            continue;
                         }
                         r.reconnects.fetch_add(1, Ordering::AcqRel);
                         if let Err(e) = client.publish(RECONNECTED, Bytes::new()).await {
@@ -324,12 +333,24 @@ pub async fn start_node(
             }
         });
     }
+    // A notice is never dropped for a full outbound queue (a revocation
+    // must reach every node): it waits for room on a task of its own.
     node.on_notice(Box::new(move |n| match serde_json::to_vec(&(me, n)) {
-        Ok(v) => {
-            if let Err(e) = notices_out.try_send((NOTICES.to_string(), Bytes::from(v))) {
-                tracing::warn!(error = %e, "notice not sent: NATS outbound queue full or closed");
-            }
-        }
+        Ok(v) => match notices_out.try_send((NOTICES.to_string(), Bytes::from(v))) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(m)) => match tokio::runtime::Handle::try_current() {
+                Ok(rt) => {
+                    let out = notices_out.clone();
+                    rt.spawn(async move {
+                        if out.send(m).await.is_err() {
+                            tracing::warn!("notice not sent: the NATS outbound queue is closed");
+                        }
+                    });
+                }
+                Err(_) => tracing::warn!("notice not sent: NATS outbound queue full, no runtime to wait on"),
+            },
+            Err(mpsc::error::TrySendError::Closed(_)) => tracing::warn!("notice not sent: the NATS outbound queue is closed"),
+        },
         Err(e) => tracing::error!(error = %e, "notice not encoded"),
     }));
     node.tasks.spawn(inbound_notices(node.clone(), notice_sub));

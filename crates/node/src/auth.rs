@@ -4,8 +4,12 @@
 //! SHA-256 is stored. A token lives until it is revoked (logout, password
 //! change, the session list) or, with `auth.token_ttl_ms`, until it expires.
 //! Resolved tokens are cached per node; a revocation removes them from every
-//! node's cache through a notice (`Node::notify`, `Notice::ForgetTokens`),
-//! with `auth.token_cache_ms` as the bound if a notice is lost.
+//! node's cache through a notice (`Node::notify`, `Notice::ForgetTokens`).
+//! A node that may have missed notices (its bus connection came back, or
+//! the bus dropped messages to it as a slow consumer) empties its whole
+//! cache ([`Auth::forget_all`]); `auth.token_cache_ms` bounds an entry's
+//! life in any case. A lookup that read the store before a revocation
+//! landed does not cache what it read (the cache's generation moved).
 //!
 //! Password hashing (argon2id, ~29 ms and 19 MiB each) runs on the blocking
 //! pool, at most `limits.password_hash_concurrency` at once, handed out in
@@ -88,6 +92,9 @@ pub struct Auth {
     store: Arc<dyn Store>,
     /// Guards only the map; never held across an await.
     cache: Mutex<HashMap<[u8; 32], Cached>>,
+    /// Moved by every forget: a lookup caches its read only if this is
+    /// what it was when the read began.
+    generation: std::sync::atomic::AtomicU64,
     cache_for: Duration,
     token_ttl_ms: Option<u64>,
     pub hashing: HashQueue,
@@ -101,6 +108,7 @@ impl Auth {
         Self {
             store,
             cache: Mutex::new(HashMap::new()),
+            generation: std::sync::atomic::AtomicU64::new(0),
             cache_for: Duration::from_millis(a.token_cache_ms),
             token_ttl_ms: a.token_ttl_ms,
             hashing: HashQueue::new(
@@ -121,9 +129,14 @@ impl Auth {
                 return Ok(c.user.clone());
             }
         }
+        let generation = self.generation.load(std::sync::atomic::Ordering::Acquire);
         let (user, expires_at) = self.store.token_user(&hash, now).await?.ok_or(AuthError::Unauthorized)?;
         let user = Arc::new(user);
         let mut cache = self.cache.lock().expect("token cache poisoned");
+        // A forget since the read began: what was read may be revoked.
+        if self.generation.load(std::sync::atomic::Ordering::Acquire) != generation {
+            return Ok(user);
+        }
         if cache.len() >= TOKEN_CACHE_MAX {
             cache.clear();
         }
@@ -154,9 +167,23 @@ impl Auth {
     /// Drops tokens from this node's cache (revoked, or their user changed).
     pub fn forget(&self, hashes: &[[u8; 32]]) {
         let mut cache = self.cache.lock().expect("token cache poisoned");
+        self.generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         for h in hashes {
             cache.remove(h);
         }
+    }
+
+    /// Empties this node's cache: it may have missed revocations (its
+    /// bus connection was lost, or the bus dropped messages to it).
+    pub fn forget_all(&self) {
+        let mut cache = self.cache.lock().expect("token cache poisoned");
+        self.generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        cache.clear();
+    }
+
+    /// Tokens cached on this node (tests, stats).
+    pub fn cached(&self) -> usize {
+        self.cache.lock().expect("token cache poisoned").len()
     }
 
     /// Hashes a new password, in `client`'s turn.

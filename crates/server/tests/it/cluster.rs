@@ -31,6 +31,20 @@ pub(crate) fn nats_bin() -> PathBuf {
 impl Nats {
     pub fn start() -> Nats {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        Self::start_on(port)
+    }
+
+    /// Kills this nats-server and starts another on the same port (its
+    /// clients see their connection drop and come back).
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let port: u16 = self.url.rsplit(':').next().unwrap().parse().unwrap();
+        let fresh = Self::start_on(port);
+        *self = fresh;
+    }
+
+    fn start_on(port: u16) -> Nats {
         let child = Command::new(nats_bin())
             .args(["-a", "127.0.0.1", "-p", &port.to_string()])
             .stdout(Stdio::null())

@@ -395,6 +395,34 @@ async fn logout_revokes_the_token_on_every_node_within_a_second() {
     assert_eq!(g.closed().await, Closed::Code(4004));
 }
 
+/// A node whose bus connection drops may have missed a revocation notice:
+/// when the connection comes back it empties its token cache (the next
+/// request reads the store again), so `auth.token_cache_ms` is only a
+/// backstop.
+#[tokio::test]
+async fn a_node_whose_bus_connection_comes_back_forgets_its_cached_tokens() {
+    let mut c = crate::cluster::Cluster::<2>::start().await;
+    let token = c.w.owner.clone();
+    for n in &c.nodes {
+        assert_eq!(n.get("/users/@me", &token).await.0, 200);
+        assert!(n.node().auth.cached() >= 1, "the token is cached");
+    }
+    // The bus goes down and comes back.
+    c.nats.restart();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for n in &c.nodes {
+        while n.node().auth.cached() > 0 {
+            assert!(Instant::now() < deadline, "node kept {} cached tokens after its bus came back", n.node().auth.cached());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    // The token still works: read from the store again, and cached again.
+    for n in &c.nodes {
+        assert_eq!(n.get("/users/@me", &token).await.0, 200);
+        assert!(n.node().auth.cached() >= 1, "cached again");
+    }
+}
+
 #[tokio::test]
 async fn a_password_change_revokes_every_other_token_and_the_session_list_revokes_one() {
     let t = TestServer::start().await;
