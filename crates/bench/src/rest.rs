@@ -152,12 +152,13 @@ impl Rest {
         self.expect(Method::POST, &format!("/invites/{code}"), Some(token), Some(&json!({}))).await.map(|_| ())
     }
 
-    /// Sends a chat message; counted, not failed, by the caller.
-    pub async fn send_message(&self, token: &str, channel: &str, content: &str) -> Sent {
-        match self
-            .request(Method::POST, &format!("/channels/{channel}/messages"), Some(token), Some(&json!({"content": content})), false)
-            .await
-        {
+    /// A chat post, counted (not failed) by the caller. It carries `nonce` with `enforce_nonce`, as a careful
+    /// client does: a 503 may answer a post the server went on to store,
+    /// and the retry of it is then answered with that message instead of
+    /// becoming a second one.
+    pub async fn send_message(&self, token: &str, channel: &str, content: &str, nonce: u64) -> Sent {
+        let body = json!({"content": content, "nonce": nonce.to_string(), "enforce_nonce": true});
+        match self.request(Method::POST, &format!("/channels/{channel}/messages"), Some(token), Some(&body), false).await {
             Ok((s, _)) if s.is_success() => Sent::Ok,
             Ok((s, _)) => Sent::Failed(s.as_u16()),
             Err(_) => Sent::Transport,

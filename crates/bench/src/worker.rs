@@ -426,7 +426,8 @@ impl Worker {
         let rest = &self.rest[user as usize % self.rest.len()];
         let token = self.token(user);
         let t0 = Instant::now();
-        let r = rest.send_message(&token, &channel, &content).await;
+        let key = self.sent.borrow()[idx].key;
+        let r = rest.send_message(&token, &channel, &content, key).await;
         self.inflight_sends.set(self.inflight_sends.get() - 1);
         self.sent.borrow_mut()[idx].answered_us = Some(now_us());
         let mut s = self.stats.borrow_mut();
