@@ -84,6 +84,7 @@ pub async fn stats(
         "slow_consumer_closes": st.slow_consumer_closes.load(Ordering::Relaxed),
         "delivered": st.delivered.load(Ordering::Relaxed),
         "writes": st.writes.load(Ordering::Relaxed),
+        "posts_resent": node.posts_resent.load(Ordering::Relaxed),
         "heap": heap_stats(),
         "cluster": node.cluster().map_or(serde_json::Value::Null, |c| c.stats()),
         "writer": {

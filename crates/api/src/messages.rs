@@ -95,7 +95,7 @@ enum Delivered {
 /// `cluster.post_resend_ms` without an answer; "retry" (not committed)
 /// waits for one of these.
 async fn deliver(node: &Arc<Node>, actor: protocol::ActorKey, mut post: Post) -> Delivered {
-    use tokio::time::{sleep, timeout_at, Instant};
+    use tokio::time::{sleep_until, timeout_at, Instant};
     let deadline = Instant::now() + std::time::Duration::from_millis(node.config.limits.write_timeout_ms);
     let Some(cluster) = node.cluster().filter(|_| post.key.is_some()) else {
         let (reply, answer) = node.replies.register();
@@ -108,15 +108,27 @@ async fn deliver(node: &Arc<Node>, actor: protocol::ActorKey, mut post: Post) ->
             _ => Delivered::Failed(ApiError::Busy, true),
         };
     };
-    let resend = std::time::Duration::from_millis(node.config.cluster.post_resend_ms.max(10));
-    let tick = std::time::Duration::from_millis(20);
+    // Sent again after `cluster.post_resend_ms` without an answer, then
+    // after twice as long each time the owner stayed silent: an owner that
+    // is only slow is not handed every waiting post again each interval.
+    let mut resend = std::time::Duration::from_millis(node.config.cluster.post_resend_ms.max(10));
+    // Wakes the wait below when the owner or the bus may have changed: a
+    // held post waits without polling (a 20 ms poll per waiting post was
+    // a wake-up storm once thousands waited on an overloaded cluster).
+    let mut changes = cluster.changes();
+    let mut changes_open = true;
     let mut sent_any = false;
     loop {
+        // Marked seen before the owner is read: a later change wakes us.
+        changes.borrow_and_update();
         let (owner, bus) = (cluster.owner_of(actor), cluster.bus_epoch());
         let (reply, answer) = node.replies.register();
         post.reply = reply;
         let mut answer = match node.guilds.send(actor, GuildMsg::Post(Box::new(post.clone()))) {
             Ok(()) => {
+                if sent_any {
+                    node.posts_resent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
                 sent_any = true;
                 Some(answer)
             }
@@ -124,22 +136,25 @@ async fn deliver(node: &Arc<Node>, actor: protocol::ActorKey, mut post: Post) ->
             // fast, as without a cluster (a balancer may try another node).
             Err(e) => return Delivered::Failed(e.into(), sent_any),
         };
-        let sent = Instant::now();
+        let again_at = (Instant::now() + resend).min(deadline);
         loop {
-            if let Some(a) = answer.as_mut() {
-                tokio::select! {
-                    got = a => {
-                        answer = None;
-                        // "Retry" (not committed: fenced, or the writer
-                        // full) waits for a new owner or the resend time.
-                        if let Some(b) = got.ok().filter(|b| &b[..] != PostReply::RETRY) {
-                            return Delivered::Answer(b);
-                        }
-                    }
-                    _ = sleep(tick) => {}
+            let waiting = async {
+                match answer.as_mut() {
+                    Some(a) => a.await.ok(),
+                    None => std::future::pending().await,
                 }
-            } else {
-                sleep(tick).await;
+            };
+            tokio::select! {
+                got = waiting => {
+                    answer = None;
+                    // "Retry" (not committed: fenced, or the writer
+                    // full) waits for a new owner or the resend time.
+                    if let Some(b) = got.filter(|b| &b[..] != PostReply::RETRY) {
+                        return Delivered::Answer(b);
+                    }
+                }
+                _ = sleep_until(again_at) => {}
+                r = changes.changed(), if changes_open => changes_open = r.is_ok(),
             }
             if Instant::now() >= deadline {
                 return Delivered::Failed(ApiError::Busy, sent_any);
@@ -147,7 +162,16 @@ async fn deliver(node: &Arc<Node>, actor: protocol::ActorKey, mut post: Post) ->
             let moved = cluster.owner_of(actor) != owner;
             // A node reconnected to NATS: the post or its answer may be lost.
             let reconnected = cluster.bus_epoch() != bus;
-            if moved || reconnected || sent.elapsed() >= resend {
+            if moved || reconnected {
+                break;
+            }
+            if Instant::now() >= again_at {
+                // No answer at all: the owner is slow, and the next wait is
+                // longer. A "retry" answer (not committed) is sent again
+                // after the same interval.
+                if answer.is_some() {
+                    resend *= 2;
+                }
                 break;
             }
         }

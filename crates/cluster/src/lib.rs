@@ -60,9 +60,17 @@ pub struct ClusterRouter {
     stale: AtomicU64,
     /// Reconnections to NATS seen, this node's and others' (`bus_epoch`).
     reconnects: AtomicU64,
+    /// Bumped after every change of the ring, health or `reconnects`
+    /// (`ClusterLink::changes`).
+    changed: tokio::sync::watch::Sender<u64>,
 }
 
 impl ClusterRouter {
+    /// Tells the posts waiting on `changes` to look again.
+    pub(crate) fn bump_changes(&self) {
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
     fn owner(&self, guild: ActorKey) -> Result<NodeId, RouteError> {
         if !self.healthy.load(Ordering::Acquire) {
             return Err(RouteError::Unavailable(guild));
@@ -163,6 +171,10 @@ impl ClusterLink for ClusterRouter {
 
     fn bus_epoch(&self) -> u64 {
         self.reconnects.load(Ordering::Acquire)
+    }
+
+    fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
     }
 
     fn fan(&self, node: NodeId, guild: ActorKey, epoch: u64, event: &Arc<FanEvent>, only: Option<Vec<Arc<str>>>, reach: fanout::Reach) {
@@ -296,6 +308,7 @@ pub async fn start_node(
             received: AtomicU64::new(0),
             stale: AtomicU64::new(0),
             reconnects: AtomicU64::new(0),
+            changed: tokio::sync::watch::Sender::new(0),
         });
         built = Some(r.clone());
         (r.clone() as Arc<dyn Router>, Some(r as Arc<dyn ClusterLink>))
@@ -319,6 +332,7 @@ pub async fn start_node(
                             continue;
                         }
                         r.reconnects.fetch_add(1, Ordering::AcqRel);
+                        r.bump_changes();
                         if let Err(e) = client.publish(RECONNECTED, Bytes::new()).await {
                             tracing::warn!(error = %e, "reconnection not announced");
                         }
@@ -328,6 +342,7 @@ pub async fn start_node(
                             break;
                         }
                         r.reconnects.fetch_add(1, Ordering::AcqRel);
+                        r.bump_changes();
                     }
                 }
             }

@@ -185,6 +185,7 @@ pub(crate) async fn membership(
             let old = r.ring.load_full();
             r.ring.store(Ring::with_vnodes(next.iter().copied(), cc.vnodes));
             r.healthy.store(!next.is_empty(), Ordering::Release);
+            r.bump_changes();
             let (node2, r2, live_now) = (node.clone(), r.clone(), next.clone());
             main_rt.spawn(async move {
                 rehome(&node2, &r2, &old);

@@ -344,9 +344,11 @@ pub struct ClusterConfig {
     /// node leaves the ring meanwhile).
     pub takeover_timeout_ms: u64,
     /// A post held for its guild's owner (up to `limits.write_timeout_ms`)
-    /// is sent again, with its deduplication key, when the owner changes,
-    /// when the owner answers "retry", and after this long without an
-    /// answer (a message lost with a NATS server).
+    /// is sent again, with its deduplication key, when the owner changes
+    /// and this long after each send whose answer was "retry" (not
+    /// committed) or that got no answer (a message lost with a NATS
+    /// server); after each send that got no answer the interval doubles
+    /// (an owner that is only slow is not flooded with repeats).
     pub post_resend_ms: u64,
     /// A node whose own NATS connections drop keeps its ring (and so its
     /// guilds' actors and their subscribers) for this long while the

@@ -94,6 +94,9 @@ pub struct Node {
     pub identify_permits: Semaphore,
     /// Live gateway sockets of this process (see `limits.max_gateway_connections`).
     pub gateway_connections: Arc<std::sync::atomic::AtomicUsize>,
+    /// Posts this node sent to their guild's owner again (no answer in
+    /// time, the owner moved, or a reconnection): `admin/stats`.
+    pub posts_resent: std::sync::atomic::AtomicU64,
     /// Cancelled on shutdown: sessions send RECONNECT and close, actors stop.
     pub shutdown: CancellationToken,
     /// Every connection and session task, so shutdown can wait for them
@@ -195,6 +198,7 @@ impl Node {
                 lookups: crate::lookups::Lookups::new(config.interactions.lookup_ttl_ms),
                 identify_permits: Semaphore::new(config.gateway.identify_concurrency.max(1)),
                 gateway_connections: Arc::default(),
+                posts_resent: std::sync::atomic::AtomicU64::new(0),
                 shutdown: CancellationToken::new(),
                 tasks,
                 blobs: crate::attachments::Blobs::new(&config),

@@ -355,6 +355,10 @@ pub trait ClusterLink: Send + Sync {
     /// reconnected to NATS: what was in flight to or from it may be lost,
     /// so a post held for its owner is sent again at once.
     fn bus_epoch(&self) -> u64;
+    /// Ticks whenever what `owner_of` or `bus_epoch` answer may have
+    /// changed (the ring, this node's health, a reconnection): a post held
+    /// for its owner waits on this instead of polling.
+    fn changes(&self) -> tokio::sync::watch::Receiver<u64>;
 
     /// One event to `node`'s subscribers of `guild` that `reach` names
     /// (all of them, or `only` these), from the actor that claimed `epoch`:

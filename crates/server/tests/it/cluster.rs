@@ -817,3 +817,76 @@ async fn read_states_search_and_the_audit_log_work_from_any_node() {
     let (s, v) = a.get(&format!("/guilds/{}/messages/search?content=findable", w.guild), &alice).await;
     assert_eq!((s, v["total_results"].as_u64(), v["messages"][0][0]["id"].as_str()), (200, Some(1), Some(mid.as_str())), "{v}");
 }
+
+/// A post held for a slow owner is sent again (`cluster.post_resend_ms`,
+/// here 10 ms, so most posts go more than once): the owner commits and
+/// delivers each message once, whatever number of copies reach it.
+#[tokio::test]
+async fn posts_sent_again_to_a_slow_owner_are_stored_and_delivered_once() {
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let fast_resend = |c: &mut server::Config| c.cluster.post_resend_ms = 10;
+    let n1 = node_with(&nats, dir.path(), 1, fast_resend).await;
+    let n2 = node_with(&nats, dir.path(), 2, fast_resend).await;
+    converge(&[&n1, &n2], &[1, 2]).await;
+    let w = n1.world().await;
+    let owner = hashring::Ring::with_vnodes([1, 2], VNODES).lookup(w.guild.parse().unwrap()).unwrap();
+    let (at_owner, other) = if owner == 1 { (&n1, &n2) } else { (&n2, &n1) };
+
+    let mut human = Gw::connect(&at_owner.ws).await;
+    human.identify(&w.owner, ALL_INTENTS).await;
+    human.until("GUILD_CREATE").await;
+
+    // Concurrent posts through the other node, so the owner's writer has
+    // a queue and answers take longer than the resend time.
+    const N: usize = 120;
+    let mut posts = Vec::new();
+    for i in 0..N {
+        let (http, base, auth, channel) = (other.http.clone(), other.base.clone(), w.owner.clone(), w.channel.clone());
+        posts.push(tokio::spawn(async move {
+            let r = http
+                .post(format!("{base}/channels/{channel}/messages"))
+                .header("Authorization", auth)
+                .json(&json!({"content": format!("copy {i}")}))
+                .send()
+                .await
+                .unwrap();
+            r.status().as_u16()
+        }));
+    }
+    for p in posts {
+        assert_eq!(p.await.unwrap(), 200);
+    }
+    let copies = other.node().posts_resent.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(copies > 0, "no post was sent again: the test shows nothing");
+    // A last message: everything before it has been delivered by then.
+    other.say(&w.owner, &w.channel, "the end").await;
+    let mut seen = std::collections::HashMap::<String, usize>::new();
+    loop {
+        let m = human.until("MESSAGE_CREATE").await;
+        let content = m["d"]["content"].as_str().unwrap().to_string();
+        if content == "the end" {
+            break;
+        }
+        *seen.entry(content).or_default() += 1;
+    }
+    let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "delivered more than once: {twice:?}");
+    assert_eq!(seen.len(), N, "every post delivered");
+    // Stored once each.
+    let mut stored = 0;
+    let mut before: Option<String> = None;
+    loop {
+        let q = before.as_ref().map(|b| format!("&before={b}")).unwrap_or_default();
+        let (s, v) = at_owner.get(&format!("/channels/{}/messages?limit=100{q}", w.channel), &w.owner).await;
+        assert_eq!(s, 200, "{v}");
+        let page = v.as_array().unwrap();
+        stored += page.iter().filter(|m| m["content"].as_str().is_some_and(|c| c.starts_with("copy "))).count();
+        if page.len() < 100 {
+            break;
+        }
+        before = page.last().and_then(|m| m["id"].as_str()).map(str::to_owned);
+    }
+    assert_eq!(stored, N, "each post stored once");
+    eprintln!("{N} posts, {copies} sent again");
+}
