@@ -451,6 +451,12 @@ pub struct GatewayConfig {
     /// op 9s; at 8,192, none. An IDENTIFY in flight holds little more than
     /// its socket, which `max_gateway_connections` bounds anyway.
     pub identify_concurrency: usize,
+    /// A new session's READY waits up to this long for the GUILD_CREATEs of
+    /// its guilds (with the GUILDS intent), so that they leave in one write
+    /// instead of one each: every write to a socket is a system call here
+    /// and a wake-up of the client. It goes as soon as every guild has
+    /// answered. 0: READY is written at once.
+    pub ready_hold_ms: u64,
     /// Guilds of more members than this keep a person's session passive
     /// while it does not have the guild open (op 14/37): it gets the
     /// unread state (PASSIVE_UPDATE_V1 every `passive_update_ms`), messages
@@ -636,6 +642,7 @@ impl Default for GatewayConfig {
             client_events_per_window: 120,
             client_event_window_ms: 60_000,
             identify_concurrency: 8_192,
+            ready_hold_ms: 20,
             passive_guild_members: 1_000,
             passive_update_ms: 5_000,
             open_guilds_max: 3,

@@ -80,6 +80,11 @@ pub struct SessionState {
     dirty: bool,
     /// A task is waiting for the socket to become writable.
     flushing: bool,
+    /// GUILD_CREATEs a new session's READY still waits for before the
+    /// socket is written (`gateway.ready_hold_ms`); 0: not waiting. A byte
+    /// (it fits the handle's padding): past 255 guilds the rest of them
+    /// are written as they come.
+    ready_held: u8,
     /// Since when the socket's backlog has been above the slow-consumer bound.
     backlogged_since: Option<Instant>,
     /// Handed over to another node (a RESUME there): every dispatch goes
@@ -205,6 +210,10 @@ impl SessionHandle {
     /// Records one dispatch and frames it into the socket, if any.
     fn frame(&self, st: &mut SessionState, name: &'static str, body: &Bytes, now: Instant) -> (bool, bool) {
         st.record(&self.delivery().shared.limits, Dispatch { name, body: body.clone() }, now);
+        if st.ready_held > 0 && name == "GUILD_CREATE" {
+            // The last one the READY waited for: the next flush writes all.
+            st.ready_held -= 1;
+        }
         if st.flushing && st.is_slow(&self.delivery().shared) {
             self.close_slow(st);
         }
@@ -230,7 +239,7 @@ impl SessionHandle {
     /// drains (by the node's reader; a test's pipe by a flusher task);
     /// closes a slow consumer (resumably).
     fn flush_locked(self: &Arc<Self>, st: &mut SessionState) {
-        if st.flushing || !st.has_output() {
+        if st.flushing || st.ready_held > 0 || !st.has_output() {
             return;
         }
         let shared = &self.delivery().shared;
@@ -566,6 +575,7 @@ impl SessionState {
     /// moves `sent` back to what the client has (see `replay_from`).
     fn attach(&mut self, mut conn: Conn) -> u32 {
         conn.mark_dispatch(self.seq);
+        self.ready_held = 0;
         self.conn = Some(conn);
         self.sent = self.seq;
         self.unsent_bytes = 0;

@@ -58,6 +58,16 @@ impl SessionHandle {
         true
     }
 
+    /// Writes a new session's READY (and what came after it) if it is
+    /// still waiting for some of its guilds' GUILD_CREATEs.
+    fn release_ready(self: &Arc<Self>) {
+        let mut st = self.lock();
+        if st.ready_held > 0 {
+            st.ready_held = 0;
+            self.flush_locked(&mut st);
+        }
+    }
+
     /// Whether this session, taken over from another node, still waits for
     /// some of its guilds to move here.
     pub fn is_moving(&self) -> bool {
@@ -126,14 +136,30 @@ pub fn start(node: &Arc<Node>, sessions: &crate::Sessions, conn: Conn, id: Ident
     };
     sessions.insert(s.clone());
     let limits = &s.delivery().shared.limits;
+    // READY waits (briefly) for the GUILD_CREATEs its guilds' actors send,
+    // to leave with them in one write.
+    let hold = Duration::from_millis(node.config.gateway.ready_hold_ms);
+    let guilds = if hold.is_zero() || !s.intents.contains(protocol::gateway::Intents::GUILDS) {
+        0
+    } else {
+        s.actors().iter().filter(|k| k.as_guild().is_some()).count()
+    };
     let gen = {
         let mut st = s.lock();
         let gen = st.attach(conn);
         st.record_and_send(limits, Dispatch { name: "READY", body: id.ready });
         crate::counters::COUNTERS.identifies.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        st.ready_held = u8::try_from(guilds).unwrap_or(u8::MAX);
         s.flush_locked(&mut st);
         gen
     };
+    if guilds > 0 {
+        let s = s.clone();
+        node.tasks.spawn(async move {
+            tokio::time::sleep(hold).await;
+            s.release_ready();
+        });
+    }
     // The presence goes with each subscription (`Subscription::presence`,
     // read after this): an actor on another node gets one message per
     // session, not a subscription and then a presence report.

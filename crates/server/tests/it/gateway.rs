@@ -791,3 +791,33 @@ async fn own_dispatches_leave_the_replay_buffer_once_written() {
     assert_eq!(m["d"]["content"], "kept");
     r.until("RESUMED").await;
 }
+
+/// A new session's READY waits for its guilds' GUILD_CREATEs
+/// (`gateway.ready_hold_ms`) and leaves with them in one socket write, as
+/// soon as the last one is there (the hold here is a minute: the test's
+/// reads would time out long before it); a session that gets no
+/// GUILD_CREATE (no GUILDS intent) is not held at all.
+#[tokio::test]
+async fn ready_leaves_with_the_sessions_guild_creates_in_one_write() {
+    let t = TestServer::start_with(|c| c.gateway.ready_hold_ms = 60_000).await;
+    let w = t.world().await;
+    let writes = || async {
+        let r = t.http.get(format!("{}/_throng/admin/stats", t.base)).header("x-throng-admin-token", "admin").send().await.unwrap();
+        r.json::<Value>().await.unwrap()["writes"].as_u64().unwrap()
+    };
+    let before = writes().await;
+    let mut g = Gw::connect(&t.ws).await;
+    let ready = g.identify(&w.bot_token, BOT_INTENTS).await;
+    assert_eq!(ready["d"]["guilds"].as_array().unwrap().len(), 1, "{ready}");
+    let created = g.until("GUILD_CREATE").await;
+    assert_eq!(created["d"]["id"], w.guild.as_str());
+    assert_eq!(writes().await - before, 1, "READY and GUILD_CREATE in one write");
+
+    // Without GUILDS no GUILD_CREATE comes, so READY does not wait for one.
+    let mut m = Gw::connect(&t.ws).await;
+    let ready = m.identify(&w.owner, 1 << 9).await;
+    assert_eq!(ready["d"]["guilds"].as_array().unwrap().len(), 1, "{ready}");
+    // The session works: it gets the guild's messages.
+    t.say(&w.bot_auth, &w.channel, "after READY").await;
+    assert_eq!(m.until("MESSAGE_CREATE").await["d"]["content"], "after READY");
+}
