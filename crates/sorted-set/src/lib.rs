@@ -145,6 +145,10 @@ impl<K: Ord + Clone> SortedSet<K> {
         self.len -= 1;
         // Shrink the tree while the root has a single child.
         while let Node::Internal(inner) = &mut self.root {
+            if inner.children.is_empty() {
+                self.root = Node::empty();
+                break;
+            }
             if inner.children.len() != 1 {
                 break;
             }

@@ -300,7 +300,16 @@ impl<K: Ord + Clone> Node<K> {
                 let pos = inner.children[i].remove(key)?;
                 let base = inner.base(i);
                 inner.counts[i] -= 1;
-                if inner.children.len() > 1 && inner.children[i].underfull() {
+                if inner.counts[i] == 0 {
+                    // The child's subtree is now empty. This happens below
+                    // a node with a single child (a spine split leaves one
+                    // child in the new right node), where there is no
+                    // sibling to merge with: drop the child here, and if
+                    // that leaves this node empty, our parent drops it in
+                    // turn. No empty subtree survives, so `first`, `last`
+                    // and `get` never land on an empty leaf.
+                    inner.remove_child(i);
+                } else if inner.children.len() > 1 && inner.children[i].underfull() {
                     inner.rebalance(i);
                 }
                 Some(base + pos)
@@ -375,6 +384,18 @@ impl<K: Clone> Internal<K> {
                 }
             }
             _ => unreachable!("siblings always have the same height"),
+        }
+    }
+
+    /// Drops the empty `children[i]` with the separator on one side of it.
+    fn remove_child(&mut self, i: usize) {
+        self.children.remove(i);
+        self.counts.remove(i);
+        if !self.seps.is_empty() {
+            // With `seps[i - 1]` gone, `children[i - 1]` and `children[i + 1]`
+            // are still split by `seps[i]`; with `seps[0]` gone the new first
+            // child keeps its keys, all >= the old `seps[0]`.
+            self.seps.remove(i.saturating_sub(1));
         }
     }
 

@@ -228,3 +228,58 @@ fn wide_keys_use_smaller_leaves_and_stay_consistent() {
     }
     assert!(set.is_empty());
 }
+
+/// Found by `agrees_with_sorted_vec` in CI: a descending run makes the tree
+/// two levels deep, the ascending runs split the right spine so that its
+/// last internal node holds a single leaf, and removing that leaf's only
+/// key left an empty leaf at the right edge (`last()` was `None`).
+#[test]
+fn emptying_the_only_leaf_of_a_spine_node() {
+    let ops = [
+        Op::InsertRun(38377, 187, true),
+        Op::InsertRun(0, 219, false),
+        Op::Insert(1752),
+        Op::InsertRun(3304, 194, false),
+        Op::Insert(62287),
+        Op::RemoveRun(60747, 1541),
+    ];
+    let mut set = SortedSet::new();
+    let mut model = Model::default();
+    for op in &ops {
+        apply(&mut set, &mut model, op);
+        set.assert_invariants();
+    }
+    assert_eq!(set.last(), Some(&38377));
+    // Emptying the set through the same path leaves a usable empty set.
+    for k in model.0.clone() {
+        assert_eq!(set.remove(&k), model.remove(k));
+        set.assert_invariants();
+    }
+    assert!(set.is_empty());
+    assert_eq!(set.last(), None);
+    assert_eq!(set.insert(7), Ok(0));
+    set.assert_invariants();
+}
+
+/// Appending fills leaves of 128 `u16` keys and splits the right spine so
+/// that a new internal node starts with one leaf (64 leaves + 1 key =
+/// 8,193 keys). Removing from the right edge then empties that lone leaf,
+/// which has no sibling to merge with; every key must stay reachable.
+#[test]
+fn removing_from_the_right_edge_after_spine_splits() {
+    for n in [8_193u16, 8_320, 16_385, 20_000] {
+        let mut set = SortedSet::new();
+        let mut model = Model::default();
+        for k in 0..n {
+            assert_eq!(set.insert(k), model.insert(k));
+        }
+        set.assert_invariants();
+        for k in (0..n).rev() {
+            assert_eq!(set.remove(&k), model.remove(k));
+            assert_eq!(set.last(), model.0.last(), "after removing {k} of {n}");
+            assert_eq!(set.get(set.len().wrapping_sub(1)), model.0.last());
+        }
+        set.assert_invariants();
+        assert!(set.is_empty());
+    }
+}
