@@ -166,14 +166,18 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
     };
     let token = ident.token.strip_prefix("Bot ").unwrap_or(&ident.token);
     let token_hash = node::auth::hash_token(token);
-    let who = match node.identify_lookups.get(token_hash).await {
-        Ok(Some(w)) if w.token_expires_at.is_none_or(|e| e > node::auth::now_ms()) => w,
+    // DMs arrive on shard 0, as on Discord.
+    let want_dms = ident.shard.is_none_or(|[id, _]| id == 0);
+    // The token, READY's DMs and (people's) read states in one batched read.
+    let start = match node.session_starts.get((token_hash, want_dms)).await {
+        Ok(Some(s)) if s.who.token_expires_at.is_none_or(|e| e > node::auth::now_ms()) => s,
         Ok(_) => return Err(CloseCode::AuthenticationFailed),
         Err(e) => {
             tracing::error!(error = %e, "identify: token lookup failed");
             return Err(CloseCode::UnknownError);
         }
     };
+    let node::batch::SessionStart { who, dms, read_states } = start;
     let (user, mut guilds, application) = (who.user, who.guilds, who.application);
     let intents = match ident.intents {
         Some(bits) => Intents(bits),
@@ -221,30 +225,7 @@ async fn identify(node: &Arc<Node>, conn: &mut Conn, d: &str) -> Result<Option<I
     if let Some([id, count]) = ident.shard {
         guilds.retain(|g| (g.0 >> 22) % u64::from(count) == u64::from(id));
     }
-    // DMs arrive on shard 0, as on Discord.
-    let dms = if ident.shard.is_none_or(|[id, _]| id == 0) {
-        match node.dm_lookups.get(user.id).await {
-            Ok(d) => d.unwrap_or_default(),
-            Err(e) => {
-                tracing::error!(error = %e, "identify: DM lookup failed");
-                return Err(CloseCode::UnknownError);
-            }
-        }
-    } else {
-        Vec::new()
-    };
-    // People's clients get their read states (bots have none).
-    let read_state = if user.bot {
-        None
-    } else {
-        match node.read_state_lookups.get(user.id).await {
-            Ok(states) => Some(node::read_states::ready_json(&states.unwrap_or_default(), node::auth::now_ms())),
-            Err(e) => {
-                tracing::error!(error = %e, "identify: read state lookup failed");
-                return Err(CloseCode::UnknownError);
-            }
-        }
-    };
+    let read_state = read_states.map(|states| node::read_states::ready_json(&states, node::auth::now_ms()));
     let session_id = new_session_id(node.id);
     let mut ready = json!({
         "v": 10,

@@ -197,23 +197,70 @@ pub fn guild_claims(store: Arc<dyn Store>, node: u64) -> Batcher<ActorKey, u64> 
 /// Most guilds one claim transaction carries.
 const CLAIM_BATCH: usize = 1024;
 
-/// Users whose DMs one lookup statement reads at most (READY).
-const DM_LOOKUP_BATCH: usize = 256;
-
-/// READY's `private_channels` for IDENTIFYs arriving together, in one
-/// round of statements (see `batch`).
-pub fn dm_lookups(store: Arc<dyn store::Store>) -> Batcher<UserId, Vec<DmChannel>> {
-    Batcher::start(DM_LOOKUP_BATCH, move |users: Vec<UserId>| {
-        let store = store.clone();
-        async move { store.dms_of_users(&users).await.map_err(BatchError::from) }
-    })
+/// What a new session's READY needs, read together (see
+/// [`session_starts`]).
+#[derive(Clone, Debug)]
+pub struct SessionStart {
+    /// The token's user, guild ids and application.
+    pub who: IdentifyRecord,
+    /// READY's `private_channels`; empty unless asked for.
+    pub dms: Vec<DmChannel>,
+    /// READY's `read_state`: people only, `None` for a bot.
+    pub read_states: Option<Vec<store::ReadState>>,
 }
 
-/// READY's `read_state` for IDENTIFYs arriving together, in one statement.
-pub fn read_state_lookups(store: Arc<dyn store::Store>) -> Batcher<UserId, Vec<store::ReadState>> {
-    Batcher::start(DM_LOOKUP_BATCH, move |users: Vec<UserId>| {
+/// What IDENTIFY asks of [`session_starts`]: a token's hash, and whether
+/// the session gets DMs (shard 0, or no sharding).
+pub type StartAsk = ([u8; 32], bool);
+
+/// IDENTIFY's reads, for IDENTIFYs arriving together: the tokens in one
+/// statement, then the DMs and read states of the users found. One batch
+/// round instead of three, each of which was a hand-off to this node's
+/// batching task and back for every IDENTIFY.
+pub fn session_starts(store: Arc<dyn Store>) -> Batcher<StartAsk, SessionStart> {
+    Batcher::start(IDENTIFY_BATCH, move |asks: Vec<StartAsk>| {
         let store = store.clone();
-        async move { store.read_states_of(&users).await.map_err(BatchError::from) }
+        async move {
+            // One token may be asked with and without DMs (two shards).
+            let mut hashes: Vec<[u8; 32]> = asks.iter().map(|(h, _)| *h).collect();
+            hashes.sort_unstable();
+            hashes.dedup();
+            let found: HashMap<[u8; 32], IdentifyRecord> = store.identify_lookup(&hashes).await?.into_iter().collect();
+            let mut dm_users: Vec<UserId> =
+                asks.iter().filter(|(_, dms)| *dms).filter_map(|(h, _)| found.get(h)).map(|w| w.user.id).collect();
+            let mut people: Vec<UserId> = found.values().filter(|w| !w.user.bot).map(|w| w.user.id).collect();
+            dm_users.sort_unstable();
+            dm_users.dedup();
+            people.sort_unstable();
+            people.dedup();
+            let (dms, states) = tokio::try_join!(
+                async {
+                    if dm_users.is_empty() {
+                        Ok(Vec::new())
+                    } else {
+                        store.dms_of_users(&dm_users).await
+                    }
+                },
+                async {
+                    if people.is_empty() {
+                        Ok(Vec::new())
+                    } else {
+                        store.read_states_of(&people).await
+                    }
+                },
+            )?;
+            let dms: HashMap<UserId, Vec<DmChannel>> = dms.into_iter().collect();
+            let states: HashMap<UserId, Vec<store::ReadState>> = states.into_iter().collect();
+            Ok(asks
+                .into_iter()
+                .filter_map(|ask| {
+                    let who = found.get(&ask.0)?.clone();
+                    let dms = if ask.1 { dms.get(&who.user.id).cloned().unwrap_or_default() } else { Vec::new() };
+                    let read_states = (!who.user.bot).then(|| states.get(&who.user.id).cloned().unwrap_or_default());
+                    Some((ask, SessionStart { who, dms, read_states }))
+                })
+                .collect())
+        }
     })
 }
 

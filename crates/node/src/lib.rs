@@ -63,8 +63,11 @@ pub struct Node {
     pub rest_limits: RateLimiter,
     /// Login and registration budgets (`[auth]`).
     pub login_limits: crate::ratelimit::LoginLimits,
-    /// IDENTIFY's token/guild lookups, batched (see `batch`).
+    /// RESUME's token lookups, batched (see `batch`).
     pub identify_lookups: Batcher<[u8; 32], IdentifyRecord>,
+    /// IDENTIFY's reads (token, DMs, read states), batched together
+    /// (`batch::session_starts`).
+    pub session_starts: Batcher<batch::StartAsk, batch::SessionStart>,
     /// Guild actors' ownership claims in a cluster, batched (see `batch`).
     pub guild_claims: Batcher<protocol::ActorKey, u64>,
     /// Group commit of new messages (see `writer`).
@@ -84,10 +87,6 @@ pub struct Node {
     /// Starting actors' deduplication keys, read together
     /// (`batch::message_keys`).
     pub message_keys: Batcher<batch::KeysAsk, Vec<batch::KeyRow>>,
-    /// READY's DM channels, batched with concurrent IDENTIFYs (see `batch`).
-    pub dm_lookups: Batcher<protocol::UserId, Vec<store::DmChannel>>,
-    /// READY's `read_state` (people only), batched the same way.
-    pub read_state_lookups: Batcher<protocol::UserId, Vec<store::ReadState>>,
     /// Acks and mention counts, written in batches (see `read_states`).
     pub read_states: crate::read_states::ReadStates,
     /// Bounds IDENTIFYs in flight; `try_acquire` or the client gets op 9 `d:true`.
@@ -186,10 +185,9 @@ impl Node {
                 users: Default::default(),
                 rest_limits: RateLimiter::new(config.limits.rest_requests_per_window, config.limits.rest_window_ms),
                 identify_lookups: batch::identify_lookups(store.clone()),
+                session_starts: batch::session_starts(store.clone()),
                 guild_loads: batch::guild_loads(store.clone()),
                 message_keys: batch::message_keys(store.clone()),
-                dm_lookups: crate::batch::dm_lookups(store.clone()),
-                read_state_lookups: crate::batch::read_state_lookups(store.clone()),
                 read_states: crate::read_states::ReadStates::start(store.clone(), config.read_states.queue, config.read_states.batch_max),
                 guild_claims: batch::guild_claims(store.clone(), config.node_id),
                 writer: crate::group_commit::Writer::start(store.clone(), config.limits.write_queue, config.limits.write_batch_max),

@@ -146,6 +146,40 @@ async fn only_recipients_reach_a_dm_and_only_users_who_share_a_guild_open_one() 
     assert_eq!((s, &v["code"]), (400, &json!(50035)), "{v}");
 }
 
+/// DMs arrive on shard 0, as on Discord: a bot's shards identifying
+/// together (one batched read, one token asked with and without DMs) get
+/// them on shard 0 only, and no `read_state` (bots have none), while a
+/// person identifying in the same moment gets both.
+#[tokio::test]
+async fn only_shard_zero_lists_a_bots_dms() {
+    let t = TestServer::start().await;
+    let w = t.world().await;
+    let (_, dm) = open(&t, &w.bot_auth, &w.owner_id).await;
+    let id = dm["id"].as_str().unwrap().to_string();
+    let mut shards = Vec::new();
+    for shard in 0..2 {
+        shards.push(Gw::connect(&t.ws).await);
+        let g = shards.last_mut().unwrap();
+        g.send(json!({"op": 2, "d": {"token": w.bot_token, "intents": BOT_INTENTS, "properties": {}, "shard": [shard, 2]}})).await;
+    }
+    let mut human = Gw::connect(&t.ws).await;
+    let person = human.identify(&w.owner, ALL_INTENTS).await;
+    assert_eq!(person["d"]["private_channels"][0]["id"], id.as_str(), "{person}");
+    assert!(person["d"]["read_state"]["entries"].is_array(), "{person}");
+    for (shard, g) in shards.iter_mut().enumerate() {
+        let ready = g.until("READY").await;
+        assert_eq!(ready["d"]["shard"], json!([shard, 2]));
+        assert!(ready["d"].get("read_state").is_none(), "{ready}");
+        let pcs = ready["d"]["private_channels"].as_array().unwrap();
+        if shard == 0 {
+            assert_eq!(pcs.len(), 1, "{ready}");
+            assert_eq!(pcs[0]["id"], id.as_str());
+        } else {
+            assert!(pcs.is_empty(), "{ready}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn ready_lists_the_users_dms() {
     let t = TestServer::start().await;
