@@ -129,11 +129,34 @@ pub fn refuse(stream: TcpStream) {
 /// A connection's socket as hyper sees it: reads and writes pass through;
 /// closing sends FIN, then drains the client's bytes, bounded (see the
 /// module doc).
+///
+/// Once [`UpgradeHold::hold`] is called (the request is a WebSocket upgrade
+/// answered 101), what hyper writes is kept instead of sent and leaves with
+/// the gateway's HELLO in one write ([`Edge::into_parts`]): one segment
+/// and one wake-up of the client instead of two, as a bare gateway does.
 pub struct Edge {
     stream: TcpStream,
     drain_for: Duration,
     drain_bytes: u64,
     closing: Option<Closing>,
+    hold: UpgradeHold,
+    held: Vec<u8>,
+}
+
+/// Shared by a connection's [`Edge`] and its request handler: set when the
+/// handler answers 101.
+#[derive(Clone, Default)]
+pub struct UpgradeHold(Arc<AtomicBool>);
+
+impl UpgradeHold {
+    /// From now on the connection's writes are kept for the upgraded socket.
+    pub fn hold(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
 struct Closing {
@@ -143,13 +166,21 @@ struct Closing {
 }
 
 impl Edge {
-    pub fn new(stream: TcpStream, c: &HttpConfig) -> Edge {
-        Edge { stream, drain_for: Duration::from_millis(c.close_drain_ms), drain_bytes: c.close_drain_bytes, closing: None }
+    pub fn new(stream: TcpStream, c: &HttpConfig, hold: UpgradeHold) -> Edge {
+        Edge {
+            stream,
+            drain_for: Duration::from_millis(c.close_drain_ms),
+            drain_bytes: c.close_drain_bytes,
+            closing: None,
+            hold,
+            held: Vec::new(),
+        }
     }
 
-    /// The socket, for an upgraded connection.
-    pub fn into_inner(self) -> TcpStream {
-        self.stream
+    /// The socket of an upgraded connection, and the bytes of the answer
+    /// kept for it (the 101), to be written before anything else.
+    pub fn into_parts(self) -> (TcpStream, Vec<u8>) {
+        (self.stream, self.held)
     }
 }
 
@@ -161,10 +192,21 @@ impl AsyncRead for Edge {
 
 impl AsyncWrite for Edge {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        if self.hold.is_set() {
+            self.held.extend_from_slice(buf);
+            return Poll::Ready(Ok(buf.len()));
+        }
         Pin::new(&mut self.stream).poll_write(cx, buf)
     }
 
     fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[std::io::IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+        if self.hold.is_set() {
+            let n = bufs.iter().map(|b| b.len()).sum();
+            for b in bufs {
+                self.held.extend_from_slice(b);
+            }
+            return Poll::Ready(Ok(n));
+        }
         Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
     }
 
@@ -173,13 +215,23 @@ impl AsyncWrite for Edge {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        if self.hold.is_set() {
+            return Poll::Ready(Ok(()));
+        }
         Pin::new(&mut self.stream).poll_flush(cx)
     }
 
     /// FIN, then read and drop until the client's EOF, the byte bound or
-    /// the deadline; the socket is closed when hyper drops it.
+    /// the deadline; the socket is closed when hyper drops it. An answer
+    /// kept for an upgrade that did not happen is written first.
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         let this = &mut *self;
+        while !this.held.is_empty() {
+            match ready!(Pin::new(&mut this.stream).poll_write(cx, &this.held)) {
+                Ok(n) if n > 0 => drop(this.held.drain(..n)),
+                _ => this.held.clear(),
+            }
+        }
         let (drain_for, drain_bytes) = (this.drain_for, this.drain_bytes);
         let c = this.closing.get_or_insert_with(|| Closing {
             deadline: Box::pin(tokio::time::sleep(drain_for)),
@@ -340,6 +392,71 @@ mod tests {
             trusted_proxies: vec!["10.0.0.1".into()],
             ..HttpConfig::default()
         })
+    }
+
+    /// A connected pair over loopback: (the server's end, the client's).
+    async fn pair() -> (TcpStream, TcpStream) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        (l.accept().await.unwrap().0, client)
+    }
+
+    /// Everything queued for the client right now, without waiting.
+    fn arrived(client: &TcpStream) -> Vec<u8> {
+        let mut buf = vec![0u8; 4096];
+        match client.try_read(&mut buf) {
+            Ok(n) => buf[..n].to_vec(),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Vec::new(),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// Writes pass through until the hold; after it, the answer is kept
+    /// (nothing reaches the client) and comes back with the socket.
+    #[tokio::test]
+    async fn an_upgrade_answer_is_kept_for_the_socket_after_the_hold() {
+        use tokio::io::AsyncWriteExt;
+        let (server, client) = pair().await;
+        let hold = UpgradeHold::default();
+        let mut edge = Edge::new(server, &HttpConfig::default(), hold.clone());
+        edge.write_all(b"before").await.unwrap();
+        edge.flush().await.unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut got = Vec::new();
+        while got.len() < 6 && std::time::Instant::now() < deadline {
+            client.readable().await.unwrap();
+            got.extend(arrived(&client));
+        }
+        assert_eq!(got, b"before");
+        hold.hold();
+        edge.write_all(b"HTTP/1.1 101 Switching Protocols\r\n").await.unwrap();
+        let bufs = [std::io::IoSlice::new(b"Upgrade: websocket\r\n"), std::io::IoSlice::new(b"\r\n")];
+        let n = edge.write_vectored(&bufs).await.unwrap();
+        assert_eq!(n, 22);
+        edge.flush().await.unwrap();
+        let (stream, answer) = edge.into_parts();
+        assert_eq!(answer, b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n");
+        // Nothing of the answer left on its own (the pair is idle: a write
+        // would have arrived by now, as the first did above).
+        tokio::task::yield_now().await;
+        assert_eq!(arrived(&client), b"", "the kept answer was not sent");
+        drop(stream);
+    }
+
+    /// A kept answer whose upgrade never happens still reaches the client
+    /// before the FIN.
+    #[tokio::test]
+    async fn a_kept_answer_is_sent_when_the_connection_closes_instead() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (server, mut client) = pair().await;
+        let hold = UpgradeHold::default();
+        let mut edge = Edge::new(server, &HttpConfig { close_drain_ms: 50, ..HttpConfig::default() }, hold.clone());
+        hold.hold();
+        edge.write_all(b"HTTP/1.1 101 Switching Protocols\r\n\r\n").await.unwrap();
+        edge.shutdown().await.unwrap();
+        let mut got = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), client.read_to_end(&mut got)).await.unwrap().unwrap();
+        assert_eq!(got, b"HTTP/1.1 101 Switching Protocols\r\n\r\n");
     }
 
     #[tokio::test]

@@ -19,7 +19,7 @@ use protocol::CloseCode;
 use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceExt;
 
-use crate::edge::{BodyRule, ConnGate, Edge, TimedBody};
+use crate::edge::{BodyRule, ConnGate, Edge, TimedBody, UpgradeHold};
 use gateway::socket::{Conn, ConnSlot};
 use gateway::{handshake, ws};
 use node::Node;
@@ -102,12 +102,19 @@ fn body_timeout() -> Response<Body> {
 async fn serve_http(node: Arc<Node>, sessions: Arc<gateway::Sessions>, app: axum::Router, stream: TcpStream, peer: SocketAddr) {
     let n = node.clone();
     let rule = BodyRule::from_config(&node.config.http);
+    let hold = UpgradeHold::default();
+    let edge = Edge::new(stream, &node.config.http, hold.clone());
     let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
         req.extensions_mut().insert(ConnectInfo(peer));
-        let (node, sessions, app) = (n.clone(), sessions.clone(), app.clone());
+        let (node, sessions, app, hold) = (n.clone(), sessions.clone(), app.clone(), hold.clone());
         async move {
             if is_websocket(&req) {
-                return Ok::<_, Infallible>(upgrade(node, sessions, req));
+                let r = upgrade(node, sessions, req);
+                if r.status() == StatusCode::SWITCHING_PROTOCOLS {
+                    // The 101 waits for HELLO and leaves with it (`Edge`).
+                    hold.hold();
+                }
+                return Ok::<_, Infallible>(r);
             }
             let cut = Arc::new(AtomicBool::new(false));
             let req = req.map(|b| Body::new(TimedBody::new(b, rule, cut.clone())));
@@ -119,7 +126,7 @@ async fn serve_http(node: Arc<Node>, sessions: Arc<gateway::Sessions>, app: axum
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
-        .serve_connection(TokioIo::new(Edge::new(stream, &node.config.http)), svc)
+        .serve_connection(TokioIo::new(edge), svc)
         .with_upgrades();
     tokio::pin!(conn);
     tokio::select! {
@@ -193,14 +200,14 @@ fn upgrade(node: Arc<Node>, sessions: Arc<gateway::Sessions>, mut req: Request<I
             return tracing::error!("upgraded connection is not the listener's socket");
         };
         let hyper::upgrade::Parts { io, read_buf, .. } = parts;
-        let stream = io.into_inner().into_inner();
+        let (stream, answer) = io.into_inner().into_parts();
         let sndbuf = node.config.gateway.socket_send_buffer_bytes;
         if sndbuf > 0 {
             if let Err(e) = socket2::SockRef::from(&stream).set_send_buffer_size(sndbuf) {
                 tracing::debug!(error = %e, "SO_SNDBUF not set");
             }
         }
-        let conn = Conn::new(slot, stream, &read_buf, q.transport, &CompressParams::default());
+        let conn = Conn::new(slot, stream, answer, &read_buf, q.transport, &CompressParams::default());
         // `read_buf` may be a slice of hyper's whole read buffer (8 KiB+):
         // release it now rather than holding it for the session's lifetime.
         drop(read_buf);

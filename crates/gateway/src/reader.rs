@@ -226,7 +226,7 @@ mod tests {
         socket2::SockRef::from(&client).set_recv_buffer_size(32 << 10).unwrap();
         server.set_nodelay(true).unwrap();
         let slot = ConnSlot::try_acquire(&Arc::new(AtomicUsize::new(0)), 1).unwrap();
-        let conn = Conn::new(slot, server, &[], Transport::None, &CompressParams::default()).unwrap();
+        let conn = Conn::new(slot, server, Vec::new(), &[], Transport::None, &CompressParams::default()).unwrap();
         let s = SessionHandle::new("reader-test".into(), UserId(1), false, Intents::ALL, 50, Vec::new(), &node.delivery);
         let id = Identified { handle: s.clone(), ready, presence: Presence::new(protocol::gateway::Status::Online) };
         let tasks = node.tasks.len();

@@ -210,15 +210,20 @@ pub enum ReadStatus {
 }
 
 impl Conn {
+    /// `answer`: bytes of the HTTP answer not yet sent (the 101), written
+    /// ahead of the first frame and with it; `leftover`: what the client
+    /// sent after its request, read as the first frames.
     pub fn new(
         slot: ConnSlot,
         stream: TcpStream,
+        answer: Vec<u8>,
         leftover: &[u8],
         transport: Transport,
         params: &CompressParams,
     ) -> Result<Conn, ConnError> {
         let c = Conn::with_sock(Some(slot), Sock::Tcp(Box::new(stream)), transport, params)?;
-        Ok(Conn { rbuf: (!leftover.is_empty()).then(|| Box::new(leftover.to_vec())), ..c })
+        let out = (!answer.is_empty()).then(|| Box::new(Out { frames: VecDeque::from([(answer.len() as u32, 0)]), pending: answer }));
+        Ok(Conn { rbuf: (!leftover.is_empty()).then(|| Box::new(leftover.to_vec())), out, ..c })
     }
 
     /// A connection whose writes go nowhere (benchmarks of the delivery path).
