@@ -92,6 +92,16 @@ pub trait Recipient: Send + Sync + 'static {
     /// Queues one dispatch for this recipient alone, behind everything
     /// already queued for it (its worker's queue is FIFO). Never waits.
     fn push(self: Arc<Self>, d: Dispatch);
+    /// Frames `d` on the caller's thread if this is a session that has just
+    /// started and still holds its READY for its guilds' GUILD_CREATEs
+    /// (written with them in one write once the last is framed): no hand-off
+    /// to a delivery thread. False otherwise: the caller queues it
+    /// ([`Delivery::one`](crate::worker::Delivery::one)). Nothing of the
+    /// caller's can be queued for such a session yet, so the order of the
+    /// caller's own events is kept.
+    fn frame_if_starting(self: Arc<Self>, _d: &Dispatch) -> bool {
+        false
+    }
     /// Closes the recipient's connection for good (4004) if it was opened
     /// with one of these tokens (their SHA-256), which were just revoked.
     /// Whether it was. Recipients without a token: never.

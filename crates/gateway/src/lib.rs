@@ -138,6 +138,9 @@ impl Recipient for SessionHandle {
     fn push(self: Arc<Self>, d: Dispatch) {
         self.delivery.one(self.clone(), d);
     }
+    fn frame_if_starting(self: Arc<Self>, d: &Dispatch) -> bool {
+        self.frame_starting(d.name, &d.body)
+    }
     fn joined(&self, key: ActorKey) {
         let mut keys = self.actors.lock().expect("session actor list poisoned");
         if !keys.contains(&key) {

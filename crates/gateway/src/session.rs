@@ -207,6 +207,28 @@ impl SessionHandle {
         (framed, first)
     }
 
+    /// [`fanout::Recipient::frame_if_starting`]: frames a dispatch on the
+    /// caller's thread while the READY is held, and writes everything once
+    /// it is the last GUILD_CREATE the READY waited for.
+    pub(crate) fn frame_starting(self: &Arc<Self>, name: &'static str, body: &Bytes) -> bool {
+        let mut st = self.lock();
+        if st.ready_held == 0 || st.ended || st.forward.is_some() || st.holding.is_some() {
+            return false;
+        }
+        // `dirty` says a delivery worker will flush this session; none will
+        // for what is framed here.
+        let dirty = st.dirty;
+        let (framed, _) = self.frame(&mut st, name, body, Instant::now());
+        st.dirty = dirty;
+        if framed {
+            self.delivery().shared.stats.delivered.fetch_add(1, Ordering::Relaxed);
+        }
+        if st.ready_held == 0 {
+            self.flush_locked(&mut st);
+        }
+        true
+    }
+
     /// Records one dispatch and frames it into the socket, if any.
     fn frame(&self, st: &mut SessionState, name: &'static str, body: &Bytes, now: Instant) -> (bool, bool) {
         st.record(&self.delivery().shared.limits, Dispatch { name, body: body.clone() }, now);

@@ -479,8 +479,13 @@ impl GuildActor {
             return;
         }
         if info.intents.contains(Intents::GUILDS) {
-            let body = st.guild_create(info);
-            self.core.node.delivery.one(session.clone(), Dispatch { name: "GUILD_CREATE", body });
+            let d = Dispatch { name: "GUILD_CREATE", body: st.guild_create(info) };
+            // A session just identified is framed here, with no hand-off
+            // to a delivery thread: it is not in `subs` yet, so nothing of
+            // this guild's is queued for it.
+            if !session.clone().frame_if_starting(&d) {
+                self.core.node.delivery.one(session.clone(), d);
+            }
         }
         let id = session.id().clone();
         self.subs.insert(session);
