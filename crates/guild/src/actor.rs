@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use protocol::gateway::{Intents, RequestGuildMembers, Status};
-use protocol::model::{self, permission};
+use protocol::model::{self, iso8601, permission};
 use protocol::{ActorKey, ChannelId, GuildId, UserId};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -1155,16 +1155,12 @@ impl State {
         // scanning every member: a guild of N members subscribing N sessions
         // would otherwise cost N² checks.
         let with_online = s.intents.contains(Intents::GUILD_PRESENCES);
-        let own = self.members.get(&s.user_id).map(|m| m.model(true));
-        let joined_at = own.as_ref().map(|m| m.joined_at.clone());
         let members = if large {
-            let mut members = Vec::with_capacity(1 + if with_online { self.online.len() } else { 0 });
-            members.extend(own);
-            if with_online {
-                let online = self.online.users().filter(|&u| u != s.user_id).filter_map(|u| self.members.get(&u));
-                members.extend(online.map(|m| m.model(true)));
-            }
-            members
+            let own = self.members.get(&s.user_id);
+            // Without presences the online list is not walked at all.
+            let online = with_online.then(|| self.online.users()).into_iter().flatten();
+            let online = online.filter(|&u| u != s.user_id).filter_map(|u| self.members.get(&u));
+            own.into_iter().chain(online).map(|m| m.model(true)).collect()
         } else {
             self.members.iter().map(|m| m.model(true)).collect()
         };
@@ -1174,7 +1170,7 @@ impl State {
             Vec::new()
         };
         let own = Own {
-            joined_at,
+            joined_at: self.members.get(&s.user_id).map(|m| iso8601(m.joined_at())),
             large,
             unavailable: false,
             lazy: true,

@@ -138,11 +138,14 @@ pub fn start(node: &Arc<Node>, sessions: &crate::Sessions, conn: Conn, id: Ident
     let limits = &s.delivery().shared.limits;
     // READY waits (briefly) for the GUILD_CREATEs its guilds' actors send,
     // to leave with them in one write.
+    // One snapshot of the actors: the guilds READY waits for are the ones
+    // subscribed below.
+    let actors = s.actors();
     let hold = Duration::from_millis(node.config.gateway.ready_hold_ms);
     let guilds = if hold.is_zero() || !s.intents.contains(protocol::gateway::Intents::GUILDS) {
         0
     } else {
-        s.actors().iter().filter(|k| k.as_guild().is_some()).count()
+        actors.iter().filter(|k| k.as_guild().is_some()).count()
     };
     let gen = {
         let mut st = s.lock();
@@ -164,7 +167,7 @@ pub fn start(node: &Arc<Node>, sessions: &crate::Sessions, conn: Conn, id: Ident
     // read after this): an actor on another node gets one message per
     // session, not a subscription and then a presence report.
     node.presences.session_started(s.user_id, id.presence);
-    for g in s.actors() {
+    for g in actors {
         subscribe(node, &s, g);
     }
     if !early.is_empty() {

@@ -23,6 +23,13 @@ async fn open(t: &TestServer, auth: &str, to: &str) -> (u16, Value) {
     t.post("/users/@me/channels", auth, json!({"recipient_id": to})).await
 }
 
+/// Opens (or finds) the DM of `auth` with `to`: its channel id.
+async fn dm_id(t: &TestServer, auth: &str, to: &str) -> String {
+    let (s, dm) = open(t, auth, to).await;
+    assert_eq!(s, 200, "{dm}");
+    dm["id"].as_str().unwrap().to_string()
+}
+
 #[tokio::test]
 async fn a_dm_opens_once_and_carries_messages_both_ways() {
     let t = TestServer::start().await;
@@ -107,8 +114,7 @@ async fn only_recipients_reach_a_dm_and_only_users_who_share_a_guild_open_one() 
     let w = t.world().await;
     let (stranger, stranger_id) = member(&t, &w, "stranger").await;
     let (loner, loner_id) = t.user("loner").await;
-    let (_, dm) = open(&t, &w.bot_auth, &w.owner_id).await;
-    let id = dm["id"].as_str().unwrap();
+    let id: &str = &dm_id(&t, &w.bot_auth, &w.owner_id).await;
     let m = t.say(&w.owner, id, "private").await;
     let mid = m["id"].as_str().unwrap();
 
@@ -154,8 +160,7 @@ async fn only_recipients_reach_a_dm_and_only_users_who_share_a_guild_open_one() 
 async fn only_shard_zero_lists_a_bots_dms() {
     let t = TestServer::start().await;
     let w = t.world().await;
-    let (_, dm) = open(&t, &w.bot_auth, &w.owner_id).await;
-    let id = dm["id"].as_str().unwrap().to_string();
+    let id = dm_id(&t, &w.bot_auth, &w.owner_id).await;
     let mut shards = Vec::new();
     for shard in 0..2 {
         shards.push(Gw::connect(&t.ws).await);
@@ -184,8 +189,7 @@ async fn only_shard_zero_lists_a_bots_dms() {
 async fn ready_lists_the_users_dms() {
     let t = TestServer::start().await;
     let w = t.world().await;
-    let (_, dm) = open(&t, &w.bot_auth, &w.owner_id).await;
-    let id = dm["id"].as_str().unwrap();
+    let id: &str = &dm_id(&t, &w.bot_auth, &w.owner_id).await;
     t.say(&w.bot_auth, id, "first").await;
     let mut human = Gw::connect(&t.ws).await;
     let ready = human.identify(&w.owner, ALL_INTENTS).await;
@@ -213,8 +217,7 @@ async fn ready_lists_the_users_dms() {
 async fn dm_messages_need_the_direct_messages_intent() {
     let t = TestServer::start().await;
     let w = t.world().await;
-    let (_, dm) = open(&t, &w.owner, &w.bot_id).await;
-    let id = dm["id"].as_str().unwrap().to_string();
+    let id = dm_id(&t, &w.owner, &w.bot_id).await;
     let mut with = Gw::connect(&t.ws).await;
     with.identify(&w.bot_token, BOT_INTENTS | DIRECT_MESSAGES).await;
     with.until("GUILD_CREATE").await;
