@@ -105,10 +105,13 @@ pub struct Full;
 impl Writer {
     /// Starts the writer task on the current runtime; it ends when the
     /// `Writer` is dropped and its queue is drained.
-    pub fn start(store: Arc<dyn Store>, capacity: usize, max_batch: usize) -> Writer {
+    /// A batch is what is queued when the previous transaction ends; a
+    /// message queued alone waits `linger` for others to join it (up to
+    /// `max_batch`).
+    pub fn start(store: Arc<dyn Store>, capacity: usize, max_batch: usize, linger: std::time::Duration) -> Writer {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         let stats = Arc::new(WriterStats::default());
-        tokio::spawn(run(store, rx, max_batch.max(1), stats.clone()));
+        tokio::spawn(run(store, rx, max_batch.max(1), linger, stats.clone()));
         Writer { tx, stats }
     }
 
@@ -137,9 +140,9 @@ impl Writer {
     }
 }
 
-async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Job>, max_batch: usize, stats: Arc<WriterStats>) {
+async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Job>, max_batch: usize, linger: std::time::Duration, stats: Arc<WriterStats>) {
     let mut jobs: Vec<Job> = Vec::with_capacity(max_batch);
-    while rx.recv_many(&mut jobs, max_batch).await > 0 {
+    while next_batch(&mut rx, &mut jobs, max_batch, linger).await {
         let mut queue = jobs.drain(..).peekable();
         while let Some(job) = queue.next() {
             match job.work {
@@ -171,6 +174,23 @@ async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Job>, max_batch: usiz
             }
         }
     }
+}
+
+/// Waits for the next batch's jobs (false: the queue is closed). A lone
+/// message waits `linger` for company; a queue that held more, or a lone
+/// guild change, goes at once.
+async fn next_batch(rx: &mut mpsc::Receiver<Job>, jobs: &mut Vec<Job>, max_batch: usize, linger: std::time::Duration) -> bool {
+    if rx.recv_many(jobs, max_batch).await == 0 {
+        return false;
+    }
+    if !linger.is_zero() && jobs.len() == 1 && max_batch > 1 && matches!(jobs[0].work, Work::Message(_)) {
+        tokio::time::sleep(linger).await;
+        while jobs.len() < max_batch {
+            let Ok(job) = rx.try_recv() else { break };
+            jobs.push(job);
+        }
+    }
+    true
 }
 
 /// Runs one store transaction, its time in `stats.commit_seconds`.
@@ -224,6 +244,62 @@ fn finish(stats: &WriterStats, done: Done, outcome: Outcome) {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    fn message(id: u64) -> Job {
+        let m = MessageRecord {
+            id: protocol::MessageId(id),
+            channel_id: protocol::ChannelId(1),
+            guild_id: None,
+            author_id: protocol::UserId(1),
+            content: String::new(),
+            edited_at: None,
+            kind: 0,
+            flags: 0,
+            tts: false,
+            mention_everyone: false,
+            mentions: Vec::new(),
+            reference: None,
+            extra: serde_json::Value::Null,
+        };
+        Job { epoch: 0, work: Work::Message(m), done: Box::new(|_| ()) }
+    }
+
+    /// Queues `first`; once the writer has taken it, two more messages.
+    /// Returns the sizes of the batches `next_batch` makes of them.
+    async fn batches(first: Job, linger: Duration) -> Vec<usize> {
+        let (tx, mut rx) = mpsc::channel(16);
+        tx.try_send(first).ok().unwrap();
+        let mut sizes = Vec::new();
+        let mut jobs = Vec::new();
+        let later = async {
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while tx.capacity() < tx.max_capacity() {
+                assert!(std::time::Instant::now() < deadline, "the writer never took the first job");
+                tokio::task::yield_now().await;
+            }
+            tx.try_send(message(2)).ok().unwrap();
+            tx.try_send(message(3)).ok().unwrap();
+        };
+        let first_batch = async {
+            assert!(next_batch(&mut rx, &mut jobs, 1024, linger).await);
+            jobs.drain(..).count()
+        };
+        let (n, ()) = tokio::join!(first_batch, later);
+        sizes.push(n);
+        drop(tx);
+        while next_batch(&mut rx, &mut jobs, 1024, linger).await {
+            sizes.push(jobs.drain(..).count());
+        }
+        sizes
+    }
+
+    #[tokio::test]
+    async fn a_lone_message_waits_the_linger_for_company() {
+        assert_eq!(batches(message(1), Duration::from_secs(1)).await, vec![3]);
+        assert_eq!(batches(message(1), Duration::ZERO).await, vec![1, 2], "without a linger the first goes alone");
+        let change = Job { epoch: 0, work: Work::Changes(ActorKey::guild(protocol::GuildId(1)), Vec::new()), done: Box::new(|_| ()) };
+        assert_eq!(batches(change, Duration::from_secs(1)).await, vec![1, 2], "a guild change does not wait");
+    }
 
     #[test]
     fn latency_buckets_are_cumulative_with_the_sum_in_seconds() {

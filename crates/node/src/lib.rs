@@ -190,7 +190,12 @@ impl Node {
                 message_keys: batch::message_keys(store.clone()),
                 read_states: crate::read_states::ReadStates::start(store.clone(), config.read_states.queue, config.read_states.batch_max),
                 guild_claims: batch::guild_claims(store.clone(), config.node_id),
-                writer: crate::group_commit::Writer::start(store.clone(), config.limits.write_queue, config.limits.write_batch_max),
+                writer: crate::group_commit::Writer::start(
+                    store.clone(),
+                    config.limits.write_queue,
+                    config.limits.write_batch_max,
+                    std::time::Duration::from_millis(config.limits.write_linger_ms),
+                ),
                 channel_actors: Default::default(),
                 posters: Default::default(),
                 lookups: crate::lookups::Lookups::new(config.interactions.lookup_ttl_ms),
