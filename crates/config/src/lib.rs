@@ -522,8 +522,8 @@ pub struct LimitsConfig {
     /// Each commit has a fixed cost (WAL frames of the tables' and the
     /// search index's pages; in a cluster every other node's page cache
     /// is reset by it): at ~125 messages a second per node of an 8-node
-    /// cluster, 10 ms took the rows per commit from 1.1 to 2.9 and the
-    /// cluster's CPU per message down ~20% (docs/benchmarks.md).
+    /// cluster, 10 ms took the rows per commit from ~1.2 to ~2.8 and the
+    /// cluster's CPU per message down ~18% (docs/benchmarks-history.md).
     pub write_linger_ms: u64,
     /// How long a REST create waits for its guild's owner to commit it
     /// before answering 503 (the owner may be another node; in a cluster

@@ -246,21 +246,7 @@ mod tests {
     use std::time::Duration;
 
     fn message(id: u64) -> Job {
-        let m = MessageRecord {
-            id: protocol::MessageId(id),
-            channel_id: protocol::ChannelId(1),
-            guild_id: None,
-            author_id: protocol::UserId(1),
-            content: String::new(),
-            edited_at: None,
-            kind: 0,
-            flags: 0,
-            tts: false,
-            mention_everyone: false,
-            mentions: Vec::new(),
-            reference: None,
-            extra: serde_json::Value::Null,
-        };
+        let m = store::conformance::message(id, 1, 1, "");
         Job { epoch: 0, work: Work::Message(m), done: Box::new(|_| ()) }
     }
 

@@ -39,7 +39,8 @@ fn channel(id: u64, guild: Option<u64>, kind: u8, parent: Option<u64>) -> Channe
     }
 }
 
-fn message(id: u64, channel: u64, author: u64, content: &str) -> MessageRecord {
+/// A message of guild 100 (also the other crates' tests' fixture).
+pub fn message(id: u64, channel: u64, author: u64, content: &str) -> MessageRecord {
     MessageRecord {
         id: MessageId(id),
         channel_id: ChannelId(channel),
