@@ -34,6 +34,8 @@ test("a reply shows what it answers and jumps to it", async () => {
   await shot(a, "reply-bar");
   await a.locator("#input").press("Enter");
   await bar.waitFor({ state: "hidden" });
+  // The bar goes when the send starts; the line shows once the server has it.
+  await a.locator("#messages .content", { hasText: "me! it was me" }).waitFor();
 
   const [reply] = await rest(base, "GET", `/channels/${general.id}/messages?limit=1`, alice.token);
   assert.equal(reply.content, "me! it was me");
