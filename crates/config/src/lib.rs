@@ -525,6 +525,11 @@ pub struct LimitsConfig {
     /// cluster, 10 ms took the rows per commit from ~1.2 to ~2.8 and the
     /// cluster's CPU per message down ~18% (docs/benchmarks-history.md).
     pub write_linger_ms: u64,
+    /// How long a batched store read (IDENTIFY's token, DMs and read
+    /// states; a guild actor's load, claim and deduplication keys) that
+    /// finds its queue otherwise empty waits for more to share its
+    /// statements (0: never; a queue holding several is read at once).
+    pub read_linger_ms: u64,
     /// How long a REST create waits for its guild's owner to commit it
     /// before answering 503 (the owner may be another node; in a cluster
     /// the post is held for a new owner meanwhile: `cluster.post_resend_ms`).
@@ -678,6 +683,7 @@ impl Default for LimitsConfig {
             write_queue: 16_384,
             write_batch_max: 1_024,
             write_linger_ms: 10,
+            read_linger_ms: 20,
             write_timeout_ms: 10_000,
             post_check_ttl_ms: 600_000,
             nonce_window_ms: 300_000,

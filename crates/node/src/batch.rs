@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::hash::Hash;
 use std::sync::Arc;
+use std::time::Duration;
 
 use protocol::{ActorKey, ChannelId, GuildId, MessageId, UserId};
 use store::{DmChannel, GuildSnapshot, IdentifyRecord, Store, StoreError};
@@ -64,13 +65,17 @@ where
     /// them, and returns what it found; a key it leaves out is answered
     /// `None`. Callers bound how many reads wait (identify admission, one
     /// load per guild actor), so the queue needs no bound of its own.
-    pub fn start<F, Fut>(max: usize, read: F) -> Self
+    ///
+    /// A read that finds the queue otherwise empty waits `linger` for
+    /// others to share its statement (see `limits.read_linger_ms`); a
+    /// queue that already holds several is read at once.
+    pub fn start<F, Fut>(max: usize, linger: Duration, read: F) -> Self
     where
         F: Fn(Vec<K>) -> Fut + Send + 'static,
         Fut: Future<Output = Result<Vec<(K, V)>, BatchError>> + Send + 'static,
     {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(max.max(1), read, rx));
+        tokio::spawn(run(max.max(1), linger, read, rx));
         Batcher { tx }
     }
 
@@ -81,7 +86,7 @@ where
     }
 }
 
-async fn run<K, V, F, Fut>(max: usize, read: F, mut rx: mpsc::UnboundedReceiver<(K, Reply<V>)>)
+async fn run<K, V, F, Fut>(max: usize, linger: Duration, read: F, mut rx: mpsc::UnboundedReceiver<(K, Reply<V>)>)
 where
     K: Hash + Eq + Clone,
     V: Clone,
@@ -89,7 +94,7 @@ where
     Fut: Future<Output = Result<Vec<(K, V)>, BatchError>>,
 {
     let mut batch: Vec<(K, Reply<V>)> = Vec::with_capacity(max);
-    while rx.recv_many(&mut batch, max).await > 0 {
+    while gather(&mut rx, &mut batch, max, linger).await {
         // The same key may be asked twice (one token on two sockets): read
         // it once, hand a copy to all but the last asker.
         let mut wanted: HashMap<K, usize> = HashMap::with_capacity(batch.len());
@@ -116,17 +121,33 @@ where
     }
 }
 
+/// The next batch into `batch` (false once every sender is gone): what is
+/// queued, up to `max`; a read that came alone waits `linger` for others.
+async fn gather<T>(rx: &mut mpsc::UnboundedReceiver<T>, batch: &mut Vec<T>, max: usize, linger: Duration) -> bool {
+    if rx.recv_many(batch, max).await == 0 {
+        return false;
+    }
+    if batch.len() == 1 && max > 1 && !linger.is_zero() {
+        tokio::time::sleep(linger).await;
+        while batch.len() < max {
+            let Ok(more) = rx.try_recv() else { break };
+            batch.push(more);
+        }
+    }
+    true
+}
+
 /// IDENTIFY's lookup: the token's user, guild ids and application.
-pub fn identify_lookups(store: Arc<dyn Store>) -> Batcher<[u8; 32], IdentifyRecord> {
-    Batcher::start(IDENTIFY_BATCH, move |hashes: Vec<[u8; 32]>| {
+pub fn identify_lookups(store: Arc<dyn Store>, linger: Duration) -> Batcher<[u8; 32], IdentifyRecord> {
+    Batcher::start(IDENTIFY_BATCH, linger, move |hashes: Vec<[u8; 32]>| {
         let store = store.clone();
         async move { store.identify_lookup(&hashes).await.map_err(BatchError::from) }
     })
 }
 
 /// Guild actors' first read: everything the guild holds.
-pub fn guild_loads(store: Arc<dyn Store>) -> Batcher<GuildId, GuildSnapshot> {
-    Batcher::start(GUILD_BATCH, move |ids: Vec<GuildId>| {
+pub fn guild_loads(store: Arc<dyn Store>, linger: Duration) -> Batcher<GuildId, GuildSnapshot> {
+    Batcher::start(GUILD_BATCH, linger, move |ids: Vec<GuildId>| {
         let store = store.clone();
         async move {
             let snaps = store.load_guilds(&ids).await.map_err(BatchError::from)?;
@@ -154,8 +175,8 @@ const KEYS_BATCH: usize = 64;
 /// channels of every actor starting together in one statement, from the
 /// earliest window start; each actor gets its own channels' rows from its
 /// own start on, newest first, at most its `max`.
-pub fn message_keys(store: Arc<dyn Store>) -> Batcher<KeysAsk, Vec<KeyRow>> {
-    Batcher::start(KEYS_BATCH, move |asks: Vec<KeysAsk>| {
+pub fn message_keys(store: Arc<dyn Store>, linger: Duration) -> Batcher<KeysAsk, Vec<KeyRow>> {
+    Batcher::start(KEYS_BATCH, linger, move |asks: Vec<KeysAsk>| {
         let store = store.clone();
         async move {
             let mut channels: Vec<ChannelId> = asks.iter().flat_map(|a| a.channels.iter().copied()).collect();
@@ -187,8 +208,8 @@ fn split_keys(asks: Vec<KeysAsk>, rows: &[(ChannelId, MessageId, UserId, String)
 /// Guild actors' claims in a cluster (see `Store::claim_guilds`): one
 /// write transaction for every actor starting at about the same time
 /// (after an IDENTIFY burst or a ring change, thousands).
-pub fn guild_claims(store: Arc<dyn Store>, node: u64) -> Batcher<ActorKey, u64> {
-    Batcher::start(CLAIM_BATCH, move |ids: Vec<ActorKey>| {
+pub fn guild_claims(store: Arc<dyn Store>, node: u64, linger: Duration) -> Batcher<ActorKey, u64> {
+    Batcher::start(CLAIM_BATCH, linger, move |ids: Vec<ActorKey>| {
         let store = store.clone();
         async move { store.claim_guilds(&ids, node).await.map_err(BatchError::from) }
     })
@@ -217,8 +238,8 @@ pub type StartAsk = ([u8; 32], bool);
 /// statement, then the DMs and read states of the users found. One batch
 /// round instead of three, each of which was a hand-off to this node's
 /// batching task and back for every IDENTIFY.
-pub fn session_starts(store: Arc<dyn Store>) -> Batcher<StartAsk, SessionStart> {
-    Batcher::start(IDENTIFY_BATCH, move |asks: Vec<StartAsk>| {
+pub fn session_starts(store: Arc<dyn Store>, linger: Duration) -> Batcher<StartAsk, SessionStart> {
+    Batcher::start(IDENTIFY_BATCH, linger, move |asks: Vec<StartAsk>| {
         let store = store.clone();
         async move {
             // One token may be asked with and without DMs (two shards).
@@ -294,7 +315,7 @@ mod tests {
     async fn concurrent_reads_share_statements_and_repeated_keys_all_get_answers() {
         let calls = Arc::new(AtomicUsize::new(0));
         let seen = calls.clone();
-        let b = Arc::new(Batcher::start(4, move |keys: Vec<u32>| {
+        let b = Arc::new(Batcher::start(4, Duration::ZERO, move |keys: Vec<u32>| {
             let seen = seen.clone();
             async move {
                 seen.fetch_add(1, Ordering::SeqCst);
@@ -325,9 +346,48 @@ mod tests {
         assert!((3..10).contains(&n), "10 reads of 8 keys, 4 per batch: {n} statements");
     }
 
+    /// Batch sizes when key 1 is queued first and keys 2 and 3 arrive
+    /// while the batcher has taken it.
+    async fn sizes_with(linger: Duration) -> Vec<usize> {
+        let (tx, mut rx) = mpsc::unbounded_channel::<u32>();
+        tx.send(1).unwrap();
+        let mut batch = Vec::new();
+        // `join!` polls the first batch first: it takes key 1 at once, so
+        // 2 and 3 are sent after it was taken.
+        let first = async {
+            assert!(gather(&mut rx, &mut batch, 64, linger).await);
+            batch.drain(..).count()
+        };
+        let later = async {
+            tx.send(2).unwrap();
+            tx.send(3).unwrap();
+        };
+        let (n, ()) = tokio::join!(first, later);
+        let mut sizes = vec![n];
+        drop(tx);
+        while gather(&mut rx, &mut batch, 64, linger).await {
+            sizes.push(batch.drain(..).count());
+        }
+        sizes
+    }
+
+    #[tokio::test]
+    async fn a_lone_read_waits_the_linger_for_company_and_a_queue_of_several_does_not() {
+        assert_eq!(sizes_with(Duration::from_millis(50)).await, vec![3]);
+        assert_eq!(sizes_with(Duration::ZERO).await, vec![1, 2], "without a linger the first goes alone");
+        // Two already queued: read at once, however long the linger.
+        let (tx, mut rx) = mpsc::unbounded_channel::<u32>();
+        tx.send(1).unwrap();
+        tx.send(2).unwrap();
+        let mut batch = Vec::new();
+        let took = tokio::time::timeout(Duration::from_secs(30), gather(&mut rx, &mut batch, 64, Duration::from_secs(3600))).await;
+        assert_eq!(took.ok(), Some(true), "a queue of several does not wait");
+        assert_eq!(batch, [1, 2]);
+    }
+
     #[tokio::test]
     async fn a_failed_read_fails_every_waiter_and_the_next_batch_still_runs() {
-        let b = Batcher::start(8, |keys: Vec<u32>| async move {
+        let b = Batcher::start(8, Duration::ZERO, |keys: Vec<u32>| async move {
             if keys.contains(&0) {
                 Err(BatchError::from(StoreError::Conflict))
             } else {

@@ -170,6 +170,7 @@ impl Node {
             tasks.clone(),
         );
         let id = NodeId(config.node_id);
+        let read_linger = std::time::Duration::from_millis(config.limits.read_linger_ms);
         Arc::new_cyclic(|weak| {
             let (guilds, cluster) = router(weak.clone());
             Node {
@@ -184,12 +185,12 @@ impl Node {
                 presences: Presences::default(),
                 users: Default::default(),
                 rest_limits: RateLimiter::new(config.limits.rest_requests_per_window, config.limits.rest_window_ms),
-                identify_lookups: batch::identify_lookups(store.clone()),
-                session_starts: batch::session_starts(store.clone()),
-                guild_loads: batch::guild_loads(store.clone()),
-                message_keys: batch::message_keys(store.clone()),
+                identify_lookups: batch::identify_lookups(store.clone(), read_linger),
+                session_starts: batch::session_starts(store.clone(), read_linger),
+                guild_loads: batch::guild_loads(store.clone(), read_linger),
+                message_keys: batch::message_keys(store.clone(), read_linger),
                 read_states: crate::read_states::ReadStates::start(store.clone(), config.read_states.queue, config.read_states.batch_max),
-                guild_claims: batch::guild_claims(store.clone(), config.node_id),
+                guild_claims: batch::guild_claims(store.clone(), config.node_id, read_linger),
                 writer: crate::group_commit::Writer::start(
                     store.clone(),
                     config.limits.write_queue,
