@@ -525,10 +525,13 @@ pub struct LimitsConfig {
     /// cluster, 10 ms took the rows per commit from ~1.2 to ~2.8 and the
     /// cluster's CPU per message down ~18% (docs/benchmarks-history.md).
     pub write_linger_ms: u64,
-    /// How long a batched store read (IDENTIFY's token, DMs and read
-    /// states; a guild actor's load, claim and deduplication keys) that
-    /// finds its queue otherwise empty waits for more to share its
-    /// statements (0: never; a queue holding several is read at once).
+    /// How long a batched store read (IDENTIFY's and RESUME's token,
+    /// IDENTIFY's DMs and read states; a starting guild actor's claim,
+    /// load and deduplication keys) that finds its queue otherwise empty
+    /// waits for more to share its statements (0: never; a queue holding
+    /// several is read at once). At ~300 IDENTIFYs a second per node of an
+    /// 8-node cluster, 20 ms cut the ramp's server CPU by ~25%
+    /// (docs/benchmarks-history.md).
     pub read_linger_ms: u64,
     /// How long a REST create waits for its guild's owner to commit it
     /// before answering 503 (the owner may be another node; in a cluster
