@@ -369,7 +369,8 @@ pub async fn start_node(
         Err(e) => tracing::error!(error = %e, "notice not encoded"),
     }));
     node.tasks.spawn(inbound_notices(node.clone(), notice_sub));
-    node.tasks.spawn(outbound(node.clone(), r.clone(), client.clone(), out_rx));
+    let linger = std::time::Duration::from_millis(cc.publish_linger_ms);
+    node.tasks.spawn(outbound(node.clone(), r.clone(), client.clone(), out_rx, linger));
     start_membership(node.clone(), r.clone(), client.clone(), url, cc)?;
     node.tasks.spawn(inbound_guild(node.clone(), r.clone(), guild_sub));
     node.tasks.spawn(inbound_deliver(node.clone(), r, deliver_sub));

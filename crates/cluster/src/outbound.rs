@@ -55,19 +55,28 @@ pub(crate) fn add_to_batches(batches: &mut Vec<Batch>, subject: String, payload:
 }
 
 /// The one ordered stream of everything this node publishes: whatever is
-/// queued when it wakes leaves batched per subject (see the module doc).
-pub(crate) async fn outbound(node: Arc<Node>, r: Arc<ClusterRouter>, client: async_nats::Client, mut rx: mpsc::Receiver<(String, Bytes)>) {
+/// queued when it wakes leaves batched per subject (see the module doc). A
+/// message found alone waits `linger` (`cluster.publish_linger_ms`) for
+/// others to leave in the same write.
+pub(crate) async fn outbound(
+    node: Arc<Node>,
+    r: Arc<ClusterRouter>,
+    client: async_nats::Client,
+    mut rx: mpsc::Receiver<(String, Bytes)>,
+    linger: std::time::Duration,
+) {
     let shutdown = node.shutdown.clone();
+    let mut taken: Vec<(String, Bytes)> = Vec::new();
     let mut batches: Vec<Batch> = Vec::new();
     loop {
-        let item = tokio::select! {
+        let more = tokio::select! {
             _ = shutdown.cancelled() => break,
-            m = rx.recv() => m,
+            more = node::linger::gather(&mut rx, &mut taken, OUT_BATCH_MESSAGES, linger, |_| true) => more,
         };
-        let Some((subject, payload)) = item else { break };
-        add_to_batches(&mut batches, subject, payload);
-        for _ in 1..OUT_BATCH_MESSAGES {
-            let Ok((subject, payload)) = rx.try_recv() else { break };
+        if !more {
+            break;
+        }
+        for (subject, payload) in taken.drain(..) {
             add_to_batches(&mut batches, subject, payload);
         }
         for b in batches.drain(..) {

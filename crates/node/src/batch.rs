@@ -88,13 +88,13 @@ where
 
 async fn run<K, V, F, Fut>(max: usize, linger: Duration, read: F, mut rx: mpsc::UnboundedReceiver<(K, Reply<V>)>)
 where
-    K: Hash + Eq + Clone,
-    V: Clone,
+    K: Hash + Eq + Clone + Send,
+    V: Clone + Send,
     F: Fn(Vec<K>) -> Fut,
     Fut: Future<Output = Result<Vec<(K, V)>, BatchError>>,
 {
     let mut batch: Vec<(K, Reply<V>)> = Vec::with_capacity(max);
-    while gather(&mut rx, &mut batch, max, linger).await {
+    while crate::linger::gather(&mut rx, &mut batch, max, linger, |_| true).await {
         // The same key may be asked twice (one token on two sockets): read
         // it once, hand a copy to all but the last asker.
         let mut wanted: HashMap<K, usize> = HashMap::with_capacity(batch.len());
@@ -119,22 +119,6 @@ where
             }
         }
     }
-}
-
-/// The next batch into `batch` (false once every sender is gone): what is
-/// queued, up to `max`; a read that came alone waits `linger` for others.
-async fn gather<T>(rx: &mut mpsc::UnboundedReceiver<T>, batch: &mut Vec<T>, max: usize, linger: Duration) -> bool {
-    if rx.recv_many(batch, max).await == 0 {
-        return false;
-    }
-    if batch.len() == 1 && max > 1 && !linger.is_zero() {
-        tokio::time::sleep(linger).await;
-        while batch.len() < max {
-            let Ok(more) = rx.try_recv() else { break };
-            batch.push(more);
-        }
-    }
-    true
 }
 
 /// IDENTIFY's lookup: the token's user, guild ids and application.
@@ -344,45 +328,6 @@ mod tests {
         }
         let n = calls.load(Ordering::SeqCst);
         assert!((3..10).contains(&n), "10 reads of 8 keys, 4 per batch: {n} statements");
-    }
-
-    /// Batch sizes when key 1 is queued first and keys 2 and 3 arrive
-    /// while the batcher has taken it.
-    async fn sizes_with(linger: Duration) -> Vec<usize> {
-        let (tx, mut rx) = mpsc::unbounded_channel::<u32>();
-        tx.send(1).unwrap();
-        let mut batch = Vec::new();
-        // `join!` polls the first batch first: it takes key 1 at once, so
-        // 2 and 3 are sent after it was taken.
-        let first = async {
-            assert!(gather(&mut rx, &mut batch, 64, linger).await);
-            batch.drain(..).count()
-        };
-        let later = async {
-            tx.send(2).unwrap();
-            tx.send(3).unwrap();
-        };
-        let (n, ()) = tokio::join!(first, later);
-        let mut sizes = vec![n];
-        drop(tx);
-        while gather(&mut rx, &mut batch, 64, linger).await {
-            sizes.push(batch.drain(..).count());
-        }
-        sizes
-    }
-
-    #[tokio::test]
-    async fn a_lone_read_waits_the_linger_for_company_and_a_queue_of_several_does_not() {
-        assert_eq!(sizes_with(Duration::from_millis(50)).await, vec![3]);
-        assert_eq!(sizes_with(Duration::ZERO).await, vec![1, 2], "without a linger the first goes alone");
-        // Two already queued: read at once, however long the linger.
-        let (tx, mut rx) = mpsc::unbounded_channel::<u32>();
-        tx.send(1).unwrap();
-        tx.send(2).unwrap();
-        let mut batch = Vec::new();
-        let took = tokio::time::timeout(Duration::from_secs(30), gather(&mut rx, &mut batch, 64, Duration::from_secs(3600))).await;
-        assert_eq!(took.ok(), Some(true), "a queue of several does not wait");
-        assert_eq!(batch, [1, 2]);
     }
 
     #[tokio::test]

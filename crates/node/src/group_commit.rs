@@ -180,17 +180,7 @@ async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Job>, max_batch: usiz
 /// message waits `linger` for company; a queue that held more, or a lone
 /// guild change, goes at once.
 async fn next_batch(rx: &mut mpsc::Receiver<Job>, jobs: &mut Vec<Job>, max_batch: usize, linger: std::time::Duration) -> bool {
-    if rx.recv_many(jobs, max_batch).await == 0 {
-        return false;
-    }
-    if !linger.is_zero() && jobs.len() == 1 && max_batch > 1 && matches!(jobs[0].work, Work::Message(_)) {
-        tokio::time::sleep(linger).await;
-        while jobs.len() < max_batch {
-            let Ok(job) = rx.try_recv() else { break };
-            jobs.push(job);
-        }
-    }
-    true
+    crate::linger::gather(rx, jobs, max_batch, linger, |j| matches!(j.work, Work::Message(_))).await
 }
 
 /// Runs one store transaction, its time in `stats.commit_seconds`.

@@ -10,6 +10,7 @@ pub mod components;
 pub mod convert;
 pub mod emoji;
 pub mod group_commit;
+pub mod linger;
 pub mod lookups;
 pub mod perm;
 pub mod presence;
