@@ -360,7 +360,9 @@ pub struct ClusterConfig {
     /// this long for others to leave with it in one write (and, for the
     /// same node, one NATS message), so a node at a few hundred messages a
     /// second wakes nats-server and the receiving nodes once per batch
-    /// rather than once per message. 0: publish at once.
+    /// rather than once per message. 0 (the default): publish at once; 5 ms
+    /// measured within the noise on 8 nodes at ~125 posts a second each
+    /// (docs/benchmarks-history.md), for ~6 ms more per post.
     pub publish_linger_ms: u64,
 }
 
